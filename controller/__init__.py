@@ -1,0 +1,1 @@
+"""minibroker: controller."""

@@ -1,0 +1,1 @@
+"""Subcommands of the `minibroker` command line."""

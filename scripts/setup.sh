@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Everything `make demo` and `make test` need on a fresh Debian/Ubuntu machine:
+# a JRE and ZooKeeper from apt (when missing), and .venv with the project and its
+# test extras. Idempotent and quiet when there is nothing to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup: Python 3.11+ is needed (found: $("$PY" --version 2>&1))" >&2
+    exit 1
+fi
+
+apt_missing=()
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || apt_missing+=(zookeeper)
+command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
+"$PY" -c 'import ensurepip, venv' 2>/dev/null || apt_missing+=(python3-venv)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+    echo "setup: installing ${apt_missing[*]} with apt-get" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    "$PY" -m venv .venv
+fi
+# Reinstall only when the project's dependency list changed.
+stamp=.venv/.minibroker-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing minibroker and its test extras into .venv" >&2
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[test]'
+    touch "$stamp"
+fi

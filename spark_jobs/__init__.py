@@ -1,0 +1,1 @@
+"""minibroker: spark_jobs."""
