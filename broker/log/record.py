@@ -305,7 +305,7 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
             f"batch at position {pos} has {header.record_count} records but lastOffsetDelta"
             f" {header.last_offset_delta}"
         )
-    header.compression  # raises UNSUPPORTED_COMPRESSION_TYPE for codec ids 5..7
+    _ = header.compression  # raises UNSUPPORTED_COMPRESSION_TYPE for codec ids 5..7
     return header
 
 
