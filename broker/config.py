@@ -1,0 +1,521 @@
+"""KafkaConfig: the broker's configuration, with Kafka's names, types and defaults.
+
+Every key a broker here reads, named and defaulted as in Kafka 2.8's
+KafkaConfig.scala (the last 2.x; so zookeeper.session.timeout.ms=18000 and
+replica.lag.time.max.ms=30000 from KIP-537 in 2.5, message.max.bytes=1048588
+from 2.4), plus `producer.id.expiration.ms` (Kafka 3.4, KIP-854) and two keys of
+our own, `cluster.credential` and `metrics.port`. Validators are Kafka's, plus a
+lower bound where Kafka has none but a value below it could only fail later
+(e.g. num.replica.fetchers=0).
+
+Each key is one dataclass field whose name is the key with '.' -> '_'
+(`config.log_retention_hours` is `log.retention.hours`), so readers get typed
+attributes and the dump gets the Kafka names back. Unlike Kafka, an unknown key
+is an error, not a warning: a misspelt `min.insync.replica` must not silently
+leave acks=all writes less durable than the operator asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.log.record import HEADER_SIZE
+from broker.properties import PropertiesSyntaxError, load_properties
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+_MS_PER_MINUTE = 60 * 1000
+_MS_PER_HOUR = 60 * _MS_PER_MINUTE
+
+
+class ConfigError(ValueError):
+    """A configuration the broker refuses to start with, naming key, value and reason."""
+
+    def __init__(self, key: str, value: object, reason: str) -> None:
+        self.key = key
+        self.value = value
+        self.reason = reason
+        super().__init__(f"Invalid value {_java_string(value)} for configuration {key}: {reason}")
+
+
+class Type(enum.Enum):
+    """Kafka's ConfigDef.Type, for the types the keys here use."""
+
+    BOOLEAN = "BOOLEAN"
+    INT = "INT"
+    LONG = "LONG"
+    STRING = "STRING"
+    PASSWORD = "PASSWORD"
+
+
+@dataclass(frozen=True)
+class Password:
+    """Kafka's Password type: a secret that prints as [hidden] wherever it is logged."""
+
+    value: str = field(repr=False)
+
+    def __str__(self) -> str:
+        return "[hidden]"
+
+    def __repr__(self) -> str:
+        return "Password([hidden])"
+
+
+# A validator returns why a (non-null) value is invalid, or None when it is fine.
+Validator = Callable[[Any], "str | None"]
+
+
+def at_least(minimum: int) -> Validator:
+    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def between(low: int, high: int) -> Validator:
+    def check(v: int) -> str | None:
+        if v < low:
+            return f"Value must be at least {low}"
+        return None if v <= high else f"Value must be no more than {high}"
+
+    return check
+
+
+def one_of(*allowed: str) -> Validator:
+    return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    """One entry of `listeners` / `advertised.listeners` (Kafka's kafka.cluster.EndPoint)."""
+
+    listener_name: str
+    host: str  # "" binds the default interface, as in Kafka
+    port: int  # 0 binds an ephemeral port
+    security_protocol: str
+
+
+# Kafka's SecurityProtocol ids; only PLAINTEXT is served until TLS lands.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0}
+# EndPoint.scala's uriParseExp: an IPv6 host sits in brackets.
+_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+
+
+def parse_endpoints(text: str) -> tuple[EndPoint, ...]:
+    """`NAME://host:port,...` as Kafka's CoreUtils.listenerListToEndPoints reads it."""
+    endpoints = []
+    for item in _csv(text):
+        match = _ENDPOINT.match(item)
+        if match is None:
+            raise ValueError(f"{item!r} is not of the form LISTENER_NAME://host:port")
+        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
+        if name not in SECURITY_PROTOCOL_IDS:
+            raise ValueError(f"listener {name} is not supported: only PLAINTEXT listeners are")
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port {port} of {item!r} is not in 0..65535")
+        endpoints.append(EndPoint(name, host, port, security_protocol=name))
+    if not endpoints:
+        raise ValueError("at least one listener is needed")
+    names = [e.listener_name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ValueError("each listener must have a different name")
+    return tuple(endpoints)
+
+
+def _endpoints_validator(text: str) -> str | None:
+    try:
+        parse_endpoints(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _csv(text: str) -> list[str]:
+    """Kafka's CoreUtils.parseCsvList: comma-separated, blanks around items and empty items dropped."""
+    return [item for item in (part.strip() for part in text.split(",")) if item]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    type: Type
+    doc: str
+    validator: Validator | None
+    required: bool
+
+
+_REQUIRED: Any = object()
+
+
+def _key(type_: Type, default: Any, doc: str, validator: Validator | None = None) -> Any:
+    """A KafkaConfig field: its Kafka type, default, validator and doc line."""
+    required = default is _REQUIRED
+    return field(
+        default=None if required else default,
+        metadata={"key": ConfigKey(type_, doc, validator, required)},
+    )
+
+
+def config_name(attribute: str) -> str:
+    """`log_retention_ms` -> `log.retention.ms`: no Kafka key contains an underscore."""
+    return attribute.replace("_", ".")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaConfig:
+    # ZooKeeper
+    zookeeper_connect: str = _key(
+        Type.STRING, _REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"
+    )
+    zookeeper_session_timeout_ms: int = _key(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
+    zookeeper_connection_timeout_ms: int | None = _key(
+        Type.INT, None, "Max wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset", at_least(1)
+    )
+
+    # General
+    broker_id: int = _key(
+        Type.INT,
+        -1,
+        "The broker id for this server, unique in the cluster",
+        lambda v: None if v >= 0 else "broker.id must be set to a unique id >= 0 (ids are not generated here)",
+    )
+    broker_id_generation_enable: bool = _key(
+        Type.BOOLEAN,
+        False,
+        "Generate broker ids in ZooKeeper: not supported here, set broker.id",
+        lambda v: "broker id generation is not supported; set broker.id" if v else None,
+    )
+    message_max_bytes: int = _key(
+        Type.INT, 1048588, "Largest record batch size allowed (topic config max.message.bytes)", at_least(0)
+    )
+    request_timeout_ms: int = _key(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
+
+    # Listeners
+    listeners: str = _key(
+        Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on", _endpoints_validator
+    )
+    advertised_listeners: str | None = _key(
+        Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset", _endpoints_validator
+    )
+    broker_rack: str | None = _key(Type.STRING, None, "Rack of the broker")
+
+    # Log
+    num_partitions: int = _key(Type.INT, 1, "Default number of partitions per topic", at_least(1))
+    log_dir: str = _key(Type.STRING, "/tmp/kafka-logs", "Log data directory (supplemental for log.dirs)")
+    log_dirs: str | None = _key(Type.STRING, None, "Comma-separated log data directories; log.dir if unset")
+    # Kafka's floor is one v0 record (14 bytes); a segment here must hold a v2 batch header.
+    log_segment_bytes: int = _key(Type.INT, 1 << 30, "Maximum size of a single log segment", at_least(HEADER_SIZE))
+    log_roll_ms: int | None = _key(Type.LONG, None, "Maximum age of a segment before it rolls; log.roll.hours if unset")
+    log_roll_hours: int = _key(
+        Type.INT, 168, "Maximum age of a segment before it rolls, secondary to log.roll.ms", at_least(1)
+    )
+    log_retention_ms: int | None = _key(
+        Type.LONG, None, "Time to keep a log segment (-1: forever); log.retention.minutes if unset"
+    )
+    log_retention_minutes: int | None = _key(
+        Type.INT, None, "Time to keep a log segment, secondary to log.retention.ms; log.retention.hours if unset"
+    )
+    log_retention_hours: int = _key(Type.INT, 168, "Time to keep a log segment, tertiary to log.retention.ms")
+    log_retention_bytes: int = _key(Type.LONG, -1, "Maximum size of a partition's log before deleting (-1: no limit)")
+    log_retention_check_interval_ms: int = _key(
+        Type.LONG, 300000, "How often logs are checked for segments to delete", at_least(1)
+    )
+    log_index_size_max_bytes: int = _key(Type.INT, 10 * 1024 * 1024, "Maximum size of an offset index", at_least(4))
+    log_index_interval_bytes: int = _key(Type.INT, 4096, "Bytes of log between two offset index entries", at_least(0))
+    log_flush_interval_messages: int = _key(
+        Type.LONG, _LONG_MAX, "Records appended to a partition before it is flushed", at_least(1)
+    )
+    log_flush_interval_ms: int | None = _key(
+        Type.LONG, None, "Maximum time a record stays unflushed; log.flush.scheduler.interval.ms if unset"
+    )
+    log_flush_scheduler_interval_ms: int = _key(
+        Type.LONG, _LONG_MAX, "How often the log flusher checks whether a log needs flushing", at_least(1)
+    )
+    log_flush_offset_checkpoint_interval_ms: int = _key(
+        Type.INT, 60000, "How often the recovery point checkpoint is written", at_least(0)
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = _key(
+        Type.INT, 60000, "How often the log start offset checkpoint is written", at_least(0)
+    )
+    log_message_timestamp_type: str = _key(
+        Type.STRING,
+        "CreateTime",
+        "Record timestamps: the producer's or the broker's",
+        one_of("CreateTime", "LogAppendTime"),
+    )
+    log_message_timestamp_difference_max_ms: int = _key(
+        Type.LONG, _LONG_MAX, "Largest CreateTime distance from the broker's clock accepted", at_least(0)
+    )
+    num_recovery_threads_per_data_dir: int = _key(
+        Type.INT, 1, "Threads per data directory for log recovery at startup", at_least(1)
+    )
+    auto_create_topics_enable: bool = _key(Type.BOOLEAN, True, "Create unknown topics on metadata requests")
+    min_insync_replicas: int = _key(Type.INT, 1, "Minimum ISR size for acks=all writes to succeed", at_least(1))
+    delete_topic_enable: bool = _key(Type.BOOLEAN, True, "Allow topics to be deleted")
+
+    # Replication
+    default_replication_factor: int = _key(
+        Type.INT, 1, "Replication factor of automatically created topics", at_least(1)
+    )
+    replica_lag_time_max_ms: int = _key(
+        Type.LONG, 30000, "A follower not caught up for this long is removed from the ISR", at_least(1)
+    )
+    replica_socket_timeout_ms: int = _key(
+        Type.INT, 30000, "Timeout of replica fetch requests; at least replica.fetch.wait.max.ms", at_least(1)
+    )
+    replica_fetch_max_bytes: int = _key(Type.INT, 1024 * 1024, "Bytes per partition a follower fetches", at_least(0))
+    replica_fetch_response_max_bytes: int = _key(
+        Type.INT, 10 * 1024 * 1024, "Bytes a follower's whole fetch response may carry", at_least(0)
+    )
+    replica_fetch_wait_max_ms: int = _key(
+        Type.INT, 500, "Longest a follower's fetch waits at the leader; <= replica.lag.time.max.ms", at_least(0)
+    )
+    replica_fetch_min_bytes: int = _key(Type.INT, 1, "Bytes a follower's fetch waits for", at_least(0))
+    replica_fetch_backoff_ms: int = _key(Type.INT, 1000, "Sleep after a failed replica fetch", at_least(0))
+    num_replica_fetchers: int = _key(Type.INT, 1, "Fetcher threads per source broker", at_least(1))
+    replica_high_watermark_checkpoint_interval_ms: int = _key(
+        Type.LONG, 5000, "How often high watermarks are checkpointed", at_least(1)
+    )
+    auto_leader_rebalance_enable: bool = _key(
+        Type.BOOLEAN, True, "Move leadership back to preferred replicas periodically"
+    )
+    leader_imbalance_check_interval_seconds: int = _key(
+        Type.LONG, 300, "How often the controller checks leader balance", at_least(1)
+    )
+    leader_imbalance_per_broker_percentage: int = _key(
+        Type.INT, 10, "Leader imbalance per broker (%) that triggers a rebalance", between(0, 100)
+    )
+    unclean_leader_election_enable: bool = _key(
+        Type.BOOLEAN, False, "Elect a leader outside the ISR as a last resort, losing data"
+    )
+
+    # Controlled shutdown
+    controlled_shutdown_enable: bool = _key(Type.BOOLEAN, True, "Move leadership away before shutting down")
+    controlled_shutdown_max_retries: int = _key(Type.INT, 3, "Controlled shutdown attempts", at_least(0))
+    controlled_shutdown_retry_backoff_ms: int = _key(
+        Type.LONG, 5000, "Wait between controlled shutdown attempts", at_least(0)
+    )
+
+    # Offsets and producer ids
+    offsets_retention_minutes: int = _key(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
+    transactional_id_expiration_ms: int = _key(
+        Type.INT, 7 * 24 * _MS_PER_HOUR, "Idle time after which a transactional id expires", at_least(1)
+    )
+    producer_id_expiration_ms: int = _key(
+        Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
+    )
+
+    # minibroker's own
+    cluster_credential: Password | None = _key(  # noqa: RUF009 (_key returns a dataclasses.field)
+        Type.PASSWORD,
+        None,
+        "Shared secret cluster actions carry as gRPC metadata x-cluster-credential; unset: not checked",
+    )
+    metrics_port: int = _key(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535))
+
+    def __post_init__(self) -> None:
+        for key, value in self.values().items():
+            spec = _KEYS[key]
+            if value is None:
+                if spec.required:
+                    raise ConfigError(key, None, "Missing required configuration which has no default value")
+                continue
+            if spec.validator is not None and (reason := spec.validator(value)) is not None:
+                raise ConfigError(key, value, reason)
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        # Kafka's KafkaConfig.validateValues, for the keys this broker has.
+        if self.log_roll_time_millis < 1:
+            raise ConfigError("log.roll.ms", self.log_roll_time_millis, "log.roll.ms must be at least 1")
+        retention = self.log_retention_time_millis
+        if retention != -1 and retention < 1:
+            raise ConfigError("log.retention.ms", retention, "must be unlimited (-1) or at least 1")
+        if not self.log_dir_paths:
+            raise ConfigError(
+                "log.dirs",
+                self.log_dirs or self.log_dir,
+                "at least one log directory must be defined via log.dirs or log.dir",
+            )
+        if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms,
+                "must not exceed replica.socket.timeout.ms, or replica fetches time out for no reason",
+            )
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms,
+                "must not exceed replica.lag.time.max.ms, or idle followers keep leaving the ISR",
+            )
+        listener_names = {e.listener_name for e in self.listener_endpoints}
+        for endpoint in self.advertised_endpoints:
+            if endpoint.listener_name not in listener_names:
+                raise ConfigError(
+                    "advertised.listeners",
+                    self.advertised_listeners,
+                    "listener names must be ones defined in listeners",
+                )
+            if endpoint.host == "0.0.0.0":
+                raise ConfigError(
+                    "advertised.listeners",
+                    self.advertised_listeners or self.listeners,
+                    "cannot advertise the nonroutable meta-address 0.0.0.0; use a routable IP address",
+                )
+
+    # Values resolved from several keys, as KafkaConfig.scala resolves them.
+
+    @property
+    def zookeeper_connection_timeout_millis(self) -> int:
+        if self.zookeeper_connection_timeout_ms is not None:
+            return self.zookeeper_connection_timeout_ms
+        return self.zookeeper_session_timeout_ms
+
+    @property
+    def log_dir_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(d) for d in _csv(self.log_dirs if self.log_dirs is not None else self.log_dir))
+
+    @property
+    def log_roll_time_millis(self) -> int:
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * _MS_PER_HOUR
+
+    @property
+    def log_retention_time_millis(self) -> int:
+        """log.retention.ms, else .minutes, else .hours; any negative value means unlimited (-1)."""
+        if self.log_retention_ms is not None:
+            millis = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            millis = self.log_retention_minutes * _MS_PER_MINUTE
+        else:
+            millis = self.log_retention_hours * _MS_PER_HOUR
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_flush_interval_millis(self) -> int:
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
+
+    @property
+    def listener_endpoints(self) -> tuple[EndPoint, ...]:
+        return parse_endpoints(self.listeners)
+
+    @property
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        if self.advertised_listeners is None:
+            return self.listener_endpoints
+        return parse_endpoints(self.advertised_listeners)
+
+    # Construction
+
+    @classmethod
+    def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> KafkaConfig:
+        """The broker's config from a server.properties file and `key=value` overrides
+        (kafka-server-start's --override), which win over the file."""
+        props: dict[str, str] = {}
+        if path is not None:
+            try:
+                props.update(load_properties(path))
+            except PropertiesSyntaxError as e:
+                raise ConfigError(
+                    e.key, _loggable(e.key, e.text), f"{path}:{e.line}: malformed \\uxxxx escape"
+                ) from None
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if not sep:
+                raise ConfigError(override, None, "an override must be key=value")
+            props[key.strip()] = value
+        return cls.from_props(props)
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
+        """The config from Kafka-named string properties; every value is trimmed, as Kafka does."""
+        kwargs: dict[str, Any] = {}
+        for key, text in props.items():
+            spec = _KEYS.get(key)
+            if spec is None:
+                raise ConfigError(key, _loggable(key, text), _unknown_key_reason(key))
+            kwargs[key.replace(".", "_")] = _parse(key, spec.type, text.strip())
+        return cls(**kwargs)
+
+    # Output
+
+    def values(self) -> dict[str, Any]:
+        """Kafka key -> typed value, for every key."""
+        return {config_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def dump(self) -> str:
+        """The start-up dump, as Kafka's AbstractConfig.logAll prints it."""
+        lines = [f"\t{key} = {_java_string(value)}\n" for key, value in sorted(self.values().items())]
+        return "KafkaConfig values: \n" + "".join(lines)
+
+    def log_properties(self) -> dict[str, str]:
+        """The broker-wide defaults of topic (log) configs, under their broker names,
+        for broker/log/config.py's LogConfig.from_properties: what Kafka's
+        KafkaServer.copyKafkaConfigToLog hands LogConfig. Durations come resolved
+        (log.retention.ms over .minutes over .hours, log.roll.ms over .hours)."""
+        values: dict[str, object] = {
+            "log.segment.bytes": self.log_segment_bytes,
+            "log.roll.ms": self.log_roll_time_millis,
+            "log.retention.ms": self.log_retention_time_millis,
+            "log.retention.bytes": self.log_retention_bytes,
+            "log.index.size.max.bytes": self.log_index_size_max_bytes,
+            "log.index.interval.bytes": self.log_index_interval_bytes,
+            "log.flush.interval.messages": self.log_flush_interval_messages,
+            "log.flush.interval.ms": self.log_flush_interval_millis,
+            "log.message.timestamp.type": self.log_message_timestamp_type,
+            "log.message.timestamp.difference.max.ms": self.log_message_timestamp_difference_max_ms,
+            "message.max.bytes": self.message_max_bytes,
+            "min.insync.replicas": self.min_insync_replicas,
+            "unclean.leader.election.enable": self.unclean_leader_election_enable,
+        }
+        return {key: _java_string(value) for key, value in values.items()}
+
+
+_KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)}
+
+
+def _parse(key: str, type_: Type, text: str) -> Any:
+    """ConfigDef.parseType: the typed value of an (already trimmed) string."""
+    if type_ is Type.STRING:
+        return text
+    if type_ is Type.PASSWORD:
+        return Password(text)
+    if type_ is Type.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(key, text, "Expected value to be either true or false")
+        return text.lower() == "true"
+    low, high = (_INT_MIN, _INT_MAX) if type_ is Type.INT else (_LONG_MIN, _LONG_MAX)
+    # Java's Integer.parseInt / Long.parseLong: optional sign and ASCII digits only.
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not low <= int(text) <= high:
+        raise ConfigError(key, text, f"Not a number of type {type_.value}")
+    return int(text)
+
+
+def _java_string(value: object) -> str:
+    """How Java's toString prints a config value: null, true/false, [hidden]."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _loggable(key: str, text: str) -> object:
+    """Kafka's KafkaConfig.loggableValue: secrets, and values of unknown keys (a
+    misspelt secret, perhaps), print as [hidden]."""
+    spec = _KEYS.get(key)
+    return text if spec is not None and spec.type is not Type.PASSWORD else Password(text)
+
+
+def _unknown_key_reason(key: str) -> str:
+    close = difflib.get_close_matches(key, _KEYS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"not a broker configuration minibroker knows{hint}"
