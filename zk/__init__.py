@@ -1,1 +1,1 @@
-"""ZooKeeper: the path layout and znode formats (Kafka's ZK-era layout), the client wrapper, and a local server launcher."""
+"""ZooKeeper, Kafka 2.x style: the znode layout and formats (paths), the client (client), a local server (server)."""

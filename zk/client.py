@@ -1,0 +1,794 @@
+"""KafkaZkClient: Kafka 2.x's ZooKeeper operations (kafka/zk/KafkaZkClient.scala) over kazoo.
+
+Every path and format comes from zk.paths; this module only adds the ZooKeeper
+semantics that make them safe:
+
+- Controller writes are fenced (Kafka 2.2+): each one is a multi-op whose first
+  op checks /controller_epoch at the version the controller wrote when it was
+  elected. A controller that lost its seat fails with ControllerMovedError
+  instead of overwriting its successor's decisions.
+- Partition state writes are conditional on the state znode's version. A leader
+  whose ISR write loses (BadVersion) gets (False, -1) and must re-read: the
+  controller, or the leader after it, changed the partition.
+- Operations retry on connection loss (not on session expiry). A retried write
+  can find its own first attempt already applied; where Kafka checks for that
+  (broker registration, controller election, partition state) so do we.
+
+Watch and session callbacks run on kazoo's callback thread, one at a time and
+in order. They may call this client, but should be quick: hand real work to
+your own thread or event queue, as Kafka's controller does.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import Callback, ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
+
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+from zk import paths
+from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ProducerIdBlock, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka 2.5+'s zookeeper.session.timeout.ms
+
+
+class ControllerMovedError(Exception):
+    """A fenced controller write failed: /controller_epoch moved past the version this controller wrote."""
+
+
+class DuplicateBrokerIdError(Exception):
+    """/brokers/ids/<id> is held by another live session: two brokers were given the same broker.id."""
+
+
+@dataclass
+class UpdateLeaderAndIsrResult:
+    """Outcome of a batch of controller partition state writes (Kafka's UpdateLeaderAndIsrResult)."""
+
+    # Written; each value carries the state znode's new version.
+    finished: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    # BadVersion: someone (a leader changing its ISR) wrote since the state was read: re-read, decide again.
+    to_retry: list[TopicPartition] = field(default_factory=list)
+    failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+
+class Watch:
+    """A registered watch. cancel() stops callbacks; kazoo drops the watch at its next event."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One operation of a fenced multi-op."""
+
+    kind: Literal["create", "set", "delete"]
+    path: str
+    data: bytes = b""
+    version: int = paths.MATCH_ANY_VERSION
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _new_cluster_id() -> str:
+    # Kafka's CoreUtils.generateUuidAsBase64: a random UUID, URL-safe base64, no padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _op_error(results: Sequence[Any]) -> Exception | None:
+    """The op that failed a multi-op (the others report RolledBack / RuntimeInconsistency)."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError | RuntimeInconsistency):
+            return result
+    return None
+
+
+def _split_chroot(hosts: str) -> tuple[str, str]:
+    servers, slash, chroot = hosts.partition("/")
+    return servers, (slash + chroot).rstrip("/")
+
+
+class KafkaZkClient:
+    """One ZooKeeper session, with Kafka's operations on the Kafka 2.x layout.
+
+    `hosts` is a ZooKeeper connect string and may end in a chroot
+    ("127.0.0.1:2181/minibroker"), which is created if missing, as Kafka does.
+    """
+
+    def __init__(self, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
+        self.hosts = hosts
+        self.session_timeout_ms = session_timeout_ms
+        # kazoo's default reconnect backoff grows to an hour; a broker wants its session back now.
+        self._zk = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
+        )
+        # Copied per call: a KazooRetry counts attempts and is not thread-safe.
+        self._retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0, ignore_expire=False)
+        self._zk.add_listener(self._on_state_change)
+        self._session_expired_callbacks: list[Callable[[], None]] = []
+        self._new_session_callbacks: list[Callable[[], None]] = []
+        self._session_lost = False
+        self._closing = False
+
+    @classmethod
+    def connect(
+        cls, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS, timeout: float = 15.0
+    ) -> KafkaZkClient:
+        client = cls(hosts, session_timeout_ms)
+        client.start(timeout)
+        return client
+
+    def start(self, timeout: float = 15.0) -> None:
+        servers, chroot = _split_chroot(self.hosts)
+        if chroot:
+            # kazoo cannot create its own chroot; Kafka creates it with a chroot-less client too.
+            root = KazooClient(hosts=servers, timeout=self.session_timeout_ms / 1000)
+            root.start(timeout)
+            try:
+                root.ensure_path(chroot)
+            finally:
+                root.stop()
+                root.close()
+        self._zk.start(timeout)
+
+    def close(self) -> None:
+        """Close the session: its ephemeral znodes (broker registration, /controller) go at once."""
+        self._closing = True
+        self._zk.stop()
+        self._zk.close()
+
+    def __enter__(self) -> KafkaZkClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._zk.connected)
+
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        """(session id, password) while connected: what another client needs to take over (or kill) the session."""
+        client_id = self._zk.client_id
+        return None if client_id is None else (int(client_id[0]), bytes(client_id[1]))
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self.client_id
+        return None if client_id is None else client_id[0]
+
+    # --- session state ---
+
+    def on_session_expired(self, callback: Callable[[], None]) -> None:
+        """Called when the session is lost: every ephemeral znode of this client is gone
+        (Kafka's beforeInitializingSession). kazoo keeps reconnecting with a new session."""
+        self._session_expired_callbacks.append(callback)
+
+    def on_new_session(self, callback: Callable[[], None]) -> None:
+        """Called once a new session replaces an expired one (Kafka's afterInitializingSession):
+        re-register the broker, re-enter the controller election. Watches survive by themselves."""
+        self._new_session_callbacks.append(callback)
+
+    def _on_state_change(self, state: str) -> None:
+        # Runs on kazoo's connection thread, which must never block: the
+        # callbacks go to the callback thread, in order with watch events.
+        if state == KazooState.LOST and not self._closing:
+            self._session_lost = True
+            log.warning("ZooKeeper session expired (%s)", self.hosts)
+            self._dispatch(self._session_expired_callbacks)
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            log.info("ZooKeeper session re-established (%s), session id 0x%x", self.hosts, self.session_id or 0)
+            self._dispatch(self._new_session_callbacks)
+
+    def _dispatch(self, callbacks: Iterable[Callable[[], None]]) -> None:
+        for callback in list(callbacks):
+            self._zk.handler.dispatch_callback(Callback("session", self._run_callback, (callback,)))
+
+    @staticmethod
+    def _run_callback(callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:
+            log.exception("ZooKeeper session callback %r failed", callback)
+
+    # --- plumbing ---
+
+    def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """func(*args, **kwargs), retried across connection losses (not session expiry)."""
+        return self._retry.copy()(func, *args, **kwargs)
+
+    def _get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            data, stat = self._call(self._zk.get, path)
+        except NoNodeError:
+            return None
+        return data, stat
+
+    def _get_many(self, znodes: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Pipelined reads (one round trip for all, as Kafka's retryRequestsUntilConnected); None where missing."""
+
+        def read_all() -> list[tuple[bytes, ZnodeStat] | None]:
+            pending = [self._zk.get_async(path) for path in znodes]
+            results: list[tuple[bytes, ZnodeStat] | None] = []
+            for result in pending:
+                try:
+                    data, stat = result.get()
+                    results.append((data, stat))
+                except NoNodeError:
+                    results.append(None)
+            return results
+
+        return self._call(read_all) if znodes else []
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self._call(self._zk.get_children, path))
+        except NoNodeError:
+            return []
+
+    def _create_all_if_missing(self, znodes: Sequence[str]) -> None:
+        def create_all() -> None:
+            for result in [self._zk.create_async(path) for path in znodes]:
+                try:
+                    result.get()
+                except NodeExistsError:
+                    pass
+
+        self._call(create_all)
+
+    def _fenced(self, expected_controller_epoch_zk_version: int, op_groups: Sequence[Sequence[_Op]]) -> list[list[Any]]:
+        """Commit each group as its own multi-op behind a check of /controller_epoch; pipelined.
+
+        Returns each group's op results (check excluded); a failed group holds
+        the failing op's exception. Raises ControllerMovedError if the check
+        failed anywhere.
+        """
+
+        def commit_all() -> list[list[Any]]:
+            pending = []
+            for ops in op_groups:
+                tx = self._zk.transaction()
+                tx.check(paths.CONTROLLER_EPOCH, expected_controller_epoch_zk_version)
+                for op in ops:
+                    if op.kind == "create":
+                        tx.create(op.path, op.data)
+                    elif op.kind == "set":
+                        tx.set_data(op.path, op.data, op.version)
+                    else:
+                        tx.delete(op.path, op.version)
+                pending.append(tx.commit_async())
+            return [list(result.get()) for result in pending]
+
+        results = self._call(commit_all) if op_groups else []
+        for group in results:
+            check = group[0]
+            if isinstance(check, BadVersionError | NoNodeError):
+                raise ControllerMovedError(
+                    f"controller epoch zkVersion check failed: expected {paths.CONTROLLER_EPOCH} "
+                    f"at version {expected_controller_epoch_zk_version}"
+                )
+        return [group[1:] for group in results]
+
+    def _fenced_delete_all(self, znodes: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        """Fenced deletes, one multi-op each; znodes already gone are fine."""
+        groups = [[_Op("delete", path)] for path in znodes]
+        for group in self._fenced(expected_controller_epoch_zk_version, groups):
+            error = _op_error(group)
+            if error is not None and not isinstance(error, NoNodeError):
+                raise error
+
+    def ensure_persistent_paths(self) -> None:
+        """Kafka's createTopLevelPaths: the persistent znodes every broker and controller expects."""
+        for path in paths.PERSISTENT_ZK_PATHS:
+            self._call(self._zk.ensure_path, path)
+
+    def get_or_create_cluster_id(self, proposed: str | None = None) -> str:
+        """The cluster id; the first broker to ask creates it (random, as Kafka's, unless proposed)."""
+        while True:
+            existing = self._get(paths.CLUSTER_ID)
+            if existing is not None:
+                return paths.decode_cluster_id(existing[0])
+            cluster_id = proposed or _new_cluster_id()
+            try:
+                self._call(self._zk.create, paths.CLUSTER_ID, paths.encode_cluster_id(cluster_id), makepath=True)
+                return cluster_id
+            except NodeExistsError:
+                continue  # another broker was first (or our own create, retried): read theirs
+
+    # --- brokers ---
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral /brokers/ids/<id>; returns its czxid, the broker epoch (Kafka 2.2+).
+
+        Raises DuplicateBrokerIdError if another session holds the id.
+        """
+        info = replace(info, timestamp_ms=_now_ms())
+        path = paths.broker_id_path(info.id)
+        stat = self._checked_ephemeral_create(path, paths.encode_broker_info(info))
+        if stat is None:
+            raise DuplicateBrokerIdError(
+                f"broker id {info.id} is already registered at {path} by another ZooKeeper session "
+                f"(is another broker running with broker.id={info.id}?)"
+            )
+        log.info("registered broker %d at %s (%s), broker epoch %d", info.id, path, info.endpoint, stat.czxid)
+        return int(stat.czxid)
+
+    def _checked_ephemeral_create(self, path: str, data: bytes) -> ZnodeStat | None:
+        """Kafka's checkedEphemeralCreate: create, or accept the node if this session already owns it
+        (a create retried after a connection loss); None if another session owns it."""
+        while True:
+            try:
+                _, stat = self._call(self._zk.create, path, data, ephemeral=True, makepath=True, include_data=True)
+                return stat
+            except NodeExistsError:
+                existing = self._get(path)
+                if existing is None:
+                    continue  # its owner's session just ended: try again
+                stat = existing[1]
+                return stat if stat.ephemeralOwner == self.session_id else None
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        node = self._get(paths.broker_id_path(broker_id))
+        return None if node is None else paths.decode_broker_info(broker_id, node[0], node[1].czxid)
+
+    def get_all_brokers(self) -> list[BrokerInfo]:
+        """Live brokers by id, each with its broker epoch (the registration's czxid)."""
+        ids = sorted(int(child) for child in self._children(paths.BROKER_IDS))
+        nodes = self._get_many([paths.broker_id_path(i) for i in ids])
+        return [
+            paths.decode_broker_info(broker_id, node[0], node[1].czxid)
+            for broker_id, node in zip(ids, nodes)
+            if node is not None
+        ]
+
+    # --- topics ---
+
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
+        """Write /config/topics/<t> and /brokers/topics/<t> atomically; the controller takes it from there.
+
+        Raises KafkaError(TOPIC_ALREADY_EXISTS) if the topic exists.
+        """
+        topic = assignment.topic
+        config_path = paths.topic_config_path(topic)
+
+        def create() -> list[Any]:
+            # Config first, as Kafka's AdminZkClient writes it: whoever sees the topic finds its config.
+            tx = self._zk.transaction()
+            config_data = paths.encode_topic_config(config or {})
+            if self._zk.exists(config_path) is None:
+                tx.create(config_path, config_data)
+            else:  # left over from a deleted topic
+                tx.set_data(config_path, config_data)
+            tx.create(paths.topic_path(topic), paths.encode_topic_assignment(assignment))
+            return list(tx.commit())
+
+        results = self._call(create)
+        if isinstance(results[1], NodeExistsError):
+            raise KafkaError(f"Topic '{topic}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+        error = _op_error(results)
+        if error is not None:
+            raise error
+
+    def get_all_topics(self) -> set[str]:
+        return set(self._children(paths.TOPICS))
+
+    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
+        return self.get_topic_assignments([topic]).get(topic)
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Assignments of the topics that exist."""
+        topics = list(topics)
+        nodes = self._get_many([paths.topic_path(t) for t in topics])
+        return {t: paths.decode_topic_assignment(t, node[0]) for t, node in zip(topics, nodes) if node is not None}
+
+    def set_topic_assignment(self, assignment: TopicAssignment, expected_controller_epoch_zk_version: int) -> None:
+        """The controller rewrites an assignment (reassignment, added partitions)."""
+        op = _Op("set", paths.topic_path(assignment.topic), paths.encode_topic_assignment(assignment))
+        error = _op_error(self._fenced(expected_controller_epoch_zk_version, [[op]])[0])
+        if error is not None:
+            raise error
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides; empty if none."""
+        node = self._get(paths.topic_config_path(topic))
+        return {} if node is None else paths.decode_topic_config(topic, node[0])
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and notify brokers (/config/changes), in one multi-op."""
+        config_path = paths.topic_config_path(topic)
+
+        def write() -> list[Any]:
+            tx = self._zk.transaction()
+            if self._zk.exists(config_path) is None:
+                tx.create(config_path, paths.encode_topic_config(config))
+            else:
+                tx.set_data(config_path, paths.encode_topic_config(config))
+            tx.create(paths.config_change_path(), paths.encode_config_change(f"topics/{topic}"), sequence=True)
+            return list(tx.commit())
+
+        error = _op_error(self._call(write))
+        if error is not None:
+            raise error
+
+    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
+        """The controller's last step of a deletion: the topic's znodes, its config and its deletion request."""
+        targets = [
+            *self._subtree(paths.topic_path(topic)),
+            paths.topic_config_path(topic),
+            paths.delete_topic_path(topic),
+        ]
+        self._fenced_delete_all(targets, expected_controller_epoch_zk_version)
+
+    def _subtree(self, root: str) -> list[str]:
+        """root and its descendants, deepest first (the order to delete them in)."""
+        result: list[str] = []
+        for child in self._children(root):
+            result.extend(self._subtree(f"{root}/{child}"))
+        result.append(root)
+        return result
+
+    # --- partition state ---
+
+    def get_partition_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        return self.get_partition_states([tp]).get(tp)
+
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """States of the partitions that have one, each with its znode version."""
+        partitions = list(partitions)
+        nodes = self._get_many([paths.partition_state_path(tp) for tp in partitions])
+        return {
+            tp: paths.decode_partition_state(tp, node[0], node[1].version)
+            for tp, node in zip(partitions, nodes)
+            if node is not None
+        }
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
+    ) -> set[TopicPartition]:
+        """The controller initialises new partitions' state; returns those created (the rest already had one)."""
+        topics = sorted({tp.topic for tp in states})
+        self._create_all_if_missing([paths.topic_partitions_path(t) for t in topics])
+        self._create_all_if_missing([paths.topic_partition_path(tp) for tp in states])
+        tps = list(states)
+        groups = [
+            [_Op("create", paths.partition_state_path(tp), paths.encode_partition_state(states[tp]))] for tp in tps
+        ]
+        created = set()
+        for tp, group in zip(tps, self._fenced(expected_controller_epoch_zk_version, groups)):
+            error = _op_error(group)
+            if error is None:
+                created.add(tp)
+            elif not isinstance(error, NodeExistsError):
+                raise error
+        return created
+
+    def update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
+    ) -> UpdateLeaderAndIsrResult:
+        """Controller writes (Kafka's updateLeaderAndIsr): each state is written only if its znode is still
+        at the state's zk_version."""
+        tps = list(states)
+        groups = [
+            [
+                _Op(
+                    "set",
+                    paths.partition_state_path(tp),
+                    paths.encode_partition_state(states[tp]),
+                    states[tp].zk_version,
+                )
+            ]
+            for tp in tps
+        ]
+        outcome = UpdateLeaderAndIsrResult()
+        for tp, group in zip(tps, self._fenced(expected_controller_epoch_zk_version, groups)):
+            error = _op_error(group)
+            if error is None:
+                outcome.finished[tp] = replace(states[tp], zk_version=group[0].version)
+            elif isinstance(error, BadVersionError):
+                outcome.to_retry.append(tp)
+            else:
+                outcome.failed[tp] = error
+        return outcome
+
+    def conditional_update_partition_state(
+        self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, expected_version: int
+    ) -> tuple[bool, int]:
+        """A leader's ISR change: (True, new version), or (False, -1) if the znode moved on (re-read it)."""
+        path = paths.partition_state_path(tp)
+        try:
+            stat = self._call(self._zk.set, path, paths.encode_partition_state(state), expected_version)
+            return True, int(stat.version)
+        except BadVersionError:
+            # Kafka's checkLeaderAndIsrZkData: a write retried after a connection
+            # loss finds its first attempt applied, and that is a success.
+            current = self.get_partition_state(tp)
+            if current is not None and current.same_content(state):
+                return True, current.zk_version
+            return False, -1
+        except NoNodeError:
+            return False, -1
+
+    # --- controller ---
+
+    def get_controller_id(self) -> int | None:
+        node = self._get(paths.CONTROLLER)
+        return None if node is None else paths.decode_controller(node[0])
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, znode version) of /controller_epoch, if any controller was ever elected."""
+        node = self._get(paths.CONTROLLER_EPOCH)
+        return None if node is None else (paths.decode_controller_epoch(node[0]), int(node[1].version))
+
+    def try_create_controller(self, controller_id: int) -> tuple[int, int] | None:
+        """Run for controller (Kafka 2.2+'s registerControllerAndIncrementControllerEpoch).
+
+        One multi-op creates the ephemeral /controller and bumps /controller_epoch
+        from the version just read, so two candidates can never both win an
+        epoch. Returns (new epoch, its znode version) - fence every later write
+        with that version - or None if another controller holds /controller (or
+        won the epoch first). Losers watch /controller (watch_controller) and run
+        again when it goes away.
+        """
+        epoch, epoch_zk_version = self.get_controller_epoch() or self._maybe_create_controller_epoch()
+        new_epoch = epoch + 1
+
+        def elect() -> list[Any]:
+            tx = self._zk.transaction()
+            tx.create(paths.CONTROLLER, paths.encode_controller(controller_id, _now_ms()), ephemeral=True)
+            tx.set_data(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(new_epoch), epoch_zk_version)
+            return list(tx.commit())
+
+        results = self._call(elect)
+        error = _op_error(results)
+        if error is None:
+            log.info("controller %d elected, controller epoch %d", controller_id, new_epoch)
+            return new_epoch, int(results[1].version)
+        if not isinstance(error, NodeExistsError | BadVersionError):
+            raise error
+        # Lost - unless this was a retried multi-op whose first attempt won.
+        controller = self._get(paths.CONTROLLER)
+        current = self.get_controller_epoch()
+        ours = controller is not None and controller[1].ephemeralOwner == self.session_id
+        return current if ours and current is not None and current[0] == new_epoch else None
+
+    def _maybe_create_controller_epoch(self) -> tuple[int, int]:
+        data = paths.encode_controller_epoch(paths.INITIAL_CONTROLLER_EPOCH)
+        try:
+            self._call(self._zk.create, paths.CONTROLLER_EPOCH, data)
+            return paths.INITIAL_CONTROLLER_EPOCH, paths.INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+        except NodeExistsError:
+            current = self.get_controller_epoch()
+            if current is None:
+                raise RuntimeError(f"{paths.CONTROLLER_EPOCH} existed, then vanished: something deletes it") from None
+            return current
+
+    def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
+        """Resign (controlled shutdown of the active controller): a standby takes over without waiting
+        for this session to time out."""
+        self._fenced_delete_all([paths.CONTROLLER], expected_controller_epoch_zk_version)
+
+    # --- ISR change notifications ---
+
+    def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
+        """A leader changed these partitions' ISR: tell the controller. Returns the notification's sequence number."""
+        created = self._call(
+            self._zk.create, paths.isr_change_path(), paths.encode_isr_change_notification(partitions), sequence=True
+        )
+        return paths.sequence_number(str(created).rsplit("/", 1)[-1], paths.ISR_CHANGE_PREFIX)
+
+    def get_isr_change_notifications(self) -> list[str]:
+        """Sequence numbers of pending notifications, oldest first."""
+        return sorted(
+            paths.sequence_number(child, paths.ISR_CHANGE_PREFIX)
+            for child in self._children(paths.ISR_CHANGE_NOTIFICATION)
+        )
+
+    def get_partitions_from_isr_change_notifications(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
+        sequence_numbers = list(sequence_numbers)
+        nodes = self._get_many([paths.isr_change_path(seq) for seq in sequence_numbers])
+        partitions: set[TopicPartition] = set()
+        for seq, node in zip(sequence_numbers, nodes):
+            if node is not None:
+                partitions |= paths.decode_isr_change_notification(seq, node[0])
+        return partitions
+
+    def delete_isr_change_notifications(
+        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        self._fenced_delete_all(
+            [paths.isr_change_path(seq) for seq in sequence_numbers], expected_controller_epoch_zk_version
+        )
+
+    # --- admin requests ---
+
+    def create_delete_topic_path(self, topic: str) -> bool:
+        """Request deletion of a topic; False if it was already requested."""
+        try:
+            self._call(self._zk.create, paths.delete_topic_path(topic))
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_topic_deletions(self) -> set[str]:
+        return set(self._children(paths.DELETE_TOPICS))
+
+    def delete_topic_deletions(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        self._fenced_delete_all([paths.delete_topic_path(t) for t in topics], expected_controller_epoch_zk_version)
+
+    def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Request a preferred leader election; False if one is already in progress."""
+        data = paths.encode_preferred_replica_election(partitions)
+        try:
+            self._call(self._zk.create, paths.PREFERRED_REPLICA_ELECTION, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        node = self._get(paths.PREFERRED_REPLICA_ELECTION)
+        return set() if node is None else paths.decode_preferred_replica_election(node[0])
+
+    def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> None:
+        self._fenced_delete_all([paths.PREFERRED_REPLICA_ELECTION], expected_controller_epoch_zk_version)
+
+    def create_partition_reassignment(self, reassignment: Mapping[TopicPartition, Sequence[int]]) -> bool:
+        """Request a reassignment; False if one is already in progress."""
+        data = paths.encode_partition_reassignment(reassignment)
+        try:
+            self._call(self._zk.create, paths.REASSIGN_PARTITIONS, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        node = self._get(paths.REASSIGN_PARTITIONS)
+        return {} if node is None else paths.decode_partition_reassignment(node[0])
+
+    def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]], expected_controller_epoch_zk_version: int
+    ) -> None:
+        """The controller records what is left to reassign; nothing left deletes the request."""
+        if not reassignment:
+            self._fenced_delete_all([paths.REASSIGN_PARTITIONS], expected_controller_epoch_zk_version)
+            return
+        data = paths.encode_partition_reassignment(reassignment)
+        error = _op_error(
+            self._fenced(expected_controller_epoch_zk_version, [[_Op("set", paths.REASSIGN_PARTITIONS, data)]])[0]
+        )
+        if isinstance(error, NoNodeError):  # Kafka's setOrCreatePartitionReassignment
+            create = _Op("create", paths.REASSIGN_PARTITIONS, data)
+            error = _op_error(self._fenced(expected_controller_epoch_zk_version, [[create]])[0])
+        if error is not None:
+            raise error
+
+    # --- producer ids ---
+
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """Claim the next block of PRODUCER_ID_BLOCK_SIZE producer ids (Kafka's ProducerIdManager).
+
+        A conditional update of /latest_producer_id_block: two brokers can never get the same block.
+        """
+        path = paths.PRODUCER_ID_BLOCK
+        while True:
+            node = self._get(path)
+            previous = node[0] if node is not None else b""
+            # ensure_persistent_paths creates the znode empty: no block handed out yet.
+            block = (
+                paths.decode_producer_id_block(previous).next_block(broker_id)
+                if previous
+                else ProducerIdBlock.first(broker_id)
+            )
+            data = paths.encode_producer_id_block(block)
+            try:
+                # Not retried blindly: after a lost connection, only the znode can tell whether the write landed.
+                if node is None:
+                    self._zk.create(path, data)
+                else:
+                    self._zk.set(path, data, node[1].version)
+                return block
+            except (NodeExistsError, BadVersionError):
+                continue
+            except ConnectionLoss:
+                landed = self._get(path)
+                if landed is not None and landed[0] == data:
+                    return block
+
+    # --- watches ---
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Watch:
+        """callback(children) now (in this thread) and after every change. The znode must exist."""
+        watch = Watch()
+
+        def on_children(children: list[str]) -> bool | None:
+            if watch.cancelled:
+                return False
+            callback(children)
+            return None
+
+        ChildrenWatch(self._zk, path, on_children)
+        return watch
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]) -> Watch:
+        """callback(data, stat) now (in this thread) and after every change; (None, None) while it does not exist."""
+        watch = Watch()
+
+        def on_data(data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+            if watch.cancelled:
+                return False
+            callback(data, stat)
+            return None
+
+        DataWatch(self._zk, path, on_data)
+        return watch
+
+    def watch_broker_ids(self, callback: Callable[[set[int]], None]) -> Watch:
+        return self.watch_children(paths.BROKER_IDS, lambda children: callback({int(c) for c in children}))
+
+    def watch_topics(self, callback: Callable[[set[str]], None]) -> Watch:
+        return self.watch_children(paths.TOPICS, lambda children: callback(set(children)))
+
+    def watch_topic_assignment(self, topic: str, callback: Callable[[TopicAssignment | None], None]) -> Watch:
+        """Kafka's PartitionModificationsHandler: partitions added or replicas reassigned."""
+        return self.watch_data(
+            paths.topic_path(topic),
+            lambda data, _: callback(None if data is None else paths.decode_topic_assignment(topic, data)),
+        )
+
+    def watch_isr_change_notifications(self, callback: Callable[[list[str]], None]) -> Watch:
+        """callback(sequence numbers, oldest first)."""
+        return self.watch_children(
+            paths.ISR_CHANGE_NOTIFICATION,
+            lambda children: callback(sorted(paths.sequence_number(c, paths.ISR_CHANGE_PREFIX) for c in children)),
+        )
+
+    def watch_topic_deletions(self, callback: Callable[[set[str]], None]) -> Watch:
+        return self.watch_children(paths.DELETE_TOPICS, lambda children: callback(set(children)))
+
+    def watch_controller(self, callback: Callable[[int | None], None]) -> Watch:
+        """callback(active controller id, or None while there is none: time to run for it)."""
+        return self.watch_data(
+            paths.CONTROLLER, lambda data, _: callback(None if data is None else paths.decode_controller(data))
+        )
+
+    def watch_preferred_replica_election(self, callback: Callable[[set[TopicPartition]], None]) -> Watch:
+        return self.watch_data(
+            paths.PREFERRED_REPLICA_ELECTION,
+            lambda data, _: callback(set() if data is None else paths.decode_preferred_replica_election(data)),
+        )
+
+    def watch_partition_reassignment(self, callback: Callable[[dict[TopicPartition, tuple[int, ...]]], None]) -> Watch:
+        return self.watch_data(
+            paths.REASSIGN_PARTITIONS,
+            lambda data, _: callback({} if data is None else paths.decode_partition_reassignment(data)),
+        )
