@@ -1,0 +1,146 @@
+"""LogConfig: the per-partition storage settings, with Kafka's names, defaults and precedence.
+
+Each setting has a topic-level name (`segment.bytes`, set per topic) and a
+broker-level name (`log.segment.bytes`, the default for every topic). A topic
+name beats a broker name; among broker names the finer unit wins, as in
+KafkaConfig (`log.roll.ms` over `log.roll.hours`, `log.retention.ms` over
+`.minutes` over `.hours`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from broker.log.record import HEADER_SIZE
+
+__all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+_MS_PER_MINUTE = 60 * 1000
+_MS_PER_HOUR = 60 * _MS_PER_MINUTE
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * _MS_PER_HOUR
+    index_interval_bytes: int = 4096
+    max_index_size: int = 10 * 1024 * 1024
+    max_message_bytes: int = 1024 * 1024 + 12  # Kafka's 1048588: 1 MiB plus LOG_OVERHEAD
+    retention_ms: int = 7 * 24 * _MS_PER_HOUR
+    retention_bytes: int = -1
+    # Long.MaxValue: never fsync on count or time; durability comes from replication
+    # and the page cache, as in Kafka's defaults.
+    flush_interval_messages: int = LONG_MAX
+    flush_interval_ms: int = LONG_MAX
+    message_timestamp_type: str = CREATE_TIME
+    preallocate: bool = False
+
+    def __post_init__(self) -> None:
+        for spec in _SPECS:
+            spec.check(getattr(self, spec.field), spec.topic_key)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
+        """Build a config from Kafka properties; unrelated keys are ignored.
+
+        Raises ValueError naming the offending key when a value does not parse
+        or is out of range.
+        """
+        base = defaults if defaults is not None else cls()
+        changes: dict[str, Any] = {}
+        for spec in _SPECS:
+            for key, scale in spec.lookup_order():
+                if key in props:
+                    changes[spec.field] = spec.parse(key, props[key], scale)
+                    break
+        return dataclasses.replace(base, **changes)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("not a number") from None
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    field: str
+    topic_key: str
+    # Broker keys in precedence order, each with the factor that turns its unit into the field's.
+    broker_keys: tuple[tuple[str, int], ...]
+    parser: Callable[[str], Any] = _parse_int
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] | None = None
+
+    def lookup_order(self) -> list[tuple[str, int]]:
+        return [(self.topic_key, 1), *self.broker_keys]
+
+    def parse(self, key: str, text: str, scale: int) -> Any:
+        try:
+            value = self.parser(text)
+        except ValueError as exc:
+            raise ValueError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
+        if scale != 1:
+            # KafkaConfig turns any negative retention in minutes or hours into -1 (unlimited).
+            value = -1 if value < 0 and self.minimum == -1 else value * scale
+        self.check(value, key, shown=text)
+        return value
+
+    def check(self, value: Any, key: str, shown: object = None) -> None:
+        shown = value if shown is None else shown
+        if self.choices is not None:
+            if value not in self.choices:
+                raise ValueError(f"Invalid value {shown!r} for configuration {key}: expected one of {self.choices}")
+            return
+        if self.parser is _parse_bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"Invalid value {shown!r} for configuration {key}: expected true or false")
+            return
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"Invalid value {shown!r} for configuration {key}: not an integer")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"Invalid value {shown} for configuration {key}: value must be at least {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"Invalid value {shown} for configuration {key}: value must be at most {self.maximum}")
+
+
+_SPECS: tuple[_Spec, ...] = (
+    # Kafka's floor is one v0 record; a v2 segment must at least hold one batch header.
+    _Spec("segment_bytes", "segment.bytes", (("log.segment.bytes", 1),), minimum=HEADER_SIZE, maximum=INT_MAX),
+    _Spec("segment_ms", "segment.ms", (("log.roll.ms", 1), ("log.roll.hours", _MS_PER_HOUR)), minimum=1),
+    _Spec("index_interval_bytes", "index.interval.bytes", (("log.index.interval.bytes", 1),),
+          minimum=0, maximum=INT_MAX),
+    _Spec("max_index_size", "segment.index.bytes", (("log.index.size.max.bytes", 1),), minimum=4, maximum=INT_MAX),
+    _Spec("max_message_bytes", "max.message.bytes", (("message.max.bytes", 1),), minimum=0, maximum=INT_MAX),
+    _Spec("retention_ms", "retention.ms",
+          (("log.retention.ms", 1), ("log.retention.minutes", _MS_PER_MINUTE), ("log.retention.hours", _MS_PER_HOUR)),
+          minimum=-1),
+    _Spec("retention_bytes", "retention.bytes", (("log.retention.bytes", 1),), minimum=-1),
+    _Spec("flush_interval_messages", "flush.messages", (("log.flush.interval.messages", 1),), minimum=1),
+    _Spec("flush_interval_ms", "flush.ms", (("log.flush.interval.ms", 1),), minimum=0),
+    _Spec("message_timestamp_type", "message.timestamp.type", (("log.message.timestamp.type", 1),),
+          parser=str.strip, choices=(CREATE_TIME, LOG_APPEND_TIME)),
+    _Spec("preallocate", "preallocate", (("log.preallocate", 1),), parser=_parse_bool),
+)

@@ -1,0 +1,815 @@
+"""Log: one partition's directory `<topic>-<partition>` of segments (Kafka 2.x's kafka.log.Log).
+
+Appends go to the active (last) segment, which rolls when full or old. Reads
+find the segment by base offset, the batch by the sparse index and a short
+scan, and hand out a FileSlice of whole batches. Retention deletes whole
+segments from the head; follower truncation cuts the tail.
+
+Invariants, kept by every method and checked again by recovery:
+- batches hold contiguous offsets, and each segment starts exactly where the
+  previous one ends (there is no compaction here, so a gap can only be a bug);
+- the log end offset (LEO) is the offset after the last batch on disk;
+- `recovery_point` <= LEO: everything below it has been fsynced, so after an
+  unclean stop only segments holding offsets at or past it are re-validated.
+
+Thread-safe: one lock guards the segment list and every file change; fsync runs
+outside it. Readers may keep their slices after the lock is released.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log.config import LogConfig
+from broker.log.file_slice import FileSlice
+from broker.log.index import CorruptIndexError
+from broker.log.record import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    iter_headers,
+    patch_base_offset_and_epoch,
+    set_log_append_time,
+    validate_batch,
+)
+from broker.log.segment import (
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    BatchSpan,
+    FetchDataInfo,
+    LeaderEpochCache,
+    LogOffsetMetadata,
+    LogSegment,
+    TimestampAndOffset,
+)
+from proto.errors import (
+    ErrorCode,
+    KafkaError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from proto.types import TopicPartition
+
+__all__ = [
+    "FetchDataInfo",
+    "LeaderEpochCache",
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "RecoveryAction",
+    "RecoveryActionKind",
+    "TimestampAndOffset",
+    "UnexpectedAppendOffsetError",
+]
+
+INT_MAX = (1 << 31) - 1
+# Left by Kafka's log cleaner, which minibroker does not have; discarded like `.deleted`.
+CLEANED_FILE_SUFFIX = ".cleaned"
+
+logger = logging.getLogger(__name__)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append that does not start at the log end offset or skips offsets.
+
+    Kafka's UnexpectedAppendOffsetException / OffsetsOutOfOrderException: not a
+    wire error but a fetcher-side failure, so it carries UNKNOWN_SERVER_ERROR
+    (what Kafka sends for exceptions without a code). A dedicated class rather
+    than CORRUPT_MESSAGE because the bytes are fine: the fetcher fetched from the
+    wrong place, and it needs `first_offset` to fix that (Kafka truncates fully to
+    the batch's base when the leader's log start lies inside a batch).
+    Unlike Kafka, a gap is refused too: without compaction, offsets never skip.
+    """
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    """What an append wrote (Kafka's LogAppendInfo); -1 fields when nothing was appended."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    num_messages: int
+    valid_bytes: int
+    # The appended bytes until `batches` is first read, then their headers.
+    _appended: memoryview | tuple[BatchHeader, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def batches(self) -> tuple[BatchHeader, ...]:
+        """Each batch's header as appended (offsets, leader epoch, producer id/epoch/sequence).
+
+        Decoded on first use: most appends come from producers that are not
+        idempotent, and nobody looks.
+        """
+        if isinstance(self._appended, memoryview):
+            self._appended = tuple(header for _, header in iter_headers(self._appended, validate=False))
+        return self._appended
+
+
+def _append_info(first_offset: int, spans: list[BatchSpan], log_append_time: int,
+                 appended: memoryview | tuple[BatchHeader, ...]) -> LogAppendInfo:
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max_timestamp = -1
+    for span in spans:
+        if span.max_timestamp > max_timestamp:
+            max_timestamp = span.max_timestamp
+            offset_of_max_timestamp = span.last_offset
+    last_offset = spans[-1].last_offset
+    if log_append_time != NO_TIMESTAMP:
+        # Kafka (v2, LogAppendTime): every batch has the same time; it names the last offset.
+        offset_of_max_timestamp = last_offset
+    return LogAppendInfo(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_append_time,
+                         last_offset - first_offset + 1, sum(span.size for span in spans), appended)
+
+
+def _nothing_appended() -> LogAppendInfo:
+    return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, 0, 0)
+
+
+class RecoveryActionKind(enum.Enum):
+    TRUNCATED_SEGMENT = "truncated segment"
+    DELETED_SEGMENT = "deleted segment"
+    REBUILT_INDEX = "rebuilt index"
+    DELETED_FILE = "deleted file"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryAction:
+    """One thing opening the log changed on disk, and why."""
+
+    kind: RecoveryActionKind
+    file: Path
+    position: int  # byte position the change starts at (0 for whole files)
+    bytes: int  # bytes of log data removed (0 for an index rebuild)
+    reason: str
+
+
+@dataclass(slots=True)
+class _Recovery:
+    """Collects RecoveryActions while logging each as Kafka would."""
+
+    ident: str
+    actions: list[RecoveryAction] = field(default_factory=list)
+
+    def record(self, kind: RecoveryActionKind, file: Path, position: int, size: int, reason: str) -> None:
+        self.actions.append(RecoveryAction(kind, file, position, size, reason))
+        if kind is RecoveryActionKind.TRUNCATED_SEGMENT:
+            logger.warning("%sFound invalid messages in log segment %s at byte offset %d: %s. Truncated %d invalid"
+                           " bytes at the end of the segment", self.ident, file, position, reason, size)
+        elif kind is RecoveryActionKind.REBUILT_INDEX:
+            logger.warning("%sFound a corrupted index file %s due to %s, recovering segment and rebuilding index"
+                           " files...", self.ident, file, reason)
+        else:
+            logger.warning("%sDeleting %s (%d bytes): %s", self.ident, file, size, reason)
+
+
+class Log:
+    """A partition's log. Build it with `Log.open`."""
+
+    def __init__(self, dir: Path, config: LogConfig, time: Callable[[], int],
+                 leader_epoch_cache: LeaderEpochCache | None) -> None:
+        self.dir = dir
+        self.topic_partition = TopicPartition.parse(dir.name)
+        self.config = config
+        self.leader_epoch_cache = leader_epoch_cache
+        self.recovery_report: list[RecoveryAction] = []
+        self._time = time
+        self._lock = threading.Lock()
+        self._ident = f"[Log partition={self.topic_partition}, dir={dir.parent}] "
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._next_offset_metadata = LogOffsetMetadata(0, 0, 0)
+        self._last_flush_time = time()
+        # Set by a roll: the old segment is flushed once the lock is released (Kafka schedules it).
+        self._flush_after_roll: int | None = None
+        # Bumped by truncation, so a flush that raced with one does not move the recovery point.
+        self._truncations = 0
+
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
+             clean_shutdown: bool = False, time: Callable[[], int] = _wall_clock_ms,
+             leader_epoch_cache: LeaderEpochCache | None = None) -> Log:
+        """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
+
+        `recovery_point` and `log_start_offset` come from the log directory's
+        checkpoints; `time` is the millisecond clock (injected for tests).
+        What recovery changed is in `recovery_report`.
+        """
+        log = cls(dir, config, time, leader_epoch_cache)
+        log._load(recovery_point, log_start_offset, clean_shutdown)
+        return log
+
+    def __repr__(self) -> str:
+        return (f"Log(dir={self.dir}, log_start_offset={self._log_start_offset},"
+                f" log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset_metadata.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._next_offset_metadata
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_time(self) -> int:
+        return self._last_flush_time
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        with self._lock:
+            return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # ------------------------------------------------------------------ loading and recovery
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        recovery = _Recovery(self._ident)
+        base_offsets = self._remove_temp_and_orphan_files(recovery)
+        now = self._time()
+        self._segments = [LogSegment(self.dir, base, self.config, now, create=False) for base in base_offsets]
+        self._base_offsets = list(base_offsets)
+        if clean_shutdown:
+            first_unflushed = len(self._segments)
+        else:
+            # Segments holding any offset >= the recovery point: Kafka's logSegments(recoveryPoint, Long.MaxValue).
+            first_unflushed = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
+        self._check_indexes(first_unflushed, recovery)
+        self._recover_segments(first_unflushed, recovery)
+        if not self._segments:
+            self._add_segment(log_start_offset, now)
+        log_end_offset = self.active_segment.read_next_offset()
+        if log_end_offset < log_start_offset:
+            # Kafka: "This could happen if segment files were deleted from the file system."
+            self._delete_segments_from(0, recovery, f"log end offset {log_end_offset} is smaller than log start"
+                                                    f" offset {log_start_offset}")
+            self._add_segment(log_start_offset, now)
+            log_end_offset = log_start_offset
+        active = self.active_segment
+        active.resize_indexes(self.config.max_index_size)
+        self._next_offset_metadata = LogOffsetMetadata(log_end_offset, active.base_offset, active.size)
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        # What recovery validated is made durable before the recovery point moves past it.
+        for segment in self._segments[first_unflushed:]:
+            segment.flush()
+        self._recovery_point = log_end_offset
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.truncate_from_end(log_end_offset)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.recovery_report = recovery.actions
+        logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
+                    self._ident, len(self._segments), self._log_start_offset, log_end_offset)
+
+    def _remove_temp_and_orphan_files(self, recovery: _Recovery) -> list[int]:
+        """Delete `.deleted`/`.cleaned` leftovers and indexes without a log; return the segments' base offsets."""
+        base_offsets: list[int] = []
+        index_files: list[Path] = []
+        for path in sorted(self.dir.iterdir()):
+            name = path.name
+            if name.endswith(DELETED_FILE_SUFFIX):
+                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
+                                "left by an interrupted segment deletion")
+                path.unlink()
+            elif name.endswith(CLEANED_FILE_SUFFIX):
+                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
+                                "left by an interrupted log cleaning")
+                path.unlink()
+            elif _is_segment_file(name, LOG_FILE_SUFFIX):
+                base_offsets.append(int(path.stem))
+            elif _is_segment_file(name, INDEX_FILE_SUFFIX) or _is_segment_file(name, TIME_INDEX_FILE_SUFFIX):
+                index_files.append(path)
+        known = set(base_offsets)
+        for path in index_files:
+            if int(path.stem) not in known:
+                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
+                                "orphaned index file with no corresponding log file")
+                path.unlink()
+        return sorted(base_offsets)
+
+    def _check_indexes(self, first_unflushed: int, recovery: _Recovery) -> None:
+        """Sanity-check the indexes of the trusted segments, rebuilding any that fail.
+
+        Segments from `first_unflushed` on are rebuilt by recovery anyway.
+        """
+        for i in range(first_unflushed):
+            segment = self._segments[i]
+            try:
+                segment.sanity_check()
+            except CorruptIndexError as exc:
+                for index in (segment.offset_index, segment.time_index):
+                    recovery.record(RecoveryActionKind.REBUILT_INDEX, index.path, 0, 0, str(exc))
+                if self._recover_segment(i, recovery):
+                    return
+
+    def _recover_segments(self, first_unflushed: int, recovery: _Recovery) -> None:
+        for i in range(first_unflushed, len(self._segments)):
+            if self._recover_segment(i, recovery, self.leader_epoch_cache):
+                return
+
+    def _recover_segment(self, i: int, recovery: _Recovery, cache: LeaderEpochCache | None = None) -> bool:
+        """Recover segment `i`; if it was cut, delete every later segment. True if it was cut."""
+        segment = self._segments[i]
+        result = segment.recover(cache)
+        if not result.truncated_bytes:
+            return False
+        recovery.record(RecoveryActionKind.TRUNCATED_SEGMENT, segment.path, result.valid_bytes,
+                        result.truncated_bytes, result.reason or "invalid bytes")
+        self._delete_segments_from(i + 1, recovery,
+                                   f"it follows segment {segment.base_offset}, truncated at byte offset"
+                                   f" {result.valid_bytes}")
+        return True
+
+    def _delete_segments_from(self, start: int, recovery: _Recovery, reason: str) -> None:
+        for segment in self._segments[start:]:
+            recovery.record(RecoveryActionKind.DELETED_SEGMENT, segment.path, 0, segment.size, reason)
+            segment.delete()
+        del self._segments[start:]
+        del self._base_offsets[start:]
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Validate a produce request's batches, assign offsets and the leader epoch, append them.
+
+        Offsets and epoch are patched into each batch header (outside the CRC), so
+        records are never re-encoded. A writable buffer is patched in place (as
+        Kafka does with the request's ByteBuffer) and must not be reused while the
+        returned info is; read-only bytes are copied once. Nothing is written
+        unless every batch is valid.
+        """
+        view = _byte_view(records)
+        batches = self._analyze_and_validate(view)
+        if not batches:
+            return _nothing_appended()
+        if len(view) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"Message batch size is {len(view)} bytes in append to partition {self.topic_partition} which"
+                f" exceeds the maximum configured segment size of {self.config.segment_bytes}."
+            )
+        if view.readonly:
+            view = memoryview(bytearray(view))
+        log_append_time = self.config.log_append_time
+        with self._lock:
+            now = self._time()
+            stamp = now if log_append_time else NO_TIMESTAMP
+            first_offset = offset = self.log_end_offset
+            position = 0
+            spans = []
+            for header in batches:
+                size = header.size
+                patch_base_offset_and_epoch(view, position, offset, leader_epoch)
+                if log_append_time:
+                    set_log_append_time(view, position, size, now)
+                offset += header.record_count
+                spans.append(BatchSpan(offset - 1, stamp if log_append_time else header.max_timestamp, size))
+                position += size
+            self._append(view, first_offset, spans, now)
+            if self.leader_epoch_cache is not None and leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            flush_to = self._flush_target(now)
+        if flush_to is not None:
+            self.flush(flush_to)
+        return _append_info(first_offset, spans, stamp, view)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader, keeping its offsets, epochs and timestamps.
+
+        The batches must start exactly at the log end offset and be contiguous.
+        """
+        view = _byte_view(records)
+        batches = self._analyze_and_validate(view)
+        if not batches:
+            return _nothing_appended()
+        for previous, header in itertools.pairwise(batches):
+            if header.base_offset != previous.next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"Out of order offsets found in append to {self.topic_partition}: batch with base offset"
+                    f" {header.base_offset} follows a batch ending at offset {previous.last_offset}",
+                    batches[0].base_offset, batches[-1].last_offset,
+                )
+        spans = [BatchSpan(header.last_offset, header.max_timestamp, header.size) for header in batches]
+        first_offset = batches[0].base_offset
+        with self._lock:
+            if first_offset != self.log_end_offset:
+                problem = "is less than" if first_offset < self.log_end_offset else "skips past"
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.topic_partition}. First offset {first_offset} {problem}"
+                    f" the next offset {self.log_end_offset}. Last offset in append: {batches[-1].last_offset}."
+                    f" Log start offset = {self._log_start_offset}",
+                    first_offset, batches[-1].last_offset,
+                )
+            now = self._time()
+            self._append(view, first_offset, spans, now)
+            if self.leader_epoch_cache is not None:
+                last_epoch = None
+                for header in batches:
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and epoch != last_epoch:
+                        self.leader_epoch_cache.assign(epoch, header.base_offset)
+                        last_epoch = epoch
+            flush_to = self._flush_target(now)
+        if flush_to is not None:
+            self.flush(flush_to)
+        return _append_info(first_offset, spans, NO_TIMESTAMP, tuple(batches))
+
+    def _analyze_and_validate(self, view: memoryview) -> list[BatchHeader]:
+        """Every batch's header, after checking its structure, CRC and size; raise on the first bad one."""
+        batches = []
+        position = 0
+        limit = self.config.max_message_bytes
+        while position < len(view):
+            header = validate_batch(view, position)
+            if header.size > limit:
+                raise MessageTooLargeError(
+                    f"The record batch size in the append to {self.topic_partition} is {header.size} bytes which"
+                    f" exceeds the maximum configured value of {limit}."
+                )
+            batches.append(header)
+            position += header.size
+        return batches
+
+    def _append(self, data: memoryview, first_offset: int, spans: list[BatchSpan], now: int) -> None:
+        """Write batches that already carry their final offsets at the log end (lock held).
+
+        A leader's append is always one run (larger requests are refused). A
+        follower's fetch may carry more than a segment's worth, which Kafka would
+        refuse, leaving the follower stuck on a leader whose segment.bytes shrank:
+        here it is split into runs that each fit in one segment (bytes and int32
+        relative offsets), each written with one write.
+        """
+        segment_bytes = self.config.segment_bytes
+        start = 0
+        run_first_offset = first_offset
+        i = 0
+        while i < len(spans):
+            j = i
+            size = 0
+            max_timestamp = NO_TIMESTAMP
+            while j < len(spans):
+                span = spans[j]
+                if j > i and (size + span.size > segment_bytes or span.last_offset - run_first_offset > INT_MAX):
+                    break
+                size += span.size
+                max_timestamp = max(max_timestamp, span.max_timestamp)
+                j += 1
+            last_offset = spans[j - 1].last_offset
+            segment = self._maybe_roll(size, max_timestamp, last_offset, now)
+            segment.append(data[start:start + size], spans[i:j])
+            start += size
+            run_first_offset = last_offset + 1
+            i = j
+            self._next_offset_metadata = LogOffsetMetadata(run_first_offset, segment.base_offset, segment.size)
+
+    # ------------------------------------------------------------------ roll
+
+    def _maybe_roll(self, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int,
+                    now: int) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(messages_size, max_timestamp_in_messages, max_offset_in_messages, now):
+            logger.debug(
+                "%sRolling new log segment (log_size = %d/%d, offset_index_size = %d/%d, time_index_size = %d/%d,"
+                " inactive_time_ms = %d/%d).", self._ident, segment.size, self.config.segment_bytes,
+                segment.offset_index.entries, segment.offset_index.max_entries, segment.time_index.entries,
+                segment.time_index.max_entries, segment.time_waited_for_roll(now, max_timestamp_in_messages),
+                self.config.segment_ms,
+            )
+            segment = self._roll(now)
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        with self._lock:
+            now = self._time()
+            segment = self._roll(now)
+            flush_to = self._flush_target(now)
+        if flush_to is not None:
+            self.flush(flush_to)
+        return segment
+
+    def _roll(self, now: int) -> LogSegment:
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        new_offset = self.log_end_offset
+        active.on_become_inactive()
+        segment = self._add_segment(new_offset, now)
+        self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
+        self._flush_after_roll = new_offset
+        logger.info("%sRolled new log segment at offset %d", self._ident, new_offset)
+        return segment
+
+    def _add_segment(self, base_offset: int, now: int) -> LogSegment:
+        segment = LogSegment(self.dir, base_offset, self.config, now, create=True)
+        self._segments.append(segment)
+        self._base_offsets.append(base_offset)
+        return segment
+
+    # ------------------------------------------------------------------ flush
+
+    def _flush_target(self, now: int) -> int | None:
+        """After an append or roll (lock held): the offset to flush up to once the lock is released.
+
+        Everything when flush.messages or flush.ms say so, else the segment a roll
+        just sealed (Kafka schedules that flush right after rolling).
+        """
+        rolled_to = self._flush_after_roll
+        self._flush_after_roll = None
+        if (self.unflushed_messages >= self.config.flush_interval_messages
+                or now - self._last_flush_time >= self.config.flush_interval_ms):
+            return self.log_end_offset
+        return rolled_to
+
+    def maybe_flush(self) -> None:
+        """For a periodic scheduler (Kafka's LogManager.flushDirtyLogs): flush if flush.ms has passed."""
+        if self._time() - self._last_flush_time >= self.config.flush_interval_ms:
+            self.flush()
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, `up_to_offset`) and advance the recovery point."""
+        with self._lock:
+            target = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+            if target <= self._recovery_point:
+                return
+            first = max(bisect.bisect_right(self._base_offsets, self._recovery_point) - 1, 0)
+            last = bisect.bisect_left(self._base_offsets, target)
+            segments = self._segments[first:last]
+            truncations = self._truncations
+        for segment in segments:
+            segment.flush()
+        _fsync_dir(self.dir)
+        with self._lock:
+            if truncations == self._truncations and target > self._recovery_point:
+                self._recovery_point = target
+                self._last_flush_time = self._time()
+
+    # ------------------------------------------------------------------ read
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding `start_offset`, below `max_offset` (e.g. the high watermark).
+
+        At most `max_bytes`, except that with `min_one_message` the first batch
+        comes whole whatever its size (KIP-74). Reading at the log end (or at
+        `max_offset`) gives an empty slice; below the log start or past the log
+        end raises OFFSET_OUT_OF_RANGE.
+        """
+        with self._lock:
+            end = self._next_offset_metadata
+            if start_offset == end.message_offset:
+                return FetchDataInfo(end, FileSlice(self.active_segment.log_file, end.relative_position_in_segment, 0))
+            if start_offset > end.message_offset or start_offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"Received request for offset {start_offset} for partition {self.topic_partition}, but we only"
+                    f" have log segments in the range {self._log_start_offset} to {end.message_offset}."
+                )
+            bound_segment, bound_position = self._position_bound(max_offset)
+            first = bisect.bisect_right(self._base_offsets, start_offset) - 1
+            for i in range(first, len(self._segments)):
+                segment = self._segments[i]
+                max_position = segment.size if i < bound_segment else bound_position if i == bound_segment else 0
+                info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                if info is not None:
+                    return info
+            return FetchDataInfo(end, FileSlice(self.active_segment.log_file, end.relative_position_in_segment, 0))
+
+    def _position_bound(self, max_offset: int | None) -> tuple[int, int]:
+        """(segment index, position) where batches at or past `max_offset` begin."""
+        last = len(self._segments) - 1
+        if max_offset is None or max_offset >= self.log_end_offset:
+            return last, self.active_segment.size
+        i = bisect.bisect_right(self._base_offsets, max_offset) - 1
+        if i < 0:
+            return 0, 0
+        found = self._segments[i].translate_offset(max_offset)
+        return (i, found[0]) if found is not None else (i, self._segments[i].size)
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= `target_timestamp` (ListOffsets); None if every record is older."""
+        with self._lock:
+            for segment in self._segments:
+                if segment.largest_timestamp >= target_timestamp:
+                    return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+            return None
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Drop every batch holding an offset >= `target_offset` (follower truncation).
+
+        A batch straddling the target goes whole, so the new log end offset is
+        the base of that batch, not the target (Kafka sets the LEO to the target
+        and lets it point inside a missing batch; here it always matches the file).
+        Returns False when there was nothing to drop.
+        """
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.topic_partition} to a negative offset ({target_offset})")
+        with self._lock:
+            if target_offset >= self.log_end_offset:
+                logger.info("%sTruncating to %d has no effect as the largest offset in the log is %d", self._ident,
+                            target_offset, self.log_end_offset - 1)
+                return False
+            logger.info("%sTruncating to offset %d", self._ident, target_offset)
+            if self._segments[0].base_offset > target_offset:
+                self._truncate_fully_and_start_at(target_offset)
+                return True
+            keep = bisect.bisect_right(self._base_offsets, target_offset)
+            for segment in self._segments[keep:]:
+                segment.delete()
+            del self._segments[keep:]
+            del self._base_offsets[keep:]
+            active = self.active_segment
+            active.truncate_to(target_offset, self._time())
+            end = active.read_next_offset()
+            self._next_offset_metadata = LogOffsetMetadata(end, active.base_offset, active.size)
+            self._recovery_point = min(self._recovery_point, end)
+            self._log_start_offset = min(self._log_start_offset, end)
+            self._truncations += 1
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_end(end)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at `new_offset` (a follower far behind the leader's log start)."""
+        with self._lock:
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        logger.info("%sTruncate and start at offset %d", self._ident, new_offset)
+        for segment in self._segments:
+            segment.delete()
+        self._segments.clear()
+        self._base_offsets.clear()
+        self._add_segment(new_offset, self._time())
+        self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.clear_and_flush()
+        self._log_start_offset = new_offset
+        self._recovery_point = new_offset
+        self._truncations += 1
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_old_segments(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
+        """Retention (Kafka's deleteOldSegments): drop whole segments from the head; return how many.
+
+        In order: segments whose newest record is older than retention.ms, then
+        the oldest while the log exceeds retention.bytes, then those entirely
+        below the log start offset. Never the active segment, and, when
+        `high_watermark` is given, only segments entirely below it.
+        """
+        now = self._time() if now_ms is None else now_ms
+        with self._lock:
+            deleted = 0
+            if self.config.retention_ms >= 0:
+                deleted += self._delete_head_segments(
+                    lambda segment, _: now - segment.largest_timestamp > self.config.retention_ms,
+                    high_watermark, f"retention time {self.config.retention_ms}ms breach",
+                )
+            if self.config.retention_bytes >= 0:
+                excess = sum(segment.size for segment in self._segments) - self.config.retention_bytes
+
+                def over_size(segment: LogSegment, _: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - segment.size < 0:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                deleted += self._delete_head_segments(
+                    over_size, high_watermark, f"retention size in bytes {self.config.retention_bytes} breach"
+                )
+            deleted += self._delete_log_start_offset_breached_segments(high_watermark)
+            return deleted
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> None:
+        """Move the log start offset up (DeleteRecords), dropping segments entirely below it.
+
+        The caller checks it against the high watermark, which the log does not know.
+        """
+        with self._lock:
+            if new_log_start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_log_start_offset} of partition"
+                    f" {self.topic_partition} since it is larger than the log end offset {self.log_end_offset}"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return
+            logger.info("%sIncrementing log start offset to %d", self._ident, new_log_start_offset)
+            self._log_start_offset = new_log_start_offset
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self._delete_log_start_offset_breached_segments(None)
+
+    def _delete_log_start_offset_breached_segments(self, high_watermark: int | None) -> int:
+        start = self._log_start_offset
+        return self._delete_head_segments(lambda _, following: following.base_offset <= start, high_watermark,
+                                          f"log start offset {start} breach")
+
+    def _delete_head_segments(self, predicate: Callable[[LogSegment, LogSegment], bool],
+                              high_watermark: int | None, reason: str) -> int:
+        """Delete the longest run of segments from the head for which `predicate(segment, next)` holds (lock held)."""
+        count = 0
+        while count < len(self._segments) - 1:
+            segment, following = self._segments[count], self._segments[count + 1]
+            if high_watermark is not None and following.base_offset > high_watermark:
+                break
+            if not predicate(segment, following):
+                break
+            count += 1
+        if not count:
+            return 0
+        deletable = self._segments[:count]
+        logger.info("%sFound deletable segments with base offsets [%s] due to %s", self._ident,
+                    ",".join(str(s.base_offset) for s in deletable), reason)
+        for segment in deletable:
+            segment.delete()
+        del self._segments[:count]
+        del self._base_offsets[:count]
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        return count
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Flush, then seal every segment (indexes trimmed to their entries). The log is unusable after."""
+        self.flush()
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._segments.clear()
+            self._base_offsets.clear()
+
+
+def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:
+    view = memoryview(records)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def _is_segment_file(name: str, suffix: str) -> bool:
+    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
+    return len(stem) == 20 and stem.isdigit()
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make new and removed segment file names durable too."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,254 @@
+"""LogManager: the broker's `log.dirs`, one Log per partition (Kafka 2.x's kafka.log.LogManager).
+
+Each log directory holds the partition directories plus its own bookkeeping:
+
+    meta.properties                    version=0, broker.id=N: which broker owns the dir
+    .kafka_cleanshutdown               present only between a clean shutdown and the next start
+    recovery-point-offset-checkpoint   per partition: everything below it has been fsynced
+    log-start-offset-checkpoint        per partition: the first offset still readable
+    replication-offset-checkpoint      high watermarks (written by the ReplicaManager)
+
+At start-up every log is opened in parallel (`num.recovery.threads.per.data.dir`
+threads per dir); a log in a dir without the clean-shutdown marker re-validates
+its segments past the recovery point. The marker is removed once loading is
+done, so a crash at any later moment means recovery next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from broker.log.checkpoint import OffsetCheckpointFile, atomic_write
+from broker.log.config import LogConfig
+from broker.log.leader_epoch import LeaderEpochFileCache
+from broker.log.log import Log
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
+# (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogDirOwnedError(KafkaError):
+    """A log dir's meta.properties names another broker: starting would steal its data."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def read_meta_properties(log_dir: Path) -> dict[str, str]:
+    path = log_dir / META_PROPERTIES
+    props: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                props[key.strip()] = value.strip()
+    return props
+
+
+def _check_or_write_meta_properties(log_dir: Path, broker_id: int) -> None:
+    props = read_meta_properties(log_dir)
+    owner = props.get("broker.id")
+    if owner is not None and owner != str(broker_id):
+        raise LogDirOwnedError(
+            f"log dir {log_dir} belongs to broker.id {owner} (its {META_PROPERTIES}), not to broker.id {broker_id}:"
+            " point log.dirs elsewhere or fix broker.id"
+        )
+    if owner is None:
+        atomic_write(log_dir / META_PROPERTIES, f"#\n#{time.ctime()}\nversion=0\nbroker.id={broker_id}\n".encode())
+
+
+class LogManager:
+    def __init__(self, log_dirs: Sequence[Path], default_config: LogConfig, *, broker_id: int,
+                 time_ms: Callable[[], int] = _wall_clock_ms, recovery_threads: int = 1) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self._time_ms = time_ms
+        self._recovery_threads = max(1, recovery_threads)
+        self._lock = threading.Lock()
+        self._logs: dict[TopicPartition, Log] = {}
+
+    # ------------------------------------------------------------------ start-up and shutdown
+
+    def startup(self, topic_configs: Callable[[str], LogConfig] | None = None) -> None:
+        """Check ownership of every dir, then load and (if needed) recover every log.
+
+        `topic_configs` gives a topic's LogConfig (its `/config/topics` overrides);
+        without it every log uses the broker default.
+        """
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            _check_or_write_meta_properties(log_dir, self.broker_id)
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir, topic_configs or (lambda _topic: self.default_config))
+
+    def _load_dir(self, log_dir: Path, topic_configs: Callable[[str], LogConfig]) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+        start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        partition_dirs: list[tuple[TopicPartition, Path]] = []
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("Deleting %s left by an unfinished partition deletion", child)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            try:
+                partition_dirs.append((TopicPartition.parse(child.name), child))
+            except ValueError:
+                logger.warning("Ignoring %s in log dir %s: not a <topic>-<partition> directory", child.name, log_dir)
+        if not clean and partition_dirs:
+            logger.info("Log dir %s was not shut down cleanly: recovering logs past their recovery points", log_dir)
+
+        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
+            tp, path = item
+            return tp, Log.open(
+                path, topic_configs(tp.topic),
+                recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                clean_shutdown=clean, time=self._time_ms,
+                leader_epoch_cache=LeaderEpochFileCache(path / LEADER_EPOCH_CHECKPOINT),
+            )
+
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
+            loaded = list(pool.map(load, partition_dirs))
+        with self._lock:
+            for tp, log in loaded:
+                if tp in self._logs:
+                    raise KafkaError(f"partition {tp} has logs in two dirs: {self._logs[tp].dir} and {log.dir}",
+                                     ErrorCode.KAFKA_STORAGE_ERROR)
+                self._logs[tp] = log
+        # From here on a crash must mean recovery: the marker only speaks for the last stop.
+        marker.unlink(missing_ok=True)
+        logger.info("Loaded %d logs from %s (%s shutdown)", len(loaded), log_dir, "clean" if clean else "unclean")
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, and mark each dir cleanly shut down."""
+        with self._lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.close()
+        self.checkpoint_log_offsets()
+        for log_dir in self.log_dirs:
+            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        logger.info("Shut down %d logs cleanly", len(logs))
+
+    # ------------------------------------------------------------------ partitions
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is None:
+                log_dir = self._next_log_dir()
+                log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
+                               leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT))
+                self._logs[tp] = log
+                logger.info("Created log for partition %s in %s", tp, log_dir)
+            return log
+
+    def _next_log_dir(self) -> Path:
+        """The dir holding the fewest partitions (Kafka's nextLogDirs)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        log = self._logs.get(tp)
+        return None if log is None else log.dir.parent
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        with self._lock:
+            log = self._logs.pop(tp, None)
+        if log is None:
+            return
+        log.close()
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        log.dir.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        # Drop its checkpoint entries now, so a restart does not resurrect stale offsets.
+        self.checkpoint_log_offsets()
+        logger.info("Deleted log for partition %s", tp)
+
+    # ------------------------------------------------------------------ periodic work
+
+    def _logs_by_dir(self) -> dict[Path, list[Log]]:
+        by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        for log in self.all_logs().values():
+            by_dir.setdefault(log.dir.parent, []).append(log)
+        return by_dir
+
+    def checkpoint_log_offsets(self) -> None:
+        """Write recovery points and log start offsets of every dir (log.flush.*.checkpoint.interval.ms)."""
+        for log_dir, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {log.topic_partition: log.recovery_point for log in logs})
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {log.topic_partition: log.log_start_offset for log in logs})
+
+    def write_high_watermarks(self, high_watermarks: Iterable[tuple[TopicPartition, int]]) -> None:
+        """Write `replication-offset-checkpoint` in every dir, each with the partitions it holds."""
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for tp, hw in high_watermarks:
+            log_dir = self.log_dir_of(tp)
+            if log_dir is not None:
+                per_dir.setdefault(log_dir, {})[tp] = hw
+        for log_dir, offsets in per_dir.items():
+            OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).write(offsets)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        high_watermarks: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            high_watermarks.update(OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).read())
+        return high_watermarks
+
+    def flush_dirty_logs(self) -> None:
+        """Flush logs whose flush.ms has passed (a no-op with Kafka's default: the page cache decides)."""
+        now = self._time_ms()
+        for log in self.all_logs().values():
+            if now - log.last_flush_time >= log.config.flush_interval_ms:
+                log.flush()
+
+    def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None] | None = None) -> int:
+        """Apply retention to every log; returns the number of segments deleted.
+
+        `high_watermark` caps deletion below a partition's HW (Kafka never lets
+        retention delete what consumers of a leader cannot read yet).
+        """
+        now = self._time_ms()
+        deleted = 0
+        for tp, log in self.all_logs().items():
+            deleted += log.delete_old_segments(now, None if high_watermark is None else high_watermark(tp))
+        return deleted

@@ -1,0 +1,141 @@
+"""LogManager: dir ownership, loading, clean-shutdown marker, checkpoints, deletion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.config import LogConfig
+from broker.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    LogDirOwnedError,
+    LogManager,
+    read_meta_properties,
+)
+from broker.log.record import ProducerRecord, build_batch
+from proto.types import TopicPartition
+
+TP0 = TopicPartition("orders", 0)
+TP1 = TopicPartition("my-topic", 1)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def batch(n: int) -> bytes:
+    return build_batch([ProducerRecord(b"x" * 50) for _ in range(n)], now_ms=1_000_000)
+
+
+def manager(dirs: list[Path], clock: FakeClock | None = None, broker_id: int = 1) -> LogManager:
+    return LogManager(dirs, LogConfig(segment_bytes=4096), broker_id=broker_id, time_ms=clock or FakeClock())
+
+
+def test_meta_properties_written_and_other_broker_refused(tmp_path: Path) -> None:
+    lm = manager([tmp_path / "d1"])
+    lm.startup()
+    assert read_meta_properties(tmp_path / "d1")["broker.id"] == "1"
+    assert read_meta_properties(tmp_path / "d1")["version"] == "0"
+    lm.shutdown()
+    other = manager([tmp_path / "d1"], broker_id=2)
+    with pytest.raises(LogDirOwnedError, match=r"belongs to broker\.id 1"):
+        other.startup()
+
+
+def test_logs_spread_over_dirs_and_reload_after_clean_shutdown(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    lm = manager(dirs)
+    lm.startup()
+    lm.get_or_create_log(TP0).append_as_leader(batch(10), leader_epoch=0)
+    lm.get_or_create_log(TP1).append_as_leader(batch(3), leader_epoch=0)
+    assert {lm.log_dir_of(TP0), lm.log_dir_of(TP1)} == {d.resolve() for d in dirs}
+    lm.shutdown()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / RECOVERY_POINT_CHECKPOINT).read() == {TP0: 10}
+
+    again = manager(dirs)
+    again.startup()
+    assert again.get_log(TP0).log_end_offset == 10  # type: ignore[union-attr]
+    assert again.get_log(TP1).log_end_offset == 3  # type: ignore[union-attr]
+    # The marker speaks for one stop only: a crash from now on must mean recovery.
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    assert again.get_log(TP0).recovery_report == []  # type: ignore[union-attr]
+
+
+def test_unclean_restart_recovers_torn_tail(tmp_path: Path) -> None:
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    log = lm.get_or_create_log(TP0)
+    log.append_as_leader(batch(5), leader_epoch=0)
+    log.append_as_leader(batch(5), leader_epoch=0)
+    # No shutdown(): the process "died". Tear the last batch in half.
+    log_file = log.active_segment.path
+    size = log_file.stat().st_size
+    with open(log_file, "r+b") as f:
+        f.truncate(size - 20)
+    again = manager([tmp_path / "d"])
+    again.startup()
+    recovered = again.get_log(TP0)
+    assert recovered is not None
+    assert recovered.log_end_offset == 5
+    assert recovered.recovery_report, "recovery must say what it cut"
+
+
+def test_high_watermark_checkpoint_per_dir(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    lm = manager(dirs)
+    lm.startup()
+    lm.get_or_create_log(TP0)
+    lm.get_or_create_log(TP1)
+    lm.write_high_watermarks([(TP0, 7), (TP1, 2), (TopicPartition("gone", 0), 5)])
+    assert lm.read_high_watermarks() == {TP0: 7, TP1: 2}
+    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / HIGH_WATERMARK_CHECKPOINT).read() == {TP0: 7}
+
+
+def test_delete_log_removes_dir_and_checkpoint_entries(tmp_path: Path) -> None:
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    lm.get_or_create_log(TP0).append_as_leader(batch(2), leader_epoch=0)
+    lm.get_or_create_log(TP1)
+    lm.checkpoint_log_offsets()
+    lm.delete_log(TP0)
+    assert lm.get_log(TP0) is None
+    assert not (tmp_path / "d" / str(TP0)).exists()
+    assert TP0 not in OffsetCheckpointFile(tmp_path / "d" / LOG_START_OFFSET_CHECKPOINT).read()
+    assert TP1 in OffsetCheckpointFile(tmp_path / "d" / LOG_START_OFFSET_CHECKPOINT).read()
+
+
+def test_leftover_delete_dirs_and_strangers_are_handled(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    (d / "orders-0.0123abcd-delete").mkdir(parents=True)
+    (d / "not a partition").mkdir()
+    lm = manager([d])
+    lm.startup()
+    assert not (d / "orders-0.0123abcd-delete").exists()
+    assert lm.all_logs() == {}
+    assert (d / META_PROPERTIES).exists()
+
+
+def test_retention_through_manager_respects_high_watermark(tmp_path: Path) -> None:
+    clock = FakeClock()
+    lm = LogManager([tmp_path / "d"], LogConfig(segment_bytes=1024, retention_ms=1000), broker_id=1, time_ms=clock)
+    lm.startup()
+    log = lm.get_or_create_log(TP0)
+    for _ in range(20):
+        log.append_as_leader(batch(4), leader_epoch=0)
+    assert log.num_segments > 3
+    clock.now += 10_000_000
+    assert lm.cleanup_logs(lambda tp: 0) == 0  # nothing below a HW of 0 may go
+    deleted = lm.cleanup_logs()
+    assert deleted > 0 and log.log_start_offset > 0
