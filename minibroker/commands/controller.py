@@ -1,0 +1,18 @@
+"""`minibroker controller`: run a controller process (controller/main.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.main import add_arguments, run
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "controller",
+        help="run a controller: one of them is elected, the others stand by",
+        description="Run a controller process: it races for /controller in ZooKeeper; the winner manages "
+        "partition leadership and tells the brokers, the others take over when it goes.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
