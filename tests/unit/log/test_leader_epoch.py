@@ -1,0 +1,276 @@
+"""LeaderEpochFileCache: Kafka 2.x assign/truncate rules, KIP-279 endOffsetFor, and write-through."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
+
+UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+
+
+def make_cache(tmp_path: Path, *entries: tuple[int, int]) -> LeaderEpochFileCache:
+    cache = LeaderEpochFileCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
+    for epoch, offset in entries:
+        cache.assign(epoch, offset)
+    return cache
+
+
+def on_disk(tmp_path: Path) -> list[EpochEntry]:
+    return LeaderEpochCheckpointFile(tmp_path / LEADER_EPOCH_CHECKPOINT).read()
+
+
+def test_empty_cache(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path)
+    assert cache.entries == []
+    assert cache.latest_epoch == UNDEFINED_EPOCH
+    assert cache.latest_entry is None
+    assert cache.earliest_entry is None
+    assert cache.end_offset_for(0, 10) == UNDEFINED
+    assert cache.end_offset_for(UNDEFINED_EPOCH, 10) == UNDEFINED
+    assert not (tmp_path / LEADER_EPOCH_CHECKPOINT).exists()  # nothing written until something changes
+
+
+def test_assign_writes_through_to_checkpoint(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, (0, 0), (2, 6))
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n0 0\n2 6\n"
+    assert cache.latest_epoch == 2
+    assert cache.latest_entry == EpochEntry(2, 6)
+    assert cache.earliest_entry == EpochEntry(0, 0)
+    assert LeaderEpochFileCache(tmp_path / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0), (2, 6)]
+
+
+def test_same_epoch_at_later_offset_is_a_no_op(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, (2, 6))
+    with mock.patch.object(LeaderEpochCheckpointFile, "write") as write:
+        cache.assign(2, 6)
+        cache.assign(2, 10)
+    write.assert_not_called()
+    assert cache.entries == [(2, 6)]
+
+
+def test_same_epoch_at_earlier_offset_moves_its_start(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, (1, 2), (2, 6))
+    cache.assign(2, 5)
+    assert cache.entries == [(1, 2), (2, 5)]
+    assert on_disk(tmp_path) == [(1, 2), (2, 5)]
+
+
+def test_new_epoch_removes_entries_at_or_after_its_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = make_cache(tmp_path, (1, 5), (2, 10))
+    with caplog.at_level(logging.WARNING):
+        cache.assign(3, 8)
+    assert cache.entries == [(1, 5), (3, 8)]
+    assert "caused truncation of conflicting entries" in caplog.text
+
+
+def test_replacing_an_empty_epoch_does_not_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = make_cache(tmp_path, (1, 5), (2, 10))
+    with caplog.at_level(logging.WARNING):
+        cache.assign(3, 10)  # epoch 2 wrote nothing
+    assert cache.entries == [(1, 5), (3, 10)]
+    assert caplog.text == ""
+
+
+def test_older_epoch_wins_over_newer_ones(tmp_path: Path) -> None:
+    # Kafka takes the latest assignment as the truth rather than ignoring it.
+    cache = make_cache(tmp_path, (1, 2), (2, 6), (3, 8))
+    cache.assign(2, 7)
+    assert cache.entries == [(1, 2), (2, 7)]
+    assert on_disk(tmp_path) == [(1, 2), (2, 7)]
+
+
+@pytest.mark.parametrize(("epoch", "offset"), [(-1, 0), (0, -1)])
+def test_assign_rejects_undefined_values(tmp_path: Path, epoch: int, offset: int) -> None:
+    with pytest.raises(ValueError, match="invalid partition leader epoch entry"):
+        make_cache(tmp_path).assign(epoch, offset)
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        (5, (5, 30)),  # the latest epoch ends at the log end
+        (4, (3, 20)),  # an epoch this leader never had: the one before it, ending where 5 starts
+        (3, (3, 20)),
+        (2, (1, 10)),
+        (1, (1, 10)),
+        (0, (0, 5)),  # below every known epoch: the earliest start offset (KIP-279)
+        (6, UNDEFINED),  # above every known epoch
+        (UNDEFINED_EPOCH, UNDEFINED),
+    ],
+)
+def test_end_offset_for(tmp_path: Path, requested: int, expected: tuple[int, int]) -> None:
+    cache = make_cache(tmp_path, (1, 5), (3, 10), (5, 20))
+    assert cache.end_offset_for(requested, 30) == expected
+
+
+@pytest.mark.parametrize(
+    ("end_offset", "expected"),
+    [
+        (12, [(2, 6), (3, 8), (4, 11)]),
+        (11, [(2, 6), (3, 8)]),
+        (9, [(2, 6), (3, 8)]),
+        (8, [(2, 6)]),
+        (0, []),
+        (UNDEFINED_EPOCH_OFFSET, [(2, 6), (3, 8), (4, 11)]),
+    ],
+)
+def test_truncate_from_end(tmp_path: Path, end_offset: int, expected: list[tuple[int, int]]) -> None:
+    cache = make_cache(tmp_path, (2, 6), (3, 8), (4, 11))
+    cache.truncate_from_end(end_offset)
+    assert cache.entries == expected
+    assert on_disk(tmp_path) == expected
+
+
+@pytest.mark.parametrize(
+    ("start_offset", "expected"),
+    [
+        (5, [(2, 6), (3, 8), (4, 11)]),  # below every entry: nothing to drop
+        (6, [(2, 6), (3, 8), (4, 11)]),  # exclusive: the entry starting there stays
+        (7, [(2, 7), (3, 8), (4, 11)]),
+        (8, [(3, 8), (4, 11)]),
+        (9, [(3, 9), (4, 11)]),  # inside epoch 3: it now starts at the new log start
+        (11, [(4, 11)]),
+        (15, [(4, 15)]),
+    ],
+)
+def test_truncate_from_start(tmp_path: Path, start_offset: int, expected: list[tuple[int, int]]) -> None:
+    cache = make_cache(tmp_path, (2, 6), (3, 8), (4, 11))
+    cache.truncate_from_start(start_offset)
+    assert cache.entries == expected
+    assert on_disk(tmp_path) == expected
+
+
+def test_clear_and_flush(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, (2, 6), (3, 8))
+    cache.clear_and_flush()
+    assert cache.entries == []
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n0\n"
+
+
+def test_load_repairs_non_monotonic_file_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    path.write_text("0\n3\n1 5\n3 20\n2 10\n")
+    cache = LeaderEpochFileCache(path)
+    assert cache.entries == [(1, 5), (2, 10)]
+
+
+def test_concurrent_readers_see_consistent_entries(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path)
+    torn: list[list[EpochEntry]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            entries = cache.entries
+            if not _monotonic(entries):
+                torn.append(entries)
+            cache.end_offset_for(3, 1000)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    with mock.patch("os.fsync"):
+        for epoch in range(100):
+            cache.assign(epoch, epoch * 2)
+            if epoch % 25 == 24:
+                cache.truncate_from_end(epoch)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert torn == []
+
+
+def _monotonic(entries: list[EpochEntry]) -> bool:
+    return all(a.epoch < b.epoch and a.start_offset < b.start_offset for a, b in itertools.pairwise(entries))
+
+
+# ---------------------------------------------------------------------------- model check
+
+
+class Model:
+    """Kafka 2.0's list formulation of the same rules, written independently of the cache."""
+
+    def __init__(self) -> None:
+        self.entries: list[EpochEntry] = []
+
+    def assign(self, epoch: int, offset: int) -> None:
+        if self.entries and self.entries[-1].epoch == epoch and offset >= self.entries[-1].start_offset:
+            return
+        kept = [e for e in self.entries if e.epoch < epoch and e.start_offset < offset]
+        self.entries = [*kept, EpochEntry(epoch, offset)]
+
+    def truncate_from_end(self, end: int) -> None:
+        if end >= 0:
+            self.entries = [e for e in self.entries if e.start_offset < end]
+
+    def truncate_from_start(self, start: int) -> None:
+        previous = [e for e in self.entries if e.start_offset <= start]
+        if previous:
+            later = [e for e in self.entries if e.start_offset > start]
+            self.entries = [EpochEntry(previous[-1].epoch, start), *later]
+
+    def end_offset_for(self, requested: int, leo: int) -> tuple[int, int]:
+        if requested == UNDEFINED_EPOCH:
+            return UNDEFINED
+        if self.entries and self.entries[-1].epoch == requested:
+            return requested, leo
+        higher = [e for e in self.entries if e.epoch > requested]
+        lower = [e for e in self.entries if e.epoch <= requested]
+        if not higher:
+            return UNDEFINED
+        if not lower:
+            return requested, higher[0].start_offset
+        return lower[-1].epoch, higher[0].start_offset
+
+
+# A value is drawn as (near, raw, delta): `raw` itself, or (half the time) a neighbour of a
+# value already in the cache, where the rules have their edges.
+Value = tuple[bool, int, int]
+
+
+def value(low: int, high: int) -> st.SearchStrategy[Value]:
+    return st.tuples(st.booleans(), st.integers(low, high), st.integers(-1, 1))
+
+
+def pick(drawn: Value, known: list[int]) -> int:
+    near, raw, delta = drawn
+    return known[raw % len(known)] + delta if near and known else raw
+
+
+OPS = ["assign", "assign", "truncate_from_end", "truncate_from_start", "query"]
+operations = st.lists(st.tuples(st.sampled_from(OPS), value(-1, 8), value(-1, 30)), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(operations)
+def test_cache_matches_model(ops: list[tuple[str, Value, Value]]) -> None:
+    saved: list[EpochEntry] = []
+
+    def write(_self: LeaderEpochCheckpointFile, entries: list[EpochEntry]) -> None:
+        saved[:] = entries
+
+    # The file format and write-through have their own tests; here the disk would only cost time.
+    with mock.patch.object(LeaderEpochCheckpointFile, "write", write):
+        cache, model = LeaderEpochFileCache("/nonexistent/" + LEADER_EPOCH_CHECKPOINT), Model()
+        for op, drawn_epoch, drawn_offset in ops:
+            epoch = pick(drawn_epoch, [e.epoch for e in model.entries])
+            offset = pick(drawn_offset, [e.start_offset for e in model.entries])
+            if op == "query":
+                assert cache.end_offset_for(epoch, 100) == model.end_offset_for(epoch, 100)
+                continue
+            args = (max(epoch, 0), max(offset, 0)) if op == "assign" else (offset,)
+            getattr(cache, op)(*args)
+            getattr(model, op)(*args)
+            assert cache.entries == model.entries
+            assert _monotonic(cache.entries)
+            assert saved == model.entries
