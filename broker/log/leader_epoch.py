@@ -155,7 +155,7 @@ class LeaderEpochFileCache:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if epochs and epochs[-1].epoch == requested_epoch:
                 return requested_epoch, log_end_offset
-            higher = bisect.bisect_left([e.epoch for e in epochs], requested_epoch)
+            higher = bisect.bisect_right([e.epoch for e in epochs], requested_epoch)
             if higher == len(epochs):
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if higher == 0:

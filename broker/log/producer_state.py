@@ -297,9 +297,7 @@ class ProducerStateManager:
                 f"Found no record of {where}; its last records may have been removed by retention"
                 f" (sequence {first_seq}, epoch {epoch})"
             )
-        last_seq = entry.last_seq
-        if last_seq == NO_SEQUENCE and first_seq != 0:
-            raise OutOfOrderSequenceError(f"Out of order sequence number for {where}: {first_seq}, expected 0")
+        last_seq = entry.last_seq  # NO_SEQUENCE (-1) when no batch is known: then 0 is next
         if not _in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"Out of order sequence number for {where}: {first_seq} (incoming), {last_seq} (current end)"

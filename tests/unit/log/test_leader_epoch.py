@@ -79,6 +79,10 @@ def test_replacing_an_empty_epoch_does_not_warn(tmp_path: Path, caplog: pytest.L
         cache.assign(3, 10)  # epoch 2 wrote nothing
     assert cache.entries == [(1, 5), (3, 10)]
     assert caplog.text == ""
+    with caplog.at_level(logging.WARNING):
+        cache.assign(1, 10)  # but dropping two entries is worth one
+    assert cache.entries == [(1, 10)]
+    assert "caused truncation of conflicting entries" in caplog.text
 
 
 def test_older_epoch_wins_over_newer_ones(tmp_path: Path) -> None:
@@ -233,27 +237,16 @@ class Model:
         return lower[-1].epoch, higher[0].start_offset
 
 
-# A value is drawn as (near, raw, delta): `raw` itself, or (half the time) a neighbour of a
-# value already in the cache, where the rules have their edges.
-Value = tuple[bool, int, int]
+def draw_near(data: st.DataObject, known: list[int], low: int, high: int) -> int:
+    """Half the time a neighbour of a value already in the cache, where the rules have their edges."""
+    if known and data.draw(st.booleans()):
+        return data.draw(st.sampled_from(known)) + data.draw(st.integers(-1, 1))
+    return data.draw(st.integers(low, high))
 
 
-def value(low: int, high: int) -> st.SearchStrategy[Value]:
-    return st.tuples(st.booleans(), st.integers(low, high), st.integers(-1, 1))
-
-
-def pick(drawn: Value, known: list[int]) -> int:
-    near, raw, delta = drawn
-    return known[raw % len(known)] + delta if near and known else raw
-
-
-OPS = ["assign", "assign", "truncate_from_end", "truncate_from_start", "query"]
-operations = st.lists(st.tuples(st.sampled_from(OPS), value(-1, 8), value(-1, 30)), max_size=20)
-
-
-@settings(max_examples=200, deadline=None)
-@given(operations)
-def test_cache_matches_model(ops: list[tuple[str, Value, Value]]) -> None:
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_cache_matches_model(data: st.DataObject) -> None:
     saved: list[EpochEntry] = []
 
     def write(_self: LeaderEpochCheckpointFile, entries: list[EpochEntry]) -> None:
@@ -262,9 +255,10 @@ def test_cache_matches_model(ops: list[tuple[str, Value, Value]]) -> None:
     # The file format and write-through have their own tests; here the disk would only cost time.
     with mock.patch.object(LeaderEpochCheckpointFile, "write", write):
         cache, model = LeaderEpochFileCache("/nonexistent/" + LEADER_EPOCH_CHECKPOINT), Model()
-        for op, drawn_epoch, drawn_offset in ops:
-            epoch = pick(drawn_epoch, [e.epoch for e in model.entries])
-            offset = pick(drawn_offset, [e.start_offset for e in model.entries])
+        for _ in range(data.draw(st.integers(0, 20))):
+            op = data.draw(st.sampled_from(["assign", "assign", "truncate_from_end", "truncate_from_start", "query"]))
+            epoch = draw_near(data, [e.epoch for e in model.entries], -1, 8)
+            offset = draw_near(data, [e.start_offset for e in model.entries], -1, 30)
             if op == "query":
                 assert cache.end_offset_for(epoch, 100) == model.end_offset_for(epoch, 100)
                 continue

@@ -293,14 +293,16 @@ def test_no_snapshot_means_replay_from_log_start(tmp_path: Path) -> None:
 
 
 def test_truncate_and_reload_after_log_truncation(psm: ProducerStateManager, tmp_path: Path) -> None:
-    log = [batch(0, 0, 10), batch(10, 10, 5), batch(15, 15, 5), batch(20, 20, 5)]
+    log = [batch(0, 0, 10), batch(10, 10, 5), batch(15, 15, 5), batch(20, 20, 5), batch(25, 0, pid=7)]
     append(psm, *log[:2])
     psm.take_snapshot(15)
-    append(psm, *log[2:])
+    append(psm, *log[2:4])
     psm.take_snapshot(25)
-    # A follower truncates its log to 20: the state must forget batch 20..24.
+    append(psm, log[4])
+    # A follower truncates its log to 20: the state must forget batches 20..25.
     assert psm.truncate_and_reload(0, 20, T0) == 15
     assert sorted(p.name for p in tmp_path.iterdir()) == [snapshot_file_name(15)]
+    assert set(psm.active_producers) == {PID}
     psm.replay(log[:3])
     entry = psm.last_entry(PID)
     assert entry is not None
@@ -315,6 +317,14 @@ def test_reload_at_map_end_only_truncates_head(psm: ProducerStateManager, tmp_pa
     assert psm.truncate_and_reload(2, 3, T0) == 3
     assert set(psm.active_producers) == {2}  # producer 1's only record is below the log start
     assert list(tmp_path.iterdir()) == []  # the snapshot at the log start holds nothing live
+
+
+def test_reload_skips_snapshot_producers_below_log_start(psm: ProducerStateManager, tmp_path: Path) -> None:
+    append(psm, batch(0, 0, pid=1), batch(1, 0, pid=2), batch(2, 1, pid=2))
+    psm.take_snapshot(3)
+    reloaded = ProducerStateManager(TP, tmp_path)
+    assert reloaded.truncate_and_reload(2, 3, T0) == 3
+    assert set(reloaded.active_producers) == {2}
 
 
 def test_truncate_head_forgets_producers_and_snapshots_below_log_start(
