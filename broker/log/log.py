@@ -32,10 +32,12 @@ from pathlib import Path
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
 from broker.log.index import CorruptIndexError
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from broker.log.record import (
     NO_TIMESTAMP,
     BatchHeader,
     iter_headers,
+    parse_header,
     patch_base_offset_and_epoch,
     set_log_append_time,
     validate_batch,
@@ -54,6 +56,7 @@ from broker.log.segment import (
 )
 from proto.errors import (
     ErrorCode,
+    InvalidRecordError,
     KafkaError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -117,6 +120,9 @@ class LogAppendInfo:
     valid_bytes: int
     # The appended bytes until `batches` is first read, then their headers.
     _appended: memoryview | tuple[BatchHeader, ...] = field(default=(), repr=False, compare=False)
+    # An idempotent producer's retry of a batch already in the log: nothing was written,
+    # and the offsets are those of the original append (Kafka answers the retry with them).
+    duplicate: bool = False
 
     @property
     def batches(self) -> tuple[BatchHeader, ...]:
@@ -191,11 +197,14 @@ class Log:
     """A partition's log. Build it with `Log.open`."""
 
     def __init__(self, dir: Path, config: LogConfig, time: Callable[[], int],
-                 leader_epoch_cache: LeaderEpochCache | None) -> None:
+                 leader_epoch_cache: LeaderEpochCache | None, producer_id_expiration_ms: int) -> None:
         self.dir = dir
         self.topic_partition = TopicPartition.parse(dir.name)
         self.config = config
         self.leader_epoch_cache = leader_epoch_cache
+        # The idempotent producers' last batches: checked on leader appends, rebuilt from
+        # the log on load and after truncation, snapshotted at each roll and on close.
+        self.producer_state = ProducerStateManager(self.topic_partition, dir, producer_id_expiration_ms)
         self.recovery_report: list[RecoveryAction] = []
         self._time = time
         self._lock = threading.Lock()
@@ -214,14 +223,15 @@ class Log:
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
              clean_shutdown: bool = False, time: Callable[[], int] = _wall_clock_ms,
-             leader_epoch_cache: LeaderEpochCache | None = None) -> Log:
+             leader_epoch_cache: LeaderEpochCache | None = None,
+             producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
         """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
 
         `recovery_point` and `log_start_offset` come from the log directory's
         checkpoints; `time` is the millisecond clock (injected for tests).
         What recovery changed is in `recovery_report`.
         """
-        log = cls(dir, config, time, leader_epoch_cache)
+        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms)
         log._load(recovery_point, log_start_offset, clean_shutdown)
         return log
 
@@ -309,9 +319,26 @@ class Log:
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_end(log_end_offset)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._load_producer_state(now)
         self.recovery_report = recovery.actions
         logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
                     self._ident, len(self._segments), self._log_start_offset, log_end_offset)
+
+    def _load_producer_state(self, now: int) -> None:
+        """Bring the producer state to the log end: latest usable snapshot, then replay (Kafka's loadProducerState)."""
+        start = self.producer_state.truncate_and_reload(self._log_start_offset, self.log_end_offset, now)
+        if start >= self.log_end_offset:
+            return
+        first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        self.producer_state.replay(
+            header for segment in self._segments[first:] for _, header in segment.batches_from(0)
+            if header.producer_id >= 0 and header.last_offset >= start
+        )
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """Forget producers idle longer than producer.id.expiration.ms."""
+        with self._lock:
+            self.producer_state.remove_expired_producers(self._time() if now_ms is None else now_ms)
 
     def _remove_temp_and_orphan_files(self, recovery: _Recovery) -> list[int]:
         """Delete `.deleted`/`.cleaned` leftovers and indexes without a log; return the segments' base offsets."""
@@ -402,21 +429,32 @@ class Log:
         if view.readonly:
             view = memoryview(bytearray(view))
         log_append_time = self.config.log_append_time
+        idempotent = _check_client_batches(batches, self.topic_partition)
         with self._lock:
+            if idempotent:
+                duplicate = self.producer_state.validate_append(batches)
+                if duplicate is not None:
+                    return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, NO_TIMESTAMP, -1, NO_TIMESTAMP,
+                                         0, 0, duplicate=True)
             now = self._time()
             stamp = now if log_append_time else NO_TIMESTAMP
             first_offset = offset = self.log_end_offset
             position = 0
             spans = []
+            producer_batches = []
             for header in batches:
                 size = header.size
                 patch_base_offset_and_epoch(view, position, offset, leader_epoch)
                 if log_append_time:
                     set_log_append_time(view, position, size, now)
+                if header.producer_id >= 0:
+                    producer_batches.append(position)
                 offset += header.record_count
                 spans.append(BatchSpan(offset - 1, stamp if log_append_time else header.max_timestamp, size))
                 position += size
             self._append(view, first_offset, spans, now)
+            for batch_position in producer_batches:
+                self.producer_state.update(parse_header(view, batch_position))
             if self.leader_epoch_cache is not None and leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             flush_to = self._flush_target(now)
@@ -453,6 +491,9 @@ class Log:
                 )
             now = self._time()
             self._append(view, first_offset, spans, now)
+            for header in batches:
+                if header.producer_id >= 0:
+                    self.producer_state.update(header)
             if self.leader_epoch_cache is not None:
                 last_epoch = None
                 for header in batches:
@@ -544,6 +585,8 @@ class Log:
         if active.size == 0:
             return active
         new_offset = self.log_end_offset
+        # Kafka snapshots producer state at every roll, so a restart replays at most the active segment.
+        self.producer_state.take_snapshot(new_offset)
         active.on_become_inactive()
         segment = self._add_segment(new_offset, now)
         self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
@@ -679,6 +722,7 @@ class Log:
             self._truncations += 1
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_end(end)
+            self._load_producer_state(self._time())
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -699,6 +743,7 @@ class Log:
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
         self._truncations += 1
+        self.producer_state.truncate_fully_and_start_at(new_offset)
 
     # ------------------------------------------------------------------ retention
 
@@ -751,6 +796,7 @@ class Log:
             self._log_start_offset = new_log_start_offset
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.truncate_head(new_log_start_offset)
             self._delete_log_start_offset_breached_segments(None)
 
     def _delete_log_start_offset_breached_segments(self, high_watermark: int | None) -> int:
@@ -782,6 +828,7 @@ class Log:
             self._log_start_offset = self._segments[0].base_offset
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.producer_state.truncate_head(self._log_start_offset)
         return count
 
     # ------------------------------------------------------------------ close
@@ -790,10 +837,24 @@ class Log:
         """Flush, then seal every segment (indexes trimmed to their entries). The log is unusable after."""
         self.flush()
         with self._lock:
+            # A snapshot at the log end: the next start after a clean stop replays nothing.
+            self.producer_state.take_snapshot(self.log_end_offset)
             for segment in self._segments:
                 segment.close()
             self._segments.clear()
             self._base_offsets.clear()
+
+
+def _check_client_batches(batches: list[BatchHeader], tp: TopicPartition) -> bool:
+    """Refuse what only a broker may write; True if any batch comes from an idempotent producer."""
+    idempotent = False
+    for header in batches:
+        if header.is_control:
+            raise InvalidRecordError(f"Appending control records to {tp} is not allowed: only brokers write them")
+        if header.is_transactional:
+            raise InvalidRecordError(f"Transactional records for {tp} are not supported by minibroker")
+        idempotent = idempotent or header.producer_id >= 0
+    return idempotent
 
 
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:

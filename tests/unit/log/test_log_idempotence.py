@@ -1,0 +1,89 @@
+"""The log's idempotent-producer checks: retries answered with the original offsets, gaps refused, state kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.log.config import LogConfig
+from broker.log.log import Log
+from broker.log.record import ProducerRecord, build_batch
+from proto.errors import ErrorCode, KafkaError
+
+PID = 4000
+
+
+def batch(seq: int, n: int = 2, epoch: int = 0, pid: int = PID, **kw: bool) -> bytes:
+    return build_batch([ProducerRecord(b"s%d" % (seq + i)) for i in range(n)], producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, now_ms=1_000, **kw)
+
+
+def open_log(path: Path, clean: bool = False) -> Log:
+    return Log.open(path / "t-0", LogConfig(segment_bytes=400), clean_shutdown=clean, time=lambda: 1_000)
+
+
+def test_retry_is_answered_with_original_offsets_and_not_written(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    first = log.append_as_leader(batch(0), 0)
+    log.append_as_leader(batch(2), 0)
+    retry = log.append_as_leader(batch(0), 0)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    assert log.log_end_offset == 4
+
+
+def test_gap_and_old_epoch_are_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(0, epoch=1), 0)
+    with pytest.raises(KafkaError) as gap:
+        log.append_as_leader(batch(5, epoch=1), 0)
+    assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(KafkaError) as fenced:
+        log.append_as_leader(batch(2, epoch=0), 0)
+    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.log_end_offset == 2
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-restart", "crash-restart"])
+def test_state_survives_restart(tmp_path: Path, clean: bool) -> None:
+    log = open_log(tmp_path)
+    for seq in range(0, 40, 2):  # several rolls: snapshots at each, replay of the rest
+        log.append_as_leader(batch(seq), 0)
+    assert log.num_segments > 2
+    if clean:
+        log.close()
+    again = open_log(tmp_path, clean=clean)
+    retry = again.append_as_leader(batch(38), 0)
+    assert retry.duplicate and retry.first_offset == 38
+    with pytest.raises(KafkaError) as gap:
+        again.append_as_leader(batch(41), 0)
+    assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert again.append_as_leader(batch(40), 0).first_offset == 40
+
+
+def test_truncation_forgets_truncated_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for seq in range(0, 10, 2):
+        log.append_as_leader(batch(seq), 0)
+    log.truncate_to(6)
+    # Sequence 6 is gone from the log, so it is new again, not a duplicate.
+    again = log.append_as_leader(batch(6), 0)
+    assert not again.duplicate and again.first_offset == 6
+
+
+def test_follower_append_feeds_producer_state(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader")
+    follower = open_log(tmp_path / "follower")
+    for seq in range(0, 6, 2):
+        leader.append_as_leader(batch(seq), 3)
+    follower.append_as_follower(leader.read(0, 1 << 20).records.read())
+    assert follower.append_as_leader(batch(4), 4).duplicate
+
+
+def test_control_and_transactional_batches_from_clients_are_invalid(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for flag in ("is_control", "is_transactional"):
+        with pytest.raises(KafkaError) as err:
+            log.append_as_leader(batch(0, **{flag: True}), 0)
+        assert err.value.code == ErrorCode.INVALID_RECORD
+    assert log.log_end_offset == 0
