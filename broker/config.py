@@ -442,7 +442,7 @@ class KafkaConfig:
             spec = _KEYS.get(key)
             if spec is None:
                 raise ConfigError(key, _loggable(key, text), _unknown_key_reason(key))
-            kwargs[key.replace(".", "_")] = _parse(key, spec.type, text.strip())
+            kwargs[key.replace(".", "_")] = parse_value(key, spec.type, text.strip())
         return cls(**kwargs)
 
     # Output
@@ -482,7 +482,7 @@ class KafkaConfig:
 _KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)}
 
 
-def _parse(key: str, type_: Type, text: str) -> Any:
+def parse_value(key: str, type_: Type, text: str) -> Any:
     """ConfigDef.parseType: the typed value of an (already trimmed) string."""
     if type_ is Type.STRING:
         return text

@@ -1,1 +1,15 @@
-"""minibroker: controller."""
+"""minibroker: the controller (Kafka 2.x's KafkaController, as a process of its own).
+
+- main.py                    the process: config, ZooKeeper session, signals (`minibroker controller`)
+- controller.py              KafkaController: election, failover, resignation, event handlers
+- event_manager.py, events.py  one queue, one thread; the events ZooKeeper watches enqueue
+- zk_watches.py              ZooKeeper watches and session callbacks -> events
+- context.py                 ControllerContext: brokers, assignments, partition/replica states
+- states.py                  partition and replica states, valid transitions
+- partition_state_machine.py, replica_state_machine.py  the state machines
+- election.py                leader election algorithms (pure)
+- request_batch.py           ControllerBrokerRequestBatch: LeaderAndIsr / UpdateMetadata per broker (pure)
+- channel_manager.py         one gRPC send thread per broker, retrying
+- assignment.py              rack-unaware replica assignment (pure; the broker's CreateTopics uses it)
+- config.py, loggers.py      ControllerConfig; Kafka-style log prefixes
+"""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "minibroker.commands.demo",
     "minibroker.commands.dump_log",
+    "minibroker.commands.controller",
 )
 
 

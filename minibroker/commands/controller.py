@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from controller.main import add_arguments, run
+from controller.main import DESCRIPTION, add_arguments, run
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "controller",
         help="run a controller: one of them is elected, the others stand by",
-        description="Run a controller process: it races for /controller in ZooKeeper; the winner manages "
-        "partition leadership and tells the brokers, the others take over when it goes.",
+        description=DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)

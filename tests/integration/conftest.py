@@ -7,17 +7,25 @@ directory) goes away at the end of the session.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 
 from zk.client import KafkaZkClient
-from zk.server import LocalZooKeeper
+from zk.server import LocalZooKeeper, free_port
 
 WaitUntil = Callable[..., None]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +101,132 @@ def wait_until() -> WaitUntil:
             time.sleep(0.01)
 
     return wait
+
+
+# --- real processes ---
+
+
+class LoggedProcess:
+    """A child process whose stdout and stderr go to a log file (read it with log())."""
+
+    def __init__(self, name: str, popen: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.name = name
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        self.popen.send_signal(signum)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.popen.wait(timeout)
+
+
+StartProcess = Callable[..., LoggedProcess]
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[StartProcess]:
+    """start(name, argv): a real process run from the repository root, logging to <tmp_path>/<name>.log;
+    every one still running at teardown is SIGKILLed and reaped."""
+    started: list[LoggedProcess] = []
+
+    def start(name: str, argv: Sequence[str]) -> LoggedProcess:
+        log_path = tmp_path / f"{name}.log"
+        with log_path.open("wb") as log_file:
+            popen = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        process = LoggedProcess(name, popen, log_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.popen.poll() is None:
+            process.popen.kill()
+        process.popen.wait(30)
+
+
+# --- brokers ---
+
+CLUSTER_CREDENTIAL = "integration-cluster-secret"
+# Short, so a broker restarted after SIGKILL waits little for its old registration to expire.
+BROKER_SESSION_TIMEOUT_MS = 3000
+
+
+def broker_argv(config_path: Path, *extra: str) -> list[str]:
+    """The broker command line. The `broker` subcommand's module run directly: the same code path as
+    `minibroker broker`, whether or not minibroker.cli lists it yet."""
+    return [sys.executable, "-m", "minibroker.commands.broker", "--config", str(config_path), *extra]
+
+
+@dataclass
+class BrokerProcess:
+    broker_id: int
+    port: int
+    log_dir: Path
+    config_path: Path
+    process: LoggedProcess
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def wait_until_serving(address: str, process: LoggedProcess, timeout: float = 30.0) -> None:
+    """Until grpc.health.v1 says SERVING; fails at once, with the log, if the process exits first."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while True:
+            returncode = process.popen.poll()
+            if returncode is not None:
+                pytest.fail(f"{process.name} exited with {returncode} before serving:\n{process.log()[-4000:]}")
+            try:
+                if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() >= deadline:
+                pytest.fail(f"{process.name} not serving after {timeout}s:\n{process.log()[-4000:]}")
+            time.sleep(0.05)
+
+
+StartBroker = Callable[..., BrokerProcess]
+
+
+@pytest.fixture
+def start_broker(processes: StartProcess, zk_connect: str, tmp_path: Path) -> StartBroker:
+    """start_broker(broker_id=1, overrides={...}, wait=True): a real broker process on the test's ZooKeeper
+    chroot, on a free port it keeps across restarts, with the cluster credential CLUSTER_CREDENTIAL.
+    With wait, returns once it is SERVING."""
+    ports: dict[int, int] = {}
+    starts: dict[int, int] = {}
+
+    def start(broker_id: int = 1, overrides: Mapping[str, str] | None = None, *, wait: bool = True) -> BrokerProcess:
+        port = ports.setdefault(broker_id, free_port())
+        log_dir = tmp_path / f"broker-{broker_id}-logs"
+        config_path = tmp_path / f"broker-{broker_id}.properties"
+        props = {
+            "broker.id": str(broker_id),
+            "zookeeper.connect": zk_connect,
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": str(log_dir),
+            "cluster.credential": CLUSTER_CREDENTIAL,
+            "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
+            **(overrides or {}),
+        }
+        config_path.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
+        starts[broker_id] = starts.get(broker_id, 0) + 1
+        process = processes(f"broker-{broker_id}-{starts[broker_id]}", broker_argv(config_path))
+        broker = BrokerProcess(broker_id, port, log_dir, config_path, process)
+        if wait:
+            wait_until_serving(broker.address, process)
+        return broker
+
+    return start

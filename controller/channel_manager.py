@@ -1,0 +1,180 @@
+"""ControllerChannelManager: the controller's connections to brokers (Kafka's ControllerChannelManager.scala).
+
+One RequestSendThread per live broker, with its own queue and gRPC channel to
+the broker's registered host:port (the KafkaCluster service). Requests to one
+broker go out one at a time, in the order the controller decided them; a slow
+or dead broker holds up only its own queue. A request is retried until the
+broker answers - whatever the answer - or the broker is removed (it
+deregistered: its next registration, with a new broker epoch, gets a new thread
+and fresh requests), as Kafka's RequestSendThread does.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+import grpc
+
+from controller.request_batch import BrokerRequest
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.errors import ErrorCode
+from zk.paths import BrokerInfo
+
+log = logging.getLogger(__name__)
+
+# Kafka's controller retry backoff.
+RETRY_BACKOFF_S = 0.1
+# gRPC's own reconnect backoff grows to two minutes by default: a broker that
+# restarts would wait that long for its LeaderAndIsr. Kafka reconnects within a second.
+_CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+def _target(broker: BrokerInfo) -> str:
+    return f"[{broker.host}]:{broker.port}" if ":" in broker.host else f"{broker.host}:{broker.port}"
+
+
+def _describe(request: BrokerRequest) -> str:
+    return (
+        f"{type(request).__name__}(controller_id={request.controller_id}, controller_epoch={request.controller_epoch}, "
+        f"broker_epoch={request.broker_epoch}, partitions={len(request.partition_states)})"
+    )
+
+
+def _failure(error: Exception) -> str:
+    if isinstance(error, grpc.Call):
+        return f"{error.code().name}: {error.details()}"
+    return str(error)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+class RequestSendThread(threading.Thread):
+    def __init__(self, controller_id: int, broker: BrokerInfo, credential: str | None, socket_timeout_ms: int) -> None:
+        super().__init__(name=f"Controller-{controller_id}-to-broker-{broker.id}-send-thread", daemon=True)
+        self.broker = broker
+        self._controller_id = controller_id
+        self._timeout_s = socket_timeout_ms / 1000
+        self._metadata = ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),) if credential is not None else ()
+        self._queue: queue.Queue[BrokerRequest | None] = queue.Queue()
+        self._stopped = threading.Event()
+        self._channel = grpc.insecure_channel(_target(broker), options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.KafkaClusterStub(self._channel)
+
+    def enqueue(self, request: BrokerRequest) -> None:
+        self._queue.put(request)
+
+    def shutdown(self) -> None:
+        """Stop now: the request in flight is cancelled, queued ones are dropped."""
+        self._stopped.set()
+        self._queue.put(None)
+        self._channel.close()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            request = self._queue.get()
+            if request is None:
+                return
+            self._send_until_answered(request)
+
+    def _send_until_answered(self, request: BrokerRequest) -> None:
+        while not self._stopped.is_set():
+            try:
+                response = self._call(request)
+            except (grpc.RpcError, ValueError) as e:  # ValueError: the channel was closed by shutdown()
+                if self._stopped.is_set():
+                    return
+                log.warning(
+                    "Controller %d epoch %d fails to send request %s to broker %s (%s). Reconnecting to broker.",
+                    self._controller_id,
+                    request.controller_epoch,
+                    _describe(request),
+                    self.broker.endpoint,
+                    _failure(e),
+                )
+                self._stopped.wait(RETRY_BACKOFF_S)
+                continue
+            self._handle_response(request, response)
+            return
+
+    def _call(self, request: BrokerRequest) -> pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse:
+        # wait_for_ready: a call to a broker that is (re)starting waits for the connection, up to the timeout,
+        # instead of failing at once.
+        if isinstance(request, pb.LeaderAndIsrRequest):
+            return self._stub.LeaderAndIsr(
+                request, timeout=self._timeout_s, metadata=self._metadata, wait_for_ready=True
+            )
+        return self._stub.UpdateMetadata(request, timeout=self._timeout_s, metadata=self._metadata, wait_for_ready=True)
+
+    def _handle_response(
+        self, request: BrokerRequest, response: pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse
+    ) -> None:
+        if response.error_code != ErrorCode.NONE:
+            log.error(
+                "Controller %d epoch %d received %s in response to %s from broker %d",
+                self._controller_id,
+                request.controller_epoch,
+                _error_name(response.error_code),
+                _describe(request),
+                self.broker.id,
+            )
+        if isinstance(response, pb.LeaderAndIsrResponse):
+            for error in response.partition_errors:
+                if error.error_code != ErrorCode.NONE:
+                    log.warning(
+                        "Broker %d failed to apply LeaderAndIsr of controller epoch %d for partition %s-%d: %s",
+                        self.broker.id,
+                        request.controller_epoch,
+                        error.topic_name,
+                        error.partition_index,
+                        _error_name(error.error_code),
+                    )
+        log.debug(
+            "Controller %d received a response to %s from broker %d",
+            self._controller_id,
+            _describe(request),
+            self.broker.id,
+        )
+
+
+class ControllerChannelManager:
+    def __init__(self, controller_id: int, cluster_credential: str | None, socket_timeout_ms: int) -> None:
+        self._controller_id = controller_id
+        self._credential = cluster_credential
+        self._socket_timeout_ms = socket_timeout_ms
+        self._brokers: dict[int, RequestSendThread] = {}
+
+    def add_broker(self, broker: BrokerInfo) -> None:
+        if broker.id in self._brokers:
+            return
+        thread = RequestSendThread(self._controller_id, broker, self._credential, self._socket_timeout_ms)
+        self._brokers[broker.id] = thread
+        thread.start()
+
+    def remove_broker(self, broker_id: int) -> None:
+        thread = self._brokers.pop(broker_id, None)
+        if thread is not None:
+            thread.shutdown()
+
+    def send_request(self, broker_id: int, request: BrokerRequest) -> None:
+        thread = self._brokers.get(broker_id)
+        if thread is None:
+            log.warning("Not sending request %s to broker %d, since it is offline.", _describe(request), broker_id)
+            return
+        thread.enqueue(request)
+
+    def shutdown(self) -> None:
+        for broker_id in list(self._brokers):
+            self.remove_broker(broker_id)

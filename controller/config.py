@@ -1,0 +1,124 @@
+"""ControllerConfig: the controller process's configuration, with Kafka's key names and KafkaConfig's rules.
+
+The controller is a process of its own here, so it has its own (short) list of
+keys; everything else is the broker's: the .properties reader
+(broker/properties.py), the value types, validators and ConfigError messages
+(broker/config.py), unknown keys refused with a suggestion, secrets never
+printed. `controller.id` is ours (in Kafka the controller is a broker and uses
+broker.id); `controller.socket.timeout.ms` is Kafka's.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.config import ConfigError, Password, Type, Validator, at_least, parse_endpoints, parse_value
+from broker.properties import PropertiesSyntaxError, load_properties
+
+_REQUIRED: Any = object()
+
+
+def _valid_listeners(text: str) -> str | None:
+    try:
+        parse_endpoints(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+@dataclass(frozen=True)
+class _Key:
+    type: Type
+    default: Any
+    doc: str
+    validator: Validator | None = None
+
+
+_KEYS = {
+    "zookeeper.connect": _Key(Type.STRING, _REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"),
+    "zookeeper.session.timeout.ms": _Key(
+        Type.INT, 18000, "ZooKeeper session timeout: how long a killed active controller holds its seat", at_least(1)
+    ),
+    "controller.id": _Key(
+        Type.INT,
+        _REQUIRED,
+        "This controller's id, unique among controllers, written to /controller (e.g. 1000 + N: not a broker id)",
+        at_least(0),
+    ),
+    "controller.socket.timeout.ms": _Key(
+        Type.INT, 30000, "Timeout of one controller-to-broker request attempt (it is retried)", at_least(1)
+    ),
+    "listeners": _Key(
+        Type.STRING,
+        "PLAINTEXT://127.0.0.1:9093",
+        "Where the controller will serve ControlledShutdown (not served yet)",
+        _valid_listeners,
+    ),
+    "default.replication.factor": _Key(Type.INT, 1, "Replication factor of automatically created topics", at_least(1)),
+    "num.partitions": _Key(Type.INT, 1, "Default number of partitions per topic", at_least(1)),
+    "unclean.leader.election.enable": _Key(
+        Type.BOOLEAN, False, "Elect a leader outside the ISR as a last resort, losing data"
+    ),
+    "cluster.credential": _Key(
+        Type.PASSWORD, None, "Shared secret the controller's requests carry as gRPC metadata x-cluster-credential"
+    ),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    # One field per key of _KEYS, named as the key with '.' -> '_'.
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int
+    controller_id: int
+    controller_socket_timeout_ms: int
+    listeners: str
+    default_replication_factor: int
+    num_partitions: int
+    unclean_leader_election_enable: bool
+    cluster_credential: Password | None
+
+    @classmethod
+    def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> ControllerConfig:
+        """From a .properties file and `key=value` overrides, which win over the file."""
+        props: dict[str, str] = {}
+        if path is not None:
+            try:
+                props.update(load_properties(path))
+            except PropertiesSyntaxError as e:
+                raise ConfigError(e.key, Password(e.text), f"{path}:{e.line}: malformed \\uxxxx escape") from None
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if not sep:
+                raise ConfigError(override, None, "an override must be key=value")
+            props[key.strip()] = value
+        return cls.from_props(props)
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> ControllerConfig:
+        values: dict[str, Any] = {}
+        for key, text in props.items():
+            spec = _KEYS.get(key)
+            if spec is None:
+                close = difflib.get_close_matches(key, _KEYS, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                # The value of an unknown key may be a misspelt secret: never printed.
+                raise ConfigError(key, Password(text), f"not a controller configuration minibroker knows{hint}")
+            values[key] = parse_value(key, spec.type, text.strip())
+        kwargs: dict[str, Any] = {}
+        for key, spec in _KEYS.items():
+            value = values.get(key, spec.default)
+            if value is _REQUIRED:
+                raise ConfigError(key, None, "Missing required configuration which has no default value")
+            if value is not None and spec.validator is not None and (reason := spec.validator(value)) is not None:
+                raise ConfigError(key, value, reason)
+            kwargs[key.replace(".", "_")] = value
+        return cls(**kwargs)
+
+    @property
+    def cluster_credential_value(self) -> str | None:
+        return None if self.cluster_credential is None else self.cluster_credential.value

@@ -1,0 +1,354 @@
+"""KafkaController: election, failover, resignation, and the events of an active controller (KafkaController.scala).
+
+Every controller process runs for the ephemeral /controller znode; the winner
+bumps /controller_epoch in the same multi-op and is the only one that acts. It
+loads the cluster from ZooKeeper, tells every live broker what it needs
+(UpdateMetadata to all, LeaderAndIsr to each partition's replicas), then
+follows brokers, topics and ISR changes through its watches. The others watch
+/controller and run again when it goes.
+
+Every controller write to ZooKeeper is fenced by the controller epoch's znode
+version. When one fails (ControllerMovedError) a newer controller exists: this
+one resigns - stops acting, forgets its state, closes its broker connections -
+and waits for its next chance. All of it runs on the event thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controller.channel_manager import ControllerChannelManager
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.event_manager import ControllerEventManager
+from controller.events import (
+    BrokerChange,
+    ControllerChange,
+    ControllerEvent,
+    Expire,
+    IsrChangeNotification,
+    Reelect,
+    Startup,
+    TopicChange,
+)
+from controller.loggers import controller_logger, state_change_logger
+from controller.partition_state_machine import PartitionStateMachine
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.states import PartitionState, ReplicaState
+from controller.zk_watches import ControllerZkWatches
+from proto.types import TopicPartition
+from zk.client import ControllerMovedError, KafkaZkClient
+
+
+class KafkaController:
+    def __init__(
+        self, config: ControllerConfig, zk: KafkaZkClient, channel_manager: ControllerChannelManager | None = None
+    ) -> None:
+        self.config = config
+        self.controller_id = config.controller_id
+        self.context = ControllerContext()
+        # The controller /controller names, as last read; -1 when none.
+        self.active_controller_id = -1
+        self._zk = zk
+        self._active = False
+        self._log = controller_logger(__name__, self.controller_id)
+        state_change_log = state_change_logger(self.controller_id, lambda: self.context.epoch)
+        self._channel_manager = channel_manager or ControllerChannelManager(
+            self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms
+        )
+        self._batch = ControllerBrokerRequestBatch(
+            self.controller_id, self.context, self._channel_manager.send_request, state_change_log
+        )
+        self._partition_state_machine = PartitionStateMachine(
+            self.controller_id, self.context, zk, self._batch, state_change_log
+        )
+        self._replica_state_machine = ReplicaStateMachine(
+            self.controller_id, self.context, self._batch, state_change_log
+        )
+        self._event_manager = ControllerEventManager(self.process)
+        self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def startup(self) -> None:
+        self._event_manager.start()
+        self._event_manager.put(Startup())
+
+    def shutdown(self) -> None:
+        """Stop processing and resign. Closing the ZooKeeper session afterwards (the caller's) deletes
+        /controller at once, so a standby takes over without waiting for the session timeout."""
+        self._event_manager.close()
+        if self._active:
+            self._on_controller_resignation()
+        self._log.info("Shut down")
+
+    # --- event processing ---
+
+    def process(self, event: ControllerEvent) -> None:
+        """Handle one event (on the event thread; tests call it directly)."""
+        try:
+            match event:
+                case Startup():
+                    self._process_startup()
+                case ControllerChange():
+                    self._maybe_resign()
+                case Reelect():
+                    self._maybe_resign()
+                    self._elect()
+                case Expire():
+                    self._process_expire()
+                case BrokerChange():
+                    self._process_broker_change()
+                case TopicChange():
+                    self._process_topic_change()
+                case IsrChangeNotification():
+                    self._process_isr_change_notification()
+                case _:
+                    raise TypeError(f"unknown controller event {event!r}")
+        except ControllerMovedError:
+            self._log.info("Controller moved to another controller when processing %s. Resigning", event)
+            self._resign_after_controller_moved()
+            return
+        except Exception:
+            self._log.exception("Error processing event %s", event)
+        # What an event decided before failing was written to ZooKeeper: the brokers must still hear of it.
+        if self._active:
+            self._batch.send_requests_to_brokers()
+
+    def _process_startup(self) -> None:
+        self._watches.register_election_handlers()
+        self._elect()
+
+    # --- election and resignation ---
+
+    def _elect(self) -> None:
+        if self._active:
+            return
+        active = self._zk.get_controller_id()
+        if active is not None:
+            self._note_active_controller(active)
+            return
+        won = self._zk.try_create_controller(self.controller_id)
+        if won is None:
+            self._note_active_controller(self._zk.get_controller_id())
+            return
+        self.context.epoch, self.context.epoch_zk_version = won
+        self._active = True
+        self.active_controller_id = self.controller_id
+        self._log.info(
+            "%d successfully elected as the controller. Epoch incremented to %d and epoch zk version is now %d",
+            self.controller_id,
+            self.context.epoch,
+            self.context.epoch_zk_version,
+        )
+        try:
+            self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            self._log.exception(
+                "Error while electing or becoming controller on controller %d. Trigger controller movement immediately",
+                self.controller_id,
+            )
+            self._trigger_controller_move()
+
+    def _note_active_controller(self, controller_id: int | None) -> None:
+        active = -1 if controller_id is None else controller_id
+        if active not in (-1, self.active_controller_id) and not self._active:
+            self._log.info(
+                "Controller %d has been elected as the controller, so stopping the election process.", active
+            )
+        self.active_controller_id = active
+
+    def _maybe_resign(self) -> None:
+        controller_id = self._zk.get_controller_id()
+        if self._active and controller_id != self.controller_id:
+            self._on_controller_resignation()
+        self._note_active_controller(controller_id)
+
+    def _resign_after_controller_moved(self) -> None:
+        """A fenced write failed: a newer epoch exists, so this controller is no longer active, whatever
+        /controller says. If the seat is free, run again."""
+        self._batch.clear()
+        if self._active:
+            self._on_controller_resignation()
+        controller_id = self._zk.get_controller_id()
+        if controller_id is None:
+            # No watch will fire for a seat that is already free.
+            self._event_manager.put(Reelect())
+        elif controller_id == self.controller_id:
+            self._log.warning(
+                "The controller epoch moved past this controller's while /controller still names it: "
+                "standing by until that znode goes"
+            )
+            self.active_controller_id = controller_id
+        else:
+            self._note_active_controller(controller_id)
+
+    def _process_expire(self) -> None:
+        self.active_controller_id = -1
+        if self._active:
+            self._on_controller_resignation()
+
+    def _trigger_controller_move(self) -> None:
+        """Give the seat up (a failover that failed half-way): a fresh election reloads everything."""
+        epoch_zk_version = self.context.epoch_zk_version
+        self._on_controller_resignation()
+        self.active_controller_id = -1
+        try:
+            self._zk.delete_controller(epoch_zk_version)
+        except ControllerMovedError:
+            pass  # somebody else already holds the seat
+
+    def _on_controller_failover(self) -> None:
+        self._log.info("Registering handlers")
+        self._watches.register_active_handlers()
+        # The whole state is read below: pending notifications would only repeat it.
+        self._log.info("Deleting isr change notifications")
+        self._zk.delete_isr_change_notifications(self._zk.get_isr_change_notifications(), self.context.epoch_zk_version)
+        self._log.info("Initializing controller context")
+        self._initialize_controller_context()
+        # Brokers learn the live brokers before the LeaderAndIsr requests that name them.
+        self._log.info("Sending update metadata request")
+        self._send_update_metadata_request(self.context.live_broker_ids, ())
+        self._replica_state_machine.startup()
+        self._partition_state_machine.startup()
+        # Partitions none of whose replicas is live got no LeaderAndIsr, but brokers must still know them.
+        self._batch.add_update_metadata_request_for_brokers(
+            self.context.live_broker_ids, self.context.partitions_with_leaders()
+        )
+        self._batch.send_requests_to_brokers()
+        self._log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
+
+    def _on_controller_resignation(self) -> None:
+        self._log.info("Resigning")
+        self._watches.unregister_active_handlers()
+        self._batch.clear()
+        self._channel_manager.shutdown()
+        self.context.reset()
+        self._active = False
+        self._log.info("Resigned")
+
+    def _initialize_controller_context(self) -> None:
+        brokers = self._zk.get_all_brokers()
+        self.context.add_live_brokers(brokers)
+        assignments = self._zk.get_topic_assignments(self._zk.get_all_topics())
+        self.context.set_all_topics(assignments)
+        for assignment in assignments.values():
+            for partition, replicas in assignment.partitions.items():
+                self.context.update_partition_full_replica_assignment(
+                    TopicPartition(assignment.topic, partition), replicas
+                )
+        self._update_leader_and_isr_cache(self.context.all_partitions())
+        for broker in brokers:
+            self._channel_manager.add_broker(broker)
+        self._log.info("Currently active brokers in the cluster: %s", sorted(self.context.live_broker_ids))
+        self._log.info("Current list of topics in the cluster: %s", sorted(self.context.all_topics))
+
+    def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
+        self.context.partition_leadership_info.update(self._zk.get_partition_states(partitions))
+
+    def _send_update_metadata_request(self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
+        self._batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
+        self._batch.send_requests_to_brokers()
+
+    # --- brokers ---
+
+    def _process_broker_change(self) -> None:
+        if not self._active:
+            return
+        current = {b.id: b for b in self._zk.get_all_brokers()}
+        known = dict(self.context.live_brokers)
+        new_ids = sorted(current.keys() - known.keys())
+        dead_ids = sorted(known.keys() - current.keys())
+        # Same id, newer registration: the broker restarted between two looks at /brokers/ids.
+        bounced_ids = sorted(i for i in current.keys() & known.keys() if current[i].epoch > known[i].epoch)
+        self._log.info(
+            "Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
+            new_ids,
+            dead_ids,
+            bounced_ids,
+            sorted(current),
+        )
+        for broker_id in dead_ids + bounced_ids:
+            self._channel_manager.remove_broker(broker_id)
+        self.context.remove_live_brokers(dead_ids + bounced_ids)
+        started = new_ids + bounced_ids
+        for broker_id in started:
+            self._channel_manager.add_broker(current[broker_id])
+        self.context.add_live_brokers(current[i] for i in started)
+        if started:
+            self._on_broker_startup(started)
+        if dead_ids:
+            # The partitions these brokers hosted keep their leaders and ISRs as they are: the live brokers
+            # learn that the replicas there are offline.
+            self._send_update_metadata_request(
+                self.context.live_broker_ids, self.context.partitions_on_brokers(dead_ids)
+            )
+
+    def _on_broker_startup(self, new_broker_ids: list[int]) -> None:
+        self._log.info("New broker startup callback for %s", new_broker_ids)
+        # The others only need to know the new brokers; the new ones need everything.
+        self._send_update_metadata_request(self.context.live_broker_ids - set(new_broker_ids), ())
+        self._send_update_metadata_request(new_broker_ids, self.context.partitions_with_leaders())
+        # What each new broker hosts, so it can become leader or follower of it.
+        self._replica_state_machine.handle_state_changes(
+            self.context.replicas_on_brokers(new_broker_ids), ReplicaState.OnlineReplica
+        )
+        self._partition_state_machine.trigger_online_partition_state_change()
+        self._batch.send_requests_to_brokers()
+
+    # --- topics ---
+
+    def _process_topic_change(self) -> None:
+        if not self._active:
+            return
+        topics = self._zk.get_all_topics()
+        new_topics = topics - self.context.all_topics
+        deleted_topics = self.context.all_topics - topics
+        added = self._zk.get_topic_assignments(new_topics)
+        for topic in deleted_topics:
+            self.context.remove_topic(topic)
+        self.context.set_all_topics(self.context.all_topics | added.keys())
+        new_partitions = []
+        for assignment in added.values():
+            for partition, replicas in assignment.partitions.items():
+                tp = TopicPartition(assignment.topic, partition)
+                self.context.update_partition_full_replica_assignment(tp, replicas)
+                new_partitions.append(tp)
+        self._log.info(
+            "New topics: %s, deleted topics: %s, new partition replica assignment %s",
+            sorted(new_topics),
+            sorted(deleted_topics),
+            {str(tp): list(self.context.partition_replica_assignment(tp)) for tp in sorted(new_partitions)},
+        )
+        if new_partitions:
+            self._on_new_partition_creation(sorted(new_partitions))
+
+    def _on_new_partition_creation(self, new_partitions: list[TopicPartition]) -> None:
+        self._log.info("New partition creation callback for %s", [str(tp) for tp in new_partitions])
+        replicas = self.context.replicas_for_partitions(new_partitions)
+        self._partition_state_machine.handle_state_changes(new_partitions, PartitionState.NewPartition)
+        self._replica_state_machine.handle_state_changes(replicas, ReplicaState.NewReplica)
+        self._partition_state_machine.handle_state_changes(new_partitions, PartitionState.OnlinePartition)
+        self._replica_state_machine.handle_state_changes(replicas, ReplicaState.OnlineReplica)
+        self._batch.send_requests_to_brokers()
+
+    # --- ISR changes ---
+
+    def _process_isr_change_notification(self) -> None:
+        if not self._active:
+            return
+        sequence_numbers = self._zk.get_isr_change_notifications()
+        try:
+            changed = self._zk.get_partitions_from_isr_change_notifications(sequence_numbers)
+            # A notification can outlive its topic.
+            partitions = sorted(tp for tp in changed if self.context.partition_replica_assignment(tp))
+            if partitions:
+                self._update_leader_and_isr_cache(partitions)
+                self._send_update_metadata_request(self.context.live_broker_ids, partitions)
+        finally:
+            self._zk.delete_isr_change_notifications(sequence_numbers, self.context.epoch_zk_version)

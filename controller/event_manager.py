@@ -1,0 +1,71 @@
+"""ControllerEventManager: one queue, one thread (Kafka's ControllerEventManager).
+
+Every decision of the controller is made on this thread, so the controller's
+state needs no locks and events are handled in the order ZooKeeper reported
+them. Callers - ZooKeeper watch and session callbacks on kazoo's thread - only
+enqueue, which never blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from controller.events import ControllerEvent
+
+log = logging.getLogger(__name__)
+
+EVENT_THREAD_NAME = "controller-event-thread"
+
+
+class ControllerEventManager:
+    def __init__(self, process: Callable[[ControllerEvent], None]) -> None:
+        self._process = process
+        # None is the shutdown marker (Kafka's ShutdownEventThread).
+        self._queue: queue.Queue[ControllerEvent | None] = queue.Queue()
+        # Makes clear_and_put atomic with respect to put: nothing slips in between the clear and the put.
+        self._put_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=EVENT_THREAD_NAME, daemon=True)
+        self._closed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, event: ControllerEvent) -> None:
+        with self._put_lock:
+            if not self._closed:
+                self._queue.put(event)
+
+    def clear_and_put(self, event: ControllerEvent) -> None:
+        """Drop the pending events, then queue this one: what a session expiry does, since events queued
+        before it describe a session that is gone."""
+        with self._put_lock:
+            if self._closed:
+                return
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            self._queue.put(event)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish the event being processed, drop the rest, stop the thread."""
+        with self._put_lock:
+            self._closed = True
+            self._queue.put(None)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None or self._closed:
+                return
+            try:
+                self._process(event)
+            except Exception:
+                # The controller handles its own failures; this only keeps the thread alive through a bug.
+                log.exception("Uncaught error processing event %s", event)

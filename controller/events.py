@@ -1,0 +1,53 @@
+"""The controller's events (Kafka's ControllerEvent case objects in KafkaController.scala).
+
+ZooKeeper watches and session callbacks create them and do nothing else; the
+controller's event thread processes them one at a time, in order. Events carry
+no ZooKeeper data: the handler reads the current state itself, so a burst of
+watch notifications costs one read each and can never apply stale data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ControllerEvent:
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Startup(ControllerEvent):
+    """Start watching /controller and run for controller."""
+
+
+@dataclass(frozen=True)
+class ControllerChange(ControllerEvent):
+    """/controller was created or changed: resign if it no longer names this controller."""
+
+
+@dataclass(frozen=True)
+class Reelect(ControllerEvent):
+    """/controller is gone (its owner's session ended or it resigned), or this controller's ZooKeeper session was
+    re-established: resign if needed, then run for controller."""
+
+
+@dataclass(frozen=True)
+class Expire(ControllerEvent):
+    """This controller's ZooKeeper session expired: its /controller znode is gone, so it is no longer active."""
+
+
+@dataclass(frozen=True)
+class BrokerChange(ControllerEvent):
+    """The children of /brokers/ids changed: brokers registered, deregistered or re-registered."""
+
+
+@dataclass(frozen=True)
+class TopicChange(ControllerEvent):
+    """The children of /brokers/topics changed: topics created (or their znodes removed)."""
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification(ControllerEvent):
+    """Leaders changed ISRs and said so under /isr_change_notification."""

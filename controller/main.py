@@ -1,0 +1,114 @@
+"""The controller process: `minibroker controller` (or `python -m controller.main`).
+
+    minibroker controller --zookeeper 127.0.0.1:2181 --controller-id 1001 [--config F] [--override k=v]
+
+Runs for controller until SIGTERM or SIGINT; then resigns and closes its
+ZooKeeper session, which deletes /controller at once so a standby takes over
+without waiting for the session to time out. A SIGKILLed active controller
+holds the seat until its session expires (zookeeper.session.timeout.ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.config import ConfigError
+from controller.config import ControllerConfig
+from controller.controller import KafkaController
+from zk.client import KafkaZkClient
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "Run a controller process: it races for /controller in ZooKeeper; the winner manages partition leadership "
+    "and tells the brokers, the others take over when it goes."
+)
+_SHUTDOWN_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connect string (zookeeper.connect)"
+    )
+    parser.add_argument("--controller-id", type=int, metavar="N", help="this controller's id (controller.id)")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="controller .properties file")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration property; wins over --config (repeatable)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ControllerConfig:
+    """--zookeeper and --controller-id are shorthands for overrides, and win over them."""
+    overrides = list(args.override)
+    if args.zookeeper is not None:
+        overrides.append(f"zookeeper.connect={args.zookeeper}")
+    if args.controller_id is not None:
+        overrides.append(f"controller.id={args.controller_id}")
+    return ControllerConfig.from_properties(args.config, overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ConfigError as e:
+        print(f"minibroker controller: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+    # Blocked before any thread starts, so every thread inherits the mask and only sigwait below sees them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SHUTDOWN_SIGNALS)
+    try:
+        return _run(config)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
+
+
+def _run(config: ControllerConfig) -> int:
+    log.info(
+        "Starting controller %d (zookeeper.connect=%s, zookeeper.session.timeout.ms=%d)",
+        config.controller_id,
+        config.zookeeper_connect,
+        config.zookeeper_session_timeout_ms,
+    )
+    try:
+        zk = KafkaZkClient.connect(
+            config.zookeeper_connect,
+            config.zookeeper_session_timeout_ms,
+            timeout=config.zookeeper_session_timeout_ms / 1000,
+        )
+    except KazooTimeoutError:
+        log.error("Timed out waiting for connection to ZooKeeper at %s", config.zookeeper_connect)
+        return 1
+    try:
+        zk.ensure_persistent_paths()
+        controller = KafkaController(config, zk)
+        controller.startup()
+        try:
+            received = signal.sigwait(_SHUTDOWN_SIGNALS)
+            log.info("Received %s, shutting down", signal.Signals(received).name)
+        finally:
+            controller.shutdown()
+    finally:
+        zk.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="minibroker controller", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The controller's ZooKeeper watches (Kafka's ZNodeChangeHandlers / ZNodeChildChangeHandlers).
+
+Each watch turns a notification into an event on the controller's queue and
+does nothing else: watch callbacks run on kazoo's thread, and all controller
+work happens on the controller's event thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from controller.events import (
+    BrokerChange,
+    ControllerChange,
+    ControllerEvent,
+    Expire,
+    IsrChangeNotification,
+    Reelect,
+    TopicChange,
+)
+from zk.client import KafkaZkClient, Watch
+
+Put = Callable[[ControllerEvent], None]
+
+
+class ControllerZkWatches:
+    def __init__(self, zk: KafkaZkClient, put: Put, clear_and_put: Put) -> None:
+        self._zk = zk
+        self._put = put
+        self._clear_and_put = clear_and_put
+        self._active_watches: list[Watch] = []
+
+    def register_election_handlers(self) -> None:
+        """For the life of the process: /controller (whoever holds it) and this controller's session."""
+        self._zk.watch_controller(
+            lambda controller_id: self._put(Reelect() if controller_id is None else ControllerChange())
+        )
+        self._zk.on_session_expired(lambda: self._clear_and_put(Expire()))
+        self._zk.on_new_session(lambda: self._put(Reelect()))
+
+    def register_active_handlers(self) -> None:
+        """While active (Kafka's onControllerFailover registrations). Each fires once at once, too."""
+        self._active_watches = [
+            self._zk.watch_broker_ids(lambda _: self._put(BrokerChange())),
+            self._zk.watch_topics(lambda _: self._put(TopicChange())),
+            self._zk.watch_isr_change_notifications(lambda _: self._put(IsrChangeNotification())),
+        ]
+
+    def unregister_active_handlers(self) -> None:
+        for watch in self._active_watches:
+            watch.cancel()
+        self._active_watches = []

@@ -1,0 +1,236 @@
+"""Fakes for the controller's unit tests: an in-memory ZooKeeper with Kafka's fencing, a recording channel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.loggers import state_change_logger
+from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch
+from proto import minibroker_pb2 as pb
+from proto.types import TopicPartition
+from zk.client import ControllerMovedError, Watch
+from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicAssignment
+
+CONTROLLER_ID = 1001
+
+
+def broker(broker_id: int, epoch: int | None = None) -> BrokerInfo:
+    return BrokerInfo(
+        id=broker_id, host="127.0.0.1", port=9090 + broker_id, epoch=100 + broker_id if epoch is None else epoch
+    )
+
+
+def state(leader: int, isr: Iterable[int], leader_epoch: int = 0, controller_epoch: int = 1, zk_version: int = 0):
+    return LeaderIsrAndControllerEpoch(leader, leader_epoch, tuple(isr), controller_epoch, zk_version)
+
+
+def controller_config(**overrides: str) -> ControllerConfig:
+    props = {"zookeeper.connect": "127.0.0.1:2181", "controller.id": str(CONTROLLER_ID)}
+    props.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return ControllerConfig.from_props(props)
+
+
+def context_with(
+    brokers: Iterable[BrokerInfo] = (),
+    assignments: Mapping[TopicPartition, Iterable[int]] | None = None,
+    states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch] | None = None,
+    epoch: int = 1,
+) -> ControllerContext:
+    context = ControllerContext()
+    context.epoch = epoch
+    context.epoch_zk_version = epoch
+    context.add_live_brokers(brokers)
+    for tp, replicas in (assignments or {}).items():
+        context.update_partition_full_replica_assignment(tp, ReplicaAssignment(tuple(replicas)))
+        context.all_topics.add(tp.topic)
+    context.partition_leadership_info.update(states or {})
+    return context
+
+
+@dataclass
+class Sent:
+    """What a batch handed to its `send`, in order."""
+
+    requests: list[tuple[int, BrokerRequest]] = field(default_factory=list)
+
+    def __call__(self, broker_id: int, request: BrokerRequest) -> None:
+        self.requests.append((broker_id, request))
+
+    def leader_and_isr(self) -> dict[int, pb.LeaderAndIsrRequest]:
+        found: dict[int, pb.LeaderAndIsrRequest] = {}
+        for broker_id, request in self.requests:
+            if isinstance(request, pb.LeaderAndIsrRequest):
+                assert broker_id not in found, f"two LeaderAndIsr requests to broker {broker_id}"
+                found[broker_id] = request
+        return found
+
+    def update_metadata(self) -> list[tuple[int, pb.UpdateMetadataRequest]]:
+        return [(b, r) for b, r in self.requests if isinstance(r, pb.UpdateMetadataRequest)]
+
+    def clear(self) -> None:
+        self.requests.clear()
+
+
+def batch_for(context: ControllerContext, sent: Sent) -> ControllerBrokerRequestBatch:
+    return ControllerBrokerRequestBatch(CONTROLLER_ID, context, sent, state_change_log())
+
+
+def state_change_log() -> logging.LoggerAdapter[logging.Logger]:
+    return state_change_logger(CONTROLLER_ID, lambda: 1)
+
+
+class FakeChannelManager:
+    """ControllerChannelManager's interface, recording."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.sent = Sent()
+        self.dropped: list[tuple[int, BrokerRequest]] = []
+        self.shutdowns = 0
+
+    def add_broker(self, info: BrokerInfo) -> None:
+        self.brokers.setdefault(info.id, info)
+
+    def remove_broker(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+
+    def send_request(self, broker_id: int, request: BrokerRequest) -> None:
+        if broker_id in self.brokers:
+            self.sent(broker_id, request)
+        else:
+            self.dropped.append((broker_id, request))
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+        self.brokers.clear()
+
+
+class FakeZk:
+    """The KafkaZkClient operations the controller uses, in memory, with the same fencing rule: a controller
+    write whose expected /controller_epoch version is not the current one raises ControllerMovedError."""
+
+    def __init__(self) -> None:
+        self.controller: int | None = None
+        self.controller_epoch = 0
+        self.controller_epoch_zk_version = 0
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicAssignment] = {}
+        self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        self.isr_notifications: dict[str, set[TopicPartition]] = {}
+        self.watches: dict[str, Any] = {}
+        self.session_expired_callbacks: list[Any] = []
+        self.new_session_callbacks: list[Any] = []
+        self.fail_next_get_all_brokers: Exception | None = None
+
+    # --- test controls ---
+
+    def elect_other(self, controller_id: int) -> None:
+        """Another controller wins an election (its multi-op bumps the epoch)."""
+        self.controller = controller_id
+        self.controller_epoch += 1
+        self.controller_epoch_zk_version += 1
+
+    def create_topic(self, topic: str, replicas: Mapping[int, Iterable[int]]) -> None:
+        self.topics[topic] = TopicAssignment.of(topic, {p: list(r) for p, r in replicas.items()})
+
+    def _fence(self, expected: int) -> None:
+        if expected != self.controller_epoch_zk_version:
+            raise ControllerMovedError(f"expected /controller_epoch at version {expected}")
+
+    # --- controller ---
+
+    def get_controller_id(self) -> int | None:
+        return self.controller
+
+    def try_create_controller(self, controller_id: int) -> tuple[int, int] | None:
+        if self.controller is not None:
+            return None
+        self.controller = controller_id
+        self.controller_epoch += 1
+        self.controller_epoch_zk_version += 1
+        return self.controller_epoch, self.controller_epoch_zk_version
+
+    def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.controller = None
+
+    # --- brokers and topics ---
+
+    def get_all_brokers(self) -> list[BrokerInfo]:
+        if self.fail_next_get_all_brokers is not None:
+            error, self.fail_next_get_all_brokers = self.fail_next_get_all_brokers, None
+            raise error
+        return [self.brokers[i] for i in sorted(self.brokers)]
+
+    def get_all_topics(self) -> set[str]:
+        return set(self.topics)
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        return {t: self.topics[t] for t in topics if t in self.topics}
+
+    # --- partition state ---
+
+    def get_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        return {tp: self.partition_states[tp] for tp in partitions if tp in self.partition_states}
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
+    ) -> set[TopicPartition]:
+        self._fence(expected_controller_epoch_zk_version)
+        created = set()
+        for tp, s in states.items():
+            if tp not in self.partition_states:
+                self.partition_states[tp] = replace(s, zk_version=0)
+                created.add(tp)
+        return created
+
+    # --- ISR change notifications ---
+
+    def notify_isr_change(self, tp: TopicPartition, new_state: LeaderIsrAndControllerEpoch) -> None:
+        """What a leader does: a conditional write of the state, then a notification."""
+        self.partition_states[tp] = new_state
+        self.isr_notifications[f"{len(self.isr_notifications):010d}"] = {tp}
+
+    def get_isr_change_notifications(self) -> list[str]:
+        return sorted(self.isr_notifications)
+
+    def get_partitions_from_isr_change_notifications(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
+        return set().union(*(self.isr_notifications.get(s, set()) for s in sequence_numbers))
+
+    def delete_isr_change_notifications(
+        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        sequence_numbers = list(sequence_numbers)
+        if sequence_numbers:
+            self._fence(expected_controller_epoch_zk_version)
+        for s in sequence_numbers:
+            self.isr_notifications.pop(s, None)
+
+    # --- watches: recorded, never fired (tests call process() with the events instead) ---
+
+    def _watch(self, name: str, callback: Any) -> Watch:
+        self.watches[name] = callback
+        return Watch()
+
+    def watch_controller(self, callback: Any) -> Any:
+        return self._watch("controller", callback)
+
+    def watch_broker_ids(self, callback: Any) -> Any:
+        return self._watch("brokers", callback)
+
+    def watch_topics(self, callback: Any) -> Any:
+        return self._watch("topics", callback)
+
+    def watch_isr_change_notifications(self, callback: Any) -> Any:
+        return self._watch("isr_change_notification", callback)
+
+    def on_session_expired(self, callback: Any) -> None:
+        self.session_expired_callbacks.append(callback)
+
+    def on_new_session(self, callback: Any) -> None:
+        self.new_session_callbacks.append(callback)

@@ -1,0 +1,73 @@
+"""ControllerEventManager: one thread, in order; a session expiry drops what was pending."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from controller.event_manager import EVENT_THREAD_NAME, ControllerEventManager
+from controller.events import ControllerEvent, Expire
+
+
+@dataclass(frozen=True)
+class Numbered(ControllerEvent):
+    n: int
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[ControllerEvent] = []
+        self.threads: set[str] = set()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.saw_expire = threading.Event()
+        self.entered = threading.Event()
+
+    def __call__(self, event: ControllerEvent) -> None:
+        self.entered.set()
+        self.gate.wait(10)
+        self.threads.add(threading.current_thread().name)
+        self.events.append(event)
+        if event == Expire():
+            self.saw_expire.set()
+        if event == Numbered(-1):
+            raise RuntimeError("a bug in a handler")
+
+
+def test_events_are_processed_in_order_on_the_controller_event_thread() -> None:
+    recorder = Recorder()
+    manager = ControllerEventManager(recorder)
+    manager.start()
+    for n in [1, -1, 2, 3]:  # -1 raises: the thread survives it
+        manager.put(Numbered(n))
+    manager.put(Expire())
+    assert recorder.saw_expire.wait(10)
+    manager.close()
+    assert recorder.events == [Numbered(1), Numbered(-1), Numbered(2), Numbered(3), Expire()]
+    assert recorder.threads == {EVENT_THREAD_NAME}
+
+
+def test_clear_and_put_drops_pending_events() -> None:
+    recorder = Recorder()
+    recorder.gate.clear()
+    manager = ControllerEventManager(recorder)
+    manager.start()
+    manager.put(Numbered(1))
+    assert recorder.entered.wait(10)  # the thread took it, and waits at the gate
+    for n in range(2, 6):
+        manager.put(Numbered(n))
+    manager.clear_and_put(Expire())
+    recorder.gate.set()
+    assert recorder.saw_expire.wait(10)
+    manager.close()
+    assert recorder.events == [Numbered(1), Expire()]
+
+
+def test_nothing_is_processed_after_close() -> None:
+    recorder = Recorder()
+    manager = ControllerEventManager(recorder)
+    manager.start()
+    manager.close()
+    manager.put(Numbered(1))
+    manager.clear_and_put(Expire())
+    assert recorder.events == []

@@ -1,0 +1,160 @@
+"""PartitionStateMachine: new partitions go online with Kafka's initial leader and ISR; the rules are enforced."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from controller_helpers import CONTROLLER_ID, FakeZk, Sent, batch_for, broker, context_with, state, state_change_log
+
+from controller.context import ControllerContext
+from controller.partition_state_machine import PartitionStateMachine, initial_leader_and_isr
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.states import PartitionState
+from proto.types import TopicPartition
+from zk.client import ControllerMovedError
+
+P0 = TopicPartition("orders", 0)
+P1 = TopicPartition("orders", 1)
+P2 = TopicPartition("orders", 2)
+
+
+def machine(
+    context: ControllerContext, zk: FakeZk, sent: Sent
+) -> tuple[PartitionStateMachine, ControllerBrokerRequestBatch]:
+    batch = batch_for(context, sent)
+    return PartitionStateMachine(CONTROLLER_ID, context, zk, batch, state_change_log()), batch
+
+
+def fenced_zk(context: ControllerContext) -> FakeZk:
+    zk = FakeZk()
+    zk.controller_epoch_zk_version = context.epoch_zk_version
+    return zk
+
+
+def test_initial_leader_and_isr() -> None:
+    assert initial_leader_and_isr([3, 1], controller_epoch=4) == state(leader=3, isr=[3, 1], controller_epoch=4)
+
+
+def test_new_partitions_go_online_with_the_first_live_replica_as_leader() -> None:
+    context = context_with([broker(1), broker(2), broker(3)], {P0: [1, 2, 3], P1: [3, 1, 2], P2: [4, 2, 1]}, epoch=3)
+    zk, sent = fenced_zk(context), Sent()
+    psm, _ = machine(context, zk, sent)
+    assert psm.handle_state_changes([P0, P1, P2], PartitionState.NewPartition) == {P0, P1, P2}
+    assert context.partition_states == dict.fromkeys([P0, P1, P2], PartitionState.NewPartition)
+
+    assert psm.handle_state_changes([P0, P1, P2], PartitionState.OnlinePartition) == {P0, P1, P2}
+    # Leader: the first live replica in assignment order; ISR: the live replicas, in assignment order; epoch 0.
+    expected = {
+        P0: state(1, [1, 2, 3], controller_epoch=3),
+        P1: state(3, [3, 1, 2], controller_epoch=3),
+        P2: state(2, [2, 1], controller_epoch=3),  # broker 4 is not live
+    }
+    assert zk.partition_states == expected
+    assert context.partition_leadership_info == expected
+    assert context.partition_states == dict.fromkeys([P0, P1, P2], PartitionState.OnlinePartition)
+
+
+def test_online_partitions_are_sent_to_their_isr_as_new_replicas() -> None:
+    context = context_with([broker(1), broker(2)], {P0: [1, 2], P1: [2, 3]})
+    sent = Sent()
+    psm, batch = machine(context, fenced_zk(context), sent)
+    psm.handle_state_changes([P0, P1], PartitionState.NewPartition)
+    psm.handle_state_changes([P0, P1], PartitionState.OnlinePartition)
+    batch.send_requests_to_brokers()
+    requests = sent.leader_and_isr()
+    assert sorted(requests) == [1, 2]
+    assert [(s.topic_name, s.partition_index, s.is_new) for s in requests[1].partition_states] == [("orders", 0, True)]
+    assert [(s.partition_index, s.leader, list(s.isr), list(s.replicas)) for s in requests[2].partition_states] == [
+        (0, 1, [1, 2], [1, 2]),
+        (1, 2, [2], [2, 3]),
+    ]
+
+
+def test_a_partition_without_live_replicas_stays_new(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(1)], {P0: [2, 3]})
+    zk = fenced_zk(context)
+    psm, _ = machine(context, zk, Sent())
+    psm.handle_state_changes([P0], PartitionState.NewPartition)
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == set()
+    assert "No assigned replica is alive" in caplog.text
+    assert context.partition_state(P0) is PartitionState.NewPartition
+    assert zk.partition_states == {}
+
+    # When a replica's broker registers, trigger_online_partition_state_change brings it online.
+    context.add_live_brokers([broker(3)])
+    psm.trigger_online_partition_state_change()
+    assert context.partition_state(P0) is PartitionState.OnlinePartition
+    assert zk.partition_states[P0] == state(3, [3])
+
+
+def test_invalid_transitions_are_logged_and_refused(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(1)], {P0: [1], P1: [1]})
+    zk = fenced_zk(context)
+    psm, _ = machine(context, zk, Sent())
+    psm.handle_state_changes([P0], PartitionState.NewPartition)
+    psm.handle_state_changes([P0], PartitionState.OnlinePartition)
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        assert psm.handle_state_changes([P0], PartitionState.NewPartition) == set()  # Online -> New
+        assert psm.handle_state_changes([P1], PartitionState.OnlinePartition) == set()  # NonExistent -> Online
+    assert "failed to change state for partition orders-0 from OnlinePartition to NewPartition" in caplog.text
+    assert "failed to change state for partition orders-1 from NonExistentPartition to OnlinePartition" in caplog.text
+    assert context.partition_state(P0) is PartitionState.OnlinePartition
+    assert context.partition_state(P1) is PartitionState.NonExistentPartition
+    assert P1 not in zk.partition_states
+
+
+def test_a_fenced_write_raises_and_changes_nothing() -> None:
+    context = context_with([broker(1)], {P0: [1]})
+    zk = fenced_zk(context)
+    zk.elect_other(2002)
+    sent = Sent()
+    psm, batch = machine(context, zk, sent)
+    psm.handle_state_changes([P0], PartitionState.NewPartition)
+    with pytest.raises(ControllerMovedError):
+        psm.handle_state_changes([P0], PartitionState.OnlinePartition)
+    assert context.partition_state(P0) is PartitionState.NewPartition
+    assert context.partition_leadership_info == {}
+    assert batch.is_empty
+
+
+def test_a_retried_create_finds_its_own_znode() -> None:
+    # The create landed, the answer was lost, the retry found NodeExists: the znode is ours, the partition online.
+    context = context_with([broker(1), broker(2)], {P0: [1, 2]})
+    zk = fenced_zk(context)
+    zk.partition_states[P0] = state(1, [1, 2], zk_version=0)
+    psm, _ = machine(context, zk, Sent())
+    psm.handle_state_changes([P0], PartitionState.NewPartition)
+    assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == {P0}
+    assert context.partition_leadership_info[P0] == state(1, [1, 2])
+
+
+def test_somebody_elses_state_znode_is_not_overwritten(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(1), broker(2)], {P0: [1, 2]})
+    zk = fenced_zk(context)
+    theirs = state(2, [2], leader_epoch=5)
+    zk.partition_states[P0] = theirs
+    psm, _ = machine(context, zk, Sent())
+    psm.handle_state_changes([P0], PartitionState.NewPartition)
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == set()
+    assert "already exists" in caplog.text
+    assert zk.partition_states[P0] == theirs
+    assert context.partition_state(P0) is PartitionState.NewPartition
+
+
+def test_startup_classifies_partitions_and_initializes_new_ones() -> None:
+    context = context_with(
+        [broker(1), broker(2)],
+        {P0: [1, 2], P1: [3, 2], P2: [2, 1]},
+        states={P0: state(1, [1, 2]), P1: state(3, [3])},  # P1's leader, 3, is not live
+    )
+    zk = fenced_zk(context)
+    machine(context, zk, Sent())[0].startup()
+    assert context.partition_states == {
+        P0: PartitionState.OnlinePartition,
+        P1: PartitionState.OfflinePartition,
+        P2: PartitionState.OnlinePartition,
+    }
+    assert zk.partition_states == {P2: state(2, [2, 1])}

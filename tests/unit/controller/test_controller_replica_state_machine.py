@@ -1,0 +1,99 @@
+"""ReplicaStateMachine: live replicas are told what they host; the rules are enforced."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from controller_helpers import CONTROLLER_ID, Sent, batch_for, broker, context_with, state, state_change_log
+
+from controller.context import ControllerContext, PartitionAndReplica
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.states import ReplicaState
+from proto.types import TopicPartition
+
+P0 = TopicPartition("orders", 0)
+P1 = TopicPartition("orders", 1)
+
+
+def machine(context: ControllerContext, sent: Sent) -> tuple[ReplicaStateMachine, ControllerBrokerRequestBatch]:
+    batch = batch_for(context, sent)
+    return ReplicaStateMachine(CONTROLLER_ID, context, batch, state_change_log()), batch
+
+
+def test_startup_marks_live_replicas_online_and_sends_them_their_partitions() -> None:
+    context = context_with(
+        [broker(1), broker(2)], {P0: [1, 2, 3], P1: [2, 3, 1]}, states={P0: state(1, [1, 2]), P1: state(2, [2, 1])}
+    )
+    sent = Sent()
+    rsm, batch = machine(context, sent)
+    rsm.startup()
+    assert context.replica_states == {
+        PartitionAndReplica(P0, 1): ReplicaState.OnlineReplica,
+        PartitionAndReplica(P0, 2): ReplicaState.OnlineReplica,
+        PartitionAndReplica(P0, 3): ReplicaState.ReplicaDeletionIneligible,
+        PartitionAndReplica(P1, 2): ReplicaState.OnlineReplica,
+        PartitionAndReplica(P1, 3): ReplicaState.ReplicaDeletionIneligible,
+        PartitionAndReplica(P1, 1): ReplicaState.OnlineReplica,
+    }
+    batch.send_requests_to_brokers()
+    requests = sent.leader_and_isr()
+    assert sorted(requests) == [1, 2]
+    for request in requests.values():
+        assert [(s.partition_index, s.is_new) for s in request.partition_states] == [(0, False), (1, False)]
+
+
+def test_new_replicas_go_online_without_a_request() -> None:
+    # Their partition's LeaderAndIsr (is_new) went out when the partition went online.
+    context = context_with([broker(1)], {P0: [1]}, states={P0: state(1, [1])})
+    sent = Sent()
+    rsm, batch = machine(context, sent)
+    replica = PartitionAndReplica(P0, 1)
+    rsm.handle_state_changes([replica], ReplicaState.NewReplica)
+    assert context.replica_state(replica) is ReplicaState.NewReplica
+    rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)
+    assert context.replica_state(replica) is ReplicaState.OnlineReplica
+    assert batch.is_empty
+
+
+@pytest.mark.parametrize("previous", [ReplicaState.OnlineReplica, ReplicaState.ReplicaDeletionIneligible])
+def test_a_returning_replica_gets_its_partition_state(previous: ReplicaState) -> None:
+    context = context_with([broker(1), broker(3)], {P0: [1, 3]}, states={P0: state(1, [1], leader_epoch=2)})
+    replica = PartitionAndReplica(P0, 3)
+    context.replica_states[replica] = previous
+    sent = Sent()
+    rsm, batch = machine(context, sent)
+    rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)
+    batch.send_requests_to_brokers()
+    (request,) = sent.leader_and_isr().values()
+    assert [(s.leader, s.leader_epoch, list(s.isr), list(s.replicas)) for s in request.partition_states] == [
+        (1, 2, [1], [1, 3])
+    ]
+    assert context.replica_state(replica) is ReplicaState.OnlineReplica
+
+
+def test_a_replica_of_a_partition_without_leader_goes_online_silently() -> None:
+    context = context_with([broker(1)], {P0: [1]})
+    replica = PartitionAndReplica(P0, 1)
+    context.replica_states[replica] = ReplicaState.ReplicaDeletionIneligible
+    rsm, batch = machine(context, Sent())
+    rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)
+    assert context.replica_state(replica) is ReplicaState.OnlineReplica
+    assert batch.is_empty
+
+
+def test_invalid_transitions_are_logged_and_refused(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(1)], {P0: [1]}, states={P0: state(1, [1])})
+    replica = PartitionAndReplica(P0, 1)
+    rsm, batch = machine(context, Sent())
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)  # NonExistentReplica -> OnlineReplica
+    assert "from NonExistentReplica to OnlineReplica" in caplog.text
+    assert context.replica_state(replica) is ReplicaState.NonExistentReplica
+    assert batch.is_empty
+    rsm.handle_state_changes([replica], ReplicaState.NewReplica)
+    rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        rsm.handle_state_changes([replica], ReplicaState.NewReplica)  # OnlineReplica -> NewReplica
+    assert context.replica_state(replica) is ReplicaState.OnlineReplica
