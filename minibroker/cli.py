@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "minibroker.commands.demo",
     "minibroker.commands.dump_log",
     "minibroker.commands.controller",
+    "minibroker.commands.broker",
 )
 
 

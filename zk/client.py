@@ -792,3 +792,49 @@ class KafkaZkClient:
             paths.REASSIGN_PARTITIONS,
             lambda data, _: callback({} if data is None else paths.decode_partition_reassignment(data)),
         )
+
+    # --- consumer offsets (Kafka 0.8's ZooKeeper offset storage) ---
+
+    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Write committed offsets under /consumers/<group>/offsets, creating the znodes as needed; pipelined."""
+        items = [
+            (paths.consumer_offset_path(group_id, tp), paths.encode_consumer_offset(offset))
+            for tp, offset in offsets.items()
+        ]
+
+        def write_all() -> None:
+            pending = [(path, data, self._zk.set_async(path, data)) for path, data in items]
+            missing = []
+            for path, data, result in pending:
+                try:
+                    result.get()
+                except NoNodeError:
+                    missing.append((path, data))
+            for path, data in missing:
+                try:
+                    self._zk.create(path, data, makepath=True)
+                except NodeExistsError:  # a concurrent commit created it: last writer wins, as with set
+                    self._zk.set(path, data)
+
+        if items:
+            self._call(write_all)
+
+    def get_consumer_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of the group (of `partitions` only, if given); partitions without one are absent."""
+        if partitions is None:
+            root = paths.consumer_offsets_path(group_id)
+            partitions = [
+                TopicPartition(topic, int(p))
+                for topic in self._children(root)
+                for p in self._children(f"{root}/{topic}")
+                if p.isdigit()
+            ]
+        tps = list(partitions)
+        znodes = [paths.consumer_offset_path(group_id, tp) for tp in tps]
+        return {
+            tp: paths.decode_consumer_offset(path, node[0])
+            for tp, path, node in zip(tps, znodes, self._get_many(znodes))
+            if node is not None
+        }

@@ -504,3 +504,37 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 def decode_cluster_id(data: bytes) -> str:
     with _decoding(CLUSTER_ID, data):
         return _str(_loads(data)["id"])
+
+
+# --- /consumers/<group>/offsets/<topic>/<partition> (Kafka 0.8's ZooKeeper offset storage) ---
+
+CONSUMERS = "/consumers"
+
+
+def validate_group_id(group_id: str) -> None:
+    """A group id that can name a znode: Kafka allows any non-empty string, ZooKeeper does not.
+
+    Raises KafkaError(INVALID_REQUEST); Kafka's INVALID_GROUP_ID is not a code here.
+    """
+    if group_id in ("", ".", "..") or "/" in group_id or "\x00" in group_id:
+        raise KafkaError(f"group id {group_id!r} is empty, '.', '..' or contains '/' or NUL", ErrorCode.INVALID_REQUEST)
+
+
+def consumer_offsets_path(group_id: str) -> str:
+    validate_group_id(group_id)
+    return f"{CONSUMERS}/{group_id}/offsets"
+
+
+def consumer_offset_path(group_id: str, tp: TopicPartition) -> str:
+    validate_topic(tp.topic)
+    return f"{consumer_offsets_path(group_id)}/{tp.topic}/{tp.partition}"
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """Kafka 0.8 wrote the bare offset as a decimal string, and nothing else (metadata was not kept)."""
+    return str(offset).encode()
+
+
+def decode_consumer_offset(path: str, data: bytes) -> int:
+    with _decoding(path, data):
+        return int(data.decode().strip())

@@ -38,6 +38,7 @@ import gzip
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -128,9 +129,14 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:  # one-byte fast path: most lengths and deltas in practice
         return (b >> 1) ^ -(b & 1), pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
+    raw, pos = _read_raw_varint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _read_raw_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The varint at `pos` before zig-zag decoding, and the position after it."""
+    result = 0
+    shift = 0
     while True:
         if shift > 63:
             raise InvalidRecordError("varint is longer than 10 bytes")
@@ -138,7 +144,7 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            return result, pos
         shift += 7
 
 
@@ -149,6 +155,23 @@ def varint_size(n: int) -> int:
         v >>= 7
         size += 1
     return size
+
+
+def varint_bytes(n: int) -> bytes:
+    """The zig-zag varint of `n` as bytes; pre-encoded for the small values records are made of."""
+    if 0 <= n < _SMALL_VARINT_LIMIT:
+        return _SMALL_VARINTS[n]
+    out = bytearray()
+    write_varint(out, n)
+    return bytes(out)
+
+
+# Every non-negative value below 4096 (a varint of one or two bytes): most
+# record lengths and deltas, so encoding a record is a few table look-ups.
+_SMALL_VARINT_LIMIT = 1 << 12
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    bytes((n << 1,)) if n < 64 else bytes((((n << 1) & 0x7F) | 0x80, n >> 6)) for n in range(_SMALL_VARINT_LIMIT)
+)
 
 
 # --------------------------------------------------------------------------- compression
@@ -346,8 +369,13 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timest
 Header = tuple[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """One decoded record, with its absolute offset and timestamp.
+
+    A NamedTuple, not a frozen dataclass: decoding builds one per record, and a
+    frozen dataclass's __init__ costs ten times a tuple's.
+    """
+
     offset: int
     timestamp: int
     key: bytes | None
@@ -363,33 +391,52 @@ class RecordBatch:
     records: list[Record]
 
 
-def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
-                   value: bytes | None, headers: Sequence[Header]) -> None:
-    body = bytearray(b"\x00")  # record attributes: unused in v2, always 0
-    write_varint(body, timestamp_delta)
-    write_varint(body, offset_delta)
-    if key is None:
-        body.append(1)  # zig-zag(-1)
-    else:
-        write_varint(body, len(key))
-        body += key
-    if value is None:
-        body.append(1)
-    else:
-        write_varint(body, len(value))
-        body += value
-    write_varint(body, len(headers))
+_NULL_LENGTH = b"\x01"  # zig-zag(-1): a null key, value or header value
+_ZERO = b"\x00"  # the (unused) record attributes, and a header count of 0
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    parts = [varint_bytes(len(headers))]
     for hkey, hvalue in headers:
         encoded = hkey.encode("utf-8")
-        write_varint(body, len(encoded))
-        body += encoded
-        if hvalue is None:
-            body.append(1)
-        else:
-            write_varint(body, len(hvalue))
-            body += hvalue
-    write_varint(out, len(body))
+        parts += (varint_bytes(len(encoded)), encoded)
+        parts += (_NULL_LENGTH,) if hvalue is None else (varint_bytes(len(hvalue)), hvalue)
+    return b"".join(parts)
+
+
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Sequence[Header] = ()) -> int:
+    """Append one record (Kafka's DefaultRecord.writeTo) to `out`; return how many bytes it took.
+
+    This is a producer's per-record cost, so the small varints come from a
+    table, inline, and the record is joined in one step.
+    """
+    small = _SMALL_VARINTS
+    limit = _SMALL_VARINT_LIMIT
+    if key is None:
+        key_length = _NULL_LENGTH
+        key = b""
+    else:
+        n = len(key)
+        key_length = small[n] if n < limit else varint_bytes(n)
+    if value is None:
+        value_length = _NULL_LENGTH
+        value = b""
+    else:
+        n = len(value)
+        value_length = small[n] if n < limit else varint_bytes(n)
+    body = b"".join((
+        _ZERO,
+        small[timestamp_delta] if 0 <= timestamp_delta < limit else varint_bytes(timestamp_delta),
+        small[offset_delta] if offset_delta < limit else varint_bytes(offset_delta),
+        key_length, key, value_length, value,
+        _encode_headers(headers) if headers else _ZERO,
+    ))
+    n = len(body)
+    length = small[n] if n < limit else varint_bytes(n)
+    out += length
     out += body
+    return len(length) + n
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +447,47 @@ class ProducerRecord:
     key: bytes | None = None
     timestamp: int = NO_TIMESTAMP
     headers: tuple[Header, ...] = ()
+
+
+def assemble_batch(
+    records: bytes | bytearray,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """Put the header on `record_count` records written by encode_record (offset deltas 0..count-1).
+
+    Kafka's MemoryRecordsBuilder.close: compress the records as one block, then
+    write the header and the CRC; the cost per batch is independent of how the
+    records were collected.
+    """
+    if record_count <= 0:
+        raise ValueError("a batch holds at least one record")
+    payload = records if compression == CompressionType.NONE else compress(compression, bytes(records))
+    attributes = int(compression) | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    header = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(
+        header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch, MAGIC, 0,
+        attributes, record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        record_count,
+    )
+    crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[ATTRIBUTES_POS:]))
+    _UINT32.pack_into(header, CRC_POS, crc)
+    return b"".join((header, payload))
 
 
 def build_batch(
@@ -423,87 +511,127 @@ def build_batch(
     base_ts = timestamps[0]
     body = bytearray()
     for i, (rec, ts) in enumerate(zip(records, timestamps, strict=True)):
-        _encode_record(body, i, ts - base_ts, rec.key, rec.value, rec.headers)
-    payload = compress(compression, bytes(body))
-    attributes = int(compression) | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= CONTROL_MASK
-    batch = bytearray(HEADER_SIZE)
-    _HEADER.pack_into(
-        batch, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch, MAGIC, 0,
-        attributes, len(records) - 1, base_ts, max(timestamps), producer_id, producer_epoch, base_sequence,
-        len(records),
+        encode_record(body, i, ts - base_ts, rec.key, rec.value, rec.headers)
+    return assemble_batch(
+        body, len(records), base_ts, max(timestamps), base_offset=base_offset, compression=compression,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch, timestamp_type=timestamp_type,
+        is_transactional=is_transactional, is_control=is_control,
     )
-    batch += payload
-    _UINT32.pack_into(batch, CRC_POS, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_POS:]))
-    return bytes(batch)
 
 
 def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> list[Record]:
-    """Decode the records of one batch (per-record work: for clients and tools, not the broker)."""
+    """Decode the records of one batch (per-record work: for clients and tools, not the broker).
+
+    This is every consumer's hot loop, so it makes no call per field: varints
+    of one or two bytes (nearly all lengths and deltas) are decoded inline, each
+    as the same four lines, and longer ones go through _read_raw_varint. Lengths
+    are read without zig-zag decoding: an odd raw value is a negative length,
+    which Kafka reads as null for keys and values.
+    """
     if header is None:
         header = parse_header(batch)
+    codec = header.compression
     payload = memoryview(batch)[HEADER_SIZE : header.size]
-    data: bytes | memoryview = payload
-    if header.compression != CompressionType.NONE:
-        data = decompress(header.compression, payload)
+    # Slices of bytes are bytes in one copy; slices of a memoryview would need two.
+    data = bytes(payload) if codec == CompressionType.NONE else decompress(codec, payload)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
-    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    new_record = tuple.__new__
     out: list[Record] = []
+    append = out.append
     pos = 0
     end = len(data)
     try:
         for _ in range(header.record_count):
-            length, pos = read_varint(data, pos)
-            record_end = pos + length
-            if length < 0 or record_end > end:
-                raise InvalidRecordError(f"record length {length} runs past the batch end")
-            pos += 1  # record attributes
-            ts_delta, pos = read_varint(data, pos)
-            offset_delta, pos = read_varint(data, pos)
-            klen, pos = read_varint(data, pos)
-            key = None
-            if klen >= 0:
-                key = bytes(data[pos : pos + klen])
-                pos += klen
-            vlen, pos = read_varint(data, pos)
-            value = None
-            if vlen >= 0:
-                value = bytes(data[pos : pos + vlen])
-                pos += vlen
-            nheaders, pos = read_varint(data, pos)
-            headers: list[Header] = []
-            for _h in range(nheaders):
-                hklen, pos = read_varint(data, pos)
-                hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
-                pos += hklen
-                hvlen, pos = read_varint(data, pos)
-                hvalue = None
-                if hvlen >= 0:
-                    hvalue = bytes(data[pos : pos + hvlen])
-                    pos += hvlen
-                headers.append((hkey, hvalue))
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _read_raw_varint(data, pos)
+            record_end = pos + (b >> 1)
+            if b & 1 or record_end > end:
+                raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} runs past the batch end")
+            pos += 1  # the record attributes, unused in v2
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _read_raw_varint(data, pos)
+            timestamp = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_time is None else log_append_time
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _read_raw_varint(data, pos)
+            offset = base_offset + ((b >> 1) ^ -(b & 1))
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _read_raw_varint(data, pos)
+            if b & 1:
+                key = None
+            else:
+                key = data[pos : pos + (b >> 1)]
+                pos += b >> 1
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _read_raw_varint(data, pos)
+            if b & 1:
+                value = None
+            else:
+                value = data[pos : pos + (b >> 1)]
+                pos += b >> 1
+            if data[pos] == 0:
+                headers: tuple[Header, ...] = ()
+                pos += 1
+            else:
+                headers, pos = _decode_headers(data, pos)
             if pos != record_end:
                 raise InvalidRecordError(
-                    f"record at offset delta {offset_delta} ends at {pos}, its length says {record_end}"
+                    f"record at offset {offset} ends at {pos}, its length says {record_end}"
                 )
-            out.append(
-                Record(
-                    base_offset + offset_delta,
-                    header.max_timestamp if log_append else base_ts + ts_delta,
-                    key,
-                    value,
-                    tuple(headers),
-                )
-            )
+            append(new_record(Record, (offset, timestamp, key, value, headers)))
     except (IndexError, UnicodeDecodeError) as exc:
         raise InvalidRecordError(f"malformed record in batch at baseOffset {base_offset}: {exc}") from exc
     if pos != end:
         raise InvalidRecordError(f"{end - pos} bytes left after the last record of batch {base_offset}")
     return out
+
+
+def _decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = read_varint(data, pos)
+    headers: list[Header] = []
+    for _ in range(count):
+        hklen, pos = read_varint(data, pos)
+        hkey = data[pos : pos + hklen].decode("utf-8")
+        pos += hklen
+        hvlen, pos = read_varint(data, pos)
+        hvalue = None
+        if hvlen >= 0:
+            hvalue = data[pos : pos + hvlen]
+            pos += hvlen
+        headers.append((hkey, hvalue))
+    return tuple(headers), pos
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True) -> Iterator[RecordBatch]:

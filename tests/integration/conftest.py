@@ -160,9 +160,8 @@ BROKER_SESSION_TIMEOUT_MS = 3000
 
 
 def broker_argv(config_path: Path, *extra: str) -> list[str]:
-    """The broker command line. The `broker` subcommand's module run directly: the same code path as
-    `minibroker broker`, whether or not minibroker.cli lists it yet."""
-    return [sys.executable, "-m", "minibroker.commands.broker", "--config", str(config_path), *extra]
+    """The broker command line, as a user types it (`minibroker broker`), run by this interpreter."""
+    return [sys.executable, "-m", "minibroker.cli", "broker", "--config", str(config_path), *extra]
 
 
 @dataclass

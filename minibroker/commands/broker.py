@@ -1,0 +1,66 @@
+"""`minibroker broker --config server.properties [--override key=value ...]`: run one broker.
+
+Like kafka-server-start.sh: the config file plus overrides, which win over
+it; the process runs until SIGTERM or Ctrl-C and then shuts down cleanly.
+Exit code 1, with the reason on stderr, for a configuration or start-up error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from broker.config import ConfigError, KafkaConfig
+from broker.log.manager import LogDirOwnedError
+from broker.server import BrokerStartupError, KafkaServer
+from zk.client import DuplicateBrokerIdError
+
+logger = logging.getLogger("kafka.Kafka")
+
+_LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("broker", help="run a broker", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True, help="server.properties file")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key=value that wins over the file (repeatable)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format=_LOG_FORMAT, stream=sys.stderr)
+    if not args.config.is_file():
+        print(f"minibroker broker: config file {args.config} does not exist", file=sys.stderr)
+        return 1
+    try:
+        config = KafkaConfig.from_properties(args.config, args.override)
+    except (ConfigError, OSError) as e:
+        print(f"minibroker broker: {e}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(KafkaServer(config).run())
+    except (BrokerStartupError, DuplicateBrokerIdError, LogDirOwnedError) as e:
+        logger.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", e)
+        return 1
+    except Exception as e:
+        logger.exception("Fatal error during KafkaServer startup. Prepare to shutdown: %s", e)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m minibroker.commands.broker ...`: the same command without the `minibroker` front end."""
+    parser = argparse.ArgumentParser(prog="minibroker")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["broker", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""ReplicaManager: LeaderAndIsr / StopReplica / UpdateMetadata rules, produce and fetch with their
+purgatories completed by appends and high watermark moves (a mock timer: nothing waits for real)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_helpers import LOCAL, TP, Harness, batch, leader_state, live_broker, metadata_state
+
+from broker.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
+from broker.delayed_produce import ProducePartitionResponse
+from broker.log.record import CRC_POS
+from broker.partition import FetchIsolation
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+OTHER = TopicPartition("orders", 1)
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    return Harness(tmp_path)
+
+
+class Answers:
+    """Collects what a callback was given; `value` is the single answer."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def __call__(self, value: Any) -> None:
+        self.calls.append(value)
+
+    @property
+    def value(self) -> Any:
+        assert len(self.calls) == 1, self.calls
+        return self.calls[0]
+
+
+def produce(h: Harness, records: bytes, acks: int = -1, tp: TopicPartition = TP,
+            timeout_ms: int = 1000) -> Answers:
+    answers = Answers()
+    h.replica_manager.append_records(timeout_ms, acks, [(tp, records)], answers)
+    return answers
+
+
+def consumer_fetch(h: Harness, offset: int, min_bytes: int = 1, max_wait_ms: int = 500, replica_id: int = -1,
+                   tp: TopicPartition = TP) -> Answers:
+    answers = Answers()
+    params = FetchParams(replica_id, max_wait_ms, min_bytes, 1 << 20,
+                         FetchIsolation.LOG_END if replica_id >= 0 else FetchIsolation.HIGH_WATERMARK, True)
+    h.replica_manager.fetch_messages(params, [PartitionFetchInfo(tp, offset, -1, 1 << 20, -1)], answers)
+    return answers
+
+
+def only(results: FetchResults) -> Any:
+    assert len(results) == 1
+    return results[0][1]
+
+
+# ------------------------------------------------------------------ LeaderAndIsr
+
+
+def test_stale_controller_epoch_changes_nothing(h: Harness) -> None:
+    h.lead(controller_epoch=5)
+    result = h.replica_manager.become_leader_or_follower(
+        0, 4, [(TP, leader_state(leader=2, epoch=9, isr=(2, 1)))], [2], {})
+    assert result.error is ErrorCode.STALE_CONTROLLER_EPOCH and not result.partition_errors
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.is_leader and partition.leader_epoch == 0
+
+
+@pytest.mark.parametrize("epoch", [0, 3])
+def test_older_or_equal_leader_epoch_is_ignored(h: Harness, epoch: int) -> None:
+    h.lead(epoch=3)
+    result = h.replica_manager.become_leader_or_follower(
+        0, 1, [(TP, leader_state(leader=2, epoch=epoch, isr=(2, 1)))], [2], {})
+    assert result.error is ErrorCode.NONE
+    assert result.partition_errors == {TP: ErrorCode.STALE_CONTROLLER_EPOCH}
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.is_leader and partition.leader_epoch == 3
+
+
+def test_partition_not_assigned_here_is_refused(h: Harness) -> None:
+    result = h.replica_manager.become_leader_or_follower(
+        0, 1, [(TP, leader_state(leader=2, isr=(2, 3)))], [2], {})
+    assert result.partition_errors == {TP: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert h.log_manager.get_log(TP) is None
+
+
+def test_a_name_that_is_not_a_topic_is_refused(h: Harness) -> None:
+    bad = TopicPartition("../escape", 0)
+    result = h.replica_manager.become_leader_or_follower(0, 1, [(bad, leader_state())], [LOCAL], {})
+    assert result.partition_errors == {bad: ErrorCode.INVALID_TOPIC_EXCEPTION}
+
+
+def test_follower_of_a_dead_leader_hosts_the_log_without_a_role(h: Harness) -> None:
+    result = h.replica_manager.become_leader_or_follower(
+        0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], live_leaders=[], topic_configs={})
+    assert result.partition_errors == {TP: ErrorCode.NONE}
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.log is not None and partition.leader_replica_id is None
+
+
+def test_losing_leadership_fails_waiting_produces_at_once(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.lead(isr=(1, 2))
+    answers = produce(h, batch(2), acks=-1)
+    assert not answers.calls
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, epoch=1, isr=(2, 1)))], [2], {})
+    assert answers.value[TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert h.timer.pending == 0
+
+
+# ------------------------------------------------------------------ produce
+
+
+def test_acks_all_with_a_single_replica_answers_at_once(h: Harness) -> None:
+    h.lead()
+    answers = produce(h, batch(3), acks=-1)
+    response = answers.value[TP]
+    assert (response.error, response.base_offset, response.log_start_offset) == (ErrorCode.NONE, 0, 0)
+    assert produce(h, batch(2), acks=1).value[TP].base_offset == 3
+    assert h.replica_manager.delayed_produce_purgatory.watched() == 0
+
+
+def test_acks_all_waits_for_the_follower_and_its_fetch_completes_it(h: Harness) -> None:
+    h.lead(isr=(1, 2))
+    answers = produce(h, batch(3), acks=-1)
+    assert not answers.calls and h.replica_manager.delayed_produce_purgatory.watched() == 1
+    # The follower fetches what was appended: not enough, its LEO is still 0.
+    follower = consumer_fetch(h, 0, replica_id=2)
+    assert only(follower.value).size > 0 and not answers.calls
+    # Its next fetch, from offset 3, says it has everything: the HW moves, the produce completes.
+    consumer_fetch(h, 3, replica_id=2, max_wait_ms=0)
+    assert answers.value[TP].error is ErrorCode.NONE
+    assert h.replica_manager.high_watermark(TP) == 3
+
+
+def test_acks_all_times_out_with_request_timed_out(h: Harness) -> None:
+    h.lead(isr=(1, 2))
+    answers = produce(h, batch(1), acks=-1, timeout_ms=300)
+    h.timer.advance(299)
+    assert not answers.calls
+    h.timer.advance(1)
+    assert answers.value[TP].error is ErrorCode.REQUEST_TIMED_OUT
+
+
+@pytest.mark.parametrize("acks", [2, -2, 100])
+def test_invalid_acks(h: Harness, acks: int) -> None:
+    h.lead()
+    assert produce(h, batch(1), acks=acks).value[TP].error is ErrorCode.INVALID_REQUIRED_ACKS
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.log is not None and partition.log.log_end_offset == 0
+
+
+def corrupt(records: bytes) -> bytes:
+    damaged = bytearray(records)
+    damaged[CRC_POS] ^= 0xFF
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize(("records", "code"), [
+    (b"", ErrorCode.INVALID_RECORD),
+    (b"\x00" * 10, ErrorCode.CORRUPT_MESSAGE),
+    (corrupt(batch(2)), ErrorCode.CORRUPT_MESSAGE),
+    (batch(1, value_size=2_000_000), ErrorCode.MESSAGE_TOO_LARGE),
+])
+def test_bad_records_get_a_precise_error_and_nothing_is_written(h: Harness, records: bytes, code: ErrorCode) -> None:
+    h.lead()
+    response: ProducePartitionResponse = produce(h, records, acks=1).value[TP]
+    assert response.error is code and response.base_offset == -1
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.log is not None and partition.log.log_end_offset == 0
+
+
+def test_not_leader_and_unknown_partition(h: Harness) -> None:
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    h.replica_manager.maybe_update_metadata_cache(0, 1, [(OTHER, metadata_state(2, isr=(2,)))], [live_broker(2)])
+    assert produce(h, batch(1), acks=1).value[TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Known to the cluster but not hosted here: the client's metadata is stale.
+    assert produce(h, batch(1), acks=1, tp=OTHER).value[OTHER].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    unknown = TopicPartition("nope", 0)
+    assert produce(h, batch(1), acks=1, tp=unknown).value[unknown].error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# ------------------------------------------------------------------ fetch
+
+
+def test_long_poll_is_completed_by_a_produce_not_by_the_timeout(h: Harness) -> None:
+    h.lead()
+    answers = consumer_fetch(h, 0, min_bytes=1, max_wait_ms=500)
+    assert not answers.calls and h.replica_manager.delayed_fetch_purgatory.watched() == 1
+    produce(h, batch(4), acks=1)
+    result = only(answers.value)
+    assert result.error is ErrorCode.NONE and result.size > 0 and result.high_watermark == 4
+    assert h.timer.pending == 0
+
+
+def test_long_poll_waits_for_min_bytes(h: Harness) -> None:
+    h.lead()
+    one_batch = len(batch(1))
+    answers = consumer_fetch(h, 0, min_bytes=3 * one_batch, max_wait_ms=500)
+    produce(h, batch(1), acks=1)
+    produce(h, batch(1), acks=1)
+    assert not answers.calls
+    produce(h, batch(1), acks=1)
+    assert only(answers.value).size == 3 * one_batch
+
+
+def test_long_poll_times_out_empty(h: Harness) -> None:
+    h.lead()
+    answers = consumer_fetch(h, 0, max_wait_ms=500)
+    h.timer.advance(500)
+    result = only(answers.value)
+    assert result.error is ErrorCode.NONE and result.size == 0
+
+
+def test_consumer_long_poll_ignores_appends_below_the_high_watermark_move(h: Harness) -> None:
+    h.lead(isr=(1, 2))
+    answers = consumer_fetch(h, 0, max_wait_ms=500)
+    produce(h, batch(2), acks=1)
+    assert not answers.calls  # appended, but not committed: nothing a consumer may read
+    consumer_fetch(h, 2, replica_id=2, max_wait_ms=0)
+    assert only(answers.value).size > 0
+
+
+def test_fetch_out_of_range_carries_the_valid_range(h: Harness) -> None:
+    h.lead()
+    produce(h, batch(5), acks=1)
+    for offset in (-1, 6, 1 << 40):
+        result = only(consumer_fetch(h, offset).value)
+        assert result.error is ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (result.log_start_offset, result.high_watermark) == (0, 5)
+
+
+def test_consumers_cannot_fetch_from_a_follower(h: Harness) -> None:
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    assert only(consumer_fetch(h, 0).value).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_kip_74_first_batch_comes_whole_even_past_max_bytes(h: Harness) -> None:
+    h.lead()
+    produce(h, batch(3, value_size=500), acks=1)
+    answers = Answers()
+    params = FetchParams(-1, 0, 1, 10, FetchIsolation.HIGH_WATERMARK, True)
+    infos = [PartitionFetchInfo(TP, 0, -1, 10, -1)]
+    h.replica_manager.fetch_messages(params, infos, answers)
+    assert only(answers.value).size == len(batch(3, value_size=500))
+
+
+# ------------------------------------------------------------------ StopReplica, UpdateMetadata, checkpoints
+
+
+def test_stop_replica_with_delete_removes_the_log_and_answers_waiters(h: Harness) -> None:
+    h.lead()
+    waiting = consumer_fetch(h, 0, max_wait_ms=500)
+    result = h.replica_manager.stop_replicas(0, 1, True, [TP])
+    assert result.partition_errors == {TP: ErrorCode.NONE}
+    assert h.log_manager.get_log(TP) is None and h.replica_manager.get_partition(TP) is None
+    # Still in the metadata cache, no longer hosted here.
+    assert only(waiting.value).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_stale_stop_replica_and_update_metadata(h: Harness) -> None:
+    h.lead(controller_epoch=3)
+    assert h.replica_manager.stop_replicas(0, 2, True, [TP]).error is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert h.log_manager.get_log(TP) is not None
+    assert h.replica_manager.maybe_update_metadata_cache(0, 2, [], []) is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert h.metadata_cache.contains(TP)
+
+
+def test_high_watermarks_are_checkpointed_only_once_partitions_are_hosted(h: Harness) -> None:
+    h.log_manager.get_or_create_log(TP).append_as_leader(batch(10), 0)
+    h.log_manager.write_high_watermarks([(TP, 7)])
+    h.replica_manager.checkpoint_high_watermarks()  # no LeaderAndIsr yet: the file is left alone
+    assert h.log_manager.read_high_watermarks() == {TP: 7}
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.high_watermark == 7
+    h.replica_manager.checkpoint_high_watermarks()
+    assert h.log_manager.read_high_watermarks() == {TP: 7}
