@@ -27,6 +27,7 @@ from pathlib import Path
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.log.record import HEADER_SIZE, ProducerRecord, build_batch
+from broker.malloc import tune_malloc
 
 RECORD_VALUE = 100
 FETCH_MAX_BYTES = 1 << 20
@@ -161,6 +162,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1024,16384,1048576", help="batch sizes in bytes")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
+    tune_malloc()  # as the broker does at start-up: large buffers stay in the heap
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="log-bench-") as tmp:
         results = [bench_size(Path(tmp), int(s), args.total_mb << 20) for s in args.sizes.split(",")]
     for line in rows(results):
