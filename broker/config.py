@@ -419,19 +419,7 @@ class KafkaConfig:
     def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> KafkaConfig:
         """The broker's config from a server.properties file and `key=value` overrides
         (kafka-server-start's --override), which win over the file."""
-        props: dict[str, str] = {}
-        if path is not None:
-            try:
-                props.update(load_properties(path))
-            except PropertiesSyntaxError as e:
-                raise ConfigError(
-                    e.key, _loggable(e.key, e.text), f"{path}:{e.line}: malformed \\uxxxx escape"
-                ) from None
-        for override in overrides:
-            key, sep, value = override.partition("=")
-            if not sep:
-                raise ConfigError(override, None, "an override must be key=value")
-            props[key.strip()] = value
+        props = read_properties(path, overrides, _loggable)
         return cls.from_props(props)
 
     @classmethod
@@ -506,6 +494,26 @@ def _java_string(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def read_properties(path: Path | None, overrides: Iterable[str],
+                    loggable: Callable[[str, str], object]) -> dict[str, str]:
+    """A .properties file's entries with `key=value` overrides on top (kafka-server-start's --override).
+
+    `loggable` says how a value may appear in an error (secrets as [hidden]).
+    """
+    props: dict[str, str] = {}
+    if path is not None:
+        try:
+            props.update(load_properties(path))
+        except PropertiesSyntaxError as e:
+            raise ConfigError(e.key, loggable(e.key, e.text), f"{path}:{e.line}: malformed \\uxxxx escape") from None
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise ConfigError(override, None, "an override must be key=value")
+        props[key.strip()] = value
+    return props
 
 
 def _loggable(key: str, text: str) -> object:

@@ -16,8 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, Password, Type, Validator, at_least, parse_endpoints, parse_value
-from broker.properties import PropertiesSyntaxError, load_properties
+from broker.config import (
+    ConfigError,
+    Password,
+    Type,
+    Validator,
+    at_least,
+    parse_endpoints,
+    parse_value,
+    read_properties,
+)
 
 _REQUIRED: Any = object()
 
@@ -85,17 +93,8 @@ class ControllerConfig:
     @classmethod
     def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> ControllerConfig:
         """From a .properties file and `key=value` overrides, which win over the file."""
-        props: dict[str, str] = {}
-        if path is not None:
-            try:
-                props.update(load_properties(path))
-            except PropertiesSyntaxError as e:
-                raise ConfigError(e.key, Password(e.text), f"{path}:{e.line}: malformed \\uxxxx escape") from None
-        for override in overrides:
-            key, sep, value = override.partition("=")
-            if not sep:
-                raise ConfigError(override, None, "an override must be key=value")
-            props[key.strip()] = value
+        # Any value may be a secret in an error message: none is printed.
+        props = read_properties(path, overrides, lambda _key, text: Password(text))
         return cls.from_props(props)
 
     @classmethod
