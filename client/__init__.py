@@ -1,1 +1,67 @@
-"""minibroker: client."""
+"""minibroker's Python client: Producer, Consumer and Admin, in kafka-python's shapes.
+
+Talks to brokers over gRPC (proto/minibroker.proto); records travel as Kafka
+RecordBatch v2 bytes (broker/log/record.py), the only part of the broker this
+package uses.
+"""
+
+from client.admin import Admin, ClusterDescription, NewTopic, PartitionInfo, TopicDescription
+from client.consumer import Consumer
+from client.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    KafkaStorageError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
+    error_for,
+)
+from client.future import FutureRecordMetadata
+from client.partitioner import DefaultPartitioner, murmur2
+from client.producer import Producer
+from client.structs import (
+    BrokerMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    PartitionMetadata,
+    RecordMetadata,
+)
+from proto.types import TopicPartition
+
+__all__ = [
+    "Admin",
+    "BrokerMetadata",
+    "ClusterDescription",
+    "Consumer",
+    "ConsumerRecord",
+    "CorruptMessageError",
+    "DefaultPartitioner",
+    "ErrorCode",
+    "FutureRecordMetadata",
+    "InvalidRecordError",
+    "KafkaError",
+    "KafkaStorageError",
+    "KafkaTimeoutError",
+    "MessageTooLargeError",
+    "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "PartitionInfo",
+    "PartitionMetadata",
+    "Producer",
+    "RecordListTooLargeError",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+    "UnsupportedCompressionTypeError",
+    "error_for",
+    "murmur2",
+]

@@ -1,0 +1,212 @@
+"""Admin: create, delete and describe topics; describe the cluster (kafka-python's KafkaAdminClient names).
+
+Topic changes go to the controller broker when the metadata names one, else
+to any broker; NOT_CONTROLLER sends them again after a metadata refresh, as
+Kafka's AdminClient does. Every other per-topic error is raised as its
+KafkaError (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import grpc
+
+from client.connection import ConnectionPool, Req, Resp, Rpc, parse_bootstrap_servers
+from client.errors import KafkaTimeoutError
+from client.metadata import ClusterMetadata, Metadata
+from client.structs import BrokerMetadata
+from proto import minibroker_pb2 as pb
+from proto.errors import ErrorCode, KafkaError, error_for
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create. -1 partitions / replication factor: the broker's defaults (KIP-464).
+
+    `replica_assignments` ({partition: [broker ids]}) replaces both counts.
+    """
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignments: Mapping[int, Sequence[int]] | None = None
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
+
+
+class PartitionInfo(NamedTuple):
+    """One partition of a described topic (Java's TopicPartitionInfo); leader -1 when it has none."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerMetadata, ...]
+
+
+class Admin:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        *,
+        client_id: str | None = None,
+        request_timeout_ms: int = 30000,
+        default_api_timeout_ms: int = 60000,
+        retry_backoff_ms: int = 100,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        metadata_max_age_ms: int = 300000,
+        channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
+    ) -> None:
+        self.client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._default_api_timeout_ms = default_api_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        pool = ConnectionPool(request_timeout_ms=request_timeout_ms, reconnect_backoff_ms=reconnect_backoff_ms,
+                              reconnect_backoff_max_ms=reconnect_backoff_max_ms, channel_factory=channel_factory)
+        self._metadata = Metadata(parse_bootstrap_servers(bootstrap_servers), pool, retry_backoff_ms=retry_backoff_ms,
+                                  metadata_max_age_ms=metadata_max_age_ms, allow_auto_topic_creation=False)
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topics(self, new_topics: Iterable[NewTopic], timeout_ms: int | None = None,
+                      validate_only: bool = False) -> None:
+        """Create topics; raises the first topic's KafkaError if any failed (the others are still created)."""
+        topics = {t.name: t for t in new_topics}
+        request_timeout = self._request_timeout_ms if timeout_ms is None else timeout_ms
+
+        def send(names: list[str], remaining_ms: float) -> dict[str, tuple[int, str]]:
+            request = pb.CreateTopicsRequest(timeout_ms=request_timeout, validate_only=validate_only)
+            for name in names:
+                request.topics.append(_creatable(topics[name]))
+            response = self._call_controller(lambda stub: stub.CreateTopics, request, remaining_ms)
+            return {r.name: (r.error_code, r.error_message) for r in response.topics}
+
+        self._per_topic(list(topics), send, "CreateTopics")
+
+    def delete_topics(self, topics: Iterable[str], timeout_ms: int | None = None) -> None:
+        """Delete topics; raises the first topic's KafkaError if any failed (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+        request_timeout = self._request_timeout_ms if timeout_ms is None else timeout_ms
+
+        def send(names: list[str], remaining_ms: float) -> dict[str, tuple[int, str]]:
+            request = pb.DeleteTopicsRequest(topic_names=names, timeout_ms=request_timeout)
+            response = self._call_controller(lambda stub: stub.DeleteTopics, request, remaining_ms)
+            return {r.name: (r.error_code, r.error_message) for r in response.responses}
+
+        self._per_topic(list(dict.fromkeys(topics)), send, "DeleteTopics")
+
+    def _call_controller(self, rpc: Rpc[Req, Resp], request: Req, timeout_ms: float) -> Resp:
+        controller = self._metadata.cluster.brokers.get(self._metadata.cluster.controller_id)
+        if controller is None:
+            return self._metadata.call_any(rpc, request, timeout_ms)
+        return self._metadata.pool.get(controller.address).call(rpc, request, timeout_ms)
+
+    def _per_topic(self, names: list[str], send: Callable[[list[str], float], dict[str, tuple[int, str]]],
+                   what: str) -> None:
+        """Send for all `names`, again for those answered NOT_CONTROLLER or lost in transport, until done."""
+        deadline = self._now_ms() + self._default_api_timeout_ms
+        errors: list[KafkaError] = []
+        pending = names
+        while pending:
+            if self._metadata.time_to_next_update(self._now_ms()) == 0:
+                self._metadata.maybe_refresh(max(deadline - self._now_ms(), 1))
+            retry: list[str] = []
+            try:
+                results = send(pending, max(deadline - self._now_ms(), 1))
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                retry, results = pending, {}  # lost in transport: nothing is known, ask again for all
+            for name in pending if not retry else ():
+                code, message = results.get(name, (ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer in {what} response"))
+                if code == ErrorCode.NONE:
+                    continue
+                if code == ErrorCode.NOT_CONTROLLER:
+                    retry.append(name)
+                    self._metadata.request_update()
+                else:
+                    errors.append(error_for(code, f"{name}: {message}" if message else name))
+            pending = retry
+            if pending:
+                if self._now_ms() + self._retry_backoff_ms >= deadline:
+                    raise KafkaTimeoutError(f"{what} for {pending} did not complete within"
+                                            f" {self._default_api_timeout_ms} ms")
+                time.sleep(self._retry_backoff_ms / 1000)
+        if errors:
+            raise errors[0]
+
+    def list_topics(self) -> list[str]:
+        return sorted(self._fetch_metadata(()).topics)
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Leader, replicas, ISR and offline replicas of every partition; all topics when `topics` is None."""
+        names = list(topics or ())
+        cluster = self._fetch_metadata(names)
+        for name in names:
+            code = cluster.topic_errors.get(name, ErrorCode.NONE)
+            if code != ErrorCode.NONE:
+                raise error_for(code, f"topic {name!r}")
+        out = []
+        for name in names or sorted(cluster.topics):
+            tps = cluster.topic_partitions(name) or ()
+            partitions = []
+            for tp in tps:
+                p = cluster.partition(tp)
+                if p is not None:
+                    partitions.append(PartitionInfo(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
+                                                    p.offline_replicas))
+            out.append(TopicDescription(name, name in cluster.internal_topics, tuple(partitions)))
+        return out
+
+    def describe_cluster(self) -> ClusterDescription:
+        cluster = self._fetch_metadata(None)
+        return ClusterDescription(cluster.cluster_id, cluster.controller_id,
+                                  tuple(sorted(cluster.brokers.values())))
+
+    def _fetch_metadata(self, topics: Iterable[str] | None) -> ClusterMetadata:
+        # No topics in a MetadataRequest means all of them; describe_cluster wants none, but asking for all
+        # is the only way proto3 can say it.
+        return self._metadata.fetch(topics or (), self._default_api_timeout_ms)
+
+    @staticmethod
+    def _now_ms() -> float:
+        return time.monotonic() * 1000
+
+    def close(self) -> None:
+        self._metadata.pool.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _creatable(topic: NewTopic) -> pb.CreateTopicsRequest.CreatableTopic:
+    creatable = pb.CreateTopicsRequest.CreatableTopic(name=topic.name)
+    if topic.replica_assignments:
+        creatable.num_partitions = creatable.replication_factor = -1  # the assignment says both
+        for partition, brokers in sorted(topic.replica_assignments.items()):
+            creatable.assignments.add(partition_index=partition, broker_ids=list(brokers))
+    else:
+        creatable.num_partitions = topic.num_partitions
+        creatable.replication_factor = topic.replication_factor
+    for key, value in topic.topic_configs.items():
+        creatable.configs.add(name=key, value=value)
+    return creatable

@@ -1,0 +1,53 @@
+"""Every error a client raises: Kafka's error codes (proto.errors) plus the client-side ones.
+
+All are KafkaError, so one `except KafkaError` covers a client call, and each
+says whether it is worth retrying (`retriable`) and whether cluster metadata is
+stale (`invalid_metadata`).
+"""
+
+from __future__ import annotations
+
+from proto.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
+    error_for,
+    invalidates_metadata,
+    is_retriable,
+)
+
+
+class KafkaTimeoutError(KafkaError):
+    """A blocking call ran out of time (kafka-python's KafkaTimeoutError, Java's TimeoutException)."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """auto_offset_reset='none' and the partition has no committed offset (Kafka's NoOffsetForPartitionException)."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+__all__ = [
+    "CorruptMessageError",
+    "ErrorCode",
+    "InvalidRecordError",
+    "KafkaError",
+    "KafkaStorageError",
+    "KafkaTimeoutError",
+    "MessageTooLargeError",
+    "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError",
+    "RecordListTooLargeError",
+    "UnsupportedCompressionTypeError",
+    "error_for",
+    "invalidates_metadata",
+    "is_retriable",
+]

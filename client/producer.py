@@ -1,0 +1,228 @@
+"""Producer: Kafka's KafkaProducer with kafka-python's names and defaults.
+
+send() is asynchronous: it serializes, picks a partition, appends the record
+to that partition's open batch and returns a FutureRecordMetadata. A background
+I/O thread (client.sender) sends batches to partition leaders and settles the
+futures. Errors found before a record reaches a batch (unknown topic after
+max_block_ms, a record too large) come back through the future, as in Kafka;
+only misuse (a closed producer, a partition that does not exist) raises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import grpc
+
+from broker.log.record import HEADER_SIZE, CompressionType
+from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator
+from client.connection import ConnectionPool, parse_bootstrap_servers
+from client.errors import KafkaTimeoutError, MessageTooLargeError
+from client.future import FutureRecordMetadata
+from client.idempotence import TransactionManager
+from client.metadata import Metadata
+from client.partitioner import DefaultPartitioner
+from client.sender import Sender
+from client.structs import Header, serialized_header_size
+from proto.errors import KafkaError
+from proto.types import TopicPartition
+
+_MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5  # the broker remembers the last five batches per producer and partition
+
+
+def parse_acks(acks: int | str) -> int:
+    """acks as Kafka spells it: 0, 1, or 'all' / -1."""
+    value = -1 if acks == "all" else int(acks)
+    if value not in (-1, 0, 1):
+        raise ValueError(f"acks must be 0, 1 or 'all', not {acks!r}")
+    return value
+
+
+class Producer:
+    """Publishes records to topics; thread-safe, one instance is meant to be shared.
+
+    `acks`: 0 (no answer), 1 (the leader's append) or 'all' (the whole ISR).
+    `enable_idempotence` needs acks='all' and at most 5 requests in flight per
+    broker: the broker then drops retried duplicates by sequence number.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        *,
+        client_id: str | None = None,
+        key_serializer: Callable[[Any], bytes] | None = None,
+        value_serializer: Callable[[Any], bytes] | None = None,
+        acks: int | str = 1,
+        compression_type: str | None = None,
+        retries: int = 2147483647,
+        batch_size: int = 16384,
+        linger_ms: int = 0,
+        partitioner: DefaultPartitioner | None = None,
+        buffer_memory: int = 33554432,
+        max_block_ms: int = 60000,
+        max_request_size: int = 1048576,
+        metadata_max_age_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30000,
+        delivery_timeout_ms: int = 120000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        max_in_flight_requests_per_connection: int = 5,
+        enable_idempotence: bool = False,
+        channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
+    ) -> None:
+        self.acks = parse_acks(acks)
+        self.compression = CompressionType.from_name(compression_type)
+        if self.compression == CompressionType.SNAPPY:
+            raise ValueError("compression_type 'snappy' is not supported: use 'gzip', 'lz4' or 'zstd'")
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise ValueError("delivery_timeout_ms must be >= linger_ms + request_timeout_ms")
+        if enable_idempotence:
+            if self.acks != -1:
+                raise ValueError("enable_idempotence requires acks='all'")
+            if retries <= 0:
+                raise ValueError("enable_idempotence requires retries > 0")
+            if max_in_flight_requests_per_connection > _MAX_IN_FLIGHT_WITH_IDEMPOTENCE:
+                raise ValueError("enable_idempotence requires max_in_flight_requests_per_connection <= 5")
+        self.client_id = client_id
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._max_block_ms = max_block_ms
+        self._max_request_size = max_request_size
+        self._buffer_memory = buffer_memory
+        self._max_record_payload = min(max_request_size, buffer_memory) - HEADER_SIZE - RECORD_OVERHEAD_UPPER_BOUND
+        self._partitioner = partitioner or DefaultPartitioner()
+        pool = ConnectionPool(request_timeout_ms=request_timeout_ms, reconnect_backoff_ms=reconnect_backoff_ms,
+                              reconnect_backoff_max_ms=reconnect_backoff_max_ms, channel_factory=channel_factory)
+        self._metadata = Metadata(parse_bootstrap_servers(bootstrap_servers), pool, retry_backoff_ms=retry_backoff_ms,
+                                  metadata_max_age_ms=metadata_max_age_ms, allow_auto_topic_creation=True)
+        self._accumulator = RecordAccumulator(
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            max_in_flight_per_partition=max_in_flight_requests_per_connection if enable_idempotence else 1,
+            wakeup=self._wakeup,
+        )
+        self._sender = Sender(
+            self._accumulator,
+            self._metadata,
+            acks=self.acks,
+            retries=retries,
+            compression=self.compression,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            transaction_manager=TransactionManager() if enable_idempotence else None,
+        )
+        self._closed = False
+        self._sender.start()
+
+    def _wakeup(self) -> None:
+        self._sender.wakeup()
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Sequence[Header] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue one record; the future settles when the broker acknowledges it (or it fails).
+
+        Blocks only to learn the topic's partitions (up to max_block_ms) or to
+        wait for buffer_memory to free up.
+        """
+        if self._closed:
+            raise KafkaError("cannot send after the producer is closed")
+        key_bytes = key if key is None or self._key_serializer is None else self._key_serializer(key)
+        value_bytes = value if value is None or self._value_serializer is None else self._value_serializer(value)
+        key_size = -1 if key_bytes is None else len(key_bytes)
+        value_size = -1 if value_bytes is None else len(value_bytes)
+        if headers:
+            headers = tuple(headers)
+            header_size = serialized_header_size(headers)
+        else:
+            headers, header_size = (), -1
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        try:
+            # Sizes of null parts are -1, which the upper bound's overhead more than covers.
+            if key_size + value_size + header_size > self._max_record_payload:
+                raise MessageTooLargeError(
+                    f"the record is about {key_size + value_size + header_size + RECORD_OVERHEAD_UPPER_BOUND} bytes"
+                    f" when serialized, more than max_request_size ({self._max_request_size})"
+                    f" or buffer_memory ({self._buffer_memory}) allows")
+            cluster = self._metadata.cluster
+            tps = cluster.topic_partitions(topic)
+            if tps is None:
+                cluster = self._metadata.wait_for_topic(topic, self._max_block_ms)
+                tps = cluster.topic_partitions(topic)
+                assert tps is not None
+            append = self._accumulator.append
+            if partition is not None:
+                if not 0 <= partition < len(tps):
+                    raise ValueError(f"partition {partition} of {topic!r} is not in [0, {len(tps) - 1}]")
+                future = append(tps[partition], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
+                                header_size)
+            else:
+                available = cluster.available_partitions(topic)
+                chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
+                future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
+                                header_size, key_bytes is None)
+                if future is None:
+                    # The sticky partition's batch is closed: move on before opening a new one (KIP-480).
+                    self._partitioner.on_new_batch(topic, len(tps), available, chosen)
+                    chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
+                    future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
+                                    header_size)
+            assert future is not None
+            return future
+        except KafkaError as exc:
+            return FutureRecordMetadata.failed_with(TopicPartition(topic, -1 if partition is None else partition), exc)
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partition numbers, waiting up to max_block_ms for metadata."""
+        partitions = self._metadata.wait_for_topic(topic, self._max_block_ms).partitions_for_topic(topic)
+        assert partitions is not None
+        return partitions
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now (ignoring linger_ms) and wait until it is acknowledged or failed.
+
+        Raises KafkaTimeoutError if that takes longer than `timeout` seconds.
+        """
+        self._accumulator.begin_flush()
+        self._sender.wakeup()
+        try:
+            batches = self._accumulator.incomplete_batches()
+            if not self._accumulator.await_completion(batches, None if timeout is None else timeout * 1000):
+                raise KafkaTimeoutError(f"flush did not complete within {timeout} s")
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued, then stop; after `timeout` seconds, fail what is left and stop anyway."""
+        if self._closed:
+            return
+        self._closed = True
+        self._accumulator.close()
+        self._sender.initiate_close()
+        if not self._sender.join(timeout):
+            self._sender.force_close()
+            self._sender.join()
+        self._metadata.pool.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,208 @@
+"""RecordAccumulator: batching, linger, readiness, draining, ordering, expiry, memory, with an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+from client_helpers import FakeClock, cluster
+
+from broker.log.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
+from client.accumulator import ProducerBatch, RecordAccumulator
+from client.errors import KafkaTimeoutError
+from client.future import FutureRecordMetadata
+from proto.types import TopicPartition
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+VALUE = b"v" * 100
+
+
+def make(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
+    settings: dict[str, object] = dict(batch_size=1024, linger_ms=10, clock=clock)
+    settings.update(kwargs)
+    return RecordAccumulator(**settings)  # type: ignore[arg-type]
+
+
+def append(acc: RecordAccumulator, tp: TopicPartition = TP0, value: bytes = VALUE, key: bytes | None = None,
+           timestamp: int = 1_700_000_000_000, abort: bool = False) -> FutureRecordMetadata | None:
+    return acc.append(tp, timestamp, key, value, (), -1 if key is None else len(key), len(value), -1, abort)
+
+
+def test_records_fill_one_batch_until_batch_size() -> None:
+    clock = FakeClock()
+    acc = make(clock)
+    futures = [append(acc) for _ in range(12)]
+    batches = acc.incomplete_batches()
+    # A 100-byte value makes a 109-byte record: eight fit in 1024 - 61 header bytes, the ninth opens a new batch.
+    assert [b.record_count for b in batches] == [8, 4]
+    assert batches[0].is_full and not batches[1].is_full
+    assert HEADER_SIZE + len(batches[0].records) <= 1024
+    batches[0].result.complete(base_offset=0)
+    batches[1].result.complete(base_offset=100)
+    assert [f.get(0).offset for f in futures if f is not None] == [*range(8), *range(100, 104)]
+
+
+def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
+    acc = make(FakeClock())
+    append(acc)
+    append(acc, value=b"x" * 5000)
+    append(acc)
+    assert [b.record_count for b in acc.incomplete_batches()] == [1, 1, 1]
+
+
+def test_abort_on_new_batch_returns_none_instead_of_opening_one() -> None:
+    acc = make(FakeClock())
+    assert append(acc, abort=True) is None  # the sticky partitioner then picks another partition
+    assert acc.incomplete_batches() == []
+    assert append(acc) is not None
+    assert append(acc, abort=True) is not None  # an open batch with room takes it
+
+
+def test_batch_is_ready_after_linger_ms() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=10)
+    metadata = cluster({"t": 2})
+    append(acc)
+    result = acc.ready(metadata, clock.now_ms)
+    assert result.ready_nodes == set() and result.next_ready_check_delay_ms == 10
+    clock.advance(9)
+    assert acc.ready(metadata, clock.now_ms).next_ready_check_delay_ms == 1
+    clock.advance(1)
+    assert acc.ready(metadata, clock.now_ms).ready_nodes == {1}
+
+
+def test_full_batch_is_ready_at_once() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=10_000)
+    for _ in range(9):
+        append(acc, tp=TP1)
+    assert acc.ready(cluster({"t": 2}), clock.now_ms).ready_nodes == {2}
+
+
+def test_flush_and_close_make_everything_ready() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=10_000)
+    append(acc)
+    acc.begin_flush()
+    assert acc.ready(cluster({"t": 1}), clock.now_ms).ready_nodes == {1}
+    acc.end_flush()
+    assert acc.ready(cluster({"t": 1}), clock.now_ms).ready_nodes == set()
+    acc.close()
+    assert acc.ready(cluster({"t": 1}), clock.now_ms).ready_nodes == {1}
+
+
+def test_unknown_leader_is_reported_for_a_metadata_refresh() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0)
+    append(acc, tp=TopicPartition("other", 0))
+    result = acc.ready(cluster({"t": 1}), clock.now_ms)
+    assert result.ready_nodes == set() and result.unknown_leader_topics == {"other"}
+
+
+def test_drain_takes_one_batch_per_partition_per_node() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0, max_in_flight_per_partition=5)
+    metadata = cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
+    for _ in range(20):
+        append(acc, tp=TP0)
+    append(acc, tp=TP1)
+    drained = acc.drain(metadata, {1}, 1 << 20, clock.now_ms)
+    assert sorted((b.topic_partition.partition, b.record_count) for b in drained[1]) == [(0, 8), (1, 1)]
+
+
+def test_drain_respects_max_request_size_but_always_sends_one() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0)
+    metadata = cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
+    for tp in (TP0, TP1):
+        for _ in range(8):
+            append(acc, tp=tp)
+    first = acc.drain(metadata, {1}, 100, clock.now_ms)
+    assert len(first[1]) == 1  # larger than max_request_size, but a request carries at least one batch
+    second = acc.drain(metadata, {1}, 100, clock.now_ms)
+    assert len(second[1]) == 1 and second[1][0].topic_partition != first[1][0].topic_partition
+
+
+def test_without_idempotence_one_batch_per_partition_is_in_flight() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0, max_in_flight_per_partition=1)
+    metadata = cluster({"t": 1})
+    for _ in range(20):
+        append(acc)
+    (batch,) = acc.drain(metadata, {1}, 1 << 20, clock.now_ms)[1]
+    assert acc.ready(metadata, clock.now_ms).ready_nodes == set()  # muted while in flight
+    assert acc.drain(metadata, {1}, 1 << 20, clock.now_ms) == {}
+    acc.answered(batch)
+    assert acc.ready(metadata, clock.now_ms).ready_nodes == {1}
+
+
+def test_with_idempotence_up_to_max_in_flight_batches_per_partition() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0, max_in_flight_per_partition=3)
+    metadata = cluster({"t": 1})
+    for _ in range(50):
+        append(acc)
+    sent = [acc.drain(metadata, {1}, 1 << 20, clock.now_ms).get(1, []) for _ in range(5)]
+    assert [len(s) for s in sent] == [1, 1, 1, 0, 0]
+
+
+def test_retried_batch_goes_back_in_creation_order_after_backoff() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0, max_in_flight_per_partition=5, retry_backoff_ms=100)
+    metadata = cluster({"t": 1})
+    for _ in range(30):
+        append(acc)
+    a = acc.drain(metadata, {1}, 1 << 20, clock.now_ms)[1][0]
+    b = acc.drain(metadata, {1}, 1 << 20, clock.now_ms)[1][0]
+    acc.answered(b)
+    acc.reenqueue(b, clock.now_ms)
+    acc.answered(a)
+    acc.reenqueue(a, clock.now_ms)
+    result = acc.ready(metadata, clock.now_ms)
+    assert result.ready_nodes == set() and result.next_ready_check_delay_ms == 100  # retry_backoff_ms
+    clock.advance(100)
+    assert acc.drain(metadata, {1}, 1 << 20, clock.now_ms)[1] == [a]
+    # A retry waits until nothing of its partition is in flight, so `b` cannot overtake or interleave.
+    assert acc.drain(metadata, {1}, 1 << 20, clock.now_ms) == {}
+    acc.answered(a)
+    assert acc.drain(metadata, {1}, 1 << 20, clock.now_ms)[1] == [b]
+
+
+def test_batches_expire_after_delivery_timeout() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=0, delivery_timeout_ms=1000)
+    append(acc, tp=TP0)
+    clock.advance(600)
+    append(acc, tp=TP1)
+    assert acc.ready(cluster({}), clock.now_ms).next_ready_check_delay_ms == 400  # wake up to expire it
+    clock.advance(400)
+    assert [b.topic_partition for b in acc.expired_batches(clock.now_ms)] == [TP0]
+    clock.advance(600)
+    assert [b.topic_partition for b in acc.expired_batches(clock.now_ms)] == [TP1]
+    assert not acc.has_undrained()
+
+
+def test_buffer_memory_blocks_for_max_block_ms_then_times_out() -> None:
+    clock = FakeClock()
+    acc = make(clock, batch_size=1024, buffer_memory=2048, max_block_ms=0)
+    append(acc, tp=TP0)
+    append(acc, tp=TP1)
+    with pytest.raises(KafkaTimeoutError):
+        append(acc, tp=TopicPartition("t", 2))
+    batch = acc.incomplete_batches()[0]
+    batch.result.complete(0)
+    acc.deallocate(batch)
+    assert append(acc, tp=TopicPartition("t", 2)) is not None
+
+
+def test_sealed_batch_is_kafka_bytes_with_producer_state() -> None:
+    batch = ProducerBatch(TP0, 0, 0, 1_000, 16384)
+    for i in range(5):
+        batch.try_append(1_000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),) if i == 2 else (), 2, 2, 2)
+    data = batch.seal(CompressionType.GZIP, producer_id=7, producer_epoch=1, base_sequence=40)
+    header = validate_batch(data)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence, header.record_count) == (7, 1, 40, 5)
+    assert (header.base_timestamp, header.max_timestamp, header.compression) == (1_000, 1_004, CompressionType.GZIP)
+    records = decode_records(data)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
+        (i, 1_000 + i, b"k%d" % i, b"v%d" % i) for i in range(5)]
+    assert records[2].headers == (("h", b"x"),)

@@ -1,0 +1,193 @@
+"""The consumer's Fetcher: records out of fetch answers (filtering below the position), positions, errors."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
+
+from broker.log.record import (
+    CONTROL_MASK,
+    CRC_POS,
+    ProducerRecord,
+    TimestampType,
+    build_batch,
+    crc32c,
+    set_log_append_time,
+)
+from client.errors import MessageTooLargeError, OffsetOutOfRangeError
+from client.fetcher import Fetcher, parse_records
+from client.subscription import OffsetResetStrategy, SubscriptionState
+from proto import minibroker_pb2 as pb
+from proto.errors import CorruptMessageError, ErrorCode, KafkaError
+from proto.types import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def batch(base_offset: int, n: int, *, ts: int = 1_000, key: bytes | None = None) -> bytes:
+    return build_batch([ProducerRecord(b"v%d" % (base_offset + i), key, ts + i) for i in range(n)],
+                       base_offset=base_offset, partition_leader_epoch=4)
+
+
+def test_records_below_the_fetch_offset_are_dropped() -> None:
+    # A fetch at 7 gets the whole batch 5..9: the first two records were returned before.
+    data = batch(0, 5) + batch(5, 5) + batch(10, 2)
+    records, next_offset = parse_records(TP, data, 7)
+    assert [r.offset for r in records] == [7, 8, 9, 10, 11]
+    assert next_offset == 12
+    r = records[0]
+    assert (r.topic, r.partition, r.value, r.timestamp, r.timestamp_type, r.leader_epoch) == ("t", 0, b"v7", 1_002,
+                                                                                             0, 4)
+    assert (r.key, r.serialized_key_size, r.serialized_value_size, r.headers, r.serialized_header_size) == (
+        None, -1, 2, (), -1)
+
+
+def test_partial_batch_at_the_end_is_ignored() -> None:
+    data = batch(0, 3) + batch(3, 3)[:-5]
+    records, next_offset = parse_records(TP, data, 0)
+    assert [r.offset for r in records] == [0, 1, 2] and next_offset == 3
+    records, next_offset = parse_records(TP, batch(0, 3) + batch(3, 3)[:8], 0)  # not even a whole length field
+    assert next_offset == 3
+
+
+def test_an_answer_without_one_whole_batch_is_an_error_not_a_stall() -> None:
+    with pytest.raises(MessageTooLargeError):
+        parse_records(TP, batch(0, 3)[:-1], 0)
+
+
+def test_control_batches_are_skipped_but_move_the_position() -> None:
+    control = bytearray(batch(3, 1))
+    struct.pack_into(">h", control, 21, CONTROL_MASK)
+    struct.pack_into(">I", control, CRC_POS, crc32c(control[21:]))
+    records, next_offset = parse_records(TP, batch(0, 3) + bytes(control), 0)
+    assert [r.offset for r in records] == [0, 1, 2] and next_offset == 4
+
+
+def test_log_append_time_and_deserializers() -> None:
+    data = bytearray(batch(0, 2, key=b"k"))
+    set_log_append_time(data, 0, len(data), 99_000)
+    records, _ = parse_records(TP, bytes(data), 0, key_deserializer=bytes.decode, value_deserializer=bytes.upper)
+    assert [(r.key, r.value, r.timestamp, r.timestamp_type) for r in records] == [
+        ("k", b"V0", 99_000, TimestampType.LOG_APPEND_TIME), ("k", b"V1", 99_000, TimestampType.LOG_APPEND_TIME)]
+    assert records[0].serialized_key_size == 1
+
+
+def test_corrupt_batch_is_reported_when_crcs_are_checked() -> None:
+    data = bytearray(batch(0, 3))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptMessageError):
+        parse_records(TP, bytes(data), 0)
+
+
+# ---------------------------------------------------------------------- Fetcher with a fake broker connection
+
+
+class FetchHarness:
+    def __init__(self, reset: OffsetResetStrategy | None = OffsetResetStrategy.EARLIEST) -> None:
+        self.clock = FakeClock()
+        self.metadata = FakeMetadata(cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1}))
+        self.subscriptions = SubscriptionState(reset)
+        self.subscriptions.assign_from_user([TP, TopicPartition("t", 1)])
+        self.fetcher = Fetcher(self.metadata, self.subscriptions, retry_backoff_ms=100,  # type: ignore[arg-type]
+                               clock=self.clock)
+        self.connection = self.metadata.connection(1)
+
+    def fetch_calls(self) -> list[tuple[pb.FetchRequest, FakeFuture]]:
+        return [(request, future) for name, request, future in self.connection.calls if name == "Fetch"]
+
+    def answer(self, index: int, partitions: dict[int, tuple[int, bytes]]) -> None:
+        _request, future = self.fetch_calls()[index]
+        response = pb.FetchResponse()
+        topic = response.responses.add(topic="t")
+        for partition, (code, records) in partitions.items():
+            topic.partitions.add(partition_index=partition, error_code=code, high_watermark=100, records=records)
+        future.settle(response)
+
+
+def test_one_fetch_per_leader_with_every_fetchable_partition() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 5)
+    assert h.fetcher.send_fetches() == 1
+    assert h.fetcher.send_fetches() == 0  # one fetch in flight per broker
+    request = h.fetch_calls()[0][0]
+    assert request.replica_id == -1
+    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 5)]  # t-1 has no position
+
+
+def test_poll_hands_out_max_records_and_advances_the_position() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 2)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (0, batch(0, 5) + batch(5, 5))})
+    h.fetcher.handle_answers()
+    first = h.fetcher.fetched_records(3)
+    assert [r.offset for r in first[TP]] == [2, 3, 4] and h.subscriptions.position(TP) == 5
+    assert h.fetcher.send_fetches() == 0  # t-0 still has buffered records
+    second = h.fetcher.fetched_records(100)
+    assert [r.offset for r in second[TP]] == [5, 6, 7, 8, 9] and h.subscriptions.position(TP) == 10
+    assert h.subscriptions.state(TP).high_watermark == 100
+
+
+def test_seek_while_a_fetch_is_out_discards_its_records() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 0)
+    h.fetcher.send_fetches()
+    h.subscriptions.seek(TP, 50)
+    h.answer(0, {0: (0, batch(0, 5))})
+    h.fetcher.handle_answers()
+    assert h.fetcher.fetched_records(100) == {} and h.subscriptions.position(TP) == 50
+
+
+def test_offset_out_of_range_resets_by_auto_offset_reset() -> None:
+    h = FetchHarness(OffsetResetStrategy.LATEST)
+    h.subscriptions.seek(TP, 500)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (ErrorCode.OFFSET_OUT_OF_RANGE, b"")})
+    h.fetcher.handle_answers()
+    state = h.subscriptions.state(TP)
+    assert state.position is None and state.reset_strategy is OffsetResetStrategy.LATEST
+
+
+def test_offset_out_of_range_raises_with_reset_none() -> None:
+    h = FetchHarness(None)
+    h.subscriptions.seek(TP, 500)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (ErrorCode.OFFSET_OUT_OF_RANGE, b"")})
+    with pytest.raises(OffsetOutOfRangeError):
+        h.fetcher.handle_answers()
+
+
+def test_not_leader_refreshes_metadata_and_backs_the_partition_off() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 0)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (ErrorCode.NOT_LEADER_OR_FOLLOWER, b"")})
+    h.fetcher.handle_answers()
+    assert h.metadata.updates_requested == 1
+    assert h.fetcher.send_fetches() == 0  # no tight loop: wait retry_backoff_ms
+    h.clock.advance(100)
+    assert h.fetcher.send_fetches() == 1
+
+
+def test_transport_failure_backs_off_every_partition_of_the_request() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 0)
+    h.subscriptions.seek(TopicPartition("t", 1), 0)
+    h.fetcher.send_fetches()
+    h.fetch_calls()[0][1].settle(error=KafkaError("gone", ErrorCode.NETWORK_EXCEPTION))
+    h.fetcher.handle_answers()
+    assert h.metadata.updates_requested == 1 and h.fetcher.send_fetches() == 0
+    h.clock.advance(100)
+    assert h.fetcher.send_fetches() == 1
+
+
+def test_non_retriable_partition_error_is_raised() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 0)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, b"")})
+    with pytest.raises(KafkaError) as err:
+        h.fetcher.handle_answers()
+    assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
