@@ -17,6 +17,7 @@ import asyncio
 import hmac
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -27,8 +28,10 @@ from broker.config import KafkaConfig
 from broker.delayed_create_topics import DelayedCreateTopics
 from broker.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.delayed_produce import ProducePartitionResponse
+from broker.fetcher_protocol import BrokerEndPoint
 from broker.group_offsets import OffsetCommit, ZkGroupOffsets
 from broker.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.metrics import BrokerMetrics
 from broker.partition import EARLIEST_TIMESTAMP, FetchIsolation, LeaderAndIsrPartitionState
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
@@ -94,7 +97,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                  admin_manager: AdminManager, group_offsets: ZkGroupOffsets, producer_ids: ProducerIdManager,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
-                 cluster_id: str, loop: asyncio.AbstractEventLoop) -> None:
+                 cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics) -> None:
         self._config = config
         self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
         self._replica_manager = replica_manager
@@ -109,6 +112,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         self._cluster_id = cluster_id
         self._loop = loop
         self._loop_thread = threading.get_ident()
+        self._metrics = metrics
 
     def _completion(self) -> _Completion[Any]:
         return _Completion(self._loop, self._loop_thread)
@@ -133,6 +137,12 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     # ------------------------------------------------------------------ Produce
 
     async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        began = time.monotonic()
+        response = await self._produce(request)
+        self._metrics.record_request("Produce", (time.monotonic() - began) * 1000)
+        return response
+
+    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         entries: list[tuple[TopicPartition, bytes]] = []
         order: list[TopicPartition] = []
         refused: dict[TopicPartition, ProducePartitionResponse] = {}
@@ -173,6 +183,14 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     # ------------------------------------------------------------------ Fetch
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+        began = time.monotonic()
+        response = await self._fetch(request, context)
+        # Kafka's request metric names: a follower's long poll is not a consumer's.
+        self._metrics.record_request("FetchFollower" if request.replica_id >= 0 else "FetchConsumer",
+                                     (time.monotonic() - began) * 1000)
+        return response
+
+    async def _fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
         is_follower = request.replica_id >= 0
         requested = [(TopicPartition(topic.topic, p.partition), p) for topic in request.topics
                      for p in topic.partitions]
@@ -389,8 +407,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         new_topics = {tp.topic for tp in tps if self._replica_manager.get_partition(tp) is None}
         topic_configs = await asyncio.to_thread(self._load_topic_configs, new_topics)
         result = self._replica_manager.become_leader_or_follower(
-            request.controller_id, request.controller_epoch, states, [b.broker_id for b in request.live_leaders],
-            topic_configs)
+            request.controller_id, request.controller_epoch, states,
+            [BrokerEndPoint(b.broker_id, b.host_name, b.port) for b in request.live_leaders], topic_configs)
         return pb.LeaderAndIsrResponse(error_code=result.error,
                                        partition_errors=self._partition_errors(result.partition_errors.items()))
 

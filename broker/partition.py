@@ -7,11 +7,19 @@ and the ReplicaManager completes the delayed requests waiting on it.
 
 - Leader: owns the ISR and the high watermark, min LEO over the ISR, which
   only ever moves forward. Followers' LEOs are learnt from their fetches.
-- Follower: appends what its fetcher brings from the leader (the fetcher
-  itself comes with the follower-replication issue).
+- Leader ISR changes (shrink on lag, expand on catching up, broker/isr.py
+  for the rules) are conditional writes of the state znode through a
+  PartitionStateStore. Unlike Kafka 2.x the write runs outside `_lock`, so a
+  slow ZooKeeper never stalls the event loop's reads and appends: the change
+  is pending meanwhile, one at a time, and the high watermark is computed over
+  the larger of the two ISRs (Kafka 2.7's "maximal ISR"), so no record counts
+  as committed by a replica set that ZooKeeper might not hold.
+- Follower: appends what its fetcher brings from the leader with the
+  leader's offsets, takes min(own LEO, leader HW) as its high watermark, and
+  truncates where the fetcher's OffsetsForLeaderEpoch exchange says.
 
 `_lock` is Kafka's leaderIsrUpdateLock: role changes take it against appends,
-reads and follower fetch updates, which may come from other threads.
+reads, fetcher appends and follower fetch updates, which come from other threads.
 """
 
 from __future__ import annotations
@@ -22,15 +30,18 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.isr import describe_isr, is_follower_in_sync, out_of_sync_replicas
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from broker.log.manager import LogManager
 from broker.log.record import NO_TIMESTAMP
 from broker.offset_metadata import offset_only, position_known
+from broker.partition_state_store import IsrUpdateResult, PartitionStateStore
 from broker.replica import Replica
 from broker.topic_config import TopicConfig
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from zk.paths import LeaderIsrAndControllerEpoch
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +93,22 @@ class LogOffsetSnapshot:
     high_watermark: LogOffsetMetadata
 
 
+@dataclass(frozen=True, slots=True)
+class FollowerFetchUpdate:
+    """What a follower's fetch changed at the leader."""
+
+    high_watermark_moved: bool
+    needs_isr_expand: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingIsrUpdate:
+    """An ISR write in flight: the proposed ISR and the state it is written as."""
+
+    isr: frozenset[int]
+    state: LeaderIsrAndControllerEpoch
+
+
 # A partition's checkpointed high watermark, if the replication-offset-checkpoint has one.
 HighWatermarkCheckpoints = Callable[[TopicPartition], "int | None"]
 
@@ -104,7 +131,9 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         self.controller_epoch = 0
         self.zk_version = 0
+        self._pending_isr_update: _PendingIsrUpdate | None = None
         self._high_watermark = offset_only(0)
+        self._log_prefix = f"[Partition {topic_partition} broker={local_broker_id}] "
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic_partition}, leader={self.leader_replica_id}, epoch={self.leader_epoch},"
@@ -124,6 +153,20 @@ class Partition:
     def min_insync_replicas(self) -> int:
         return self.topic_config.min_insync_replicas
 
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR the high watermark must respect: the current one plus any member a pending write adds."""
+        pending = self._pending_isr_update
+        return self.in_sync_replica_ids if pending is None else self.in_sync_replica_ids | pending.isr
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return self.is_leader and len(self.in_sync_replica_ids) < len(self.assignment)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.in_sync_replica_ids) < self.min_insync_replicas
+
     # ------------------------------------------------------------------ role changes
 
     def make_leader(self, state: LeaderAndIsrPartitionState,
@@ -140,6 +183,7 @@ class Partition:
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = start_offset
             self.zk_version = state.zk_version
+            self._pending_isr_update = None
             # KAFKA-7415: record the epoch before the first write in it, so a follower holding
             # records of a later, failed epoch can still find where to truncate.
             if log.leader_epoch_cache is not None:
@@ -166,6 +210,7 @@ class Partition:
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = None
             self.zk_version = state.zk_version
+            self._pending_isr_update = None
             if self.leader_replica_id == state.leader and self.leader_epoch == old_leader_epoch:
                 return False
             self.leader_replica_id = state.leader
@@ -184,6 +229,7 @@ class Partition:
             self.in_sync_replica_ids = frozenset()
             self.leader_replica_id = None
             self.leader_epoch_start_offset = None
+            self._pending_isr_update = None
             self.log = None
             self._log_manager.delete_log(self.topic_partition)
 
@@ -237,25 +283,100 @@ class Partition:
             return True, ErrorCode.NONE
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset_metadata: LogOffsetMetadata,
-                                    follower_start_offset: int, fetch_time_ms: int, leader_end_offset: int) -> bool:
-        """Record what a follower's fetch says about its log; True if the high watermark moved.
+                                    follower_start_offset: int, fetch_time_ms: int,
+                                    leader_end_offset: int) -> FollowerFetchUpdate:
+        """Record what a follower's fetch says about its log (Kafka's updateFollowerFetchState).
 
-        False for a broker that is not a replica of this partition (Kafka's
-        NotAssignedReplica): its fetch counts for nothing.
+        Nothing changes for a broker that is not a replica of this partition
+        (Kafka's NotAssignedReplica): its fetch counts for nothing. Whether the
+        follower may rejoin the ISR is only reported: the write is the caller's
+        to schedule (maybe_expand_isr), off the request path.
         """
         with self._lock:
             replica = self.remote_replicas.get(replica_id)
             if replica is None or self.log is None or not self.is_leader:
-                return False
+                return FollowerFetchUpdate(False, False)
             replica.update_fetch_state(fetch_offset_metadata, follower_start_offset, fetch_time_ms,
                                        leader_end_offset)
+            return FollowerFetchUpdate(self._maybe_increment_leader_hw(self.log), self._needs_expand_isr(replica_id))
+
+    # ------------------------------------------------------------------ leader: the ISR
+
+    def maybe_shrink_isr(self, replica_max_lag_ms: int, store: PartitionStateStore) -> bool:
+        """Drop followers not caught up for `replica_max_lag_ms`; True if the high watermark moved."""
+        with self._lock:
+            log = self.log
+            if not self.is_leader or log is None or self._pending_isr_update is not None:
+                return False
+            out_of_sync = out_of_sync_replicas(self.in_sync_replica_ids, self.local_broker_id, self.remote_replicas,
+                                               log.log_end_offset, self._time_ms(), replica_max_lag_ms)
+            if not out_of_sync:
+                return False
+            logger.info("%sShrinking ISR from %s to %s. Leader: (highWatermark: %d, endOffset: %d). Out of sync"
+                        " replicas: %s.", self._log_prefix, describe_isr(self.in_sync_replica_ids),
+                        describe_isr(self.in_sync_replica_ids - out_of_sync), self.high_watermark,
+                        log.log_end_offset, " ".join(
+                            f"(brokerId: {b}, endOffset: {self.remote_replicas[b].log_end_offset})"
+                            for b in sorted(out_of_sync)))
+            update = self._begin_isr_update(self.in_sync_replica_ids - out_of_sync)
+        return self._complete_isr_update(update, store.shrink_isr(self.topic_partition, update.state))
+
+    def maybe_expand_isr(self, replica_id: int, store: PartitionStateStore) -> bool:
+        """Add a follower that caught up (see broker/isr.py); True if the high watermark moved."""
+        with self._lock:
+            if not self._needs_expand_isr(replica_id):
+                return False
+            new_isr = self.in_sync_replica_ids | {replica_id}
+            logger.info("%sExpanding ISR from %s to %s", self._log_prefix, describe_isr(self.in_sync_replica_ids),
+                        describe_isr(new_isr))
+            update = self._begin_isr_update(new_isr)
+        return self._complete_isr_update(update, store.expand_isr(self.topic_partition, update.state))
+
+    def _needs_expand_isr(self, replica_id: int) -> bool:
+        replica = self.remote_replicas.get(replica_id)
+        return (self.is_leader and self.log is not None and self._pending_isr_update is None
+                and replica is not None and replica_id not in self.in_sync_replica_ids
+                and is_follower_in_sync(replica.log_end_offset, self.high_watermark, self.leader_epoch_start_offset))
+
+    def _begin_isr_update(self, new_isr: frozenset[int]) -> _PendingIsrUpdate:
+        # Kept in assignment order, as the controller writes it.
+        isr = tuple(b for b in self.assignment if b in new_isr)
+        update = _PendingIsrUpdate(new_isr, LeaderIsrAndControllerEpoch(
+            self.local_broker_id, self.leader_epoch, isr, self.controller_epoch, self.zk_version))
+        self._pending_isr_update = update
+        return update
+
+    def _complete_isr_update(self, update: _PendingIsrUpdate, result: IsrUpdateResult) -> bool:
+        with self._lock:
+            if self._pending_isr_update is not update or self.log is None:
+                # A LeaderAndIsr came in meanwhile: its state wins over whatever this write did.
+                return False
+            self._pending_isr_update = None
+            current = result.current
+            if result.new_zk_version is not None:
+                self.in_sync_replica_ids = update.isr
+                self.zk_version = result.new_zk_version
+                logger.info("%sISR updated to [%s] and zkVersion updated to [%d]", self._log_prefix,
+                            describe_isr(update.isr), self.zk_version)
+            elif (current is not None and current.leader == self.local_broker_id
+                    and current.leader_epoch == self.leader_epoch):
+                # Someone else rewrote the ISR without taking leadership away: adopt theirs, never clobber it.
+                logger.info("%sCached zkVersion %d not equal to that in zookeeper (%d), adopting its ISR [%s]",
+                            self._log_prefix, update.state.zk_version, current.zk_version, describe_isr(current.isr))
+                self.in_sync_replica_ids = frozenset(current.isr)
+                self.zk_version = current.zk_version
+            else:
+                # Leadership moved on in ZooKeeper: the controller's LeaderAndIsr will say what to do.
+                logger.info("%sCached zkVersion %d not equal to that in zookeeper, skip updating ISR",
+                            self._log_prefix, update.state.zk_version)
             return self._maybe_increment_leader_hw(self.log)
 
     def _maybe_increment_leader_hw(self, log: Log) -> bool:
         """HW = min LEO over the ISR; it only moves forward (or learns its position at the same offset)."""
         new_hw = log.log_end_offset_metadata
+        isr = self.maximal_isr
         for replica in self.remote_replicas.values():
-            if replica.broker_id in self.in_sync_replica_ids and replica.log_end_offset < new_hw.message_offset:
+            if replica.broker_id in isr and replica.log_end_offset < new_hw.message_offset:
                 new_hw = replica.log_end_offset_metadata
         old_hw = self._high_watermark
         if new_hw.message_offset > old_hw.message_offset or (
@@ -276,6 +397,75 @@ class Partition:
             full = log.read(hw.message_offset, 1, min_one_message=False).fetch_offset_metadata
         self._high_watermark = full
         return full
+
+    # ------------------------------------------------------------------ follower: what the fetcher does
+
+    def _follower_log_or_error(self, leader_epoch: int) -> Log:
+        """The log, if this replica still follows in `leader_epoch`: a fetch begun before a LeaderAndIsr must
+        not write into the state that LeaderAndIsr made."""
+        if self.is_leader or self.log is None or self.leader_epoch != leader_epoch:
+            raise KafkaError(f"Replica {self.local_broker_id} no longer follows {self.topic_partition} in leader"
+                             f" epoch {leader_epoch} (now {self.leader_epoch}, leader {self.leader_replica_id})",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self.log
+
+    def follower_offsets(self, leader_epoch: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of the follower's log, for the next fetch."""
+        with self._lock:
+            log = self._follower_log_or_error(leader_epoch)
+            return log.log_start_offset, log.log_end_offset
+
+    def latest_epoch(self, leader_epoch: int) -> int | None:
+        """The epoch of the follower's latest records, None if it knows none (truncate to the HW instead)."""
+        with self._lock:
+            cache = self._follower_log_or_error(leader_epoch).leader_epoch_cache
+            epoch = cache.latest_epoch if isinstance(cache, LeaderEpochFileCache) else UNDEFINED_EPOCH
+            return None if epoch == UNDEFINED_EPOCH else epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int, epoch: int) -> tuple[int, int] | None:
+        """Kafka's Log.endOffsetForEpoch: (largest known epoch <= `epoch`, its end offset) in the follower's log."""
+        with self._lock:
+            log = self._follower_log_or_error(leader_epoch)
+            cache = log.leader_epoch_cache
+            if not isinstance(cache, LeaderEpochFileCache):
+                return None
+            found_epoch, end_offset = cache.end_offset_for(epoch, log.log_end_offset)
+            return None if end_offset == UNDEFINED_EPOCH_OFFSET else (found_epoch, end_offset)
+
+    def truncate_to(self, leader_epoch: int, offset: int) -> int:
+        """Drop the follower's records from `offset` on; returns the new log end offset, which is below
+        `offset` when a batch straddled it (batches go whole)."""
+        with self._lock:
+            log = self._follower_log_or_error(leader_epoch)
+            if offset < self.high_watermark:
+                logger.warning("%sTruncating to offset %d below high watermark %d", self._log_prefix, offset,
+                               self.high_watermark)
+            log.truncate_to(offset)
+            if self.high_watermark > log.log_end_offset:
+                self._high_watermark = offset_only(log.log_end_offset)
+            return log.log_end_offset
+
+    def truncate_fully_and_start_at(self, leader_epoch: int, offset: int) -> None:
+        with self._lock:
+            log = self._follower_log_or_error(leader_epoch)
+            log.truncate_fully_and_start_at(offset)
+            self._high_watermark = offset_only(offset)
+
+    def append_records_to_follower(self, leader_epoch: int, fetch_offset: int, records: bytes,
+                                   leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
+        """Append the leader's batches with its offsets; follower HW = min(own LEO, leader HW); log start
+        follows the leader's (Kafka's ReplicaFetcherThread.processPartitionData)."""
+        with self._lock:
+            log = self._follower_log_or_error(leader_epoch)
+            if fetch_offset != log.log_end_offset:
+                # The log moved under a fetch in flight: drop the response rather than write it at a wrong place.
+                raise KafkaError(f"Offset mismatch for partition {self.topic_partition}: fetched offset ="
+                                 f" {fetch_offset}, log end offset = {log.log_end_offset}.",
+                                 ErrorCode.UNKNOWN_SERVER_ERROR)
+            info = log.append_as_follower(records)
+            self._high_watermark = offset_only(min(leader_high_watermark, log.log_end_offset))
+            log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
+            return info
 
     # ------------------------------------------------------------------ reads
 

@@ -7,19 +7,28 @@ server/ReplicaManager.scala).
 - UpdateMetadata: stale-checked here, stored in the MetadataCache.
 - Produce (append_records) and Fetch (fetch_messages), with acks=all produces
   and long-polling fetches parked in purgatories and completed by the events
-  that satisfy them: appends and high watermark moves.
+  that satisfy them: appends, high watermark moves, ISR changes and
+  leadership changes.
+- Replication: become-follower hands partitions to the ReplicaFetcherManager
+  (become-leader and StopReplica take them back); a follower's fetch updates
+  its state at the leader, and may let it rejoin the ISR; the periodic
+  maybe_shrink_isr drops followers that lag (replica.lag.time.max.ms).
 
-Everything runs in the caller's thread without I/O other than the logs'; the
-gRPC adapter (broker/apis.py) turns requests into these calls. Answers go to
-callbacks, which may run inside the call (the common case) or later, from
-whatever completes a delayed operation.
+Requests run in the caller's thread without I/O other than the logs'; the
+gRPC adapter (broker/apis.py) turns requests into these calls. ISR writes go
+to ZooKeeper, so an expansion found on the request path is done on the
+`isr_update_executor`, and shrinking runs on the scheduler's worker thread.
+Answers go to callbacks, which may run inside the call (the common case) or
+later, from whatever completes a delayed operation.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Protocol
 
 from broker.delayed_fetch import (
     DelayedFetch,
@@ -35,10 +44,14 @@ from broker.delayed_produce import (
     ProducePartitionStatus,
     ProduceResponseCallback,
 )
+from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher_thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
 from broker.log.manager import LogManager
 from broker.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.metrics import BrokerMetrics
 from broker.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
+from broker.partition_state_store import PartitionStateStore
 from broker.purgatory import DelayedOperationPurgatory
 from broker.timer import Timer
 from broker.topic_config import TopicConfig
@@ -61,9 +74,25 @@ class ControllerResponse:
     partition_errors: dict[TopicPartition, ErrorCode]
 
 
+class FetcherManager(Protocol):
+    """What the ReplicaManager asks of the follower side (broker/fetcher_manager.py)."""
+
+    def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None: ...
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def shutdown_idle_fetcher_threads(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def max_lag(self) -> int: ...
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, *, log_manager: LogManager, metadata_cache: MetadataCache,
-                 default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int]) -> None:
+                 default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int],
+                 fetcher_manager: Callable[[PartitionLookup], FetcherManager], state_store: PartitionStateStore,
+                 replica_lag_time_max_ms: int, isr_update_executor: Executor, metrics: BrokerMetrics) -> None:
         self.broker_id = broker_id
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         self._log_manager = log_manager
@@ -71,6 +100,16 @@ class ReplicaManager:
         self._default_topic_config = default_topic_config
         self._time_ms = time_ms
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.replica_fetcher_manager = fetcher_manager(self._partitions.get)
+        self._state_store = state_store
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._isr_update_executor = isr_update_executor
+        metrics.bind_replica_manager(
+            under_replicated=lambda: sum(p.is_under_replicated for p in self.hosted_partitions()),
+            under_min_isr=lambda: sum(p.is_under_min_isr for p in self.hosted_partitions()),
+            leader_count=lambda: sum(p.is_leader for p in self.hosted_partitions()),
+            partition_count=lambda: len(self._partitions))
+        metrics.bind_fetcher_max_lag(self.replica_fetcher_manager.max_lag)
         self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
             "Produce", timer)
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
@@ -100,9 +139,10 @@ class ReplicaManager:
 
     def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
                                   partition_states: Sequence[tuple[TopicPartition, LeaderAndIsrPartitionState]],
-                                  live_leaders: Iterable[int],
+                                  live_leaders: Iterable[BrokerEndPoint],
                                   topic_configs: Mapping[str, TopicConfig]) -> ControllerResponse:
-        """Apply a LeaderAndIsr. `topic_configs` holds the configs of topics whose partitions are new here."""
+        """Apply a LeaderAndIsr. `topic_configs` holds the configs of topics whose partitions are new here;
+        `live_leaders` are the leaders of its partitions that are alive, and where to fetch from them."""
         if controller_epoch < self.controller_epoch:
             state_change_logger.warning(
                 "Ignoring LeaderAndIsr request from controller %d with epoch %d since its controller epoch is"
@@ -136,9 +176,15 @@ class ReplicaManager:
                     controller_epoch, tp, state.leader_epoch, partition.leader_epoch)
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         checkpoints = self._lazy_high_watermark_checkpoints()
-        live = set(live_leaders)
+        live = {leader.id: leader for leader in live_leaders}
+        to_fetch: dict[TopicPartition, InitialFetchState] = {}
+        # Kafka's order: makeLeaders, then makeFollowers.
+        to_apply.sort(key=lambda item: item[1].leader != self.broker_id)
         for partition, state in to_apply:
-            errors[partition.topic_partition] = self._apply_state(partition, state, live, checkpoints)
+            errors[partition.topic_partition] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+        if to_fetch:
+            self.replica_fetcher_manager.add_fetcher_for_partitions(to_fetch)
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         self._high_watermark_checkpointing = True
         return ControllerResponse(ErrorCode.NONE, errors)
 
@@ -148,16 +194,22 @@ class ReplicaManager:
         self._partitions[tp] = partition
         return partition
 
-    def _apply_state(self, partition: Partition, state: LeaderAndIsrPartitionState, live_leaders: set[int],
-                     checkpoints: HighWatermarkCheckpoints) -> ErrorCode:
+    def _apply_state(self, partition: Partition, state: LeaderAndIsrPartitionState,
+                     live_leaders: Mapping[int, BrokerEndPoint], checkpoints: HighWatermarkCheckpoints,
+                     to_fetch: dict[TopicPartition, InitialFetchState]) -> ErrorCode:
         tp = partition.topic_partition
         try:
             if state.leader == self.broker_id:
+                # No fetcher may append a late response once this replica leads.
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
                 _, high_watermark_moved = partition.make_leader(state, checkpoints)
                 if high_watermark_moved:
                     self._complete_delayed_requests(tp)
-            elif state.leader in live_leaders:
-                partition.make_follower(state, checkpoints)
+            elif (leader := live_leaders.get(state.leader)) is not None:
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
+                if partition.make_follower(state, checkpoints):
+                    # From the high watermark: where truncation falls back to when epochs cannot decide.
+                    to_fetch[tp] = InitialFetchState(leader, state.leader_epoch, partition.high_watermark)
                 # Requests waiting on this broker as leader will not be satisfied here any more.
                 self._complete_delayed_requests(tp)
             else:
@@ -194,6 +246,8 @@ class ReplicaManager:
                 " older than the latest epoch %d", controller_id, controller_epoch, self.controller_epoch)
             return ControllerResponse(ErrorCode.STALE_CONTROLLER_EPOCH, {})
         self.controller_epoch = controller_epoch
+        partitions = list(partitions)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(partitions)
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:
             error = _invalid_partition(tp)
@@ -205,6 +259,7 @@ class ReplicaManager:
                     state_change_logger.error("Storage error stopping replica %s: %s", tp, e)
                     error = ErrorCode.KAFKA_STORAGE_ERROR
             errors[tp] = error
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         return ControllerResponse(ErrorCode.NONE, errors)
 
     def _stop_replica(self, tp: TopicPartition, delete_partition: bool) -> None:
@@ -341,9 +396,34 @@ class ReplicaManager:
             partition = self._partitions.get(info.topic_partition)
             if partition is None or result.error is not ErrorCode.NONE or result.fetch_offset_metadata is None:
                 continue
-            if partition.update_follower_fetch_state(replica_id, result.fetch_offset_metadata, info.log_start_offset,
-                                                     now, result.leader_log_end_offset):
+            update = partition.update_follower_fetch_state(replica_id, result.fetch_offset_metadata,
+                                                           info.log_start_offset, now, result.leader_log_end_offset)
+            if update.high_watermark_moved:
                 self._complete_delayed_requests(info.topic_partition)
+            if update.needs_isr_expand:
+                self._isr_update_executor.submit(self._maybe_expand_isr, partition, replica_id)
+
+    # ------------------------------------------------------------------ the ISR
+
+    def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
+        try:
+            partition.maybe_expand_isr(replica_id, self._state_store)
+        except Exception:
+            # A ZooKeeper hiccup: the follower's next fetch tries again.
+            logger.exception("Failed to expand the ISR of %s with replica %d", partition.topic_partition, replica_id)
+        self._complete_delayed_requests(partition.topic_partition)
+
+    def maybe_shrink_isr(self) -> None:
+        """The isr-expiration task (every replica.lag.time.max.ms / 2): drop lagging followers everywhere."""
+        for partition in self.hosted_partitions():
+            try:
+                high_watermark_moved = partition.maybe_shrink_isr(self.replica_lag_time_max_ms, self._state_store)
+            except Exception:
+                logger.exception("Failed to shrink the ISR of %s", partition.topic_partition)
+                continue
+            if high_watermark_moved:
+                # Waiting acks=all produces complete, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if now below min ISR.
+                self._complete_delayed_requests(partition.topic_partition)
 
     # ------------------------------------------------------------------ offsets
 
@@ -370,7 +450,9 @@ class ReplicaManager:
             (p.topic_partition, p.high_watermark) for p in list(self._partitions.values()) if p.log is not None)
 
     def shutdown(self) -> None:
-        """Answer every waiting request, then checkpoint the high watermarks."""
+        """Stop replicating, answer every waiting request, then checkpoint the high watermarks."""
+        self.replica_fetcher_manager.shutdown()
+        self._isr_update_executor.shutdown(wait=True)
         self.delayed_produce_purgatory.complete_all()
         self.delayed_fetch_purgatory.complete_all()
         self.checkpoint_high_watermarks()

@@ -12,12 +12,15 @@ Start-up, in Kafka's order where it has one:
  7. register /brokers/ids/<id> with the bound port: the czxid is the broker
     epoch; health turns SERVING; re-register whenever a new ZooKeeper session
     replaces an expired one;
- 8. periodic tasks: retention, flush, recovery-point and high watermark checkpoints.
+ 8. periodic tasks: retention, flush, recovery-point and high watermark
+    checkpoints, ISR expiration (every replica.lag.time.max.ms / 2) and
+    ISR-change propagation;
+ 9. the Prometheus endpoint, if metrics.port is set.
 
 Shutdown (SIGTERM / SIGINT): NOT_SERVING, stop taking requests, answer those
-waiting in purgatory, checkpoint high watermarks, shut the logs down cleanly
-(which writes the clean-shutdown marker), close the ZooKeeper session (the
-registration goes with it).
+waiting in purgatory, stop the fetcher threads, checkpoint high watermarks,
+shut the logs down cleanly (which writes the clean-shutdown marker), close the
+ZooKeeper session (the registration goes with it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -38,11 +42,22 @@ from broker.admin_manager import AdminManager
 from broker.apis import KafkaApis
 from broker.config import KafkaConfig
 from broker.delayed_create_topics import DelayedCreateTopics
+from broker.fetcher_blocking_send import ReplicaFetcherBlockingSend
+from broker.fetcher_manager import ReplicaFetcherManager
+from broker.fetcher_protocol import BrokerEndPoint, ReplicaFetcherConfig
+from broker.fetcher_thread import PartitionLookup
 from broker.group_offsets import ZkGroupOffsets
+from broker.isr_change_propagation import (
+    KAFKA_ISR_CHANGE_PROPAGATION,
+    IsrChangePropagationConfig,
+    IsrChangePropagator,
+)
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.malloc import tune_malloc
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.partition_state_store import ZkPartitionStateStore
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
@@ -79,11 +94,27 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
+    return ReplicaFetcherConfig(
+        fetch_max_bytes=config.replica_fetch_max_bytes,
+        fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        fetch_min_bytes=config.replica_fetch_min_bytes,
+        fetch_backoff_ms=config.replica_fetch_backoff_ms,
+        socket_timeout_ms=config.replica_socket_timeout_ms,
+        num_replica_fetchers=config.num_replica_fetchers,
+    )
+
+
 class KafkaServer:
-    def __init__(self, config: KafkaConfig, time_ms: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, config: KafkaConfig, time_ms: Callable[[], int] = _now_ms,
+                 isr_change_propagation: IsrChangePropagationConfig = KAFKA_ISR_CHANGE_PROPAGATION) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self._time_ms = time_ms
+        self._isr_change_propagation = isr_change_propagation
+        self.metrics = BrokerMetrics()
+        self._isr_change_propagator: IsrChangePropagator | None = None
         self.broker_epoch = -1
         self._shutdown_requested: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -139,9 +170,15 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         timer = AsyncioTimer(loop)
         metadata_cache = MetadataCache(self.broker_id, config.listener_endpoints[0].listener_name)
+        self._isr_change_propagator = IsrChangePropagator(zk.propagate_isr_changes, self._time_ms,
+                                                          self._isr_change_propagation)
         self._replica_manager = replica_manager = ReplicaManager(
             self.broker_id, log_manager=log_manager, metadata_cache=metadata_cache,
-            default_topic_config=topic_configs.default, timer=timer, time_ms=self._time_ms)
+            default_topic_config=topic_configs.default, timer=timer, time_ms=self._time_ms,
+            fetcher_manager=self._replica_fetcher_manager,
+            state_store=ZkPartitionStateStore(zk, self._isr_change_propagator, self.metrics),
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
         apis = KafkaApis(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
@@ -149,7 +186,7 @@ class KafkaServer:
             group_offsets=ZkGroupOffsets(zk, metadata_cache),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
-            broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, loop=loop,
+            broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, loop=loop, metrics=self.metrics,
         )
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
@@ -157,8 +194,20 @@ class KafkaServer:
         await self._register(zk, port)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         self._scheduler = KafkaScheduler()
-        self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager)
+        self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
+        if config.metrics_port:
+            self.metrics.serve(config.metrics_port)
         logger.info("[KafkaServer id=%d] started (broker epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _replica_fetcher_manager(self, partitions: PartitionLookup) -> ReplicaFetcherManager:
+        config = self.config
+        fetcher_config = replica_fetcher_config(config)
+        credential = None if config.cluster_credential is None else config.cluster_credential.value
+
+        def connect(leader: BrokerEndPoint) -> ReplicaFetcherBlockingSend:
+            return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config)
+
+        return ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
 
     async def _connect_zookeeper(self) -> tuple[KafkaZkClient, str]:
         config = self.config
@@ -208,7 +257,7 @@ class KafkaServer:
         zk.on_new_session(self._reregister)
 
     def _schedule_periodic_tasks(self, scheduler: KafkaScheduler, log_manager: LogManager,
-                                 replica_manager: ReplicaManager) -> None:
+                                 replica_manager: ReplicaManager, propagator: IsrChangePropagator) -> None:
         config = self.config
         scheduler.schedule("kafka-log-retention",
                            lambda: log_manager.cleanup_logs(replica_manager.high_watermark),
@@ -220,6 +269,11 @@ class KafkaServer:
         hw_interval = config.replica_high_watermark_checkpoint_interval_ms
         scheduler.schedule("highwatermark-checkpoint", replica_manager.checkpoint_high_watermarks,
                            hw_interval, hw_interval)
+        isr_expiration_ms = config.replica_lag_time_max_ms // 2
+        scheduler.schedule("isr-expiration", replica_manager.maybe_shrink_isr, isr_expiration_ms, isr_expiration_ms)
+        propagation_ms = propagator.config.check_interval_ms
+        scheduler.schedule("isr-change-propagation", propagator.maybe_propagate_isr_changes, propagation_ms,
+                           propagation_ms)
 
     def _await_stale_registration(self, zk: KafkaZkClient) -> None:
         """Wait until no other session holds /brokers/ids/<id>, or give up at the session timeout.
@@ -275,6 +329,7 @@ class KafkaServer:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:
             await asyncio.to_thread(self._log_manager.shutdown)
+        self.metrics.close()
         if self._zk is not None:
             await asyncio.to_thread(self._zk.close)
         logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)

@@ -229,3 +229,41 @@ def start_broker(processes: StartProcess, zk_connect: str, tmp_path: Path) -> St
         return broker
 
     return start
+
+
+# --- controllers ---
+
+StartController = Callable[..., LoggedProcess]
+
+
+@pytest.fixture
+def start_controller(processes: StartProcess, zk_connect: str) -> StartController:
+    """start_controller(controller_id=1000, overrides={...}): the real controller process on the test's chroot,
+    with the brokers' cluster credential and their short session timeout."""
+
+    def start(controller_id: int = 1000, overrides: Mapping[str, str] | None = None) -> LoggedProcess:
+        argv = [sys.executable, "-m", "controller.main", "--zookeeper", zk_connect,
+                "--controller-id", str(controller_id)]
+        settings = {"cluster.credential": CLUSTER_CREDENTIAL,
+                    "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS), **(overrides or {})}
+        for key, value in settings.items():
+            argv += ["--override", f"{key}={value}"]
+        return processes(f"controller-{controller_id}", argv)
+
+    return start
+
+
+StartBrokers = Callable[..., dict[int, BrokerProcess]]
+
+
+@pytest.fixture
+def start_brokers(start_broker: StartBroker) -> StartBrokers:
+    """start_brokers((1, 2, 3), overrides={...}): several brokers started together, returned once all serve."""
+
+    def start(broker_ids: Sequence[int], overrides: Mapping[str, str] | None = None) -> dict[int, BrokerProcess]:
+        brokers = {broker_id: start_broker(broker_id, overrides, wait=False) for broker_id in broker_ids}
+        for broker in brokers.values():
+            wait_until_serving(broker.address, broker.process)
+        return brokers
+
+    return start

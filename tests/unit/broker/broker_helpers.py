@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.config import KafkaConfig
+from broker.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher_thread import PartitionLookup
 from broker.log.manager import LogManager
 from broker.log.record import ProducerRecord, build_batch
 from broker.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.partition import LeaderAndIsrPartitionState
+from broker.metrics import BrokerMetrics
+from broker.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.partition_state_store import IsrUpdateResult
 from broker.replica_manager import ReplicaManager
 from broker.topic_config import TopicConfig, TopicConfigs
 from proto.types import TopicPartition
+from zk.paths import LeaderIsrAndControllerEpoch
 
 LOCAL = 1
 TP = TopicPartition("orders", 0)
@@ -82,6 +90,14 @@ def leader_state(leader: int = LOCAL, epoch: int = 0, isr: tuple[int, ...] = (LO
                                       replicas if replicas is not None else isr, is_new=True)
 
 
+def endpoint(broker_id: int) -> BrokerEndPoint:
+    return BrokerEndPoint(broker_id, "127.0.0.1", 9000 + broker_id)
+
+
+def live_leaders(*broker_ids: int) -> list[BrokerEndPoint]:
+    return [endpoint(b) for b in broker_ids]
+
+
 def live_broker(broker_id: int) -> LiveBroker:
     return LiveBroker(broker_id, {"PLAINTEXT": EndPoint("127.0.0.1", 9000 + broker_id)})
 
@@ -91,26 +107,125 @@ def metadata_state(leader: int = LOCAL, epoch: int = 0,
     return UpdateMetadataPartitionState(1, leader, epoch, isr, 0, isr)
 
 
+class FakeStateStore:
+    """A partition state znode in memory: conditional writes on its version, as ZooKeeper does them."""
+
+    def __init__(self) -> None:
+        self.states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        self.writes: list[tuple[str, LeaderIsrAndControllerEpoch]] = []
+
+    def shrink_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+        return self._write("shrink", tp, state)
+
+    def expand_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+        return self._write("expand", tp, state)
+
+    def _write(self, kind: str, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+        current = self.states.get(tp)
+        version = 0 if current is None else current.zk_version
+        if state.zk_version != version:
+            return IsrUpdateResult(None, current)
+        self.writes.append((kind, state))
+        self.states[tp] = LeaderIsrAndControllerEpoch(state.leader, state.leader_epoch, state.isr,
+                                                      state.controller_epoch, version + 1)
+        return IsrUpdateResult(version + 1)
+
+
+class RecordingFetcherManager:
+    """Records what the ReplicaManager hands to (and takes from) the follower side."""
+
+    def __init__(self, partitions: PartitionLookup) -> None:
+        self.partitions = partitions
+        self.fetching: dict[TopicPartition, InitialFetchState] = {}
+        self.idle_shutdowns = 0
+
+    def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
+        self.fetching.update(initial)
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.fetching.pop(tp, None)
+
+    def shutdown_idle_fetcher_threads(self) -> None:
+        self.idle_shutdowns += 1
+
+    def shutdown(self) -> None:
+        self.fetching.clear()
+
+    def max_lag(self) -> int:
+        return 0
+
+
+class InlineExecutor(Executor):
+    """Runs submitted work at once, in the caller's thread: deterministic ISR expansion in tests."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
 class Harness:
     """A ReplicaManager of broker LOCAL over real logs, a mock timer and a manual clock."""
 
-    def __init__(self, tmp_path: Path, min_isr: int = 1) -> None:
+    def __init__(self, tmp_path: Path, min_isr: int = 1, replica_lag_time_max_ms: int = 30_000) -> None:
         self.clock = ManualClock()
         self.timer = MockTimer(self.clock)
         self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
         self.log_manager.startup()
         self.metadata_cache = MetadataCache(LOCAL)
+        self.state_store = FakeStateStore()
+        self.metrics = BrokerMetrics()
         self.replica_manager = ReplicaManager(
             LOCAL, log_manager=self.log_manager, metadata_cache=self.metadata_cache,
             default_topic_config=topic_config(**{"min.insync.replicas": str(min_isr)}),
-            timer=self.timer, time_ms=self.clock)
+            timer=self.timer, time_ms=self.clock, fetcher_manager=RecordingFetcherManager,
+            state_store=self.state_store, replica_lag_time_max_ms=replica_lag_time_max_ms,
+            isr_update_executor=InlineExecutor(), metrics=self.metrics)
+
+    @property
+    def fetcher_manager(self) -> RecordingFetcherManager:
+        manager = self.replica_manager.replica_fetcher_manager
+        assert isinstance(manager, RecordingFetcherManager)
+        return manager
 
     def lead(self, tp: TopicPartition = TP, isr: tuple[int, ...] = (LOCAL,), epoch: int = 0,
              controller_epoch: int = 1) -> None:
         """Make this broker the leader, as a controller would: LeaderAndIsr, then UpdateMetadata."""
         result = self.replica_manager.become_leader_or_follower(
             0, controller_epoch, [(tp, leader_state(LOCAL, epoch, isr, controller_epoch=controller_epoch))],
-            isr, {})
+            live_leaders(LOCAL), {})
         assert result.partition_errors[tp].name == "NONE", result
         self.replica_manager.maybe_update_metadata_cache(
             0, controller_epoch, [(tp, metadata_state(LOCAL, epoch, isr))], [live_broker(b) for b in isr])
+
+
+class Answers:
+    """Collects what a callback was given; `value` is the single answer."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def __call__(self, value: Any) -> None:
+        self.calls.append(value)
+
+    @property
+    def value(self) -> Any:
+        assert len(self.calls) == 1, self.calls
+        return self.calls[0]
+
+
+def produce(h: Harness, records: bytes, acks: int = -1, tp: TopicPartition = TP,
+            timeout_ms: int = 1000) -> Answers:
+    answers = Answers()
+    h.replica_manager.append_records(timeout_ms, acks, [(tp, records)], answers)
+    return answers
+
+
+def consumer_fetch(h: Harness, offset: int, min_bytes: int = 1, max_wait_ms: int = 500, replica_id: int = -1,
+                   tp: TopicPartition = TP) -> Answers:
+    answers = Answers()
+    params = FetchParams(replica_id, max_wait_ms, min_bytes, 1 << 20,
+                         FetchIsolation.LOG_END if replica_id >= 0 else FetchIsolation.HIGH_WATERMARK, True)
+    h.replica_manager.fetch_messages(params, [PartitionFetchInfo(tp, offset, -1, 1 << 20, -1)], answers)
+    return answers

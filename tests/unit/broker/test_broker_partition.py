@@ -59,14 +59,14 @@ def test_high_watermark_is_the_minimum_log_end_over_the_isr(log_manager: LogMana
     assert p.check_enough_replicas_reach_offset(4) == (False, ErrorCode.NONE)
     assert p.log is not None
     # Replica 3 has not fetched yet: its log end is unknown, so the HW cannot pass it.
-    assert not p.update_follower_fetch_state(2, p.log.log_end_offset_metadata, 0, 10, 4)
+    assert not p.update_follower_fetch_state(2, p.log.log_end_offset_metadata, 0, 10, 4).high_watermark_moved
     assert p.high_watermark == 0
     # Replica 3 is half-way (offset 2, read by the leader at the second batch): the HW follows it.
     halfway = p.read_records(2, -1, 1000, FetchIsolation.LOG_END, True, True).fetched_data.fetch_offset_metadata
-    assert p.update_follower_fetch_state(3, halfway, 0, 10, 4)
+    assert p.update_follower_fetch_state(3, halfway, 0, 10, 4).high_watermark_moved
     assert p.high_watermark == 2
     assert p.check_enough_replicas_reach_offset(4) == (False, ErrorCode.NONE)
-    assert p.update_follower_fetch_state(3, p.log.log_end_offset_metadata, 0, 20, 4)
+    assert p.update_follower_fetch_state(3, p.log.log_end_offset_metadata, 0, 20, 4).high_watermark_moved
     assert p.high_watermark == 4
     assert p.check_enough_replicas_reach_offset(4) == (True, ErrorCode.NONE)
 
@@ -76,7 +76,7 @@ def test_a_broker_outside_the_assignment_does_not_move_the_high_watermark(log_ma
     p.make_leader(leader_state(isr=(1, 2)), no_checkpoint)
     p.append_records_to_leader(batch(2), required_acks=1)
     assert p.log is not None
-    assert not p.update_follower_fetch_state(9, p.log.log_end_offset_metadata, 0, 10, 2)
+    assert not p.update_follower_fetch_state(9, p.log.log_end_offset_metadata, 0, 10, 2).high_watermark_moved
     assert p.high_watermark == 0
 
 

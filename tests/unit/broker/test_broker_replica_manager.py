@@ -7,7 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_helpers import LOCAL, TP, Harness, batch, leader_state, live_broker, metadata_state
+from broker_helpers import (
+    LOCAL,
+    TP,
+    Answers,
+    Harness,
+    batch,
+    consumer_fetch,
+    leader_state,
+    live_broker,
+    live_leaders,
+    metadata_state,
+    produce,
+)
 
 from broker.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
 from broker.delayed_produce import ProducePartitionResponse
@@ -24,37 +36,6 @@ def h(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
 
 
-class Answers:
-    """Collects what a callback was given; `value` is the single answer."""
-
-    def __init__(self) -> None:
-        self.calls: list[Any] = []
-
-    def __call__(self, value: Any) -> None:
-        self.calls.append(value)
-
-    @property
-    def value(self) -> Any:
-        assert len(self.calls) == 1, self.calls
-        return self.calls[0]
-
-
-def produce(h: Harness, records: bytes, acks: int = -1, tp: TopicPartition = TP,
-            timeout_ms: int = 1000) -> Answers:
-    answers = Answers()
-    h.replica_manager.append_records(timeout_ms, acks, [(tp, records)], answers)
-    return answers
-
-
-def consumer_fetch(h: Harness, offset: int, min_bytes: int = 1, max_wait_ms: int = 500, replica_id: int = -1,
-                   tp: TopicPartition = TP) -> Answers:
-    answers = Answers()
-    params = FetchParams(replica_id, max_wait_ms, min_bytes, 1 << 20,
-                         FetchIsolation.LOG_END if replica_id >= 0 else FetchIsolation.HIGH_WATERMARK, True)
-    h.replica_manager.fetch_messages(params, [PartitionFetchInfo(tp, offset, -1, 1 << 20, -1)], answers)
-    return answers
-
-
 def only(results: FetchResults) -> Any:
     assert len(results) == 1
     return results[0][1]
@@ -66,7 +47,7 @@ def only(results: FetchResults) -> Any:
 def test_stale_controller_epoch_changes_nothing(h: Harness) -> None:
     h.lead(controller_epoch=5)
     result = h.replica_manager.become_leader_or_follower(
-        0, 4, [(TP, leader_state(leader=2, epoch=9, isr=(2, 1)))], [2], {})
+        0, 4, [(TP, leader_state(leader=2, epoch=9, isr=(2, 1)))], live_leaders(2), {})
     assert result.error is ErrorCode.STALE_CONTROLLER_EPOCH and not result.partition_errors
     partition = h.replica_manager.get_partition(TP)
     assert partition is not None and partition.is_leader and partition.leader_epoch == 0
@@ -76,7 +57,7 @@ def test_stale_controller_epoch_changes_nothing(h: Harness) -> None:
 def test_older_or_equal_leader_epoch_is_ignored(h: Harness, epoch: int) -> None:
     h.lead(epoch=3)
     result = h.replica_manager.become_leader_or_follower(
-        0, 1, [(TP, leader_state(leader=2, epoch=epoch, isr=(2, 1)))], [2], {})
+        0, 1, [(TP, leader_state(leader=2, epoch=epoch, isr=(2, 1)))], live_leaders(2), {})
     assert result.error is ErrorCode.NONE
     assert result.partition_errors == {TP: ErrorCode.STALE_CONTROLLER_EPOCH}
     partition = h.replica_manager.get_partition(TP)
@@ -85,14 +66,14 @@ def test_older_or_equal_leader_epoch_is_ignored(h: Harness, epoch: int) -> None:
 
 def test_partition_not_assigned_here_is_refused(h: Harness) -> None:
     result = h.replica_manager.become_leader_or_follower(
-        0, 1, [(TP, leader_state(leader=2, isr=(2, 3)))], [2], {})
+        0, 1, [(TP, leader_state(leader=2, isr=(2, 3)))], live_leaders(2), {})
     assert result.partition_errors == {TP: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert h.log_manager.get_log(TP) is None
 
 
 def test_a_name_that_is_not_a_topic_is_refused(h: Harness) -> None:
     bad = TopicPartition("../escape", 0)
-    result = h.replica_manager.become_leader_or_follower(0, 1, [(bad, leader_state())], [LOCAL], {})
+    result = h.replica_manager.become_leader_or_follower(0, 1, [(bad, leader_state())], live_leaders(LOCAL), {})
     assert result.partition_errors == {bad: ErrorCode.INVALID_TOPIC_EXCEPTION}
 
 
@@ -109,7 +90,8 @@ def test_losing_leadership_fails_waiting_produces_at_once(tmp_path: Path) -> Non
     h.lead(isr=(1, 2))
     answers = produce(h, batch(2), acks=-1)
     assert not answers.calls
-    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, epoch=1, isr=(2, 1)))], [2], {})
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, epoch=1, isr=(2, 1)))],
+                                                live_leaders(2), {})
     assert answers.value[TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert h.timer.pending == 0
 
@@ -177,7 +159,7 @@ def test_bad_records_get_a_precise_error_and_nothing_is_written(h: Harness, reco
 
 
 def test_not_leader_and_unknown_partition(h: Harness) -> None:
-    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], live_leaders(2), {})
     h.replica_manager.maybe_update_metadata_cache(0, 1, [(OTHER, metadata_state(2, isr=(2,)))], [live_broker(2)])
     assert produce(h, batch(1), acks=1).value[TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
     # Known to the cluster but not hosted here: the client's metadata is stale.
@@ -237,7 +219,7 @@ def test_fetch_out_of_range_carries_the_valid_range(h: Harness) -> None:
 
 
 def test_consumers_cannot_fetch_from_a_follower(h: Harness) -> None:
-    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], live_leaders(2), {})
     assert only(consumer_fetch(h, 0).value).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
@@ -277,7 +259,7 @@ def test_high_watermarks_are_checkpointed_only_once_partitions_are_hosted(h: Har
     h.log_manager.write_high_watermarks([(TP, 7)])
     h.replica_manager.checkpoint_high_watermarks()  # no LeaderAndIsr yet: the file is left alone
     assert h.log_manager.read_high_watermarks() == {TP: 7}
-    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], [2], {})
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(leader=2, isr=(2, 1)))], live_leaders(2), {})
     partition = h.replica_manager.get_partition(TP)
     assert partition is not None and partition.high_watermark == 7
     h.replica_manager.checkpoint_high_watermarks()

@@ -1,0 +1,195 @@
+"""Replication between real broker processes: a real ZooKeeper, the real controller, three brokers, gRPC on
+loopback. Short replica.lag.time.max.ms and session timeouts keep every wait a few seconds; every wait has a
+deadline on a condition, none is a fixed sleep."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+
+from broker.log.record import ProducerRecord, build_batch, iter_batches
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+from zk.client import KafkaZkClient
+
+if TYPE_CHECKING:
+    from conftest import BrokerProcess, StartBroker, StartBrokers, StartController, WaitUntil
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "replicated"
+TP = TopicPartition(TOPIC, 0)
+BROKER_IDS = (1, 2, 3)
+LAG_TIME_MS = 2000
+BROKER_OVERRIDES = {
+    "replica.lag.time.max.ms": str(LAG_TIME_MS),
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "3000",
+    "replica.high.watermark.checkpoint.interval.ms": "500",
+}
+
+
+@dataclass
+class Cluster:
+    brokers: dict[int, BrokerProcess]
+    zk: KafkaZkClient
+    channels: dict[int, grpc.Channel]
+
+    def client(self, broker_id: int) -> pb_grpc.KafkaClientStub:
+        return pb_grpc.KafkaClientStub(self.channels[broker_id])
+
+    def isr(self) -> tuple[int, ...]:
+        state = self.zk.get_partition_state(TP)
+        assert state is not None
+        return tuple(sorted(state.isr))
+
+    def leader(self) -> int:
+        state = self.zk.get_partition_state(TP)
+        assert state is not None
+        return state.leader
+
+    def followers(self) -> list[int]:
+        return [b for b in BROKER_IDS if b != self.leader()]
+
+    def produce(self, *values: str, timeout_ms: int = 10_000) -> pb.ProduceResponse.PartitionProduceResponse:
+        request = pb.ProduceRequest(acks=-1, timeout_ms=timeout_ms)
+        records = build_batch([ProducerRecord(v.encode(), timestamp=1_000) for v in values])
+        request.topics.add(name=TOPIC).partitions.add(index=0, records=records)
+        return self.client(self.leader()).Produce(request, timeout=30).responses[0].partitions[0]
+
+    def segment(self, broker_id: int) -> bytes:
+        return (self.brokers[broker_id].log_dir / f"{TOPIC}-0" / f"{0:020d}.log").read_bytes()
+
+
+def stored_values(segment: bytes) -> list[bytes | None]:
+    return [r.value for batch in iter_batches(segment) for r in batch.records]
+
+
+@pytest.fixture
+def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_client: KafkaZkClient,
+            wait_until: WaitUntil) -> Iterator[Cluster]:
+    """Three brokers and a controller; topic `replicated` with RF 3 and min.insync.replicas=2, all in sync."""
+    brokers = start_brokers(BROKER_IDS, BROKER_OVERRIDES)
+    start_controller()
+    channels = {b: grpc.insecure_channel(broker.address) for b, broker in brokers.items()}
+    c = Cluster(brokers, zk_client, channels)
+    try:
+        request = pb.CreateTopicsRequest(timeout_ms=20_000)
+        request.topics.add(name=TOPIC, num_partitions=1, replication_factor=3, configs=[
+            pb.CreateTopicsRequest.CreateableTopicConfig(name="min.insync.replicas", value="2")])
+        result = c.client(1).CreateTopics(request, timeout=30).topics[0]
+        assert result.error_code == ErrorCode.NONE, result.error_message
+        # Every broker knows the leader (UpdateMetadata) and the followers fetch: acks=all can complete.
+        wait_until(lambda: c.produce("warm-up").error_code == ErrorCode.NONE, message="a first acks=all produce")
+        yield c
+    finally:
+        for channel in channels.values():
+            channel.close()
+
+
+@contextmanager
+def paused(broker: BrokerProcess) -> Iterator[None]:
+    """SIGSTOP for the block; SIGCONT however it ends, so teardown never kills a stopped process."""
+    broker.process.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        broker.process.signal(signal.SIGCONT)
+
+
+def in_log(broker: BrokerProcess, text: str) -> Callable[[], bool]:
+    return lambda: text in broker.process.log()
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_acks_all_records_are_on_every_replica_byte_for_byte(cluster: Cluster, wait_until: WaitUntil) -> None:
+    acknowledged = []
+    for i in range(30):
+        values = [f"r{i}-{j}" for j in range(5)]
+        response = cluster.produce(*values)
+        assert response.error_code == ErrorCode.NONE
+        acknowledged += [v.encode() for v in values]
+    leader = cluster.leader()
+    # acks=all: the high watermark passed every acknowledged record, so each ISR member has them all.
+    assert cluster.isr() == BROKER_IDS
+    wait_until(lambda: len({cluster.segment(b) for b in BROKER_IDS}) == 1, timeout=10,
+               message="identical segments on all three brokers")
+    assert stored_values(cluster.segment(leader)) == [b"warm-up", *acknowledged]
+    hw_checkpoint = cluster.brokers[leader].log_dir / "replication-offset-checkpoint"
+    wait_until(lambda: hw_checkpoint.exists() and f"{TOPIC} 0 151" in hw_checkpoint.read_text(), timeout=10,
+               message="the leader's high watermark checkpoint")
+
+
+def test_paused_followers_leave_and_rejoin_the_isr(cluster: Cluster, wait_until: WaitUntil) -> None:
+    leader_id = cluster.leader()
+    leader = cluster.brokers[leader_id]
+    first, second = (cluster.brokers[b] for b in cluster.followers())
+    acknowledged = [b"warm-up"]
+
+    with paused(first):
+        # acks=all waits while the paused follower is still in the ISR, then completes once the leader drops
+        # it after replica.lag.time.max.ms: two in-sync replicas still satisfy min.insync.replicas=2.
+        response = cluster.produce("one follower paused")
+        assert response.error_code == ErrorCode.NONE, response.error_message
+        acknowledged.append(b"one follower paused")
+        assert first.broker_id not in cluster.isr()
+        assert in_log(leader, f"Shrinking ISR from 1,2,3 to {','.join(map(str, cluster.isr()))}.")()
+    wait_until(lambda: cluster.isr() == BROKER_IDS, timeout=20, message="the resumed follower to rejoin the ISR")
+    wait_until(in_log(leader, f"Expanding ISR from {','.join(str(b) for b in BROKER_IDS if b != first.broker_id)}"
+                              f" to 1,2,3"), timeout=5, message="the expansion in the leader's log")
+
+    with paused(first), paused(second):
+        # The ISR shrinks to the leader alone: the produce already appended is answered _AFTER_APPEND (or times
+        # out if it raced the shrink); new acks=all produces are refused before appending.
+        racing = cluster.produce("both followers paused", timeout_ms=2 * LAG_TIME_MS + 3000)
+        assert racing.error_code in (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT)
+        wait_until(lambda: cluster.isr() == (leader_id,), timeout=10, message="the ISR to shrink to the leader")
+        refused = cluster.produce("refused")
+        assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    wait_until(lambda: cluster.isr() == BROKER_IDS, timeout=20, message="both followers to rejoin the ISR")
+    assert cluster.produce("after").error_code == ErrorCode.NONE
+    acknowledged.append(b"after")
+    wait_until(lambda: len({cluster.segment(b) for b in BROKER_IDS}) == 1, timeout=10,
+               message="identical segments on all three brokers")
+    stored = stored_values(cluster.segment(leader_id))
+    assert b"refused" not in stored
+    assert [v for v in stored if v in acknowledged] == acknowledged
+
+
+def test_killed_follower_truncates_by_leader_epoch_and_catches_up(cluster: Cluster, start_broker: StartBroker,
+                                                                   wait_until: WaitUntil) -> None:
+    leader_id = cluster.leader()
+    follower_id = cluster.followers()[0]
+    for i in range(10):
+        assert cluster.produce(f"before-{i}").error_code == ErrorCode.NONE
+    cluster.brokers[follower_id].process.signal(signal.SIGKILL)
+    cluster.brokers[follower_id].process.wait()
+    for i in range(10):
+        assert cluster.produce(f"while-down-{i}").error_code == ErrorCode.NONE
+    wait_until(lambda: follower_id not in cluster.isr(), timeout=10, message="the killed follower to leave the ISR")
+
+    restarted = start_broker(follower_id, BROKER_OVERRIDES)
+    cluster.brokers[follower_id] = restarted
+    wait_until(lambda: cluster.isr() == BROKER_IDS, timeout=30, message="the restarted follower to rejoin the ISR")
+    for i in range(5):
+        assert cluster.produce(f"after-{i}").error_code == ErrorCode.NONE
+    wait_until(lambda: cluster.segment(follower_id) == cluster.segment(leader_id), timeout=10,
+               message="the restarted follower's log to equal the leader's")
+    log = restarted.process.log()
+    # It asked the leader where its epoch ended instead of truncating to its high watermark.
+    assert "Truncating partition" not in log and "to local high watermark" not in log
+    assert "Added fetcher to broker" in log
+    expected = [b"warm-up", *(f"before-{i}".encode() for i in range(10)),
+                *(f"while-down-{i}".encode() for i in range(10)), *(f"after-{i}".encode() for i in range(5))]
+    assert stored_values(cluster.segment(follower_id)) == expected

@@ -1,0 +1,244 @@
+"""The leader's ISR and high watermark rules on a real Partition with a manual clock and an in-memory state
+znode: shrink after replica.lag.time.max.ms, not right after an election, expand only past the HW and the
+epoch's start (KAFKA-7128), conditional writes that never clobber, a monotonic HW, min.insync.replicas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from broker_helpers import LOCAL, TP, FakeStateStore, ManualClock, batch, leader_state, topic_config
+
+from broker.isr import is_follower_in_sync, out_of_sync_replicas
+from broker.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
+from broker.log.manager import LogManager
+from broker.partition import Partition
+from broker.partition_state_store import IsrUpdateResult
+from broker.replica import Replica
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+from zk.paths import LeaderIsrAndControllerEpoch
+
+LAG_MS = 10_000
+ASSIGNMENT = (LOCAL, 2, 3)
+
+
+def no_checkpoint(_: TopicPartition) -> int | None:
+    return None
+
+
+class Leader:
+    """A leader Partition of ASSIGNMENT with its clock and state znode."""
+
+    def __init__(self, tmp_path: Path, isr: tuple[int, ...] = ASSIGNMENT, min_isr: int = 1, epoch: int = 0) -> None:
+        self.clock = ManualClock()
+        self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
+        self.log_manager.startup()
+        self.store = FakeStateStore()
+        self.partition = Partition(TP, local_broker_id=LOCAL, log_manager=self.log_manager,
+                                   topic_config=topic_config(**{"min.insync.replicas": str(min_isr)}),
+                                   time_ms=self.clock)
+        self.partition.make_leader(leader_state(LOCAL, epoch, isr, ASSIGNMENT), no_checkpoint)
+
+    def append(self, records: int = 1) -> None:
+        self.partition.append_records_to_leader(batch(records), required_acks=1)
+
+    def fetch(self, replica_id: int, offset: int | None = None) -> bool:
+        """A follower fetch at `offset` (default: the leader's log end); True if it may rejoin the ISR."""
+        log = self.partition.log
+        assert log is not None
+        at = log.log_end_offset if offset is None else offset
+        metadata = log.read(at, 1, min_one_message=False).fetch_offset_metadata
+        return self.partition.update_follower_fetch_state(replica_id, metadata, 0, self.clock.now,
+                                                          log.log_end_offset).needs_isr_expand
+
+    def shrink(self) -> bool:
+        return self.partition.maybe_shrink_isr(LAG_MS, self.store)
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return tuple(sorted(self.partition.in_sync_replica_ids))
+
+
+# ------------------------------------------------------------------ pure rules
+
+
+def test_out_of_sync_is_measured_from_the_last_time_caught_up() -> None:
+    caught_up = Replica(2, last_caught_up_time_ms=1_000)
+    at_log_end = Replica(3, last_caught_up_time_ms=0)
+    at_log_end.update_fetch_state(at_log_end.log_end_offset_metadata._replace(message_offset=5), 0, 0, 5)
+    replicas = {2: caught_up, 3: at_log_end}
+    assert out_of_sync_replicas((1, 2, 3), 1, replicas, 5, now_ms=1_000 + LAG_MS, max_lag_ms=LAG_MS) == frozenset()
+    # Replica 3 sits at the leader's log end: idle, not lagging, however long ago it caught up.
+    assert out_of_sync_replicas((1, 2, 3), 1, replicas, 5, now_ms=1_001 + LAG_MS, max_lag_ms=LAG_MS) == {2}
+
+
+@pytest.mark.parametrize(("fetch_offset", "hw", "epoch_start", "in_sync"), [
+    (10, 10, 10, True),
+    (9, 10, 5, False),  # below the high watermark
+    (10, 10, 12, False),  # KAFKA-7128: past the HW but below the epoch's start
+    (12, 10, 12, True),
+    (10, 10, None, False),  # not leader
+])
+def test_in_sync_needs_the_high_watermark_and_the_epoch_start(fetch_offset: int, hw: int, epoch_start: int | None,
+                                                              in_sync: bool) -> None:
+    assert is_follower_in_sync(fetch_offset, hw, epoch_start) is in_sync
+
+
+# ------------------------------------------------------------------ shrink
+
+
+def test_lagging_follower_is_dropped_after_the_lag_time(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    leader = Leader(tmp_path)
+    leader.fetch(2)
+    leader.fetch(3)
+    leader.append(3)
+    leader.clock.now += LAG_MS
+    assert not leader.shrink() and leader.isr == ASSIGNMENT  # exactly the lag time: still in
+    leader.fetch(2)  # replica 2 keeps up, replica 3 does not
+    leader.clock.now += 1
+    caplog.set_level("INFO")
+    assert leader.shrink()  # HW moves: replica 3 held it back
+    assert leader.isr == (LOCAL, 2)
+    assert leader.partition.high_watermark == 3
+    assert leader.store.writes == [("shrink", LeaderIsrAndControllerEpoch(LOCAL, 0, (LOCAL, 2), 1, 0))]
+    assert leader.partition.zk_version == 1
+    assert ("Shrinking ISR from 1,2,3 to 1,2. Leader: (highWatermark: 0, endOffset: 3). Out of sync replicas:"
+            " (brokerId: 3, endOffset: 0).") in caplog.text
+
+
+def test_no_shrink_right_after_election(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    leader.append(5)
+    # New leader: the ISR members count as caught up now, though none has fetched from it yet.
+    leader.clock.now += LAG_MS
+    assert not leader.shrink() and leader.isr == ASSIGNMENT
+    leader.clock.now += 1
+    leader.shrink()
+    assert leader.isr == (LOCAL,)
+
+
+def test_a_refused_write_adopts_zookeepers_state_instead_of_clobbering_it(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    leader.append(2)
+    # The controller rewrote the znode (still this leader and epoch) since the LeaderAndIsr.
+    leader.store.states[TP] = LeaderIsrAndControllerEpoch(LOCAL, 0, (LOCAL, 2), 2, 5)
+    leader.clock.now += LAG_MS + 1
+    leader.shrink()
+    assert leader.store.writes == []
+    assert leader.isr == (LOCAL, 2) and leader.partition.zk_version == 5
+    # Leadership moved on in ZooKeeper: nothing is adopted, the LeaderAndIsr will come.
+    leader.store.states[TP] = LeaderIsrAndControllerEpoch(2, 1, (2, 3), 2, 6)
+    leader.clock.now += LAG_MS + 1
+    leader.shrink()
+    assert leader.isr == (LOCAL, 2) and leader.partition.zk_version == 5
+
+
+def test_a_leader_and_isr_during_the_write_wins(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    leader.append(2)
+    leader.clock.now += LAG_MS + 1
+
+    class SlowStore(FakeStateStore):
+        def shrink_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+            # The controller elects again while the write is in flight.
+            leader.partition.make_leader(leader_state(LOCAL, 1, ASSIGNMENT, ASSIGNMENT), no_checkpoint)
+            return super().shrink_isr(tp, state)
+
+    assert not leader.partition.maybe_shrink_isr(LAG_MS, SlowStore())
+    assert leader.isr == ASSIGNMENT and leader.partition.leader_epoch == 1
+
+
+# ------------------------------------------------------------------ expand
+
+
+def test_expand_only_after_reaching_the_high_watermark_and_the_epoch_start(tmp_path: Path) -> None:
+    """KAFKA-7128: epoch 1's leader starts at offset 4 with HW 2; a follower at 3 is past the HW but may still
+    hold epoch-0 records this leader never had, so it stays out until it fetches from 4."""
+    leader = Leader(tmp_path, isr=(LOCAL,))
+    leader.append(4)
+    leader.partition.make_leader(leader_state(LOCAL, 1, (LOCAL,), ASSIGNMENT, controller_epoch=1), no_checkpoint)
+    assert leader.partition.leader_epoch_start_offset == 4
+    leader.append(2)
+    assert leader.partition.high_watermark == 6  # ISR is the leader alone
+    assert not leader.fetch(2, offset=3)
+    assert not leader.partition.maybe_expand_isr(2, leader.store) and leader.isr == (LOCAL,)
+    assert not leader.fetch(2, offset=5)  # past the epoch start, below the HW
+    assert leader.fetch(2, offset=6)
+    leader.partition.maybe_expand_isr(2, leader.store)
+    assert leader.isr == (LOCAL, 2)
+    assert leader.store.writes == [("expand", LeaderIsrAndControllerEpoch(LOCAL, 1, (LOCAL, 2), 1, 0))]
+
+
+def test_high_watermark_counts_a_member_being_added(tmp_path: Path) -> None:
+    leader = Leader(tmp_path, isr=(LOCAL,))
+    leader.append(2)
+    assert leader.fetch(2)
+
+    class AppendingStore(FakeStateStore):
+        def expand_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+            leader.append(3)  # replica 2 does not have these yet
+            return super().expand_isr(tp, state)
+
+    leader.partition.maybe_expand_isr(2, AppendingStore())
+    assert leader.isr == (LOCAL, 2)
+    assert leader.partition.high_watermark == 2
+
+
+# ------------------------------------------------------------------ high watermark and min.insync.replicas
+
+
+def test_high_watermark_never_goes_back(tmp_path: Path) -> None:
+    leader = Leader(tmp_path, isr=(LOCAL, 2))
+    leader.append(4)
+    leader.fetch(2)
+    assert leader.partition.high_watermark == 4
+    # A new leadership resets followers' log ends to unknown: the HW stays where it was.
+    leader.partition.make_leader(leader_state(LOCAL, 1, (LOCAL, 2), ASSIGNMENT), no_checkpoint)
+    assert leader.partition.high_watermark == 4
+    leader.append(1)
+    leader.fetch(2, offset=2)  # a follower that truncated reports a lower offset
+    assert leader.partition.high_watermark == 4
+
+
+def test_min_insync_replicas_before_and_after_the_append(tmp_path: Path) -> None:
+    leader = Leader(tmp_path, isr=(LOCAL, 2), min_isr=2)
+    leader.append(2)
+    done, error = leader.partition.check_enough_replicas_reach_offset(2)
+    assert (done, error) == (False, ErrorCode.NONE)
+    leader.clock.now += LAG_MS + 1
+    assert leader.shrink()  # down to the leader: the HW jumps to its log end
+    # The records are in, but fewer replicas than min.insync.replicas have them.
+    assert leader.partition.check_enough_replicas_reach_offset(2) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    with pytest.raises(KafkaError) as refused:
+        leader.partition.append_records_to_leader(batch(1), required_acks=-1)
+    assert refused.value.code is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert leader.partition.is_under_min_isr and leader.partition.is_under_replicated
+
+
+# ------------------------------------------------------------------ ISR-change propagation
+
+
+def test_isr_changes_are_propagated_in_batches() -> None:
+    clock = ManualClock(0)
+    written: list[list[TopicPartition]] = []
+    propagator = IsrChangePropagator(lambda tps: written.append(list(tps)), clock,
+                                     IsrChangePropagationConfig(check_interval_ms=100, blackout_ms=500,
+                                                                max_delay_ms=2_000))
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert not propagator.maybe_propagate_isr_changes()  # nothing to say
+    propagator.record_isr_change(a)
+    clock.now = 500
+    assert not propagator.maybe_propagate_isr_changes()  # still in the blackout after the change
+    propagator.record_isr_change(b)
+    clock.now = 1_001
+    assert propagator.maybe_propagate_isr_changes()
+    assert written == [[a, b]]
+    # A change every 400 ms never leaves a quiet blackout: the max delay gets it through.
+    while clock.now <= 1_001 + 2_000:
+        propagator.record_isr_change(a)
+        assert not propagator.maybe_propagate_isr_changes()
+        clock.now += 400
+    propagator.record_isr_change(a)
+    assert propagator.maybe_propagate_isr_changes()
+    assert written == [[a, b], [a]]
