@@ -14,6 +14,11 @@ COMMAND_MODULES = (
     "minibroker.commands.dump_log",
     "minibroker.commands.controller",
     "minibroker.commands.broker",
+    "minibroker.commands.cluster",
+    "minibroker.commands.topics",
+    "minibroker.commands.console_producer",
+    "minibroker.commands.console_consumer",
+    "minibroker.commands.perf",
 )
 
 

@@ -1,0 +1,102 @@
+"""`<data dir>/cluster.json`: what `minibroker cluster up` started and where it listens.
+
+Written by the launcher (minibroker/local_cluster.py) and read by every command
+that takes `--data-dir`, so its shape is a contract: `bootstrap_servers`,
+`zookeeper` {connect, pid}, `controllers` [{id, pid}], `brokers` [{id, host,
+port, pid, log_dir}]. A pid is null for a process that is not ours to manage
+(an external ZooKeeper given with `--zookeeper`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CLUSTER_FILE = "cluster.json"
+
+
+class ClusterFileError(Exception):
+    """No usable cluster.json; the message says what to do."""
+
+
+@dataclass
+class ZooKeeperEntry:
+    connect: str
+    pid: int | None
+
+
+@dataclass
+class ControllerEntry:
+    id: int
+    pid: int | None
+
+
+@dataclass
+class BrokerEntry:
+    id: int
+    host: str
+    port: int
+    pid: int | None
+    log_dir: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class ClusterInfo:
+    zookeeper: ZooKeeperEntry
+    controllers: list[ControllerEntry] = field(default_factory=list)
+    brokers: list[BrokerEntry] = field(default_factory=list)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerEntry:
+        for broker in self.brokers:
+            if broker.id == broker_id:
+                return broker
+        raise ClusterFileError(f"the cluster has no broker {broker_id} (brokers: "
+                               f"{', '.join(str(b.id) for b in self.brokers)})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterInfo:
+        return cls(
+            zookeeper=ZooKeeperEntry(**data["zookeeper"]),
+            controllers=[ControllerEntry(**c) for c in data["controllers"]],
+            brokers=[BrokerEntry(**b) for b in data["brokers"]],
+        )
+
+    def save(self, data_dir: Path) -> None:
+        """Atomically: a reader never sees half a file, even if `cluster up` is killed while writing."""
+        path = data_dir / CLUSTER_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> ClusterInfo:
+        path = data_dir / CLUSTER_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterFileError(f"no cluster in {data_dir} ({path} does not exist): start one with"
+                                   f" `minibroker cluster up --data-dir {data_dir}`") from None
+        except (OSError, ValueError) as e:
+            raise ClusterFileError(f"cannot read {path}: {e}") from None
+        try:
+            return cls.from_json(data)
+        except (KeyError, TypeError) as e:
+            raise ClusterFileError(f"{path} is not a cluster file minibroker wrote: {e!r}") from None
+
+    @classmethod
+    def exists(cls, data_dir: Path) -> bool:
+        return (data_dir / CLUSTER_FILE).is_file()

@@ -1,0 +1,117 @@
+"""What the client commands share: where the cluster is, and Kafka's `key=value` client settings.
+
+Every command that talks to a cluster takes `--bootstrap-server H:P[,H:P]`, as
+Kafka's tools do, or `--data-dir D` for a cluster started by `minibroker
+cluster up` (its cluster.json names the brokers). Client settings use Kafka's
+names (`acks`, `linger.ms`, `group.id` ...) and become the keyword arguments of
+the Python client, whose names are kafka-python's: the same words with `_`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.properties import load_properties
+from minibroker.cluster_file import ClusterFileError, ClusterInfo
+
+BOOTSTRAP_SERVERS = "bootstrap.servers"
+# The Python types a client's keyword argument may have to be settable from the command line.
+_SETTABLE = {"int", "str", "bool", "float", "None"}
+
+
+class UsageError(Exception):
+    """A command line that cannot work; printed as the command's error, exit code 1."""
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
+                        help="the brokers to connect to first")
+    parser.add_argument("--data-dir", type=Path, metavar="DIR",
+                        help="instead of --bootstrap-server: the cluster `minibroker cluster up --data-dir DIR` runs")
+
+
+def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] | None = None) -> str:
+    """--bootstrap-server, else bootstrap.servers among the client properties (where Kafka's perf tools take
+    it), else the brokers of --data-dir's cluster."""
+    if args.bootstrap_server:
+        return str(args.bootstrap_server)
+    if client_props and client_props.get(BOOTSTRAP_SERVERS):
+        return client_props[BOOTSTRAP_SERVERS]
+    if args.data_dir is not None:
+        return cluster_info(args).bootstrap_servers
+    raise UsageError('Missing required argument "[bootstrap-server]" (or --data-dir DIR of a cluster started by'
+                     " `minibroker cluster up`)")
+
+
+def cluster_info(args: argparse.Namespace) -> ClusterInfo:
+    try:
+        return ClusterInfo.load(args.data_dir)
+    except ClusterFileError as e:
+        raise UsageError(str(e)) from None
+
+
+def parse_key_values(items: Iterable[str]) -> dict[str, str]:
+    """Kafka's CommandLineUtils.parseKeyValueArgs: `key=value` each, split at the first '='."""
+    props = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"Invalid command line properties: {item!r} is not key=value")
+        props[key] = value
+    return props
+
+
+def load_config_file(path: Path | None) -> dict[str, str]:
+    """A --producer.config / --consumer.config properties file (nothing when not given)."""
+    if path is None:
+        return {}
+    try:
+        return load_properties(path)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+def client_kwargs(client_class: type, props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka-named client settings as keyword arguments of `client_class` (Producer, Consumer), typed by
+    the parameters' annotations. An unknown name is an error, not a warning: a misspelt `acks` must not
+    quietly leave the default."""
+    parameters = inspect.signature(client_class).parameters
+    kwargs: dict[str, Any] = {}
+    for key, text in props.items():
+        if key == BOOTSTRAP_SERVERS:
+            continue  # bootstrap_servers() took it
+        parameter = parameters.get(key.replace(".", "_"))
+        types = _annotation_types(parameter)
+        if parameter is None or not types or not types <= _SETTABLE:
+            known = sorted(name.replace("_", ".") for name, p in parameters.items()
+                           if name != "bootstrap_servers" and (_annotation_types(p) or {"?"}) <= _SETTABLE)
+            raise UsageError(f"{key} is not a {client_class.__name__.lower()} config minibroker knows;"
+                             f" known: {', '.join(known)}")
+        kwargs[parameter.name] = _typed(key, text.strip(), types)
+    return kwargs
+
+
+def _annotation_types(parameter: inspect.Parameter | None) -> set[str]:
+    # The client modules use `from __future__ import annotations`: annotations are strings like "int | str".
+    if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+        return set()
+    return {t.strip() for t in str(parameter.annotation).split("|")}
+
+
+def _typed(key: str, text: str, types: set[str]) -> Any:
+    if "str" in types:  # e.g. acks: 1 or "all", which the client parses itself
+        return text
+    try:
+        if "bool" in types:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if "int" in types:
+            return int(text)
+        return float(text)
+    except ValueError:
+        raise UsageError(f"Invalid value {text} for configuration {key}: not a {' or '.join(sorted(types))}") from None

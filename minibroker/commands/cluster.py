@@ -1,0 +1,130 @@
+"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local_cluster.py).
+
+    minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
+    minibroker cluster status --data-dir D
+    minibroker cluster down --data-dir D [--kill]
+    minibroker cluster restart-broker --data-dir D --id N [--kill]
+
+`up` prints progress on stderr and the bootstrap servers on stdout, so
+`BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from minibroker.cluster_file import ClusterFileError
+from minibroker.local_cluster import ClusterError, LocalCluster, ProcessStatus
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("cluster", help="start, inspect and stop a local cluster", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    up = actions.add_parser("up", help="start ZooKeeper, controllers and brokers; wait until they serve")
+    _data_dir(up)
+    up.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers, ids 1..N (default 3)")
+    up.add_argument("--controllers", type=int, default=2, metavar="N",
+                    help="number of controller processes, ids 1001.. (default 2)")
+    up.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                    help="use this ZooKeeper instead of starting one")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker config key=value (repeatable); keys a controller knows go to the controllers too")
+    up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                    help="how long to wait for the cluster to be ready (default 60)")
+    up.set_defaults(action_func=_up)
+
+    status = actions.add_parser("status", help="is every process running, registered, which controller is active")
+    _data_dir(status)
+    status.set_defaults(action_func=_status)
+
+    down = actions.add_parser("down", help="stop every process of the cluster, ZooKeeper last")
+    _data_dir(down)
+    down.add_argument("--kill", action="store_true", help="SIGKILL at once instead of SIGTERM")
+    down.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                      help="SIGKILL what is still running after SIGTERM and this long (default 30)")
+    down.set_defaults(action_func=_down)
+
+    restart = actions.add_parser("restart-broker", help="stop one broker and start it again on the same port and logs")
+    _data_dir(restart)
+    restart.add_argument("--id", type=int, required=True, metavar="N", help="the broker id")
+    restart.add_argument("--kill", action="store_true", help="SIGKILL it instead of SIGTERM (an unclean stop)")
+    restart.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                         help="how long to wait for it to serve again (default 60)")
+    restart.set_defaults(action_func=_restart_broker)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    # kazoo logs every failed connection attempt; whether ZooKeeper can be reached is ours to report, once.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    return int(args.action_func(args))
+
+
+def _data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
+                        help="the cluster's directory: cluster.json, configs, logs and data")
+
+
+def _report(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    cluster = LocalCluster(args.data_dir)
+    started = time.monotonic()
+    try:
+        info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
+                          overrides=args.override, timeout=args.timeout, report=_report)
+    except (ClusterError, ClusterFileError) as e:
+        print(f"minibroker cluster up: {e}", file=sys.stderr)
+        return 1
+    _report(f"Cluster ready in {time.monotonic() - started:.1f} s; cluster file {cluster.data_dir / 'cluster.json'},"
+            f" logs in {cluster.logs_dir}")
+    print(info.bootstrap_servers)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        info, statuses = LocalCluster(args.data_dir).status()
+    except ClusterFileError as e:
+        print(f"minibroker cluster status: {e}", file=sys.stderr)
+        return 1
+    width = max(len(s.name) for s in statuses)
+    for s in statuses:
+        print(_status_line(s, width))
+    print(f"bootstrap servers: {info.bootstrap_servers}")
+    return 0 if all(s.healthy for s in statuses) else 1
+
+
+def _status_line(status: ProcessStatus, width: int) -> str:
+    pid = "-" if status.pid is None else str(status.pid)
+    state = "running" if status.running else "stopped"
+    return f"{status.name:<{width}}  pid {pid:<8} {state:<8} {status.detail}".rstrip()
+
+
+def _down(args: argparse.Namespace) -> int:
+    try:
+        stopped = LocalCluster(args.data_dir).down(kill=args.kill, timeout=args.timeout)
+    except (ClusterError, ClusterFileError) as e:
+        print(f"minibroker cluster down: {e}", file=sys.stderr)
+        return 1
+    print(f"Stopped {', '.join(stopped)}" if stopped else "Nothing was running")
+    return 0
+
+
+def _restart_broker(args: argparse.Namespace) -> int:
+    try:
+        broker = LocalCluster(args.data_dir).restart_broker(args.id, kill=args.kill, timeout=args.timeout,
+                                                            report=_report)
+    except (ClusterError, ClusterFileError) as e:
+        print(f"minibroker cluster restart-broker: {e}", file=sys.stderr)
+        return 1
+    print(f"Broker {broker.id} serving on {broker.address} (pid {broker.pid})")
+    return 0

@@ -1,0 +1,359 @@
+"""`minibroker perf produce | consume | end-to-end`: Kafka's performance tools, same options and output lines.
+
+    minibroker perf produce --topic T --num-records N --record-size B --throughput -1
+        [--producer-props acks=1 linger.ms=5 batch.size=65536 ...]        (kafka-producer-perf-test.sh)
+    minibroker perf consume --topic T --messages N [--from-latest] [--timeout MS]
+                                                                           (kafka-consumer-perf-test.sh)
+    minibroker perf end-to-end --topic T --num-records N [--producer-props acks=all]
+                                                                           (kafka.tools.EndToEndLatency)
+
+each with --bootstrap-server H:P or --data-dir D (perf produce also takes
+bootstrap.servers in --producer-props, as Kafka's does). A record's latency
+runs from send() to its acknowledgement, measured with a monotonic clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from client import Admin, Consumer, FutureRecordMetadata, KafkaError, NewTopic, Producer, TopicPartition
+from minibroker.commands.client_options import (
+    UsageError,
+    add_cluster_options,
+    bootstrap_servers,
+    client_kwargs,
+    load_config_file,
+    parse_key_values,
+)
+
+MB = 1024 * 1024
+_NS_PER_MS = 1_000_000
+_NS_PER_S = 1_000_000_000
+# Kafka's ProducerPerformance keeps at most this many latency samples for the percentiles.
+_MAX_LATENCY_SAMPLES = 500_000
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("perf", help="producer, consumer and end-to-end performance tests",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tools = parser.add_subparsers(dest="tool", required=True, metavar="TOOL")
+
+    produce = tools.add_parser("produce", help="kafka-producer-perf-test: send records as fast as asked")
+    add_cluster_options(produce)
+    produce.add_argument("--topic", required=True, help="produce messages to this topic")
+    produce.add_argument("--num-records", type=int, required=True, help="number of messages to produce")
+    produce.add_argument("--record-size", type=int, required=True, help="message size in bytes")
+    produce.add_argument("--throughput", type=float, required=True,
+                         help="throttle message throughput to *approximately* THROUGHPUT messages/sec; -1: no limit")
+    _producer_options(produce)
+    produce.set_defaults(func=_produce)
+
+    consume = tools.add_parser("consume", help="kafka-consumer-perf-test: read records as fast as possible")
+    add_cluster_options(consume)
+    consume.add_argument("--topic", required=True, help="the topic to consume from")
+    consume.add_argument("--messages", type=int, required=True, help="the number of messages to consume")
+    consume.add_argument("--group", help="the consumer group id (default: perf-consumer-<random>)")
+    consume.add_argument("--from-latest", action="store_true",
+                         help="start from the latest record instead of the earliest (without a committed offset)")
+    consume.add_argument("--fetch-size", type=int, default=1048576,
+                         help="the amount of data to fetch in a single request, per partition (default 1048576)")
+    consume.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                         help="the maximum allowed time between returned records (default 10000)")
+    consume.add_argument("--consumer.config", dest="consumer_config", type=Path, metavar="FILE",
+                         help="consumer config properties file")
+    consume.add_argument("--date-format", default="%Y-%m-%d %H:%M:%S:%f",
+                         help="strftime format of start.time and end.time (default: Kafka's yyyy-MM-dd HH:mm:ss:SSS)")
+    consume.add_argument("--hide-header", action="store_true", help="do not print the header line")
+    consume.set_defaults(func=_consume)
+
+    e2e = tools.add_parser("end-to-end", help="EndToEndLatency: produce one record, consume it, repeat")
+    add_cluster_options(e2e)
+    e2e.add_argument("--topic", required=True, help="the topic (created with one partition if it does not exist)")
+    e2e.add_argument("--num-records", type=int, required=True, help="number of round trips")
+    e2e.add_argument("--record-size", type=int, default=100, help="message size in bytes (default 100)")
+    e2e.add_argument("--timeout-ms", type=int, default=60000, help="how long one poll may wait for the record")
+    _producer_options(e2e)
+    e2e.set_defaults(func=_end_to_end)
+
+
+def _producer_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--producer-props", nargs="+", default=[], metavar="PROP=VALUE",
+                        help="producer configs, Kafka's names: acks=1 linger.ms=5 batch.size=65536 ...")
+    parser.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE",
+                        help="producer config properties file; --producer-props win over it")
+
+
+def _producer(args: argparse.Namespace, defaults: dict[str, str]) -> tuple[Producer, str]:
+    """The producer --producer.config and --producer-props describe, and the bootstrap servers it uses."""
+    props = defaults | load_config_file(args.producer_config) | parse_key_values(args.producer_props)
+    bootstrap = bootstrap_servers(args, props)
+    return Producer(bootstrap, **client_kwargs(Producer, props)), bootstrap
+
+
+def _fail(tool: str, error: Exception) -> int:
+    print(f"minibroker perf {tool}: {error}", file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------- produce
+
+
+def _produce(args: argparse.Namespace) -> int:
+    if args.throughput == 0:
+        return _fail("produce", UsageError("--throughput must be positive, or -1 for no limit"))
+    try:
+        producer, _ = _producer(args, {})
+    except (UsageError, ValueError) as e:
+        return _fail("produce", e)
+    # Kafka's payload: random upper-case letters, one payload for every record.
+    payload = bytes(random.choice(range(65, 91)) for _ in range(args.record_size))
+    stats = ProducerStats(args.num_records)
+    throttler = ThroughputThrottler(args.throughput, time.monotonic_ns())
+    try:
+        for i in range(args.num_records):
+            send_start = time.monotonic_ns()
+            producer.send(args.topic, payload).add_done_callback(stats.completion(i, send_start, len(payload)))
+            if throttler.should_throttle(i, send_start):
+                throttler.throttle()
+    finally:
+        producer.close()
+    print(stats.total())
+    if stats.errors:
+        print(f"{stats.errors} records failed; the first: {stats.first_error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+class ProducerStats:
+    """Kafka's ProducerPerformance.Stats: totals, a window printed every 5 s, sampled latencies.
+
+    Completions arrive on the producer's one I/O thread, which also prints the window line, as in Kafka;
+    total() is read once the producer is closed. So no lock: the callback is the costliest thing the
+    benchmark adds per record, and it runs under the GIL the send loop needs.
+    """
+
+    REPORTING_INTERVAL_NS = 5 * _NS_PER_S
+
+    def __init__(self, num_records: int) -> None:
+        self.start = time.monotonic_ns()
+        self.sampling = max(num_records // min(max(num_records, 1), _MAX_LATENCY_SAMPLES), 1)
+        self.latencies: list[float] = []
+        self.count = self.bytes = 0
+        self.total_latency = self.max_latency = 0.0
+        self.errors = 0
+        self.first_error: Exception | None = None
+        self._new_window(self.start)
+
+    def _new_window(self, now_ns: int) -> None:
+        self.window_start = now_ns
+        self.window_count = self.window_bytes = 0
+        self.window_total_latency = self.window_max_latency = 0.0
+
+    def completion(self, iteration: int, send_start_ns: int, size: int) -> _Completion:
+        return _Completion(self, iteration, send_start_ns, size)
+
+    def record(self, iteration: int, latency_ms: float, size: int, now_ns: int) -> None:
+        self.count += 1
+        self.bytes += size
+        self.total_latency += latency_ms
+        if latency_ms > self.max_latency:
+            self.max_latency = latency_ms
+        self.window_count += 1
+        self.window_bytes += size
+        self.window_total_latency += latency_ms
+        if latency_ms > self.window_max_latency:
+            self.window_max_latency = latency_ms
+        if iteration % self.sampling == 0:
+            self.latencies.append(latency_ms)
+        if now_ns - self.window_start >= self.REPORTING_INTERVAL_NS:
+            print(self.window(now_ns), flush=True)
+            self._new_window(now_ns)
+
+    def record_error(self, error: Exception | None) -> None:
+        self.errors += 1
+        self.first_error = self.first_error or error
+
+    def window(self, now_ns: int) -> str:
+        elapsed_s = max(now_ns - self.window_start, 1) / _NS_PER_S
+        count = max(self.window_count, 1)
+        return (f"{self.window_count} records sent, {self.window_count / elapsed_s:.1f} records/sec"
+                f" ({self.window_bytes / elapsed_s / MB:.2f} MB/sec), {self.window_total_latency / count:.1f} ms avg"
+                f" latency, {self.window_max_latency:.1f} ms max latency.")
+
+    def total(self) -> str:
+        elapsed_s = max(time.monotonic_ns() - self.start, 1) / _NS_PER_S
+        p50, p95, p99, p999 = percentiles(self.latencies, 0.5, 0.95, 0.99, 0.999)
+        return (f"{self.count} records sent, {self.count / elapsed_s:f} records/sec ({self.bytes / elapsed_s / MB:.2f}"
+                f" MB/sec), {self.total_latency / max(self.count, 1):.2f} ms avg latency, {self.max_latency:.2f} ms"
+                f" max latency, {p50} ms 50th, {p95} ms 95th, {p99} ms 99th, {p999} ms 99.9th.")
+
+
+class _Completion:
+    """One record's completion callback (Kafka's PerfCallback): a small object, not a closure, per record."""
+
+    __slots__ = ("iteration", "send_start_ns", "size", "stats")
+
+    def __init__(self, stats: ProducerStats, iteration: int, send_start_ns: int, size: int) -> None:
+        self.stats = stats
+        self.iteration = iteration
+        self.send_start_ns = send_start_ns
+        self.size = size
+
+    def __call__(self, future: FutureRecordMetadata) -> None:
+        now = time.monotonic_ns()
+        # Like Kafka's, a failed record counts too: its latency is how long it took to fail.
+        self.stats.record(self.iteration, (now - self.send_start_ns) / _NS_PER_MS, self.size, now)
+        if future.failed():
+            self.stats.record_error(future.exception())
+
+
+def percentiles(latencies_ms: list[float], *points: float) -> list[int]:
+    """Kafka's: the sorted sample at index int(p * size), in whole milliseconds."""
+    ordered = sorted(latencies_ms)
+    if not ordered:
+        return [0 for _ in points]
+    return [int(ordered[min(int(p * len(ordered)), len(ordered) - 1)]) for p in points]
+
+
+class ThroughputThrottler:
+    """Kafka's ThroughputThrottler: sleep, on average, 1/throughput s per record, in sleeps of >= 2 ms."""
+
+    MIN_SLEEP_NS = 2 * _NS_PER_MS
+
+    def __init__(self, target_throughput: float, start_ns: int) -> None:
+        self.target = target_throughput
+        self.start_ns = start_ns
+        self.sleep_time_ns = _NS_PER_S / target_throughput if target_throughput > 0 else 0.0
+        self.sleep_deficit_ns = 0.0
+
+    def should_throttle(self, amount_so_far: int, send_start_ns: int) -> bool:
+        if self.target < 0:
+            return False
+        elapsed_s = (send_start_ns - self.start_ns) / _NS_PER_S
+        return elapsed_s > 0 and amount_so_far / elapsed_s > self.target
+
+    def throttle(self) -> None:
+        self.sleep_deficit_ns += self.sleep_time_ns
+        if self.sleep_deficit_ns >= self.MIN_SLEEP_NS:
+            time.sleep(self.sleep_deficit_ns / _NS_PER_S)
+            self.sleep_deficit_ns = 0.0
+
+
+# ---------------------------------------------------------------------- consume
+
+CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,"
+                   " rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+
+def _consume(args: argparse.Namespace) -> int:
+    props = load_config_file(args.consumer_config)
+    props.setdefault("group.id", args.group or f"perf-consumer-{random.randrange(100000)}")
+    props.setdefault("auto.offset.reset", "latest" if args.from_latest else "earliest")
+    props.setdefault("max.partition.fetch.bytes", str(args.fetch_size))
+    props.setdefault("client.id", "perf-consumer-client")
+    try:
+        consumer = Consumer(bootstrap_servers=bootstrap_servers(args, props), **client_kwargs(Consumer, props))
+    except (UsageError, ValueError) as e:
+        return _fail("consume", e)
+    if not args.hide_header:
+        print(CONSUMER_HEADER, flush=True)
+    messages = size = 0
+    start = time.time()
+    try:
+        consumer.subscribe([args.topic])
+        last_consumed = time.monotonic()
+        while messages < args.messages and (time.monotonic() - last_consumed) * 1000 <= args.timeout:
+            batches = consumer.poll(timeout_ms=100, max_records=args.messages - messages)
+            if batches:
+                last_consumed = time.monotonic()
+            for records in batches.values():
+                messages += len(records)
+                size += sum(max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0) for r in records)
+    except KafkaError as e:
+        return _fail("consume", e)
+    finally:
+        consumer.close()
+    end = time.time()
+    if messages < args.messages:
+        print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms)"
+              " exceeded. You can use the --timeout option to increase the timeout.")
+    elapsed_s = max(end - start, 1e-9)
+    mb = size / MB
+    # No group membership here, so no rebalance: all of the time was spent fetching.
+    print(f"{_date(start, args.date_format)}, {_date(end, args.date_format)}, {mb:.4f}, {mb / elapsed_s:.4f},"
+          f" {messages}, {messages / elapsed_s:.4f}, 0, {round(elapsed_s * 1000)}, {mb / elapsed_s:.4f},"
+          f" {messages / elapsed_s:.4f}")
+    return 0
+
+
+def _date(epoch_s: float, date_format: str) -> str:
+    text = datetime.fromtimestamp(epoch_s).strftime(date_format)
+    # %f is microseconds; Kafka's SSS is milliseconds.
+    return text[:-3] if date_format.endswith("%f") else text
+
+
+# ---------------------------------------------------------------------- end-to-end
+
+
+def _end_to_end(args: argparse.Namespace) -> int:
+    try:
+        # EndToEndLatency's: no batching delay.
+        producer, bootstrap = _producer(args, {"linger.ms": "0"})
+    except (UsageError, ValueError) as e:
+        return _fail("end-to-end", e)
+    # Not auto-created by the metadata lookup: a missing topic is created below, with one partition, as Kafka's is.
+    consumer = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="latest",
+                        fetch_max_wait_ms=0, allow_auto_create_topics=False)
+    try:
+        return _round_trips(args, producer, consumer, bootstrap)
+    except (KafkaError, EndToEndError) as e:
+        return _fail("end-to-end", e)
+    finally:
+        producer.close()
+        consumer.close()
+
+
+class EndToEndError(Exception):
+    pass
+
+
+def _round_trips(args: argparse.Namespace, producer: Producer, consumer: Consumer, bootstrap: str) -> int:
+    partitions = consumer.partitions_for_topic(args.topic)
+    if not partitions:
+        with Admin(bootstrap) as admin:
+            admin.create_topics([NewTopic(args.topic, num_partitions=1)])
+        partitions = {0}
+    tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_end(*tps)
+    for tp in tps:
+        consumer.position(tp)
+    latencies_ms: list[float] = []
+    total_ns = 0
+    for i in range(args.num_records):
+        message = os.urandom(args.record_size)
+        begin = time.monotonic_ns()
+        producer.send(args.topic, message).get()
+        batches = consumer.poll(timeout_ms=args.timeout_ms)
+        elapsed = time.monotonic_ns() - begin
+        records = [r for rs in batches.values() for r in rs]
+        if not records:
+            raise EndToEndError(f"poll() timed out before finding a result (timeout:[{args.timeout_ms}])")
+        if records[0].value != message:
+            raise EndToEndError("The message read did not match the message sent")
+        if len(records) > 1:
+            raise EndToEndError(f"Only one result was expected during this test. We found [{len(records)}]")
+        if i % 1000 == 0:
+            print(f"{i}\t{elapsed / _NS_PER_MS}", flush=True)
+        total_ns += elapsed
+        latencies_ms.append(elapsed / _NS_PER_MS)
+    print(f"Avg latency: {total_ns / max(args.num_records, 1) / _NS_PER_MS:.4f} ms\n")
+    p50, p99, p999 = percentiles(latencies_ms, 0.5, 0.99, 0.999)
+    print(f"Percentiles: 50th = {p50}, 99th = {p99}, 99.9th = {p999}")
+    return 0
