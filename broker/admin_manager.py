@@ -95,7 +95,7 @@ class AdminManager:
             try:
                 results.append(self._create_topic(topic, validate_only, view))
             except KafkaError as e:
-                results.append(CreateTopicResult(topic.name, e.code, str(e)))
+                results.append(CreateTopicResult(topic.name, e.code, e.message))
         return results
 
     def auto_create_topic(self, topic: str) -> ErrorCode:
@@ -156,7 +156,7 @@ class AdminManager:
                     logger.info("Topic %s marked for deletion", name)
                 results.append(DeleteTopicResult(name, ErrorCode.NONE))
             except KafkaError as e:
-                results.append(DeleteTopicResult(name, e.code, str(e)))
+                results.append(DeleteTopicResult(name, e.code, e.message))
         return results
 
 

@@ -141,7 +141,7 @@ class Admin:
                     retry.append(name)
                     self._metadata.request_update()
                 else:
-                    errors.append(error_for(code, f"{name}: {message}" if message else name))
+                    errors.append(error_for(code, message or f"{name}: {ErrorCode(code).name}"))
             pending = retry
             if pending:
                 if self._now_ms() + self._retry_backoff_ms >= deadline:

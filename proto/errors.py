@@ -127,6 +127,11 @@ class KafkaError(Exception):
         super().__init__(message or self.code.name)
 
     @property
+    def message(self) -> str:
+        """The message alone, as Kafka's ApiException carries it on the wire (str() adds the code's name)."""
+        return str(self.args[0]) if self.args else self.code.name
+
+    @property
     def retriable(self) -> bool:
         return is_retriable(self.code)
 

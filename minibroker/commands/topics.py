@@ -238,4 +238,4 @@ def _topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, dic
 
 def _message(error: Exception) -> str:
     # A KafkaError's str() leads with its code's name; Kafka prints the exception's message alone.
-    return str(error.args[0]) if error.args else str(error)
+    return error.message if isinstance(error, KafkaError) else str(error)
