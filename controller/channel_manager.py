@@ -17,7 +17,7 @@ import threading
 
 import grpc
 
-from controller.request_batch import BrokerRequest
+from controller.request_batch import BrokerRequest, BrokerResponse, ResponseCallback
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
@@ -42,9 +42,10 @@ def _target(broker: BrokerInfo) -> str:
 
 
 def _describe(request: BrokerRequest) -> str:
+    partitions = request.partitions if isinstance(request, pb.StopReplicaRequest) else request.partition_states
     return (
         f"{type(request).__name__}(controller_id={request.controller_id}, controller_epoch={request.controller_epoch}, "
-        f"broker_epoch={request.broker_epoch}, partitions={len(request.partition_states)})"
+        f"broker_epoch={request.broker_epoch}, partitions={len(partitions)})"
     )
 
 
@@ -68,13 +69,13 @@ class RequestSendThread(threading.Thread):
         self._controller_id = controller_id
         self._timeout_s = socket_timeout_ms / 1000
         self._metadata = ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),) if credential is not None else ()
-        self._queue: queue.Queue[BrokerRequest | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[BrokerRequest, ResponseCallback | None] | None] = queue.Queue()
         self._stopped = threading.Event()
         self._channel = grpc.insecure_channel(_target(broker), options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.KafkaClusterStub(self._channel)
 
-    def enqueue(self, request: BrokerRequest) -> None:
-        self._queue.put(request)
+    def enqueue(self, request: BrokerRequest, callback: ResponseCallback | None) -> None:
+        self._queue.put((request, callback))
 
     def shutdown(self) -> None:
         """Stop now: the request in flight is cancelled, queued ones are dropped."""
@@ -84,12 +85,12 @@ class RequestSendThread(threading.Thread):
 
     def run(self) -> None:
         while not self._stopped.is_set():
-            request = self._queue.get()
-            if request is None:
+            item = self._queue.get()
+            if item is None:
                 return
-            self._send_until_answered(request)
+            self._send_until_answered(*item)
 
-    def _send_until_answered(self, request: BrokerRequest) -> None:
+    def _send_until_answered(self, request: BrokerRequest, callback: ResponseCallback | None) -> None:
         while not self._stopped.is_set():
             try:
                 response = self._call(request)
@@ -107,20 +108,21 @@ class RequestSendThread(threading.Thread):
                 self._stopped.wait(RETRY_BACKOFF_S)
                 continue
             self._handle_response(request, response)
+            if callback is not None:
+                callback(response)
             return
 
-    def _call(self, request: BrokerRequest) -> pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse:
+    def _call(self, request: BrokerRequest) -> BrokerResponse:
         # wait_for_ready: a call to a broker that is (re)starting waits for the connection, up to the timeout,
         # instead of failing at once.
+        timeout, metadata = self._timeout_s, self._metadata
         if isinstance(request, pb.LeaderAndIsrRequest):
-            return self._stub.LeaderAndIsr(
-                request, timeout=self._timeout_s, metadata=self._metadata, wait_for_ready=True
-            )
-        return self._stub.UpdateMetadata(request, timeout=self._timeout_s, metadata=self._metadata, wait_for_ready=True)
+            return self._stub.LeaderAndIsr(request, timeout=timeout, metadata=metadata, wait_for_ready=True)
+        if isinstance(request, pb.StopReplicaRequest):
+            return self._stub.StopReplica(request, timeout=timeout, metadata=metadata, wait_for_ready=True)
+        return self._stub.UpdateMetadata(request, timeout=timeout, metadata=metadata, wait_for_ready=True)
 
-    def _handle_response(
-        self, request: BrokerRequest, response: pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse
-    ) -> None:
+    def _handle_response(self, request: BrokerRequest, response: BrokerResponse) -> None:
         if response.error_code != ErrorCode.NONE:
             log.error(
                 "Controller %d epoch %d received %s in response to %s from broker %d",
@@ -130,12 +132,13 @@ class RequestSendThread(threading.Thread):
                 _describe(request),
                 self.broker.id,
             )
-        if isinstance(response, pb.LeaderAndIsrResponse):
+        if not isinstance(response, pb.UpdateMetadataResponse):
             for error in response.partition_errors:
                 if error.error_code != ErrorCode.NONE:
                     log.warning(
-                        "Broker %d failed to apply LeaderAndIsr of controller epoch %d for partition %s-%d: %s",
+                        "Broker %d failed to apply %s of controller epoch %d for partition %s-%d: %s",
                         self.broker.id,
+                        type(request).__name__,
                         request.controller_epoch,
                         error.topic_name,
                         error.partition_index,
@@ -168,12 +171,12 @@ class ControllerChannelManager:
         if thread is not None:
             thread.shutdown()
 
-    def send_request(self, broker_id: int, request: BrokerRequest) -> None:
+    def send_request(self, broker_id: int, request: BrokerRequest, callback: ResponseCallback | None = None) -> None:
         thread = self._brokers.get(broker_id)
         if thread is None:
             log.warning("Not sending request %s to broker %d, since it is offline.", _describe(request), broker_id)
             return
-        thread.enqueue(request)
+        thread.enqueue(request, callback)
 
     def shutdown(self) -> None:
         for broker_id in list(self._brokers):

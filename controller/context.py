@@ -47,6 +47,11 @@ class ControllerContext:
         self.partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.replica_states: dict[PartitionAndReplica, ReplicaState] = {}
+        # Topic deletion (Kafka keeps these in its context too): requested, StopReplica sent at least once,
+        # and waiting for a broker that is down.
+        self.topics_to_be_deleted: set[str] = set()
+        self.topics_with_deletion_started: set[str] = set()
+        self.topics_ineligible_for_deletion: set[str] = set()
 
     # --- brokers ---
 
@@ -73,6 +78,9 @@ class ControllerContext:
 
     def remove_topic(self, topic: str) -> None:
         self.all_topics.discard(topic)
+        self.topics_to_be_deleted.discard(topic)
+        self.topics_with_deletion_started.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
         partitions = self.partition_assignments.pop(topic, {})
         for partition, assignment in partitions.items():
             tp = TopicPartition(topic, partition)
@@ -89,6 +97,12 @@ class ControllerContext:
 
     def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.partition_full_replica_assignment(tp).replicas
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return sorted(TopicPartition(topic, partition) for partition in self.partition_assignments.get(topic, {}))
+
+    def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
 
     def all_partitions(self) -> list[TopicPartition]:
         return sorted(
@@ -119,6 +133,11 @@ class ControllerContext:
 
     def replica_state(self, replica: PartitionAndReplica) -> ReplicaState:
         return self.replica_states.get(replica, ReplicaState.NonExistentReplica)
+
+    def replicas_for_topic_in_state(self, topic: str, state: ReplicaState) -> list[PartitionAndReplica]:
+        return [
+            r for r in self.replicas_for_partitions(self.partitions_for_topic(topic)) if self.replica_state(r) is state
+        ]
 
     def partitions_with_leaders(self) -> list[TopicPartition]:
         return sorted(self.partition_leadership_info)

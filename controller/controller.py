@@ -4,8 +4,14 @@ Every controller process runs for the ephemeral /controller znode; the winner
 bumps /controller_epoch in the same multi-op and is the only one that acts. It
 loads the cluster from ZooKeeper, tells every live broker what it needs
 (UpdateMetadata to all, LeaderAndIsr to each partition's replicas), then
-follows brokers, topics and ISR changes through its watches. The others watch
-/controller and run again when it goes.
+follows brokers, topics, ISR changes and topic deletions through its watches.
+The others watch /controller and run again when it goes.
+
+A broker whose registration disappears (or changes: it restarted) is a broker
+failure: its replicas go offline, the partitions it led elect a new leader from
+their live ISR, and it leaves every ISR it was in - so acks=all never counts a
+dead replica. A broker that registers gets the metadata and its replicas'
+states; partitions waiting offline for it come back.
 
 Every controller write to ZooKeeper is fenced by the controller epoch's znode
 version. When one fails (ControllerMovedError) a newer controller exists: this
@@ -17,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from broker.config import ConfigError, Type, parse_value
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
-from controller.context import ControllerContext
+from controller.context import ControllerContext, PartitionAndReplica
 from controller.event_manager import ControllerEventManager
 from controller.events import (
     BrokerChange,
@@ -30,15 +37,21 @@ from controller.events import (
     Reelect,
     Startup,
     TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
 )
 from controller.loggers import controller_logger, state_change_logger
 from controller.partition_state_machine import PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import PartitionState, ReplicaState
+from controller.topic_deletion_manager import TopicDeletionManager
 from controller.zk_watches import ControllerZkWatches
+from proto import minibroker_pb2 as pb
+from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import ControllerMovedError, KafkaZkClient
+from zk.paths import BrokerInfo
 
 
 class KafkaController:
@@ -57,16 +70,28 @@ class KafkaController:
         self._channel_manager = channel_manager or ControllerChannelManager(
             self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms
         )
+        self._event_manager = ControllerEventManager(self.process)
         self._batch = ControllerBrokerRequestBatch(
-            self.controller_id, self.context, self._channel_manager.send_request, state_change_log
+            self.controller_id,
+            self.context,
+            self._channel_manager.send_request,
+            state_change_log,
+            self._on_stop_replica_response,
         )
         self._partition_state_machine = PartitionStateMachine(
-            self.controller_id, self.context, zk, self._batch, state_change_log
+            self.controller_id,
+            self.context,
+            zk,
+            self._batch,
+            state_change_log,
+            unclean_leader_election_enabled=self._unclean_leader_election_enabled,
         )
         self._replica_state_machine = ReplicaStateMachine(
-            self.controller_id, self.context, self._batch, state_change_log
+            self.controller_id, self.context, zk, self._batch, state_change_log
         )
-        self._event_manager = ControllerEventManager(self.process)
+        self._topic_deletion_manager = TopicDeletionManager(
+            self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log
+        )
         self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
 
     @property
@@ -106,6 +131,10 @@ class KafkaController:
                     self._process_topic_change()
                 case IsrChangeNotification():
                     self._process_isr_change_notification()
+                case TopicDeletion():
+                    self._process_topic_deletion()
+                case TopicDeletionStopReplicaResponseReceived():
+                    self._process_topic_deletion_stop_replica_response_received(event)
                 case _:
                     raise TypeError(f"unknown controller event {event!r}")
         except ControllerMovedError:
@@ -216,6 +245,8 @@ class KafkaController:
         self._send_update_metadata_request(self.context.live_broker_ids, ())
         self._replica_state_machine.startup()
         self._partition_state_machine.startup()
+        # Deletions a previous controller left unfinished (Kafka's tryTopicDeletion).
+        self._topic_deletion_manager.resume_deletions()
         # Partitions none of whose replicas is live got no LeaderAndIsr, but brokers must still know them.
         self._batch.add_update_metadata_request_for_brokers(
             self.context.live_broker_ids, self.context.partitions_with_leaders()
@@ -237,6 +268,8 @@ class KafkaController:
         self.context.add_live_brokers(brokers)
         assignments = self._zk.get_topic_assignments(self._zk.get_all_topics())
         self.context.set_all_topics(assignments)
+        # Known before the state machines start, so that no leader is elected for a topic being deleted.
+        self.context.topics_to_be_deleted = self._zk.get_topic_deletions() & self.context.all_topics
         for assignment in assignments.values():
             for partition, replicas in assignment.partitions.items():
                 self.context.update_partition_full_replica_assignment(
@@ -275,19 +308,23 @@ class KafkaController:
         )
         for broker_id in dead_ids + bounced_ids:
             self._channel_manager.remove_broker(broker_id)
-        self.context.remove_live_brokers(dead_ids + bounced_ids)
-        started = new_ids + bounced_ids
-        for broker_id in started:
-            self._channel_manager.add_broker(current[broker_id])
-        self.context.add_live_brokers(current[i] for i in started)
-        if started:
-            self._on_broker_startup(started)
+        if new_ids:
+            self._add_live_brokers([current[i] for i in new_ids])
+            self._on_broker_startup(new_ids)
+        if bounced_ids:
+            # A restart the watch saw as one change: the old incarnation failed, the new one starts.
+            self.context.remove_live_brokers(bounced_ids)
+            self._on_broker_failure(bounced_ids)
+            self._add_live_brokers([current[i] for i in bounced_ids])
+            self._on_broker_startup(bounced_ids)
         if dead_ids:
-            # The partitions these brokers hosted keep their leaders and ISRs as they are: the live brokers
-            # learn that the replicas there are offline.
-            self._send_update_metadata_request(
-                self.context.live_broker_ids, self.context.partitions_on_brokers(dead_ids)
-            )
+            self.context.remove_live_brokers(dead_ids)
+            self._on_broker_failure(dead_ids)
+
+    def _add_live_brokers(self, brokers: list[BrokerInfo]) -> None:
+        for broker in brokers:
+            self._channel_manager.add_broker(broker)
+        self.context.add_live_brokers(brokers)
 
     def _on_broker_startup(self, new_broker_ids: list[int]) -> None:
         self._log.info("New broker startup callback for %s", new_broker_ids)
@@ -299,7 +336,51 @@ class KafkaController:
             self.context.replicas_on_brokers(new_broker_ids), ReplicaState.OnlineReplica
         )
         self._partition_state_machine.trigger_online_partition_state_change()
+        # Deletions that waited for these brokers can go on.
+        self._topic_deletion_manager.resume_deletion_for_topics(
+            {r.topic_partition.topic for r in self.context.replicas_on_brokers(new_broker_ids)}
+        )
         self._batch.send_requests_to_brokers()
+
+    def _on_broker_failure(self, dead_broker_ids: list[int]) -> None:
+        self._log.info("Broker failure callback for %s", dead_broker_ids)
+        self._on_replicas_become_offline(self.context.replicas_on_brokers(dead_broker_ids))
+
+    def _on_replicas_become_offline(self, new_offline_replicas: list[PartitionAndReplica]) -> None:
+        """Kafka's onReplicasBecomeOffline: partitions that lost their leader go offline and elect a new one;
+        the offline replicas leave their ISRs; deletions waiting on them halt."""
+        for_deletion = [
+            r for r in new_offline_replicas if self.context.is_topic_queued_up_for_deletion(r.topic_partition.topic)
+        ]
+        not_for_deletion = [r for r in new_offline_replicas if r not in for_deletion]
+        partitions_without_leader = [
+            tp
+            for tp, state in sorted(self.context.partition_leadership_info.items())
+            if not self.context.is_replica_online(state.leader, tp)
+            and not self.context.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        self._partition_state_machine.handle_state_changes(partitions_without_leader, PartitionState.OfflinePartition)
+        self._partition_state_machine.trigger_online_partition_state_change()
+        self._replica_state_machine.handle_state_changes(not_for_deletion, ReplicaState.OfflineReplica)
+        self._topic_deletion_manager.fail_replica_deletion(for_deletion)
+        if not partitions_without_leader:
+            # No election carried the news: the live brokers still learn which replicas are offline.
+            self._send_update_metadata_request(
+                self.context.live_broker_ids, sorted({r.topic_partition for r in new_offline_replicas})
+            )
+        self._batch.send_requests_to_brokers()
+
+    def _unclean_leader_election_enabled(self, topic: str) -> bool:
+        """The topic's override of unclean.leader.election.enable, else the controller's (Kafka reads the topic's
+        config from ZooKeeper at election time too, so a change applies to the next election)."""
+        text = self._zk.get_topic_config(topic).get("unclean.leader.election.enable")
+        if text is None:
+            return self.config.unclean_leader_election_enable
+        try:
+            return bool(parse_value("unclean.leader.election.enable", Type.BOOLEAN, text.strip()))
+        except ConfigError as e:
+            self._log.warning("Ignoring the invalid topic config of %s: %s", topic, e)
+            return self.config.unclean_leader_election_enable
 
     # --- topics ---
 
@@ -336,6 +417,57 @@ class KafkaController:
         self._partition_state_machine.handle_state_changes(new_partitions, PartitionState.OnlinePartition)
         self._replica_state_machine.handle_state_changes(replicas, ReplicaState.OnlineReplica)
         self._batch.send_requests_to_brokers()
+
+    # --- topic deletion ---
+
+    def _process_topic_deletion(self) -> None:
+        if not self._active:
+            return
+        topics = self._zk.get_topic_deletions()
+        non_existent = topics - self.context.all_topics
+        if non_existent:
+            self._log.warning("Ignoring request to delete non-existing topics %s", ",".join(sorted(non_existent)))
+            self._zk.delete_topic_deletions(sorted(non_existent), self.context.epoch_zk_version)
+        to_delete = topics - non_existent - self.context.topics_to_be_deleted
+        if to_delete:
+            self._log.info("Starting topic deletion for topics %s", ",".join(sorted(to_delete)))
+            self._topic_deletion_manager.enqueue_topics_for_deletion(to_delete)
+
+    def _on_stop_replica_response(self, broker_id: int, response: pb.StopReplicaResponse) -> None:
+        """On the channel's thread: hand the answer to the event thread."""
+        self._event_manager.put(
+            TopicDeletionStopReplicaResponseReceived(
+                broker_id,
+                response.error_code,
+                tuple(
+                    (TopicPartition(e.topic_name, e.partition_index), e.error_code) for e in response.partition_errors
+                ),
+            )
+        )
+
+    def _process_topic_deletion_stop_replica_response_received(
+        self, event: TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self._active:
+            return
+        self._log.debug(
+            "Delete topic callback invoked on StopReplica response received from broker %d", event.replica_id
+        )
+        failed = event.error != ErrorCode.NONE
+        replicas_in_error = [
+            PartitionAndReplica(tp, event.replica_id)
+            for tp, error in event.partition_errors
+            if failed or error != ErrorCode.NONE
+        ]
+        deleted = [
+            PartitionAndReplica(tp, event.replica_id)
+            for tp, error in event.partition_errors
+            if not failed and error == ErrorCode.NONE
+        ]
+        if replicas_in_error:
+            self._topic_deletion_manager.fail_replica_deletion(replicas_in_error)
+        if deleted:
+            self._topic_deletion_manager.complete_replica_deletion(deleted)
 
     # --- ISR changes ---
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from controller.context import ControllerContext
 from proto.types import TopicPartition
-from zk.paths import LeaderIsrAndControllerEpoch
+from zk.paths import NO_LEADER, LeaderIsrAndControllerEpoch
 
 # --- the algorithms (Kafka's PartitionLeaderElectionAlgorithms) ---
 
@@ -60,7 +60,7 @@ class ElectionResult:
     live_replicas: tuple[int, ...]
 
 
-def _new_leader_and_isr(
+def new_leader_and_isr(
     current: LeaderIsrAndControllerEpoch, leader: int, isr: Sequence[int], controller_epoch: int
 ) -> LeaderIsrAndControllerEpoch:
     # Kafka's LeaderAndIsr.newLeaderAndIsr: every leadership change bumps the leader epoch.
@@ -91,7 +91,20 @@ def leader_for_offline(
         return ElectionResult(tp, None, live)
     # An unclean leader is the only replica known to have what it has.
     isr = [r for r in current.isr if context.is_replica_online(r, tp)] if leader in current.isr else [leader]
-    return ElectionResult(tp, _new_leader_and_isr(current, leader, isr, context.epoch), live)
+    return ElectionResult(tp, new_leader_and_isr(current, leader, isr, context.epoch), live)
+
+
+def leader_and_isr_without_replica(
+    current: LeaderIsrAndControllerEpoch, replica_id: int, controller_epoch: int
+) -> LeaderIsrAndControllerEpoch | None:
+    """A replica going offline leaves the ISR (Kafka's removeReplicasFromIsr), so acks=all stops waiting for it;
+    None if it is not in the ISR. The last ISR member stays: it is the one replica known to have every
+    acknowledged record, and the partition waits for it (leader NO_LEADER) unless unclean election is allowed."""
+    if replica_id not in current.isr:
+        return None
+    leader = NO_LEADER if current.leader == replica_id else current.leader
+    isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica_id)
+    return new_leader_and_isr(current, leader, isr, controller_epoch)
 
 
 def leader_for_preferred_replica(
@@ -102,7 +115,7 @@ def leader_for_preferred_replica(
     leader = preferred_replica_partition_leader_election(assignment, current.isr, set(_live_replicas(context, tp)))
     if leader is None:
         return ElectionResult(tp, None, assignment)
-    return ElectionResult(tp, _new_leader_and_isr(current, leader, current.isr, context.epoch), assignment)
+    return ElectionResult(tp, new_leader_and_isr(current, leader, current.isr, context.epoch), assignment)
 
 
 def leader_for_controlled_shutdown(
@@ -119,4 +132,4 @@ def leader_for_controlled_shutdown(
     if leader is None:
         return ElectionResult(tp, None, live)
     isr = [r for r in current.isr if r not in shutting_down_broker_ids]
-    return ElectionResult(tp, _new_leader_and_isr(current, leader, isr, context.epoch), live)
+    return ElectionResult(tp, new_leader_and_isr(current, leader, isr, context.epoch), live)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proto.types import TopicPartition
+
 
 @dataclass(frozen=True)
 class ControllerEvent:
@@ -51,3 +53,21 @@ class TopicChange(ControllerEvent):
 @dataclass(frozen=True)
 class IsrChangeNotification(ControllerEvent):
     """Leaders changed ISRs and said so under /isr_change_notification."""
+
+
+@dataclass(frozen=True)
+class TopicDeletion(ControllerEvent):
+    """The children of /admin/delete_topics changed: topics were marked for deletion."""
+
+
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    """A broker answered a StopReplica(delete_partitions): `partition_errors` holds each partition's error code,
+    `error` the request's."""
+
+    replica_id: int
+    error: int
+    partition_errors: tuple[tuple[TopicPartition, int], ...]
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(replica_id={self.replica_id}, error={self.error})"

@@ -4,19 +4,29 @@ A replica (a partition on a broker) is NewReplica while its partition is being
 created and OnlineReplica once it is part of the cluster; on takeover, replicas
 on live brokers are Online and the others ReplicaDeletionIneligible. Moving a
 replica that is not new to OnlineReplica (re)sends its broker the partition's
-state: that is how a broker that (re)starts learns what it hosts. No ZooKeeper
-writes happen here.
+state: that is how a broker that (re)starts learns what it hosts.
+
+-> OfflineReplica (its broker died, or its topic is being deleted) takes it out
+of its partitions' ISRs with a fenced conditional write (leader NO_LEADER if it
+led; the last ISR member stays), so acks=all no longer waits for it.
+Topic deletion then moves it through ReplicaDeletionStarted (StopReplica with
+delete_partitions sent), ReplicaDeletionSuccessful or ReplicaDeletionIneligible
+(its broker is down), and NonExistentReplica.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from itertools import groupby
 
 from controller.context import ControllerContext, PartitionAndReplica
+from controller.election import leader_and_isr_without_replica
+from controller.leader_and_isr_update import LeaderAndIsrStore, update_leader_and_isr
 from controller.loggers import Logger
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import VALID_PREVIOUS_REPLICA_STATES, ReplicaState
+from proto.types import TopicPartition
+from zk.paths import LeaderIsrAndControllerEpoch
 
 
 class ReplicaStateMachine:
@@ -24,11 +34,13 @@ class ReplicaStateMachine:
         self,
         controller_id: int,
         context: ControllerContext,
+        zk: LeaderAndIsrStore,
         batch: ControllerBrokerRequestBatch,
         state_change_log: Logger,
     ) -> None:
         self._controller_id = controller_id
         self._context = context
+        self._zk = zk
         self._batch = batch
         self._log = state_change_log
 
@@ -42,40 +54,23 @@ class ReplicaStateMachine:
             self._context.replica_states[replica] = ReplicaState.OnlineReplica
         self.handle_state_changes(online, ReplicaState.OnlineReplica)
 
-    def handle_state_changes(
-        self,
-        replicas: Iterable[PartitionAndReplica],
-        target_state: Literal[ReplicaState.NewReplica, ReplicaState.OnlineReplica],
-    ) -> None:
-        """Kafka also sends a LeaderAndIsr on -> NewReplica when the partition already has a leader (a replica
-        added by reassignment); that case arrives with reassignment, new partitions have no leader yet."""
-        for replica in replicas:
+    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target_state: ReplicaState) -> None:
+        """Move the replicas to target_state; invalid transitions are logged in the state change log and left
+        where they are. Kafka also sends a LeaderAndIsr on -> NewReplica when the partition already has a
+        leader (a replica added by reassignment); that case arrives with reassignment."""
+        valid = [r for r in replicas if self._is_valid_transition(r, target_state)]
+        if target_state is ReplicaState.OfflineReplica:
+            # One read-decide-write round per broker, as Kafka groups them.
+            by_broker = sorted(valid, key=lambda r: r.replica)
+            for replica_id, group in groupby(by_broker, key=lambda r: r.replica):
+                self._remove_replica_from_isr(replica_id, [r.topic_partition for r in group])
+        for replica in valid:
             current = self._context.replica_state(replica)
-            if current not in VALID_PREVIOUS_REPLICA_STATES[target_state]:
-                self._log.error(
-                    "Controller %d epoch %d failed to change state of replica %d for partition %s from %s to %s: "
-                    "replica must be in one of %s before moving to %s",
-                    self._controller_id,
-                    self._context.epoch,
-                    replica.replica,
-                    replica.topic_partition,
-                    current.name,
-                    target_state.name,
-                    sorted(s.name for s in VALID_PREVIOUS_REPLICA_STATES[target_state]),
-                    target_state.name,
-                )
-                continue
             if target_state is ReplicaState.OnlineReplica and current is not ReplicaState.NewReplica:
                 # A new replica got its LeaderAndIsr when its partition went online.
-                state = self._context.partition_leadership_info.get(replica.topic_partition)
-                if state is not None:
-                    self._batch.add_leader_and_isr_request_for_brokers(
-                        [replica.replica],
-                        replica.topic_partition,
-                        state,
-                        self._context.partition_full_replica_assignment(replica.topic_partition),
-                        is_new=False,
-                    )
+                self._send_partition_state(replica.topic_partition, [replica.replica])
+            elif target_state is ReplicaState.ReplicaDeletionStarted:
+                self._batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition)
             self._log.debug(
                 "Changed state of replica %d for partition %s from %s to %s",
                 replica.replica,
@@ -83,4 +78,50 @@ class ReplicaStateMachine:
                 current.name,
                 target_state.name,
             )
-            self._context.replica_states[replica] = target_state
+            if target_state is ReplicaState.NonExistentReplica:
+                self._context.replica_states.pop(replica, None)
+            else:
+                self._context.replica_states[replica] = target_state
+
+    def _is_valid_transition(self, replica: PartitionAndReplica, target_state: ReplicaState) -> bool:
+        current = self._context.replica_state(replica)
+        valid_previous = VALID_PREVIOUS_REPLICA_STATES[target_state]
+        if current in valid_previous:
+            return True
+        self._log.error(
+            "Controller %d epoch %d failed to change state of replica %d for partition %s from %s to %s: "
+            "replica must be in one of %s before moving to %s",
+            self._controller_id,
+            self._context.epoch,
+            replica.replica,
+            replica.topic_partition,
+            current.name,
+            target_state.name,
+            sorted(s.name for s in valid_previous),
+            target_state.name,
+        )
+        return False
+
+    def _remove_replica_from_isr(self, replica_id: int, partitions: list[TopicPartition]) -> None:
+        """Kafka's removeReplicasFromIsr: the partitions' other replicas learn the shrunk ISR (LeaderAndIsr), every
+        live broker that the replica is offline (UpdateMetadata's offline_replicas)."""
+
+        def decide(_tp: TopicPartition, current: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
+            return leader_and_isr_without_replica(current, replica_id, self._context.epoch)
+
+        with_state = [tp for tp in partitions if tp in self._context.partition_leadership_info]
+        updated = update_leader_and_isr(
+            self._zk, self._context, with_state, decide, self._log, f"remove replica {replica_id} from ISR"
+        )
+        for tp in sorted(updated):
+            if not self._context.is_topic_queued_up_for_deletion(tp.topic):
+                others = [r for r in self._context.partition_replica_assignment(tp) if r != replica_id]
+                self._send_partition_state(tp, others)
+        self._batch.add_update_metadata_request_for_brokers(self._context.live_broker_ids, partitions)
+
+    def _send_partition_state(self, tp: TopicPartition, broker_ids: list[int]) -> None:
+        state = self._context.partition_leadership_info.get(tp)
+        if state is not None:
+            self._batch.add_leader_and_isr_request_for_brokers(
+                broker_ids, tp, state, self._context.partition_full_replica_assignment(tp), is_new=False
+            )

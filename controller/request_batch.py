@@ -3,8 +3,10 @@
 State machines add to the batch as they decide (a LeaderAndIsr entry only ever
 after its state znode was written); the controller sends it when the event is
 done, so a broker gets one LeaderAndIsr with all its partitions however many
-partitions the event changed, and one UpdateMetadata. Building is pure: the
-actual sending is the injected `send` (the channel manager's queue).
+partitions the event changed, one UpdateMetadata and one StopReplica. Building
+is pure: the actual sending is the injected `send` (the channel manager's queue).
+Partitions of a topic being deleted go out in UpdateMetadata with leader
+LEADER_DURING_DELETE, Kafka's sign for brokers to forget them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from proto import minibroker_pb2 as pb
 from proto.types import TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch, ReplicaAssignment
 
-BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest
-SendRequest = Callable[[int, BrokerRequest], None]
+BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest | pb.StopReplicaRequest
+BrokerResponse = pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse | pb.StopReplicaResponse
+# Called with a broker's answer (on the channel's thread); only StopReplica has one.
+ResponseCallback = Callable[[BrokerResponse], None]
+SendRequest = Callable[[int, BrokerRequest, ResponseCallback | None], None]
+# (broker id, its answer) to a StopReplica that deletes partitions.
+StopReplicaResponseCallback = Callable[[int, pb.StopReplicaResponse], None]
+
+# Kafka's LeaderAndIsr.LeaderDuringDelete.
+LEADER_DURING_DELETE = -2
 
 # Kafka's SecurityProtocol.PLAINTEXT: brokers register one PLAINTEXT endpoint.
 _PLAINTEXT = ("PLAINTEXT", 0)
@@ -26,22 +36,30 @@ _PLAINTEXT = ("PLAINTEXT", 0)
 
 class ControllerBrokerRequestBatch:
     def __init__(
-        self, controller_id: int, context: ControllerContext, send: SendRequest, state_change_log: Logger
+        self,
+        controller_id: int,
+        context: ControllerContext,
+        send: SendRequest,
+        state_change_log: Logger,
+        stop_replica_response: StopReplicaResponseCallback,
     ) -> None:
         self._controller_id = controller_id
         self._context = context
         self._send = send
         self._log = state_change_log
+        self._stop_replica_response = stop_replica_response
         self._leader_and_isr: dict[int, dict[TopicPartition, pb.LeaderAndIsrPartitionState]] = {}
+        self._stop_replica: dict[int, set[TopicPartition]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: set[TopicPartition] = set()
 
     @property
     def is_empty(self) -> bool:
-        return not (self._leader_and_isr or self._update_metadata_brokers)
+        return not (self._leader_and_isr or self._update_metadata_brokers or self._stop_replica)
 
     def clear(self) -> None:
         self._leader_and_isr.clear()
+        self._stop_replica.clear()
         self._update_metadata_brokers.clear()
         self._update_metadata_partitions.clear()
 
@@ -79,18 +97,46 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_brokers.update(broker_ids)
         self._update_metadata_partitions.update(partitions)
 
+    def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition) -> None:
+        """These brokers stop hosting the partition and delete its log (StopReplica with delete_partitions, the
+        only kind topic deletion needs); their answers go to the stop_replica_response callback."""
+        for broker_id in broker_ids:
+            self._stop_replica.setdefault(broker_id, set()).add(tp)
+
     def send_requests_to_brokers(self) -> None:
-        """Hand every request to `send`, LeaderAndIsr first (as Kafka), and empty the batch.
-        Requests for brokers that are no longer live are dropped: their next registration gets fresh ones."""
+        """Hand every request to `send`, LeaderAndIsr first, then UpdateMetadata, then StopReplica (as Kafka),
+        and empty the batch. Requests for brokers that are no longer live are dropped: their next registration
+        gets fresh ones."""
         try:
             for broker_id, partitions in sorted(self._leader_and_isr.items()):
                 if broker_id in self._context.live_brokers:
-                    self._send(broker_id, self._leader_and_isr_request(broker_id, partitions))
+                    self._send(broker_id, self._leader_and_isr_request(broker_id, partitions), None)
             brokers = sorted(self._update_metadata_brokers & self._context.live_broker_ids)
             if brokers:
                 self._send_update_metadata(brokers)
+            for broker_id, stopped in sorted(self._stop_replica.items()):
+                if broker_id in self._context.live_brokers:
+                    self._send_stop_replica(broker_id, sorted(stopped))
         finally:
             self.clear()
+
+    def _send_stop_replica(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        self._log.info(
+            "Sending StopReplica request (delete = true) for %d partitions to broker %d", len(partitions), broker_id
+        )
+
+        def on_response(response: BrokerResponse) -> None:
+            assert isinstance(response, pb.StopReplicaResponse)
+            self._stop_replica_response(broker_id, response)
+
+        request = pb.StopReplicaRequest(
+            controller_id=self._controller_id,
+            controller_epoch=self._context.epoch,
+            broker_epoch=self._context.live_brokers[broker_id].epoch,
+            delete_partitions=True,
+            partitions=[pb.TopicPartition(topic_name=tp.topic, partition_index=tp.partition) for tp in partitions],
+        )
+        self._send(broker_id, request, on_response)
 
     def _leader_and_isr_request(
         self, broker_id: int, partitions: dict[TopicPartition, pb.LeaderAndIsrPartitionState]
@@ -134,12 +180,13 @@ class ControllerBrokerRequestBatch:
                 self._log.info("Leader not yet assigned for partition %s. Skip sending UpdateMetadataRequest.", tp)
                 continue
             replicas = self._context.partition_replica_assignment(tp)
+            deleting = self._context.is_topic_queued_up_for_deletion(tp.topic)
             states.append(
                 pb.UpdateMetadataPartitionState(
                     topic_name=tp.topic,
                     partition_index=tp.partition,
                     controller_epoch=state.controller_epoch,
-                    leader=state.leader,
+                    leader=LEADER_DURING_DELETE if deleting else state.leader,
                     leader_epoch=state.leader_epoch,
                     isr=state.isr,
                     zk_version=state.zk_version,
@@ -170,6 +217,7 @@ class ControllerBrokerRequestBatch:
                     partition_states=states,
                     live_brokers=live_brokers,
                 ),
+                None,
             )
 
 

@@ -4,11 +4,11 @@ Kafka's tables (PartitionStateMachine.scala, ReplicaStateMachine.scala) have
 more rows; each arrives with the issue that needs it, so the tables here are
 always the rules the code enforces, never more:
 
-- partitions: Online/Offline -> Online (leader election) and -> Offline come with
-  broker failure handling; Offline -> NonExistent with topic deletion;
+- partitions: New/Online/Offline -> Online (leader election) and -> Offline with
+  broker failure; Offline -> NonExistent with topic deletion;
 - replicas: -> OfflineReplica with broker failure; ReplicaDeletionStarted,
-  ReplicaDeletionSuccessful and -> NonExistentReplica with topic deletion and
-  reassignment.
+  ReplicaDeletionSuccessful, ReplicaDeletionIneligible and -> NonExistentReplica
+  with topic deletion.
 """
 
 from __future__ import annotations
@@ -28,19 +28,32 @@ class ReplicaState(enum.Enum):
     NonExistentReplica = 0
     NewReplica = 1
     OnlineReplica = 2
-    # A replica on a broker that was down when this controller took over
-    # (Kafka 2.x marks them so, until the broker comes back).
-    ReplicaDeletionIneligible = 3
+    # Its broker is gone: out of the ISR, its partition led by someone else (or nobody).
+    OfflineReplica = 3
+    # StopReplica(delete_partitions) sent; waiting for the broker's answer.
+    ReplicaDeletionStarted = 4
+    ReplicaDeletionSuccessful = 5
+    # Cannot be deleted now: its broker is down (also every replica on a broker that was down when this
+    # controller took over, as Kafka 2.x marks them, until the broker comes back).
+    ReplicaDeletionIneligible = 6
 
+
+_P = PartitionState
+_R = ReplicaState
 
 VALID_PREVIOUS_PARTITION_STATES: dict[PartitionState, frozenset[PartitionState]] = {
-    PartitionState.NewPartition: frozenset({PartitionState.NonExistentPartition}),
-    PartitionState.OnlinePartition: frozenset({PartitionState.NewPartition}),
+    _P.NewPartition: frozenset({_P.NonExistentPartition}),
+    _P.OnlinePartition: frozenset({_P.NewPartition, _P.OnlinePartition, _P.OfflinePartition}),
+    _P.OfflinePartition: frozenset({_P.NewPartition, _P.OnlinePartition, _P.OfflinePartition}),
+    _P.NonExistentPartition: frozenset({_P.OfflinePartition}),
 }
 
 VALID_PREVIOUS_REPLICA_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
-    ReplicaState.NewReplica: frozenset({ReplicaState.NonExistentReplica}),
-    ReplicaState.OnlineReplica: frozenset(
-        {ReplicaState.NewReplica, ReplicaState.OnlineReplica, ReplicaState.ReplicaDeletionIneligible}
-    ),
+    _R.NewReplica: frozenset({_R.NonExistentReplica}),
+    _R.OnlineReplica: frozenset({_R.NewReplica, _R.OnlineReplica, _R.OfflineReplica, _R.ReplicaDeletionIneligible}),
+    _R.OfflineReplica: frozenset({_R.NewReplica, _R.OnlineReplica, _R.OfflineReplica, _R.ReplicaDeletionIneligible}),
+    _R.ReplicaDeletionStarted: frozenset({_R.OfflineReplica}),
+    _R.ReplicaDeletionSuccessful: frozenset({_R.ReplicaDeletionStarted}),
+    _R.ReplicaDeletionIneligible: frozenset({_R.OfflineReplica, _R.ReplicaDeletionStarted}),
+    _R.NonExistentReplica: frozenset({_R.ReplicaDeletionSuccessful}),
 }

@@ -17,6 +17,7 @@ from controller.events import (
     IsrChangeNotification,
     Reelect,
     TopicChange,
+    TopicDeletion,
 )
 from zk.client import KafkaZkClient, Watch
 
@@ -44,6 +45,7 @@ class ControllerZkWatches:
             self._zk.watch_broker_ids(lambda _: self._put(BrokerChange())),
             self._zk.watch_topics(lambda _: self._put(TopicChange())),
             self._zk.watch_isr_change_notifications(lambda _: self._put(IsrChangeNotification())),
+            self._zk.watch_topic_deletions(lambda _: self._put(TopicDeletion())),
         ]
 
     def unregister_active_handlers(self) -> None:

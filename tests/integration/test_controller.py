@@ -266,13 +266,18 @@ def test_the_controller_initializes_new_topics_and_keeps_brokers_informed(
         wait_until(lambda b=broker: _isr_of(b, P0) == [1, 2, 3], message="the new ISR")
     wait_until(lambda: zk_client.get_isr_change_notifications() == [], message="notifications deleted")
 
-    # Broker 2 goes away: no election yet, but the others learn it is gone.
+    # Broker 2 goes away: orders-1, which it led, elects broker 1 (its live ISR member), which leads it alone;
+    # broker 2 leaves orders-0's ISR. Everyone learns it, the new leader by LeaderAndIsr.
     session2.close()
     for broker in (broker1, broker3):
         wait_until(lambda b=broker: _live_brokers(b) == [1, 3], message="live brokers 1, 3")
+        wait_until(lambda b=broker: _isr_of(b, P1) == [1], message="orders-1's new ISR")
     metadata = _metadata_for(broker1, P1)
     assert metadata is not None
-    assert (metadata.leader, list(metadata.offline_replicas)) == (2, [2])
+    assert (metadata.leader, metadata.leader_epoch, list(metadata.offline_replicas)) == (1, 1, [2])
+    assert _isr_of(broker3, P0) == [1, 3]
+    assert zk_client.get_partition_states([P1])[P1] == LeaderIsrAndControllerEpoch(1, 1, (1,), 1, zk_version=1)
+    wait_until(lambda: broker1.partition_states(controller_epoch=1)[P1].leader_epoch == 1, message="LeaderAndIsr")
 
 
 def _latest_update_metadata(broker: RecordingBroker) -> pb.UpdateMetadataRequest | None:

@@ -10,10 +10,10 @@ from typing import Any
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.loggers import state_change_logger
-from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch
+from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch, ResponseCallback
 from proto import minibroker_pb2 as pb
 from proto.types import TopicPartition
-from zk.client import ControllerMovedError, Watch
+from zk.client import ControllerMovedError, UpdateLeaderAndIsrResult, Watch
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicAssignment
 
 CONTROLLER_ID = 1001
@@ -57,9 +57,13 @@ class Sent:
     """What a batch handed to its `send`, in order."""
 
     requests: list[tuple[int, BrokerRequest]] = field(default_factory=list)
+    # The response callbacks handed over with the requests, by broker.
+    callbacks: dict[int, list[ResponseCallback]] = field(default_factory=dict)
 
-    def __call__(self, broker_id: int, request: BrokerRequest) -> None:
+    def __call__(self, broker_id: int, request: BrokerRequest, callback: ResponseCallback | None = None) -> None:
         self.requests.append((broker_id, request))
+        if callback is not None:
+            self.callbacks.setdefault(broker_id, []).append(callback)
 
     def leader_and_isr(self) -> dict[int, pb.LeaderAndIsrRequest]:
         found: dict[int, pb.LeaderAndIsrRequest] = {}
@@ -72,12 +76,21 @@ class Sent:
     def update_metadata(self) -> list[tuple[int, pb.UpdateMetadataRequest]]:
         return [(b, r) for b, r in self.requests if isinstance(r, pb.UpdateMetadataRequest)]
 
+    def stop_replica(self) -> list[tuple[int, pb.StopReplicaRequest]]:
+        return [(b, r) for b, r in self.requests if isinstance(r, pb.StopReplicaRequest)]
+
     def clear(self) -> None:
         self.requests.clear()
+        self.callbacks.clear()
 
 
-def batch_for(context: ControllerContext, sent: Sent) -> ControllerBrokerRequestBatch:
-    return ControllerBrokerRequestBatch(CONTROLLER_ID, context, sent, state_change_log())
+def batch_for(
+    context: ControllerContext, sent: Sent, stop_replica_responses: list[tuple[int, Any]] | None = None
+) -> ControllerBrokerRequestBatch:
+    responses = [] if stop_replica_responses is None else stop_replica_responses
+    return ControllerBrokerRequestBatch(
+        CONTROLLER_ID, context, sent, state_change_log(), lambda b, r: responses.append((b, r))
+    )
 
 
 def state_change_log() -> logging.LoggerAdapter[logging.Logger]:
@@ -99,9 +112,9 @@ class FakeChannelManager:
     def remove_broker(self, broker_id: int) -> None:
         self.brokers.pop(broker_id, None)
 
-    def send_request(self, broker_id: int, request: BrokerRequest) -> None:
+    def send_request(self, broker_id: int, request: BrokerRequest, callback: ResponseCallback | None = None) -> None:
         if broker_id in self.brokers:
-            self.sent(broker_id, request)
+            self.sent(broker_id, request, callback)
         else:
             self.dropped.append((broker_id, request))
 
@@ -122,6 +135,10 @@ class FakeZk:
         self.topics: dict[str, TopicAssignment] = {}
         self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.topic_deletions: set[str] = set()
+        # Partitions whose next conditional update meets a concurrent write (a leader's ISR change) first.
+        self.concurrent_writes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.watches: dict[str, Any] = {}
         self.session_expired_callbacks: list[Any] = []
         self.new_session_callbacks: list[Any] = []
@@ -189,6 +206,41 @@ class FakeZk:
                 created.add(tp)
         return created
 
+    def update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
+    ) -> UpdateLeaderAndIsrResult:
+        self._fence(expected_controller_epoch_zk_version)
+        result = UpdateLeaderAndIsrResult()
+        for tp, s in states.items():
+            if tp in self.concurrent_writes:
+                concurrent = self.concurrent_writes.pop(tp)
+                self.partition_states[tp] = replace(concurrent, zk_version=self.partition_states[tp].zk_version + 1)
+            if self.partition_states[tp].zk_version != s.zk_version:
+                result.to_retry.append(tp)
+            else:
+                self.partition_states[tp] = result.finished[tp] = replace(s, zk_version=s.zk_version + 1)
+        return result
+
+    # --- topic config and deletion ---
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        return dict(self.topic_configs.get(topic, {}))
+
+    def get_topic_deletions(self) -> set[str]:
+        return set(self.topic_deletions)
+
+    def delete_topic_deletions(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.topic_deletions -= set(topics)
+
+    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.topics.pop(topic, None)
+        self.topic_configs.pop(topic, None)
+        self.topic_deletions.discard(topic)
+        for tp in [tp for tp in self.partition_states if tp.topic == topic]:
+            del self.partition_states[tp]
+
     # --- ISR change notifications ---
 
     def notify_isr_change(self, tp: TopicPartition, new_state: LeaderIsrAndControllerEpoch) -> None:
@@ -228,6 +280,9 @@ class FakeZk:
 
     def watch_isr_change_notifications(self, callback: Any) -> Any:
         return self._watch("isr_change_notification", callback)
+
+    def watch_topic_deletions(self, callback: Any) -> Any:
+        return self._watch("delete_topics", callback)
 
     def on_session_expired(self, callback: Any) -> None:
         self.session_expired_callbacks.append(callback)

@@ -6,6 +6,7 @@ from controller_helpers import broker, context_with, state
 
 from controller.election import (
     controlled_shutdown_partition_leader_election,
+    leader_and_isr_without_replica,
     leader_for_controlled_shutdown,
     leader_for_offline,
     leader_for_preferred_replica,
@@ -121,3 +122,18 @@ def test_leader_for_controlled_shutdown_removes_the_broker_from_the_isr() -> Non
     )
     alone = leader_for_controlled_shutdown(context, TP, state(leader=1, isr=[1]), {1})
     assert alone.leader_and_isr is None
+
+
+def test_an_offline_replica_leaves_the_isr_with_the_next_leader_epoch() -> None:
+    current = state(1, [1, 2, 3], leader_epoch=4, zk_version=7)
+    # A follower: the leader stays.
+    assert leader_and_isr_without_replica(current, 2, controller_epoch=9) == state(1, [1, 3], 5, 9, zk_version=7)
+    # The leader: nobody leads until an election.
+    assert leader_and_isr_without_replica(current, 1, controller_epoch=9) == state(-1, [2, 3], 5, 9, zk_version=7)
+    # Not in the ISR: nothing to write.
+    assert leader_and_isr_without_replica(state(1, [1]), 3, controller_epoch=9) is None
+
+
+def test_the_last_isr_member_stays_in_the_isr() -> None:
+    # It is the only replica known to hold every acknowledged record: the partition waits for it.
+    assert leader_and_isr_without_replica(state(2, [2], leader_epoch=1), 2, controller_epoch=3) == state(-1, [2], 2, 3)

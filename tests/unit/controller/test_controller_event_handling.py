@@ -71,7 +71,7 @@ def test_startup_elects_this_controller_when_the_seat_is_free(zk: FakeZk, channe
     assert (zk.controller, zk.controller_epoch) == (CONTROLLER_ID, 1)
     assert (controller.context.epoch, controller.context.epoch_zk_version) == (1, 1)
     assert controller.active_controller_id == CONTROLLER_ID
-    assert set(zk.watches) == {"controller", "brokers", "topics", "isr_change_notification"}
+    assert set(zk.watches) == {"controller", "brokers", "topics", "isr_change_notification", "delete_topics"}
     assert sorted(channels.brokers) == [1, 2]
 
 
@@ -214,13 +214,14 @@ def test_a_broker_that_goes_away_is_dropped_and_the_others_told(
     active.process(BrokerChange())
     assert sorted(channels.brokers) == [1]
     assert active.context.live_broker_ids == {1}
-    assert channels.sent.leader_and_isr() == {}
+    # The follower left the ISR (next leader epoch, fenced write); the leader hears it, as do brokers' caches.
+    assert zk.partition_states[P0] == state(1, [1], leader_epoch=1, zk_version=1)
+    assert list(channels.sent.leader_and_isr()) == [1]
     ((b, request),) = channels.sent.update_metadata()
     assert b == 1
     assert [x.id for x in request.live_brokers] == [1]
     (p0,) = request.partition_states
-    # No election yet: the state is as it was, the replica on broker 2 is reported offline.
-    assert (p0.leader, list(p0.isr), list(p0.offline_replicas)) == (1, [1, 2], [2])
+    assert (p0.leader, list(p0.isr), list(p0.offline_replicas)) == (1, [1], [2])
 
 
 def test_a_bounced_broker_is_treated_as_new_with_its_new_epoch(
@@ -234,9 +235,11 @@ def test_a_bounced_broker_is_treated_as_new_with_its_new_epoch(
     active.process(BrokerChange())
     assert channels.brokers[2].epoch == 500
     assert active.context.live_brokers[2].epoch == 500
+    # The old incarnation failed (out of the ISR: the leader is told), the new one follows again.
     leader_and_isr = channels.sent.leader_and_isr()
-    assert list(leader_and_isr) == [2]
+    assert list(leader_and_isr) == [1, 2]
     assert leader_and_isr[2].broker_epoch == 500
+    assert zk.partition_states[P0].isr == (1,)
 
 
 # --- ISR changes ---

@@ -13,6 +13,7 @@ from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import PartitionState
 from proto.types import TopicPartition
 from zk.client import ControllerMovedError
+from zk.paths import LeaderIsrAndControllerEpoch
 
 P0 = TopicPartition("orders", 0)
 P1 = TopicPartition("orders", 1)
@@ -20,10 +21,18 @@ P2 = TopicPartition("orders", 2)
 
 
 def machine(
-    context: ControllerContext, zk: FakeZk, sent: Sent
+    context: ControllerContext, zk: FakeZk, sent: Sent, unclean_topics: frozenset[str] = frozenset()
 ) -> tuple[PartitionStateMachine, ControllerBrokerRequestBatch]:
     batch = batch_for(context, sent)
-    return PartitionStateMachine(CONTROLLER_ID, context, zk, batch, state_change_log()), batch
+    psm = PartitionStateMachine(
+        CONTROLLER_ID,
+        context,
+        zk,
+        batch,
+        state_change_log(),
+        unclean_leader_election_enabled=lambda topic: topic in unclean_topics,
+    )
+    return psm, batch
 
 
 def fenced_zk(context: ControllerContext) -> FakeZk:
@@ -158,3 +167,83 @@ def test_startup_classifies_partitions_and_initializes_new_ones() -> None:
         P2: PartitionState.OnlinePartition,
     }
     assert zk.partition_states == {P2: state(2, [2, 1])}
+
+
+def online(context: ControllerContext, zk: FakeZk, tp: TopicPartition, current: LeaderIsrAndControllerEpoch) -> None:
+    zk.partition_states[tp] = context.partition_leadership_info[tp] = current
+    context.partition_states[tp] = PartitionState.OnlinePartition
+
+
+def test_an_offline_partition_elects_the_first_live_isr_member() -> None:
+    context = context_with([broker(2), broker(3)], {P0: [1, 2, 3]}, epoch=2)
+    zk, sent = fenced_zk(context), Sent()
+    online(context, zk, P0, state(1, [1, 3, 2], leader_epoch=4, zk_version=6))
+    psm, batch = machine(context, zk, sent)
+    assert psm.handle_state_changes([P0], PartitionState.OfflinePartition) == {P0}
+    assert context.partition_state(P0) is PartitionState.OfflinePartition
+    assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == {P0}
+    # Assignment order, not ISR order; ISR = its live members; next leader epoch; written at version 6.
+    assert zk.partition_states[P0] == state(2, [3, 2], leader_epoch=5, controller_epoch=2, zk_version=7)
+    assert context.partition_leadership_info[P0] == zk.partition_states[P0]
+    assert context.partition_state(P0) is PartitionState.OnlinePartition
+    batch.send_requests_to_brokers()
+    assert sorted(sent.leader_and_isr()) == [2, 3]
+
+
+def test_an_offline_partition_without_a_live_isr_member_stays_offline(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(3)], {P0: [1, 2, 3]})
+    zk = fenced_zk(context)
+    online(context, zk, P0, state(-1, [1], leader_epoch=4))
+    context.partition_states[P0] = PartitionState.OfflinePartition
+    psm, batch = machine(context, zk, Sent())
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        psm.trigger_online_partition_state_change()
+    assert "No replica in ISR for partition orders-0 is alive" in caplog.text
+    assert context.partition_state(P0) is PartitionState.OfflinePartition
+    assert zk.partition_states[P0] == state(-1, [1], leader_epoch=4)
+    assert batch.is_empty
+
+
+def test_unclean_election_is_asked_per_topic_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(3)], {P0: [1, 2, 3]})
+    zk = fenced_zk(context)
+    online(context, zk, P0, state(-1, [1], leader_epoch=4))
+    context.partition_states[P0] = PartitionState.OfflinePartition
+    psm, _ = machine(context, zk, Sent(), unclean_topics=frozenset({"orders"}))
+    with caplog.at_level(logging.WARNING, "state.change.logger"):
+        psm.trigger_online_partition_state_change()
+    assert "Unclean leader election" in caplog.text
+    assert zk.partition_states[P0] == state(3, [3], leader_epoch=5, zk_version=1)
+
+
+def test_an_election_retries_on_a_concurrent_write() -> None:
+    context = context_with([broker(2), broker(3)], {P0: [1, 2, 3]})
+    zk = fenced_zk(context)
+    online(context, zk, P0, state(1, [1, 2, 3]))
+    context.partition_states[P0] = PartitionState.OfflinePartition
+    zk.concurrent_writes[P0] = state(1, [1, 3])  # the old leader shrank the ISR meanwhile
+    psm, _ = machine(context, zk, Sent())
+    assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == {P0}
+    assert zk.partition_states[P0] == state(3, [3], leader_epoch=1, zk_version=2)
+
+
+def test_a_state_written_by_a_newer_controller_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
+    context = context_with([broker(2)], {P0: [1, 2]}, epoch=1)
+    zk = fenced_zk(context)
+    online(context, zk, P0, state(1, [1, 2], controller_epoch=5))
+    context.partition_states[P0] = PartitionState.OfflinePartition
+    psm, _ = machine(context, zk, Sent())
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        assert psm.handle_state_changes([P0], PartitionState.OnlinePartition) == set()
+    assert "already written by another controller" in caplog.text
+
+
+def test_deletion_moves_offline_partitions_to_non_existent() -> None:
+    context = context_with([broker(1)], {P0: [1]})
+    zk = fenced_zk(context)
+    online(context, zk, P0, state(1, [1]))
+    psm, _ = machine(context, zk, Sent())
+    assert psm.handle_state_changes([P0], PartitionState.NonExistentPartition) == set()  # Online: refused
+    psm.handle_state_changes([P0], PartitionState.OfflinePartition)
+    assert psm.handle_state_changes([P0], PartitionState.NonExistentPartition) == {P0}
+    assert context.partition_state(P0) is PartitionState.NonExistentPartition

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from controller_helpers import CONTROLLER_ID, Sent, batch_for, broker, context_with, state, state_change_log
+from controller_helpers import CONTROLLER_ID, FakeZk, Sent, batch_for, broker, context_with, state, state_change_log
 
 from controller.context import ControllerContext, PartitionAndReplica
 from controller.replica_state_machine import ReplicaStateMachine
@@ -17,9 +17,11 @@ P0 = TopicPartition("orders", 0)
 P1 = TopicPartition("orders", 1)
 
 
-def machine(context: ControllerContext, sent: Sent) -> tuple[ReplicaStateMachine, ControllerBrokerRequestBatch]:
+def machine(
+    context: ControllerContext, sent: Sent, zk: FakeZk | None = None
+) -> tuple[ReplicaStateMachine, ControllerBrokerRequestBatch]:
     batch = batch_for(context, sent)
-    return ReplicaStateMachine(CONTROLLER_ID, context, batch, state_change_log()), batch
+    return ReplicaStateMachine(CONTROLLER_ID, context, zk or FakeZk(), batch, state_change_log()), batch
 
 
 def test_startup_marks_live_replicas_online_and_sends_them_their_partitions() -> None:
@@ -97,3 +99,55 @@ def test_invalid_transitions_are_logged_and_refused(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.ERROR, "state.change.logger"):
         rsm.handle_state_changes([replica], ReplicaState.NewReplica)  # OnlineReplica -> NewReplica
     assert context.replica_state(replica) is ReplicaState.OnlineReplica
+
+
+def test_offline_replicas_leave_the_isr_and_the_others_are_told() -> None:
+    context = context_with(
+        [broker(1), broker(3)],
+        {P0: [1, 2, 3], P1: [2, 3]},
+        states={P0: state(1, [1, 2, 3], zk_version=3), P1: state(2, [2], leader_epoch=6, zk_version=1)},
+    )
+    zk = FakeZk()
+    zk.controller_epoch_zk_version = context.epoch_zk_version
+    zk.partition_states = dict(context.partition_leadership_info)
+    replicas = [PartitionAndReplica(P0, 2), PartitionAndReplica(P1, 2)]
+    for replica in replicas:
+        context.replica_states[replica] = ReplicaState.OnlineReplica
+    sent = Sent()
+    rsm, batch = machine(context, sent, zk)
+    rsm.handle_state_changes(replicas, ReplicaState.OfflineReplica)
+    assert all(context.replica_state(r) is ReplicaState.OfflineReplica for r in replicas)
+    # A follower leaves; the last ISR member (and leader) stays in the ISR but no longer leads.
+    assert zk.partition_states[P0] == state(1, [1, 3], leader_epoch=1, zk_version=4)
+    assert zk.partition_states[P1] == state(-1, [2], leader_epoch=7, zk_version=2)
+    assert context.partition_leadership_info == zk.partition_states
+    batch.send_requests_to_brokers()
+    requests = sent.leader_and_isr()
+    assert sorted(requests) == [1, 3]
+    assert [s.partition_index for s in requests[3].partition_states] == [0, 1]
+    ((_, update_metadata), _) = sent.update_metadata()
+    assert [list(s.offline_replicas) for s in update_metadata.partition_states] == [[2], [2]]
+
+
+def test_deletion_sends_stop_replica_with_delete_and_walks_the_deletion_states() -> None:
+    context = context_with([broker(1)], {P0: [1]}, states={P0: state(1, [1])})
+    zk = FakeZk()
+    zk.controller_epoch_zk_version = context.epoch_zk_version
+    zk.partition_states = dict(context.partition_leadership_info)
+    context.topics_to_be_deleted.add("orders")
+    replica = PartitionAndReplica(P0, 1)
+    context.replica_states[replica] = ReplicaState.OnlineReplica
+    sent = Sent()
+    rsm, batch = machine(context, sent, zk)
+    rsm.handle_state_changes([replica], ReplicaState.ReplicaDeletionSuccessful)  # not started: refused
+    assert context.replica_state(replica) is ReplicaState.OnlineReplica
+    rsm.handle_state_changes([replica], ReplicaState.OfflineReplica)
+    rsm.handle_state_changes([replica], ReplicaState.ReplicaDeletionStarted)
+    batch.send_requests_to_brokers()
+    assert sent.leader_and_isr() == {}  # a topic being deleted gets no new leaders
+    ((broker_id, stop),) = sent.stop_replica()
+    assert (broker_id, stop.delete_partitions, [p.partition_index for p in stop.partitions]) == (1, True, [0])
+    assert len(sent.callbacks[1]) == 1
+    rsm.handle_state_changes([replica], ReplicaState.ReplicaDeletionSuccessful)
+    rsm.handle_state_changes([replica], ReplicaState.NonExistentReplica)
+    assert replica not in context.replica_states

@@ -1,0 +1,158 @@
+"""TopicDeletionManager: deleting topics requested under /admin/delete_topics (Kafka's TopicDeletionManager.scala,
+simplified: no reassignment to wait for).
+
+A topic queued for deletion gets no leader elections and its partitions go out
+to brokers with leader LEADER_DURING_DELETE, so they forget it. Its partitions go
+Offline -> NonExistent; every replica goes OfflineReplica -> ReplicaDeletionStarted,
+which sends its broker StopReplica(delete_partitions). Each answer moves the
+replica to ReplicaDeletionSuccessful or, on an error or when its broker is
+down, ReplicaDeletionIneligible: the topic then waits, and its deletion resumes
+when the broker returns. Once every replica is deleted the topic's znodes go
+(fenced) and the controller forgets it.
+
+The controller calls in on its event thread and sends the batch afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from controller.context import ControllerContext, PartitionAndReplica
+from controller.loggers import Logger
+from controller.partition_state_machine import PartitionStateMachine
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.states import PartitionState, ReplicaState
+
+
+class TopicZnodes(Protocol):
+    """What deletion needs from ZooKeeper (KafkaZkClient provides it)."""
+
+    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None: ...
+
+
+class TopicDeletionManager:
+    def __init__(
+        self,
+        context: ControllerContext,
+        zk: TopicZnodes,
+        partition_state_machine: PartitionStateMachine,
+        replica_state_machine: ReplicaStateMachine,
+        batch: ControllerBrokerRequestBatch,
+        log: Logger,
+    ) -> None:
+        self._context = context
+        self._zk = zk
+        self._partition_state_machine = partition_state_machine
+        self._replica_state_machine = replica_state_machine
+        self._batch = batch
+        self._log = log
+
+    def enqueue_topics_for_deletion(self, topics: Iterable[str]) -> None:
+        self._context.topics_to_be_deleted.update(topics)
+        self.resume_deletions()
+
+    def resume_deletion_for_topics(self, topics: Iterable[str]) -> None:
+        """Their replicas' brokers are back: retry."""
+        queued = set(topics) & self._context.topics_to_be_deleted
+        if queued:
+            self._context.topics_ineligible_for_deletion -= queued
+            self.resume_deletions()
+
+    def complete_replica_deletion(self, replicas: Iterable[PartitionAndReplica]) -> None:
+        replicas = list(replicas)
+        self._log.info("Deletion successfully completed for replicas %s", ",".join(map(str, replicas)))
+        self._replica_state_machine.handle_state_changes(replicas, ReplicaState.ReplicaDeletionSuccessful)
+        self.resume_deletions()
+
+    def fail_replica_deletion(self, replicas: Iterable[PartitionAndReplica]) -> None:
+        """StopReplica failed, or the replica's broker went down: the topic waits."""
+        replicas = [r for r in replicas if self._context.is_topic_queued_up_for_deletion(r.topic_partition.topic)]
+        if not replicas:
+            return
+        self._log.info("Handling deletion failure for replicas %s", ",".join(map(str, replicas)))
+        self._replica_state_machine.handle_state_changes(replicas, ReplicaState.ReplicaDeletionIneligible)
+        self._mark_topic_ineligible_for_deletion({r.topic_partition.topic for r in replicas})
+        self.resume_deletions()
+
+    def resume_deletions(self) -> None:
+        """Kafka's resumeDeletions: finish the topics all of whose replicas are deleted, retry the others'
+        ineligible replicas, start the eligible ones."""
+        eligible = []
+        for topic in sorted(self._context.topics_to_be_deleted):
+            if self._is_topic_deletion_successful(topic):
+                self._complete_delete_topic(topic)
+                continue
+            if topic in self._context.topics_with_deletion_started and self._context.replicas_for_topic_in_state(
+                topic, ReplicaState.ReplicaDeletionIneligible
+            ):
+                self._retry_deletion_for_ineligible_replicas(topic)
+            if self._is_topic_eligible_for_deletion(topic):
+                self._log.info("Deletion of topic %s (re)started", topic)
+                eligible.append(topic)
+        if eligible:
+            self._on_topic_deletion(eligible)
+
+    def _is_topic_deletion_successful(self, topic: str) -> bool:
+        replicas = self._context.replicas_for_partitions(self._context.partitions_for_topic(topic))
+        return all(self._context.replica_state(r) is ReplicaState.ReplicaDeletionSuccessful for r in replicas)
+
+    def _is_topic_eligible_for_deletion(self, topic: str) -> bool:
+        in_progress = self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionStarted)
+        return not in_progress and topic not in self._context.topics_ineligible_for_deletion
+
+    def _mark_topic_ineligible_for_deletion(self, topics: set[str]) -> None:
+        newly = (topics & self._context.topics_to_be_deleted) - self._context.topics_ineligible_for_deletion
+        if newly:
+            self._context.topics_ineligible_for_deletion |= newly
+            self._log.info("Halted deletion of topics %s", ",".join(sorted(newly)))
+
+    def _retry_deletion_for_ineligible_replicas(self, topic: str) -> None:
+        failed = self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionIneligible)
+        self._log.info(
+            "Retrying deletion of topic %s since replicas %s were not successfully deleted",
+            topic,
+            ",".join(map(str, failed)),
+        )
+        self._replica_state_machine.handle_state_changes(failed, ReplicaState.OfflineReplica)
+
+    def _on_topic_deletion(self, topics: list[str]) -> None:
+        self._log.info("Topic deletion callback for %s", ",".join(topics))
+        unseen = [t for t in topics if t not in self._context.topics_with_deletion_started]
+        if unseen:
+            partitions = [tp for t in unseen for tp in self._context.partitions_for_topic(t)]
+            self._partition_state_machine.handle_state_changes(partitions, PartitionState.OfflinePartition)
+            self._partition_state_machine.handle_state_changes(partitions, PartitionState.NonExistentPartition)
+            self._context.topics_with_deletion_started.update(unseen)
+        # Brokers stop serving the topics now (LEADER_DURING_DELETE), before their logs go.
+        self._batch.add_update_metadata_request_for_brokers(
+            self._context.live_broker_ids, [tp for t in topics for tp in self._context.partitions_for_topic(t)]
+        )
+        for topic in topics:
+            self._start_replica_deletion(topic)
+
+    def _start_replica_deletion(self, topic: str) -> None:
+        replicas = self._context.replicas_for_partitions(self._context.partitions_for_topic(topic))
+        dead = [r for r in replicas if not self._context.is_replica_online(r.replica, r.topic_partition)]
+        retry = [
+            r
+            for r in replicas
+            if r not in dead and self._context.replica_state(r) is not ReplicaState.ReplicaDeletionSuccessful
+        ]
+        # Already ineligible (down when this controller took over) need no second transition.
+        self._replica_state_machine.handle_state_changes(
+            [r for r in dead if self._context.replica_state(r) is not ReplicaState.ReplicaDeletionIneligible],
+            ReplicaState.ReplicaDeletionIneligible,
+        )
+        self._replica_state_machine.handle_state_changes(retry, ReplicaState.OfflineReplica)
+        self._replica_state_machine.handle_state_changes(retry, ReplicaState.ReplicaDeletionStarted)
+        if dead:
+            self._mark_topic_ineligible_for_deletion({topic})
+
+    def _complete_delete_topic(self, topic: str) -> None:
+        replicas = self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionSuccessful)
+        self._replica_state_machine.handle_state_changes(replicas, ReplicaState.NonExistentReplica)
+        self._zk.delete_topic(topic, self._context.epoch_zk_version)
+        self._context.remove_topic(topic)
+        self._log.info("Deletion of topic %s successfully completed", topic)

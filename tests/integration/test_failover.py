@@ -1,0 +1,340 @@
+"""Broker failure, leader election and topic deletion with real processes: a real ZooKeeper, the real controller,
+brokers killed with SIGKILL. Short session timeouts (conftest.BROKER_SESSION_TIMEOUT_MS) make a dead broker's
+registration go within seconds; every wait has a deadline on a condition, none is a fixed sleep."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+
+from broker.log.record import ProducerRecord, build_batch, iter_batches
+from client import Producer
+from client.future import FutureRecordMetadata
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+from zk.client import KafkaZkClient
+from zk.paths import NO_LEADER, LeaderIsrAndControllerEpoch
+
+if TYPE_CHECKING:
+    from conftest import BrokerProcess, LoggedProcess, StartBroker, StartBrokers, StartController, WaitUntil
+
+pytestmark = pytest.mark.integration
+
+BROKER_IDS = (1, 2, 3)
+BROKER_OVERRIDES = {
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "3000",
+}
+# Generous for a loaded 2-core machine: session timeout (3 s) + election + metadata propagation.
+FAILOVER_DEADLINE_S = 20.0
+
+
+@dataclass
+class Cluster:
+    brokers: dict[int, BrokerProcess]
+    controller: LoggedProcess
+    zk: KafkaZkClient
+    start_broker: StartBroker
+    channels: dict[int, grpc.Channel] = field(default_factory=dict)
+    # Kept across kills and restarts (the directory a broker id uses never changes).
+    log_dirs: dict[int, Path] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_dirs = {b.broker_id: b.log_dir for b in self.brokers.values()}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.address for b in self.brokers.values())
+
+    def client(self, broker_id: int) -> pb_grpc.KafkaClientStub:
+        if broker_id not in self.channels:
+            self.channels[broker_id] = grpc.insecure_channel(self.brokers[broker_id].address)
+        return pb_grpc.KafkaClientStub(self.channels[broker_id])
+
+    def state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch:
+        state = self.zk.get_partition_state(tp)
+        assert state is not None, f"no state for {tp}"
+        return state
+
+    def create_topic(self, name: str, assignment: Sequence[Sequence[int]], configs: Mapping[str, str]) -> None:
+        request = pb.CreateTopicsRequest(timeout_ms=20_000)
+        topic = request.topics.add(name=name, num_partitions=-1, replication_factor=-1)
+        for partition, replicas in enumerate(assignment):
+            topic.assignments.add(partition_index=partition, broker_ids=replicas)
+        for key, value in configs.items():
+            topic.configs.add(name=key, value=value)
+        result = self.client(min(self.brokers)).CreateTopics(request, timeout=30).topics[0]
+        assert result.error_code == ErrorCode.NONE, result.error_message
+
+    def produce(self, tp: TopicPartition, value: str) -> int:
+        """One acks=all record to the partition's leader (per ZooKeeper); its error code (LEADER_NOT_AVAILABLE
+        while there is none, NETWORK_EXCEPTION if the leader could not be reached)."""
+        leader = self.state(tp).leader
+        if leader not in self.brokers:
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        request = pb.ProduceRequest(acks=-1, timeout_ms=5_000)
+        records = build_batch([ProducerRecord(value.encode(), timestamp=1_000)])
+        request.topics.add(name=tp.topic).partitions.add(index=tp.partition, records=records)
+        try:
+            return int(self.client(leader).Produce(request, timeout=15).responses[0].partitions[0].error_code)
+        except grpc.RpcError:
+            return ErrorCode.NETWORK_EXCEPTION
+
+    def kill(self, *broker_ids: int) -> None:
+        for broker_id in broker_ids:
+            self.brokers[broker_id].process.signal(signal.SIGKILL)
+        for broker_id in broker_ids:
+            self.brokers.pop(broker_id).process.wait()
+            channel = self.channels.pop(broker_id, None)
+            if channel is not None:
+                channel.close()
+
+    def restart(self, broker_id: int) -> None:
+        self.brokers[broker_id] = self.start_broker(broker_id, BROKER_OVERRIDES)
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.log_dirs[broker_id]
+
+    def stored_values(self, broker_id: int, tp: TopicPartition) -> list[bytes | None]:
+        partition_dir = self.log_dir(broker_id) / f"{tp.topic}-{tp.partition}"
+        return [
+            r.value
+            for segment in sorted(partition_dir.glob("*.log"))
+            for batch in iter_batches(segment.read_bytes())
+            for r in batch.records
+        ]
+
+
+@pytest.fixture
+def cluster(
+    start_brokers: StartBrokers, start_broker: StartBroker, start_controller: StartController, zk_client: KafkaZkClient
+) -> Iterator[Cluster]:
+    brokers = start_brokers(BROKER_IDS, BROKER_OVERRIDES)
+    c = Cluster(brokers, start_controller(), zk_client, start_broker)
+    try:
+        yield c
+    finally:
+        for channel in c.channels.values():
+            channel.close()
+
+
+def in_sync(cluster: Cluster, tp: TopicPartition, isr: Sequence[int]) -> bool:
+    state = cluster.zk.get_partition_state(tp)
+    return state is not None and sorted(state.isr) == sorted(isr)
+
+
+# ------------------------------------------------------------------ leader failure under load
+
+
+@dataclass
+class Load:
+    """An idempotent acks=all producer sending numbered records until stopped; what was acknowledged, when."""
+
+    producer: Producer
+    tp: TopicPartition
+    acked: list[tuple[float, bytes]] = field(default_factory=list)
+    failed: list[bytes] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    in_flight: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(50))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            if not self.in_flight.acquire(timeout=0.1):
+                continue
+            value = f"r{i:06d}".encode()
+            i += 1
+            self.producer.send(self.tp.topic, value, partition=self.tp.partition,
+                               callback=lambda f, v=value: self._done(f, v))
+
+    def _done(self, future: FutureRecordMetadata, value: bytes) -> None:
+        with self.lock:
+            if future.exception(0) is None:
+                self.acked.append((time.monotonic(), value))
+            else:
+                self.failed.append(value)
+        self.in_flight.release()
+
+    def acked_since(self, moment: float) -> list[float]:
+        with self.lock:
+            return [t for t, _ in self.acked if t > moment]
+
+
+def test_killing_the_leader_under_acks_all_load_loses_no_acknowledged_record(
+    cluster: Cluster, wait_until: WaitUntil
+) -> None:
+    tp = TopicPartition("load", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), message="all three replicas in sync")
+    producer = Producer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                        request_timeout_ms=5_000, delivery_timeout_ms=120_000, retry_backoff_ms=50)
+    load = Load(producer, tp)
+    thread = threading.Thread(target=load.run, name="acks-all-load", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(load.acked_since(0)) >= 200, message="200 records acknowledged before the kill")
+        old = cluster.state(tp)
+        killed_at = time.monotonic()
+        cluster.kill(old.leader)
+        wait_until(lambda: cluster.state(tp).leader not in (old.leader, NO_LEADER), timeout=FAILOVER_DEADLINE_S,
+                   message="a new leader in ZooKeeper")
+        elected_at = time.monotonic()
+        new = cluster.state(tp)
+        wait_until(lambda: load.acked_since(elected_at), timeout=FAILOVER_DEADLINE_S,
+                   message="the first acknowledgement from the new leader")
+        first_ack = load.acked_since(elected_at)[0]
+        wait_until(lambda: len(load.acked_since(elected_at)) >= 200, message="200 records acknowledged after")
+    finally:
+        load.stop.set()
+        thread.join(30)
+        producer.close(timeout=30)
+    print(f"\nfailover: leader {old.leader} killed; broker {new.leader} elected (leader epoch {old.leader_epoch} -> "
+          f"{new.leader_epoch}, ISR {list(new.isr)}) {elected_at - killed_at:.2f}s after the kill (session timeout "
+          f"3.0s); first acks=all acknowledgement {first_ack - elected_at:.2f}s after the election, "
+          f"{first_ack - killed_at:.2f}s after the kill")
+    assert first_ack - killed_at < FAILOVER_DEADLINE_S
+    assert new.leader_epoch == old.leader_epoch + 1 and old.leader not in new.isr
+    acked = [v for _, v in sorted(load.acked)]
+    stored = cluster.stored_values(new.leader, tp)
+    # Every acknowledged record is on the new leader, in the order it was sent, once (idempotence).
+    missing = set(acked) - set(stored)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    assert [v for v in stored if v in set(acked)] == sorted(acked)
+    assert len(stored) == len(set(stored)), "a retried record was written twice"
+
+
+# ------------------------------------------------------------------ two failures at once
+
+
+def test_two_brokers_killed_at_once_refuse_acks_all_until_one_returns(cluster: Cluster, wait_until: WaitUntil) -> None:
+    tp = TopicPartition("two-down", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), message="all three replicas in sync")
+    acknowledged = ["before"]
+    assert cluster.produce(tp, "before") == ErrorCode.NONE
+    leader = cluster.state(tp).leader
+    survivor, follower = sorted(b for b in BROKER_IDS if b != leader)
+    cluster.kill(leader, follower)
+
+    # Until the survivor leads alone, and after: every acks=all produce fails, none is acknowledged falsely.
+    refused: list[str] = []
+
+    def produce_refused() -> bool:
+        value = f"refused-{len(refused)}"
+        error = cluster.produce(tp, value)
+        assert error != ErrorCode.NONE, "acks=all acknowledged with one live replica"
+        refused.append(value)
+        return error == ErrorCode.NOT_ENOUGH_REPLICAS
+
+    wait_until(produce_refused, timeout=FAILOVER_DEADLINE_S, message="NOT_ENOUGH_REPLICAS from the survivor")
+    state = cluster.state(tp)
+    assert (state.leader, state.isr) == (survivor, (survivor,))
+
+    cluster.restart(follower)
+    wait_until(lambda: in_sync(cluster, tp, (survivor, follower)), timeout=30, message="the restarted follower in sync")
+    wait_until(lambda: cluster.produce(tp, "after") == ErrorCode.NONE, message="acks=all again")
+    acknowledged.append("after")
+    # Refused records may be in the log (appended before the ISR shrank: NOT_ENOUGH_REPLICAS_AFTER_APPEND or a
+    # timeout); acknowledged ones must be, on both in-sync replicas.
+    for broker_id in (survivor, follower):
+        stored = {v.decode() for v in cluster.stored_values(broker_id, tp) if v is not None}
+        assert set(acknowledged) <= stored, f"broker {broker_id} lost acknowledged records"
+
+
+# ------------------------------------------------------------------ unclean leader election
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["unclean-off", "unclean-on"])
+def test_a_stale_replica_leads_only_with_unclean_election(cluster: Cluster, wait_until: WaitUntil,
+                                                          unclean: bool) -> None:
+    tp = TopicPartition("stale", 0)
+    configs = {"min.insync.replicas": "1", "unclean.leader.election.enable": str(unclean).lower()}
+    cluster.create_topic(tp.topic, [[1, 2]], configs)
+    wait_until(lambda: in_sync(cluster, tp, (1, 2)), message="both replicas in sync")
+    assert cluster.produce(tp, "in sync") == ErrorCode.NONE
+    cluster.kill(2)
+    wait_until(lambda: in_sync(cluster, tp, (1,)), timeout=FAILOVER_DEADLINE_S, message="broker 2 out of the ISR")
+    assert cluster.produce(tp, "only on 1") == ErrorCode.NONE  # broker 2 is stale now
+    cluster.kill(1)
+    wait_until(lambda: cluster.state(tp).leader == NO_LEADER, timeout=FAILOVER_DEADLINE_S, message="no leader")
+    assert cluster.state(tp).isr == (1,)  # the last in-sync replica stays in the ISR
+
+    cluster.restart(2)
+    if not unclean:
+        wait_until(lambda: "No replica in ISR for partition stale-0 is alive. Live brokers are: [2,3]"
+                   in cluster.controller.log(), timeout=FAILOVER_DEADLINE_S, message="the refused election")
+        assert cluster.state(tp).leader == NO_LEADER
+        assert "Unclean leader election" not in cluster.controller.log()
+        return
+    wait_until(lambda: cluster.state(tp).leader == 2, timeout=FAILOVER_DEADLINE_S, message="broker 2 elected")
+    assert cluster.state(tp).isr == (2,)
+    assert "Unclean leader election. No broker in ISR is alive for stale-0" in cluster.controller.log()
+    assert "There's potential data loss" in cluster.controller.log()
+    wait_until(lambda: cluster.produce(tp, "after") == ErrorCode.NONE, message="broker 2 serving")
+    assert b"only on 1" not in cluster.stored_values(2, tp)
+
+
+# ------------------------------------------------------------------ topic deletion
+
+
+def partition_dirs(cluster: Cluster, broker_id: int, topic: str) -> list[str]:
+    return sorted(p.name for p in cluster.log_dir(broker_id).iterdir() if p.name.startswith(f"{topic}-"))
+
+
+def delete_topic(cluster: Cluster, topic: str) -> None:
+    request = pb.DeleteTopicsRequest(topic_names=[topic], timeout_ms=0)
+    (result,) = cluster.client(min(cluster.brokers)).DeleteTopics(request, timeout=30).responses
+    assert result.error_code == ErrorCode.NONE, result.error_message
+
+
+def deleted_from_zookeeper(cluster: Cluster, topic: str) -> bool:
+    zk = cluster.zk
+    return topic not in zk.get_all_topics() and topic not in zk.get_topic_deletions() and not zk.get_topic_config(topic)
+
+
+@pytest.mark.parametrize("broker_down", [False, True], ids=["all-up", "broker-down"])
+def test_topic_deletion_removes_logs_everywhere_and_the_znodes(cluster: Cluster, wait_until: WaitUntil,
+                                                               broker_down: bool) -> None:
+    cluster.create_topic("doomed", [[1, 2, 3], [2, 3, 1]], {})
+    cluster.create_topic("kept", [[1, 2, 3]], {})
+    for p in (0, 1):
+        wait_until(lambda p=p: in_sync(cluster, TopicPartition("doomed", p), BROKER_IDS), message="in sync")
+        assert cluster.produce(TopicPartition("doomed", p), "doomed record") == ErrorCode.NONE
+    for b in BROKER_IDS:
+        assert partition_dirs(cluster, b, "doomed") == ["doomed-0", "doomed-1"]
+    if broker_down:
+        cluster.kill(3)
+        wait_until(lambda: 3 not in {b.id for b in cluster.zk.get_all_brokers()}, timeout=FAILOVER_DEADLINE_S,
+                   message="broker 3's registration to go")
+
+    delete_topic(cluster, "doomed")
+    live = [b for b in BROKER_IDS if b in cluster.brokers]
+    wait_until(lambda: all(partition_dirs(cluster, b, "doomed") == [] for b in live), timeout=30,
+               message="the logs deleted on the live brokers")
+    if broker_down:
+        # Broker 3 still has its replicas: the topic stays until it returns.
+        wait_until(lambda: "Halted deletion of topics doomed" in cluster.controller.log(), message="halted")
+        assert "doomed" in cluster.zk.get_all_topics() and "doomed" in cluster.zk.get_topic_deletions()
+        assert partition_dirs(cluster, 3, "doomed") == ["doomed-0", "doomed-1"]
+        cluster.restart(3)
+        wait_until(lambda: partition_dirs(cluster, 3, "doomed") == [], timeout=30, message="broker 3's logs deleted")
+    wait_until(lambda: deleted_from_zookeeper(cluster, "doomed"), timeout=30, message="the znodes deleted")
+    assert "Deletion of topic doomed successfully completed" in cluster.controller.log()
+    # The other topic is untouched, and the brokers no longer know the deleted one.
+    assert cluster.produce(TopicPartition("kept", 0), "still here") == ErrorCode.NONE
+    metadata = cluster.client(1).Metadata(pb.MetadataRequest(topics=["doomed"], allow_auto_topic_creation=False),
+                                          timeout=30)
+    assert [t.error_code for t in metadata.topics] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
