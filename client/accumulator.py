@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from broker.log.record import (
     HEADER_SIZE,
@@ -42,6 +42,9 @@ from proto.types import TopicPartition
 # Upper bound of a record's bytes beyond its key, value and headers: length (5), attributes (1),
 # timestamp delta (10), offset delta (5), key and value lengths (5 + 5), header count (5).
 RECORD_OVERHEAD_UPPER_BOUND = 36
+
+# send()'s per-record callback: called with the record's future once it is acknowledged or failed.
+RecordCallback = Callable[[FutureRecordMetadata], Any]
 
 
 class ProducerBatch:
@@ -90,11 +93,14 @@ class ProducerBatch:
         self.last_error: KafkaError | None = None
 
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header],
-                   key_size: int, value_size: int, header_size: int) -> FutureRecordMetadata | None:
+                   key_size: int, value_size: int, header_size: int,
+                   callback: RecordCallback | None = None) -> FutureRecordMetadata | None:
         """Encode the record into the batch; None (and the batch is full) if it does not fit.
 
         A batch always takes its first record, however large: a record bigger
-        than batch_size travels alone.
+        than batch_size travels alone. `callback(future)` runs when the batch
+        completes; it is attached here, while the batch cannot complete, so
+        without the future's lock (the accumulator's lock is held).
         """
         records = self.records
         mark = len(records)
@@ -107,7 +113,13 @@ class ProducerBatch:
         self.record_count = count + 1
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
-        return FutureRecordMetadata(self.result, count, timestamp, key_size, value_size, header_size)
+        result = self.result
+        future = FutureRecordMetadata(result, count, timestamp, key_size, value_size, header_size)
+        if callback is not None:
+            # ProduceRequestResult.add_record_callback, inline: this runs once per record.
+            result._record_callbacks.append(callback)
+            result._record_futures.append(future)
+        return future
 
     @property
     def size(self) -> int:
@@ -176,7 +188,7 @@ class RecordAccumulator:
 
     def append(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
                headers: Sequence[Header], key_size: int, value_size: int, header_size: int,
-               abort_on_new_batch: bool = False) -> FutureRecordMetadata | None:
+               abort_on_new_batch: bool = False, callback: RecordCallback | None = None) -> FutureRecordMetadata | None:
         """Add a record to the partition's open batch, opening one if needed.
 
         With `abort_on_new_batch`, returns None instead of opening a batch, so
@@ -190,7 +202,8 @@ class RecordAccumulator:
             if dq:
                 last = dq[-1]
                 if not last.is_full:
-                    future = last.try_append(timestamp, key, value, headers, key_size, value_size, header_size)
+                    future = last.try_append(timestamp, key, value, headers, key_size, value_size, header_size,
+                                             callback)
                     if future is not None:
                         if last.is_full:
                             self._wakeup()
@@ -203,7 +216,7 @@ class RecordAccumulator:
             dq = self._batches.setdefault(tp, deque())
             batch = ProducerBatch(tp, self._next_batch_id, self._now_ms(), timestamp, self.batch_size, reserved)
             self._next_batch_id += 1
-            future = batch.try_append(timestamp, key, value, headers, key_size, value_size, header_size)
+            future = batch.try_append(timestamp, key, value, headers, key_size, value_size, header_size, callback)
             dq.append(batch)
             self._incomplete[batch.batch_id] = batch
             self._wakeup()

@@ -21,11 +21,17 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from broker.log.record import (
+    HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
-    decode_records,
+    BatchHeader,
+    CompressionType,
+    Header,
+    decode_headers,
+    decompress,
     parse_header,
     read_offset_and_length,
+    read_raw_varint,
     validate_batch,
 )
 from client.connection import ResponseFuture
@@ -35,7 +41,7 @@ from client.retry import FetchAction, fetch_action
 from client.structs import ConsumerRecord, OffsetAndTimestamp, serialized_header_size
 from client.subscription import SubscriptionState
 from proto import minibroker_pb2 as pb
-from proto.errors import ErrorCode, KafkaError, error_for, invalidates_metadata
+from proto.errors import ErrorCode, InvalidRecordError, KafkaError, error_for, invalidates_metadata
 from proto.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -71,13 +77,53 @@ def parse_records(
     ignored; if it is the only thing there the broker sent less than one batch,
     which KIP-74 rules out, and that is an error rather than a silent stall.
     """
-    records: list[ConsumerRecord] = []
-    new_record = tuple.__new__
-    topic, partition = tp
+    scanned = scan_records(tp, data, fetch_offset, check_crcs=check_crcs)
+    return scanned.decode(key_deserializer, value_deserializer), scanned.next_offset
+
+
+class ScannedRecords(NamedTuple):
+    """A fetch answer whose batches are checked (headers, CRCs) but whose records are not decoded yet."""
+
+    topic_partition: TopicPartition
+    data: bytes
+    fetch_offset: int
+    batches: list[tuple[int, BatchHeader]]  # (position, header) of each batch to decode
+    next_offset: int
+    max_records: int  # records in those batches: an upper bound of what decode() returns
+
+    def decode(self, key_deserializer: Deserializer | None = None,
+               value_deserializer: Deserializer | None = None) -> list[ConsumerRecord]:
+        records: list[ConsumerRecord] = []
+        topic, partition = self.topic_partition
+        for start, header in self.batches:
+            decoded = decode_consumer_records(self.data, start, header, topic, partition, self.fetch_offset)
+            if key_deserializer is not None or value_deserializer is not None:
+                new_record = tuple.__new__
+                decoded = [
+                    new_record(ConsumerRecord, (
+                        t, p, o, ts, tt, k if k is None or key_deserializer is None else key_deserializer(k),
+                        v if v is None or value_deserializer is None else value_deserializer(v), h, e, ks, vs, hs))
+                    for t, p, o, ts, tt, k, v, h, e, ks, vs, hs in decoded
+                ]
+            records += decoded
+        return records
+
+
+def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_crcs: bool = True) -> ScannedRecords:
+    """parse_records's per-batch half: which batches hold records at or after `fetch_offset`, and the next offset.
+
+    Costs per batch, not per record, so a consumer knows where its next fetch
+    starts before it decodes anything. Raises what parse_records raises for a
+    damaged batch or an answer without one whole batch.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)  # records are read (and sliced) where they are: slices must be bytes
     view = memoryview(data)
     end = len(data)
     pos = 0
     next_offset = fetch_offset
+    batches: list[tuple[int, BatchHeader]] = []
+    max_records = 0
     while end - pos >= LOG_OVERHEAD:
         size = read_offset_and_length(data, pos)[1] + LOG_OVERHEAD
         if pos + size > end:
@@ -90,42 +136,160 @@ def parse_records(
         next_offset = max(next_offset, header.next_offset)
         if header.is_control:
             continue
-        timestamp_type = 1 if header.attributes & TIMESTAMP_TYPE_MASK else 0
-        epoch = header.partition_leader_epoch
-        decoded = decode_records(view[start:pos], header)
-        if header.base_offset < fetch_offset:  # only a batch straddling the fetch offset needs filtering
-            decoded = [r for r in decoded if r[0] >= fetch_offset]
-        # A comprehension, not a loop of appends: this runs once per record a consumer sees.
-        records += [
-            new_record(ConsumerRecord, (
-                topic, partition, offset, timestamp, timestamp_type,
-                key if key is None or key_deserializer is None else key_deserializer(key),
-                value if value is None or value_deserializer is None else value_deserializer(value),
-                headers, epoch,
-                -1 if key is None else len(key),
-                -1 if value is None else len(value),
-                serialized_header_size(headers) if headers else -1,
-            ))
-            for offset, timestamp, key, value, headers in decoded
-        ]
+        batches.append((start, header))
+        max_records += header.record_count
     if pos == 0 and end > 0:
         raise MessageTooLargeError(
             f"{tp} at offset {fetch_offset}: the answer holds {end} bytes but not one whole batch")
-    return records, next_offset
+    return ScannedRecords(tp, data, fetch_offset, batches, next_offset, max_records)
+
+
+def decode_consumer_records(buf: bytes, start: int, header: BatchHeader, topic: str, partition: int,
+                            min_offset: int = 0) -> list[ConsumerRecord]:
+    """The ConsumerRecords of the batch at `start` in `buf` at or after `min_offset`, keys and values as bytes.
+
+    broker.log.record.decode_records's loop, building each ConsumerRecord
+    directly from the varints (the sizes come from the length fields, not from
+    len()), so a consumer makes one tuple per record instead of two. This is
+    the consumer's hot loop: nothing in it is a call for the common case, and
+    uncompressed records are read where they are in the fetch answer, not copied
+    out first (slices of bytes are bytes in one copy).
+    """
+    codec = header.compression
+    if codec == CompressionType.NONE:
+        data = buf
+        pos = start + HEADER_SIZE
+        end = start + header.size
+    else:
+        data = decompress(codec, memoryview(buf)[start + HEADER_SIZE : start + header.size])
+        pos = 0
+        end = len(data)
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    timestamp_type = 0 if log_append_time is None else 1
+    epoch = header.partition_leader_epoch
+    new_record = tuple.__new__
+    record_class = ConsumerRecord
+    out: list[ConsumerRecord] = []
+    append = out.append
+    try:
+        for _ in range(header.record_count):
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = read_raw_varint(data, pos)
+            record_end = pos + (b >> 1)
+            if b & 1 or record_end > end:
+                raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} runs past the batch end")
+            pos += 1  # the record attributes, unused in v2
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = read_raw_varint(data, pos)
+            timestamp = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_time is None else log_append_time
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = read_raw_varint(data, pos)
+            offset = base_offset + ((b >> 1) ^ -(b & 1))
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = read_raw_varint(data, pos)
+            if b & 1:
+                key = None
+                key_size = -1
+            else:
+                key_size = b >> 1
+                key = data[pos : pos + key_size]
+                pos += key_size
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = read_raw_varint(data, pos)
+            if b & 1:
+                value = None
+                value_size = -1
+            else:
+                value_size = b >> 1
+                value = data[pos : pos + value_size]
+                pos += value_size
+            if data[pos] == 0:
+                headers: tuple[Header, ...] = ()
+                header_size = -1
+                pos += 1
+            else:
+                headers, pos = decode_headers(data, pos)
+                header_size = serialized_header_size(headers)
+            if pos != record_end:
+                raise InvalidRecordError(f"record at offset {offset} ends at {pos}, its length says {record_end}")
+            if offset >= min_offset:
+                append(new_record(record_class, (topic, partition, offset, timestamp, timestamp_type, key, value,
+                                                 headers, epoch, key_size, value_size, header_size)))
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise InvalidRecordError(f"malformed record in batch at baseOffset {base_offset}: {exc}") from exc
+    if pos != end:
+        raise InvalidRecordError(f"{end - pos} bytes left after the last record of batch {base_offset}")
+    return out
 
 
 class CompletedFetch:
-    """One partition's records from one Fetch answer, handed out by poll() in order."""
+    """One partition's records from one Fetch answer, handed out by poll() in order.
 
-    __slots__ = ("fetch_offset", "index", "next_fetch_offset", "records", "topic_partition")
+    `records` is None until they are needed: the answer is decoded by poll()
+    (decode()), possibly after the next fetch for the partition went out.
+    """
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, records: list[ConsumerRecord],
-                 next_fetch_offset: int) -> None:
+    __slots__ = ("_scanned", "fetch_offset", "index", "key_deserializer", "next_fetch_offset", "records",
+                 "topic_partition", "value_deserializer")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, records: list[ConsumerRecord] | None,
+                 next_fetch_offset: int, scanned: ScannedRecords | None = None,
+                 key_deserializer: Deserializer | None = None, value_deserializer: Deserializer | None = None) -> None:
         self.topic_partition = tp
         self.fetch_offset = fetch_offset
         self.records = records
         self.next_fetch_offset = next_fetch_offset
         self.index = 0
+        self._scanned = scanned
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+
+    @property
+    def max_records(self) -> int:
+        """At least as many records as decode() returns."""
+        if self.records is not None:
+            return len(self.records) - self.index
+        assert self._scanned is not None
+        return self._scanned.max_records
+
+    def decode(self) -> list[ConsumerRecord]:
+        if self.records is None:
+            assert self._scanned is not None
+            self.records = self._scanned.decode(self.key_deserializer, self.value_deserializer)
+            self._scanned = None
+        return self.records
 
 
 class _PendingFetch(NamedTuple):
@@ -264,12 +428,12 @@ class Fetcher:
         if action is FetchAction.RECORDS:
             state.high_watermark = part.high_watermark
             state.log_start_offset = part.log_start_offset
-            if not part.records:
+            data = part.records  # read once: each read of a bytes field copies it out of the message
+            if not data:
                 return
-            records, next_offset = parse_records(
-                tp, part.records, fetch_offset, check_crcs=self._check_crcs,
-                key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer)
-            self._completed.append(CompletedFetch(tp, fetch_offset, records, next_offset))
+            scanned = scan_records(tp, data, fetch_offset, check_crcs=self._check_crcs)
+            self._completed.append(CompletedFetch(tp, fetch_offset, None, scanned.next_offset, scanned,
+                                                  self._key_deserializer, self._value_deserializer))
         elif action is FetchAction.RESET_OFFSET:
             strategy = subscriptions.default_reset_strategy
             if strategy is None:
@@ -294,10 +458,36 @@ class Fetcher:
             if not subscriptions.is_assigned(tp) or subscriptions.position(tp) != completed.fetch_offset:
                 self._completed.popleft()  # seeked or unassigned since: these records are not wanted
                 continue
-            taken = completed.records[completed.index : completed.index + remaining]
+            if completed.records is None and completed.max_records <= remaining:
+                # All of it goes out in this poll: the position moves past it now and the partition's
+                # next fetch leaves before the records are decoded, so the broker reads while we decode.
+                self._completed.popleft()
+                state = subscriptions.state(tp)
+                state.position = max(completed.next_fetch_offset, completed.fetch_offset)
+                self.send_fetches()
+                try:
+                    records = completed.decode()
+                except Exception:
+                    # Undone: the fetch just sent is answered for a position it no longer has, so dropped.
+                    state.position = completed.fetch_offset
+                    self._completed.appendleft(completed)
+                    if out:
+                        return out  # what other partitions gave is not lost: the error comes next poll
+                    raise
+                if records:
+                    out.setdefault(tp, []).extend(records)
+                    remaining -= len(records)
+                continue
+            try:
+                records = completed.decode()
+            except Exception:
+                if out:
+                    return out
+                raise
+            taken = records[completed.index : completed.index + remaining]
             completed.index += len(taken)
             remaining -= len(taken)
-            if completed.index >= len(completed.records):
+            if completed.index >= len(records):
                 self._completed.popleft()
                 position = completed.next_fetch_offset
             else:

@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 class ProduceRequestResult:
     """The outcome of one batch, shared by the futures of all its records."""
 
-    __slots__ = ("_callbacks", "_done", "_lock", "base_offset", "error", "log_append_time", "log_start_offset",
-                 "topic_partition")
+    __slots__ = ("_callbacks", "_done", "_lock", "_record_callbacks", "_record_futures", "base_offset", "error",
+                 "log_append_time", "log_start_offset", "topic_partition")
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
@@ -37,6 +37,9 @@ class ProduceRequestResult:
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] | None = []
+        # send()'s callbacks and the futures they are called with, in two lists: no object per record.
+        self._record_callbacks: list[Callable[[FutureRecordMetadata], Any]] = []
+        self._record_futures: list[FutureRecordMetadata] = []
 
     def complete(self, base_offset: int = -1, log_append_time: int = -1, log_start_offset: int = -1,
                  error: KafkaError | None = None) -> None:
@@ -51,6 +54,15 @@ class ProduceRequestResult:
             self.error = error
             self._callbacks = None
             self._done.set()
+        if self._record_callbacks:
+            # Inline rather than through _run: this is a callback per record.
+            for record_callback, future in zip(self._record_callbacks, self._record_futures, strict=True):
+                try:
+                    record_callback(future)
+                except Exception:
+                    log.exception("producer callback raised")
+            self._record_callbacks = []
+            self._record_futures = []
         for callback in callbacks:
             _run(callback)
 
@@ -59,6 +71,15 @@ class ProduceRequestResult:
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self._done.wait(timeout_s)
+
+    def add_record_callback(self, callback: Callable[[FutureRecordMetadata], Any],
+                            future: FutureRecordMetadata) -> None:
+        """`callback(future)` on completion, before the add_callback ones; without the lock, so only for a
+        result that cannot settle meanwhile: its batch is still open and the caller holds the accumulator's
+        lock (send()'s `callback`)."""
+        assert self._callbacks is not None, "the batch of an unsettled result cannot have completed"
+        self._record_callbacks.append(callback)
+        self._record_futures.append(future)
 
     def add_callback(self, callback: Callable[[], None]) -> None:
         with self._lock:
@@ -109,7 +130,8 @@ class FutureRecordMetadata:
         return self._result.is_done() and self._result.error is None
 
     def failed(self) -> bool:
-        return self._result.is_done() and self._result.error is not None
+        # The error is set once, when the result completes: no need to look at the event.
+        return self._result.error is not None
 
     def _value(self) -> RecordMetadata:
         r = self._result

@@ -17,12 +17,12 @@ from typing import Any
 import grpc
 
 from broker.log.record import HEADER_SIZE, CompressionType
-from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator
+from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator, RecordCallback
 from client.connection import ConnectionPool, parse_bootstrap_servers
 from client.errors import KafkaTimeoutError, MessageTooLargeError
 from client.future import FutureRecordMetadata
 from client.idempotence import TransactionManager
-from client.metadata import Metadata
+from client.metadata import ClusterMetadata, Metadata
 from client.partitioner import DefaultPartitioner
 from client.sender import Sender
 from client.structs import Header, serialized_header_size
@@ -95,6 +95,9 @@ class Producer:
         self._buffer_memory = buffer_memory
         self._max_record_payload = min(max_request_size, buffer_memory) - HEADER_SIZE - RECORD_OVERHEAD_UPPER_BOUND
         self._partitioner = partitioner or DefaultPartitioner()
+        # Per topic, its partitions and those with a leader, as of one ClusterMetadata (a new one replaces
+        # the entry): send() looks them up once per metadata update rather than once per record.
+        self._topics: dict[str, tuple[ClusterMetadata, tuple[TopicPartition, ...], tuple[int, ...]]] = {}
         pool = ConnectionPool(request_timeout_ms=request_timeout_ms, reconnect_backoff_ms=reconnect_backoff_ms,
                               reconnect_backoff_max_ms=reconnect_backoff_max_ms, channel_factory=channel_factory)
         self._metadata = Metadata(parse_bootstrap_servers(bootstrap_servers), pool, retry_backoff_ms=retry_backoff_ms,
@@ -136,11 +139,15 @@ class Producer:
         partition: int | None = None,
         headers: Sequence[Header] | None = None,
         timestamp_ms: int | None = None,
+        callback: RecordCallback | None = None,
     ) -> FutureRecordMetadata:
         """Queue one record; the future settles when the broker acknowledges it (or it fails).
 
         Blocks only to learn the topic's partitions (up to max_block_ms) or to
-        wait for buffer_memory to free up.
+        wait for buffer_memory to free up. `callback(future)` runs once the
+        record is acknowledged or failed, on the producer's I/O thread (Java's
+        send(record, callback)): the same as `send(...).add_done_callback(callback)`,
+        but cheaper, as it is attached while the record's batch is still open.
         """
         if self._closed:
             raise KafkaError("cannot send after the producer is closed")
@@ -162,32 +169,42 @@ class Producer:
                     f" when serialized, more than max_request_size ({self._max_request_size})"
                     f" or buffer_memory ({self._buffer_memory}) allows")
             cluster = self._metadata.cluster
-            tps = cluster.topic_partitions(topic)
-            if tps is None:
-                cluster = self._metadata.wait_for_topic(topic, self._max_block_ms)
-                tps = cluster.topic_partitions(topic)
-                assert tps is not None
+            cached = self._topics.get(topic)
+            if cached is not None and cached[0] is cluster:
+                tps, available = cached[1], cached[2]
+            else:
+                found = cluster.topic_partitions(topic)
+                if found is None:
+                    cluster = self._metadata.wait_for_topic(topic, self._max_block_ms)
+                    found = cluster.topic_partitions(topic)
+                    assert found is not None
+                tps = found
+                available = cluster.available_partitions(topic)
+                self._topics[topic] = (cluster, tps, available)
             append = self._accumulator.append
             if partition is not None:
                 if not 0 <= partition < len(tps):
                     raise ValueError(f"partition {partition} of {topic!r} is not in [0, {len(tps) - 1}]")
                 future = append(tps[partition], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                header_size)
+                                header_size, False, callback)
             else:
-                available = cluster.available_partitions(topic)
                 chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
                 future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                header_size, key_bytes is None)
+                                header_size, key_bytes is None, callback)
                 if future is None:
                     # The sticky partition's batch is closed: move on before opening a new one (KIP-480).
                     self._partitioner.on_new_batch(topic, len(tps), available, chosen)
                     chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
                     future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                    header_size)
+                                    header_size, False, callback)
             assert future is not None
             return future
         except KafkaError as exc:
-            return FutureRecordMetadata.failed_with(TopicPartition(topic, -1 if partition is None else partition), exc)
+            failed = FutureRecordMetadata.failed_with(TopicPartition(topic, -1 if partition is None else partition),
+                                                      exc)
+            if callback is not None:
+                failed.add_done_callback(callback)
+            return failed
 
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition numbers, waiting up to max_block_ms for metadata."""

@@ -129,11 +129,11 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:  # one-byte fast path: most lengths and deltas in practice
         return (b >> 1) ^ -(b & 1), pos + 1
-    raw, pos = _read_raw_varint(buf, pos)
+    raw, pos = read_raw_varint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _read_raw_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_raw_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """The varint at `pos` before zig-zag decoding, and the position after it."""
     result = 0
     shift = 0
@@ -531,7 +531,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
 
     This is every consumer's hot loop, so it makes no call per field: varints
     of one or two bytes (nearly all lengths and deltas) are decoded inline, each
-    as the same four lines, and longer ones go through _read_raw_varint. Lengths
+    as the same four lines, and longer ones go through read_raw_varint. Lengths
     are read without zig-zag decoding: an odd raw value is a negative length,
     which Kafka reads as null for keys and values.
     """
@@ -558,7 +558,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                b, pos = _read_raw_varint(data, pos)
+                b, pos = read_raw_varint(data, pos)
             record_end = pos + (b >> 1)
             if b & 1 or record_end > end:
                 raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} runs past the batch end")
@@ -570,7 +570,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                b, pos = _read_raw_varint(data, pos)
+                b, pos = read_raw_varint(data, pos)
             timestamp = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_time is None else log_append_time
             b = data[pos]
             if b < 0x80:
@@ -579,7 +579,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                b, pos = _read_raw_varint(data, pos)
+                b, pos = read_raw_varint(data, pos)
             offset = base_offset + ((b >> 1) ^ -(b & 1))
             b = data[pos]
             if b < 0x80:
@@ -588,7 +588,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                b, pos = _read_raw_varint(data, pos)
+                b, pos = read_raw_varint(data, pos)
             if b & 1:
                 key = None
             else:
@@ -601,7 +601,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                b, pos = _read_raw_varint(data, pos)
+                b, pos = read_raw_varint(data, pos)
             if b & 1:
                 value = None
             else:
@@ -611,7 +611,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 headers: tuple[Header, ...] = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos)
+                headers, pos = decode_headers(data, pos)
             if pos != record_end:
                 raise InvalidRecordError(
                     f"record at offset {offset} ends at {pos}, its length says {record_end}"
@@ -624,7 +624,7 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
     return out
 
 
-def _decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
+def decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     count, pos = read_varint(data, pos)
     headers: list[Header] = []
     for _ in range(count):

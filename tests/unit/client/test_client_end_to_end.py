@@ -14,6 +14,7 @@ from client import (
     Admin,
     Consumer,
     ErrorCode,
+    FutureRecordMetadata,
     KafkaError,
     KafkaTimeoutError,
     NewTopic,
@@ -219,3 +220,19 @@ def test_bad_configurations_are_refused_up_front() -> None:
         Producer("127.0.0.1:1", delivery_timeout_ms=1000, request_timeout_ms=30000)
     with pytest.raises(ValueError):
         Consumer(bootstrap_servers="127.0.0.1:1", auto_offset_reset="smallest-ish")
+
+
+def test_send_callback_sees_every_outcome(broker: FakeBroker) -> None:
+    broker.fail_produce[TopicPartition("t", 0)] = [ErrorCode.INVALID_RECORD]
+    outcomes: list[tuple[str, object]] = []
+
+    def callback(future: FutureRecordMetadata) -> None:
+        outcomes.append(("failed", future.exception().code) if future.failed() else ("ok", future.get(0).offset))
+
+    with Producer(broker.address, max_request_size=1000) as producer:
+        producer.send("t", b"x", partition=0, callback=callback)
+        producer.send("t", b"x" * 2000, partition=1, callback=callback)  # refused before batching
+        producer.send("t", b"y", partition=2, callback=callback)
+        producer.flush(10)
+    assert sorted(outcomes, key=str) == sorted([("failed", ErrorCode.INVALID_RECORD),
+                                                ("failed", ErrorCode.MESSAGE_TOO_LARGE), ("ok", 0)], key=str)

@@ -10,17 +10,20 @@ from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
 from broker.log.record import (
     CONTROL_MASK,
     CRC_POS,
+    HEADER_SIZE,
     ProducerRecord,
     TimestampType,
     build_batch,
     crc32c,
+    decode_records,
     set_log_append_time,
 )
 from client.errors import MessageTooLargeError, OffsetOutOfRangeError
 from client.fetcher import Fetcher, parse_records
+from client.structs import serialized_header_size
 from client.subscription import OffsetResetStrategy, SubscriptionState
 from proto import minibroker_pb2 as pb
-from proto.errors import CorruptMessageError, ErrorCode, KafkaError
+from proto.errors import CorruptMessageError, ErrorCode, InvalidRecordError, KafkaError
 from proto.types import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -191,3 +194,65 @@ def test_non_retriable_partition_error_is_raised() -> None:
     with pytest.raises(KafkaError) as err:
         h.fetcher.handle_answers()
     assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_records_with_headers_keys_and_wide_varints_decode_like_decode_records() -> None:
+    records_in = [ProducerRecord(b"v" * size, b"key-%d" % size, 1_000 + size * 1000,
+                                 (("h", b"x" * size), ("n", None)) if size % 2 else ())
+                  for size in (0, 1, 63, 64, 200, 8191, 8192, 70_000)]
+    data = build_batch(records_in, base_offset=3, partition_leader_epoch=2)
+    records, next_offset = parse_records(TP, data, 0)
+    expected = decode_records(data)
+    assert next_offset == 3 + len(records_in)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in expected]
+    assert [r.serialized_key_size for r in records] == [len(r.key) for r in records_in]
+    assert [r.serialized_value_size for r in records] == [len(r.value or b"") for r in records_in]
+    assert [r.serialized_header_size for r in records] == [
+        serialized_header_size(r.headers) if r.headers else -1 for r in records_in]
+    assert {r.leader_epoch for r in records} == {2}
+
+
+def test_a_record_running_past_its_length_is_invalid() -> None:
+    data = bytearray(batch(0, 2))
+    data[HEADER_SIZE] += 2  # the first record claims two bytes more than it has
+    struct.pack_into(">I", data, CRC_POS, crc32c(data[21:]))
+    with pytest.raises(InvalidRecordError):
+        parse_records(TP, bytes(data), 0)
+
+
+def test_handing_out_a_whole_answer_sends_the_next_fetch_before_decoding_it() -> None:
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 2)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (0, batch(0, 5) + batch(5, 5))})
+    h.fetcher.handle_answers()
+    assert len(h.fetch_calls()) == 1  # nothing decoded or sent yet
+    records = h.fetcher.fetched_records(100)
+    assert [r.offset for r in records[TP]] == list(range(2, 10)) and h.subscriptions.position(TP) == 10
+    (request, _), = h.fetch_calls()[1:]
+    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 10)]
+    h.answer(1, {0: (0, batch(10, 3))})  # and its answer is taken as the continuation
+    h.fetcher.handle_answers()
+    assert [r.offset for r in h.fetcher.fetched_records(100)[TP]] == [10, 11, 12]
+
+
+def test_records_that_cannot_be_decoded_lose_nothing_and_an_early_fetch_is_dropped() -> None:
+    h = FetchHarness()
+    tp1 = TopicPartition("t", 1)
+    h.subscriptions.seek(TP, 0)
+    h.subscriptions.seek(tp1, 0)
+    h.fetcher.send_fetches()
+    h.answer(0, {0: (0, batch(0, 2)), 1: (0, batch(0, 2))})
+    h.fetcher.handle_answers()
+    failing = next(c for c in h.fetcher._completed if c.topic_partition == tp1)
+    failing.value_deserializer = lambda _: (_ for _ in ()).throw(ValueError("not JSON"))
+    first = h.fetcher.fetched_records(100)
+    # t-0's records come out (and its next fetch, from 2, left early); t-1's error waits for the next poll.
+    assert list(first) == [TP] and [r.offset for r in first[TP]] == [0, 1]
+    assert h.subscriptions.position(tp1) == 0
+    with pytest.raises(ValueError):
+        h.fetcher.fetched_records(100)
+    assert h.subscriptions.position(tp1) == 0 and h.subscriptions.position(TP) == 2
+    (request, _), = h.fetch_calls()[1:]
+    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 2)]

@@ -282,3 +282,49 @@ def test_producer_id_reset_restarts_rejected_retries_and_fails_uncertain_ones() 
     h.answer(2, base_offset=4)
     h.run()
     assert rejected[0].get(0).offset == 4
+
+
+def test_send_callbacks_run_per_record_with_its_future_before_add_callback_ones() -> None:
+    h = Harness()
+    seen: list[tuple[str, int]] = []
+    futures = []
+    for _ in range(3):
+        future = h.accumulator.append(TP, 1_700_000_000_000, None, b"v", (), -1, 1, -1,
+                                      callback=lambda f: seen.append(("send", f.get(0).offset)))
+        assert future is not None
+        futures.append(future)
+    futures[0].add_done_callback(lambda f: seen.append(("added", f.get(0).offset)))
+    h.run()
+    assert seen == []
+    h.answer(0, base_offset=10)
+    h.run()
+    assert seen == [("send", 10), ("send", 11), ("send", 12), ("added", 10)]
+
+
+def test_acknowledged_futures_settle_after_the_next_batch_is_sent() -> None:
+    h = Harness()
+    first = h.send(2)
+    h.run()
+    second = h.send(1)  # waits: one batch per partition in flight
+    order: list[str] = []
+    first[0].add_done_callback(lambda _: order.append(f"settled with {len(h.produce_calls())} requests sent"))
+    h.answer(0, base_offset=0)
+    h.run()
+    # The second batch left in the same pass, before the first one's callbacks ran.
+    assert order == ["settled with 2 requests sent"]
+    assert [f.get(0).offset for f in first] == [0, 1] and not second[0].done()
+
+
+def test_a_callback_that_raises_does_not_stop_the_others() -> None:
+    h = Harness()
+    seen: list[int] = []
+
+    def bad(_: FutureRecordMetadata) -> None:
+        raise RuntimeError("user bug")
+
+    h.accumulator.append(TP, 1, None, b"v", (), -1, 1, -1, callback=bad)
+    h.accumulator.append(TP, 1, None, b"v", (), -1, 1, -1, callback=lambda f: seen.append(f.get(0).offset))
+    h.run()
+    h.answer(0, base_offset=5)
+    h.run()
+    assert seen == [6]
