@@ -14,7 +14,6 @@ completes them.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import threading
 import time
@@ -39,7 +38,7 @@ from broker.replica_manager import ReplicaManager
 from broker.topic_config import TopicConfig, TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -121,13 +120,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
 
     def _authorize_cluster_action(self, context: Context) -> bool:
         """The shared cluster credential in the call's metadata (proto/auth.py); anyone, if none is configured."""
-        if self._credential is None:
-            return True
-        for key, value in context.invocation_metadata() or ():
-            if key == CLUSTER_CREDENTIAL_METADATA_KEY:
-                given = value if isinstance(value, bytes) else value.encode()
-                return hmac.compare_digest(given, self._credential)
-        return False
+        return carries_cluster_credential(context.invocation_metadata(), self._credential)
 
     def _is_broker_epoch_stale(self, broker_epoch: int) -> bool:
         """Kafka's isBrokerEpochStale: a request meant for this broker's previous registration (a restart

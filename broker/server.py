@@ -17,7 +17,8 @@ Start-up, in Kafka's order where it has one:
     ISR-change propagation;
  9. the Prometheus endpoint, if metrics.port is set.
 
-Shutdown (SIGTERM / SIGINT): NOT_SERVING, stop taking requests, answer those
+Shutdown (SIGTERM / SIGINT): with controlled.shutdown.enable, ask the active
+controller (its endpoint is in /controller) to move leadership away; NOT_SERVING, stop taking requests, answer those
 waiting in purgatory, stop the fetcher threads, checkpoint high watermarks,
 shut the logs down cleanly (which writes the clean-shutdown marker), close the
 ZooKeeper session (the registration goes with it).
@@ -64,8 +65,10 @@ from broker.replica_manager import ReplicaManager
 from broker.scheduler import KafkaScheduler
 from broker.timer import AsyncioTimer
 from broker.topic_config import TopicConfigs
+from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.errors import KafkaError
+from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.errors import ErrorCode, KafkaError, error_for
 from zk.client import DuplicateBrokerIdError, KafkaZkClient
 from zk.paths import BrokerInfo
 
@@ -312,6 +315,9 @@ class KafkaServer:
     async def shutdown(self) -> None:
         """Stop whatever was started, in reverse; safe after a failed start-up."""
         logger.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        # While still serving: the new leaders' followers (this broker among them) keep fetching meanwhile.
+        if self._registration is not None and self.config.controlled_shutdown_enable:
+            await asyncio.to_thread(self._controlled_shutdown)
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
@@ -333,6 +339,42 @@ class KafkaServer:
         if self._zk is not None:
             await asyncio.to_thread(self._zk.close)
         logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+
+    def _controlled_shutdown(self) -> None:
+        """Kafka's KafkaServer.controlledShutdown: ask the active controller to move this broker's leadership
+        away, up to controlled.shutdown.max.retries times, until it leads nothing the others could lead. Clients
+        then meet a leader change (retriable) instead of a dead leader (a session timeout's wait)."""
+        assert self._zk is not None
+        config = self.config
+        credential = None if config.cluster_credential is None else config.cluster_credential.value
+        metadata = () if credential is None else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        request = pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+        logger.info("Starting controlled shutdown")
+        for attempt in range(config.controlled_shutdown_max_retries):
+            if attempt:
+                logger.warning("Retrying controlled shutdown after the previous attempt failed...")
+                time.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            endpoint = self._zk.get_controller_endpoint()
+            if endpoint is None:
+                logger.warning("No controller registered while requesting controlled shutdown")
+                continue
+            try:
+                with grpc.insecure_channel(endpoint) as channel:
+                    response = pb_grpc.KafkaControllerStub(channel).ControlledShutdown(
+                        request, metadata=metadata, timeout=config.request_timeout_ms / 1000
+                    )
+            except grpc.RpcError as e:
+                logger.warning("Error during controlled shutdown, possibly because leader movement took longer than "
+                               "the configured request.timeout.ms: %s", e.details() if isinstance(e, grpc.Call) else e)
+                continue
+            if response.error_code == ErrorCode.NONE and not response.remaining_partitions:
+                logger.info("Controlled shutdown succeeded")
+                return
+            remaining = [f"{tp.topic_name}-{tp.partition_index}" for tp in response.remaining_partitions]
+            logger.info("Remaining partitions to move: %s", ",".join(remaining))
+            logger.info("Error from controller: %s", error_for(response.error_code))
+        logger.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
 
 
 class BrokerStartupError(Exception):

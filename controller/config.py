@@ -22,6 +22,7 @@ from broker.config import (
     Type,
     Validator,
     at_least,
+    between,
     parse_endpoints,
     parse_value,
     read_properties,
@@ -62,14 +63,27 @@ _KEYS = {
     ),
     "listeners": _Key(
         Type.STRING,
-        "PLAINTEXT://127.0.0.1:9093",
-        "Where the controller will serve ControlledShutdown (not served yet)",
+        "PLAINTEXT://127.0.0.1:0",
+        "Where the controller serves ControlledShutdown; port 0 picks a free port. Brokers find the active "
+        "controller's endpoint in /controller, so no port needs to be known in advance",
         _valid_listeners,
     ),
     "default.replication.factor": _Key(Type.INT, 1, "Replication factor of automatically created topics", at_least(1)),
     "num.partitions": _Key(Type.INT, 1, "Default number of partitions per topic", at_least(1)),
     "unclean.leader.election.enable": _Key(
         Type.BOOLEAN, False, "Elect a leader outside the ISR as a last resort, losing data"
+    ),
+    "auto.leader.rebalance.enable": _Key(
+        Type.BOOLEAN, True, "Move leadership back to the preferred replicas when a broker's imbalance is too high"
+    ),
+    "leader.imbalance.check.interval.seconds": _Key(
+        Type.LONG, 300, "How often the controller checks leader balance", at_least(1)
+    ),
+    "leader.imbalance.per.broker.percentage": _Key(
+        Type.INT,
+        10,
+        "The share (%) of a broker's preferred partitions led by others above which they move back to it",
+        between(0, 100),
     ),
     "cluster.credential": _Key(
         Type.PASSWORD, None, "Shared secret the controller's requests carry as gRPC metadata x-cluster-credential"
@@ -88,6 +102,9 @@ class ControllerConfig:
     default_replication_factor: int
     num_partitions: int
     unclean_leader_election_enable: bool
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
     cluster_credential: Password | None
 
     @classmethod

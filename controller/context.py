@@ -42,6 +42,9 @@ class ControllerContext:
         # The /controller_epoch znode version this controller wrote: every fenced write expects it.
         self.epoch_zk_version = INITIAL_CONTROLLER_EPOCH_ZK_VERSION
         self.live_brokers: dict[int, BrokerInfo] = {}
+        # Live brokers that asked for a controlled shutdown: still registered, but no longer elected leader
+        # (Kafka's shuttingDownBrokerIds). They leave with their registration.
+        self.shutting_down_broker_ids: set[int] = set()
         self.all_topics: set[str] = set()
         self.partition_assignments: dict[str, dict[int, ReplicaAssignment]] = {}
         self.partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
@@ -66,10 +69,17 @@ class ControllerContext:
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self.live_brokers.pop(broker_id, None)
+            self.shutting_down_broker_ids.discard(broker_id)
 
-    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
-        # Kafka also counts a replica on a failed log dir as offline; brokers here have no such report.
+    def is_broker_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+        """A broker that is shutting down is offline to elections unless asked for."""
+        if broker_id in self.shutting_down_broker_ids and not include_shutting_down:
+            return False
         return broker_id in self.live_brokers
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
+        # Kafka also counts a replica on a failed log dir as offline; brokers here have no such report.
+        return self.is_broker_online(broker_id, include_shutting_down)
 
     # --- topics and assignments ---
 

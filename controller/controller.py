@@ -13,6 +13,15 @@ their live ISR, and it leaves every ISR it was in - so acks=all never counts a
 dead replica. A broker that registers gets the metadata and its replicas'
 states; partitions waiting offline for it come back.
 
+Planned operations: a broker about to stop asks for a controlled shutdown
+(over the KafkaController gRPC service, controller/server.py); it stops being
+elected, its leadership moves to another live ISR member and it leaves the
+ISRs it follows, so clients meet a leader change instead of a dead leader.
+Leadership moves back to the preferred replicas on request
+(/admin/preferred_replica_election, `minibroker leader-election`) and, with
+auto.leader.rebalance.enable, whenever a broker's leader imbalance passes
+leader.imbalance.per.broker.percentage.
+
 Every controller write to ZooKeeper is fenced by the controller epoch's znode
 version. When one fails (ControllerMovedError) a newer controller exists: this
 one resigns - stops acting, forgets its state, closes its broker connections -
@@ -21,25 +30,32 @@ and waits for its next chance. All of it runs on the event thread.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from broker.config import ConfigError, Type, parse_value
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext, PartitionAndReplica
+from controller.election import leader_for_controlled_shutdown, leader_for_preferred_replica
 from controller.event_manager import ControllerEventManager
 from controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    ControlledShutdown,
+    ControlledShutdownCallback,
     ControllerChange,
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PreferredReplicaLeaderElection,
     Reelect,
     Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
 )
+from controller.leader_imbalance import leader_imbalance, partitions_to_rebalance
 from controller.loggers import controller_logger, state_change_logger
 from controller.partition_state_machine import PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
@@ -56,9 +72,15 @@ from zk.paths import BrokerInfo
 
 class KafkaController:
     def __init__(
-        self, config: ControllerConfig, zk: KafkaZkClient, channel_manager: ControllerChannelManager | None = None
+        self,
+        config: ControllerConfig,
+        zk: KafkaZkClient,
+        channel_manager: ControllerChannelManager | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.config = config
+        # host:port of this process's KafkaController service, advertised in /controller when it wins.
+        self.endpoint = endpoint
         self.controller_id = config.controller_id
         self.context = ControllerContext()
         # The controller /controller names, as last read; -1 when none.
@@ -93,6 +115,8 @@ class KafkaController:
             self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log
         )
         self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
+        # Kafka's auto-leader-rebalance-task, while active with auto.leader.rebalance.enable.
+        self._auto_leader_rebalance_task: threading.Timer | None = None
 
     @property
     def is_active(self) -> bool:
@@ -109,6 +133,10 @@ class KafkaController:
         if self._active:
             self._on_controller_resignation()
         self._log.info("Shut down")
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, callback: ControlledShutdownCallback) -> None:
+        """Queue a broker's ControlledShutdown; `callback` gets the answer on the event thread."""
+        self._event_manager.put(ControlledShutdown(broker_id, broker_epoch, callback))
 
     # --- event processing ---
 
@@ -135,6 +163,12 @@ class KafkaController:
                     self._process_topic_deletion()
                 case TopicDeletionStopReplicaResponseReceived():
                     self._process_topic_deletion_stop_replica_response_received(event)
+                case ControlledShutdown():
+                    self._process_controlled_shutdown(event)
+                case PreferredReplicaLeaderElection():
+                    self._process_preferred_replica_leader_election()
+                case AutoPreferredReplicaLeaderElection():
+                    self._process_auto_preferred_replica_leader_election()
                 case _:
                     raise TypeError(f"unknown controller event {event!r}")
         except ControllerMovedError:
@@ -160,7 +194,7 @@ class KafkaController:
         if active is not None:
             self._note_active_controller(active)
             return
-        won = self._zk.try_create_controller(self.controller_id)
+        won = self._zk.try_create_controller(self.controller_id, self.endpoint)
         if won is None:
             self._note_active_controller(self._zk.get_controller_id())
             return
@@ -252,10 +286,16 @@ class KafkaController:
             self.context.live_broker_ids, self.context.partitions_with_leaders()
         )
         self._batch.send_requests_to_brokers()
+        if self.config.auto_leader_rebalance_enable:
+            self._log.info("Starting the controller scheduler")
+            self._schedule_auto_leader_rebalance_task()
         self._log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
 
     def _on_controller_resignation(self) -> None:
         self._log.info("Resigning")
+        if self._auto_leader_rebalance_task is not None:
+            self._auto_leader_rebalance_task.cancel()
+            self._auto_leader_rebalance_task = None
         self._watches.unregister_active_handlers()
         self._batch.clear()
         self._channel_manager.shutdown()
@@ -369,6 +409,158 @@ class KafkaController:
                 self.context.live_broker_ids, sorted({r.topic_partition for r in new_offline_replicas})
             )
         self._batch.send_requests_to_brokers()
+
+    def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        """Answer the broker whatever happens: it waits for the answer before shutting down."""
+        error: int = ErrorCode.UNKNOWN_SERVER_ERROR
+        remaining: tuple[TopicPartition, ...] = ()
+        try:
+            error, remaining = self._do_controlled_shutdown(event.broker_id, event.broker_epoch)
+        finally:
+            event.callback(error, remaining)
+
+    def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, tuple[TopicPartition, ...]]:
+        """Kafka's doControlledShutdown: the broker stops being elected; the partitions it leads move to another
+        live ISR member (its ISR without it), and it leaves the ISR of those it follows. Returns what it still
+        leads (no other ISR member to take over): the broker asks again until that is empty."""
+        if not self._active:
+            return ErrorCode.NOT_CONTROLLER, ()
+        self._log.info("Shutting down broker %d", broker_id)
+        broker = self.context.live_brokers.get(broker_id)
+        if broker is None:
+            self._log.error("Broker id %d does not exist.", broker_id)
+            return ErrorCode.BROKER_NOT_AVAILABLE, ()
+        if broker_epoch < broker.epoch:
+            # A request from a previous incarnation must not stop the one registered now.
+            self._log.info(
+                "Ignoring controlled shutdown request from broker %d with broker epoch %d, current broker epoch %d",
+                broker_id,
+                broker_epoch,
+                broker.epoch,
+            )
+            return ErrorCode.STALE_BROKER_EPOCH, ()
+        self.context.shutting_down_broker_ids.add(broker_id)
+        self._log.debug("All shutting down brokers: %s", sorted(self.context.shutting_down_broker_ids))
+        self._log.debug("Live brokers: %s", sorted(self.context.live_broker_ids))
+        # A partition with one replica has nowhere to move: it goes offline with the broker.
+        partitions_to_act_on = [
+            tp
+            for tp in sorted(set(self.context.partitions_on_brokers([broker_id])))
+            if len(self.context.partition_replica_assignment(tp)) > 1
+            and tp in self.context.partition_leadership_info
+            and not self.context.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        led = [tp for tp in partitions_to_act_on if self.context.partition_leadership_info[tp].leader == broker_id]
+        followed = [tp for tp in partitions_to_act_on if tp not in led]
+        shutting_down = frozenset(self.context.shutting_down_broker_ids)
+        self._partition_state_machine.handle_state_changes(
+            led,
+            PartitionState.OnlinePartition,
+            lambda tp, current: leader_for_controlled_shutdown(self.context, tp, current, shutting_down),
+        )
+        self._replica_state_machine.handle_state_changes(
+            [PartitionAndReplica(tp, broker_id) for tp in followed], ReplicaState.OfflineReplica
+        )
+        self._batch.send_requests_to_brokers()
+        remaining = tuple(
+            tp for tp in partitions_to_act_on if self.context.partition_leadership_info[tp].leader == broker_id
+        )
+        self._log.info("Controlled shutdown of broker %d: remaining partitions to move %s", broker_id,
+                       [str(tp) for tp in remaining])
+        return ErrorCode.NONE, remaining
+
+    # --- preferred replica election ---
+
+    def _process_preferred_replica_leader_election(self) -> None:
+        """Kafka's processReplicaLeaderElection for /admin/preferred_replica_election. The znode is deleted when
+        done, whatever happened: it also says an election is in progress, and would block the next request."""
+        if not self._active:
+            return
+        partitions = self._zk.get_preferred_replica_election()
+        if not partitions:
+            return  # the watch also fires when the znode is deleted
+        try:
+            being_deleted = sorted(tp for tp in partitions if self.context.is_topic_queued_up_for_deletion(tp.topic))
+            if being_deleted:
+                self._log.error(
+                    "Skipping replica leader election (PREFERRED) for partitions %s by zookeeper since the "
+                    "respective topics are being deleted",
+                    ",".join(map(str, being_deleted)),
+                )
+            unknown = sorted(tp for tp in partitions if tp not in self.context.partition_leadership_info)
+            if unknown:
+                self._log.warning(
+                    "Skipping replica leader election (PREFERRED) for partitions %s: they do not exist",
+                    ",".join(map(str, unknown)),
+                )
+            self._on_preferred_replica_election(sorted(partitions - set(being_deleted) - set(unknown)), "zookeeper")
+        finally:
+            self._zk.delete_preferred_replica_election(self.context.epoch_zk_version)
+
+    def _on_preferred_replica_election(self, partitions: list[TopicPartition], trigger: str) -> None:
+        """Move each partition's leadership to its preferred replica (the first assigned) if it is live and in
+        the ISR; those it already leads are left alone (Kafka's ElectionNotNeeded)."""
+        already_elected = [
+            tp
+            for tp in partitions
+            if self.context.partition_leadership_info[tp].leader == self.context.partition_replica_assignment(tp)[0]
+        ]
+        to_elect = [tp for tp in partitions if tp not in already_elected]
+        if already_elected:
+            self._log.info(
+                "Valid replica already elected for partitions %s", ",".join(map(str, already_elected))
+            )
+        if not to_elect:
+            return
+        self._log.info(
+            "Starting replica leader election (PREFERRED) for partitions %s triggered by %s",
+            ",".join(map(str, to_elect)),
+            trigger,
+        )
+        self._partition_state_machine.handle_state_changes(
+            to_elect,
+            PartitionState.OnlinePartition,
+            lambda tp, current: leader_for_preferred_replica(self.context, tp, current),
+        )
+        self._batch.send_requests_to_brokers()
+
+    def _schedule_auto_leader_rebalance_task(self) -> None:
+        """Kafka's scheduleAutoLeaderRebalanceTask: the timer only queues the event; the check runs on the event
+        thread and schedules the next one."""
+        task = threading.Timer(
+            self.config.leader_imbalance_check_interval_seconds,
+            self._event_manager.put,
+            (AutoPreferredReplicaLeaderElection(),),
+        )
+        task.name = "auto-leader-rebalance-task"
+        task.daemon = True
+        self._auto_leader_rebalance_task = task
+        task.start()
+
+    def _process_auto_preferred_replica_leader_election(self) -> None:
+        if not self._active:
+            return
+        try:
+            self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            self._schedule_auto_leader_rebalance_task()
+
+    def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        self._log.debug("Checking need to trigger auto leader balancing")
+        assignments = {
+            tp: self.context.partition_replica_assignment(tp)
+            for tp in self.context.all_partitions()
+            if not self.context.is_topic_queued_up_for_deletion(tp.topic)
+        }
+        leaders = {tp: state.leader for tp, state in self.context.partition_leadership_info.items()}
+        imbalance = leader_imbalance(assignments, leaders)
+        for broker in imbalance.values():
+            self._log.debug("Leader imbalance ratio for broker %d is %f", broker.preferred_broker, broker.ratio)
+        partitions = partitions_to_rebalance(
+            imbalance, self.config.leader_imbalance_per_broker_percentage, self.context.is_broker_online
+        )
+        if partitions:
+            self._on_preferred_replica_election(partitions, "auto")
 
     def _unclean_leader_election_enabled(self, topic: str) -> bool:
         """The topic's override of unclean.leader.election.enable, else the controller's (Kafka reads the topic's

@@ -10,7 +10,7 @@ writes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence, Set
+from collections.abc import Callable, Collection, Sequence, Set
 from dataclasses import dataclass
 
 from controller.context import ControllerContext
@@ -60,6 +60,10 @@ class ElectionResult:
     live_replicas: tuple[int, ...]
 
 
+# An election strategy as the partition state machine runs it: the partition's next state from its current one.
+LeaderElection = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], ElectionResult]
+
+
 def new_leader_and_isr(
     current: LeaderIsrAndControllerEpoch, leader: int, isr: Sequence[int], controller_epoch: int
 ) -> LeaderIsrAndControllerEpoch:
@@ -73,8 +77,14 @@ def new_leader_and_isr(
     )
 
 
-def _live_replicas(context: ControllerContext, tp: TopicPartition) -> tuple[int, ...]:
-    return tuple(r for r in context.partition_replica_assignment(tp) if context.is_replica_online(r, tp))
+def _live_replicas(
+    context: ControllerContext, tp: TopicPartition, include_shutting_down: bool = False
+) -> tuple[int, ...]:
+    return tuple(
+        r
+        for r in context.partition_replica_assignment(tp)
+        if context.is_replica_online(r, tp, include_shutting_down=include_shutting_down)
+    )
 
 
 def leader_for_offline(
@@ -125,9 +135,9 @@ def leader_for_controlled_shutdown(
     shutting_down_broker_ids: Set[int],
 ) -> ElectionResult:
     """Move leadership off brokers that are shutting down (still live until they deregister);
-    they also leave the ISR."""
+    they also leave the ISR. They still get the LeaderAndIsr: it makes them followers."""
     assignment = context.partition_replica_assignment(tp)
-    live = _live_replicas(context, tp)
+    live = _live_replicas(context, tp, include_shutting_down=True)
     leader = controlled_shutdown_partition_leader_election(assignment, current.isr, set(live), shutting_down_broker_ids)
     if leader is None:
         return ElectionResult(tp, None, live)

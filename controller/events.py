@@ -8,7 +8,8 @@ watch notifications costs one read each and can never apply stale data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from proto.types import TopicPartition
 
@@ -71,3 +72,30 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
 
     def __str__(self) -> str:
         return f"{type(self).__name__}(replica_id={self.replica_id}, error={self.error})"
+
+
+@dataclass(frozen=True)
+class PreferredReplicaLeaderElection(ControllerEvent):
+    """/admin/preferred_replica_election was written (or deleted): elect the preferred replicas it names."""
+
+
+@dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """The auto-leader-rebalance-task's turn: check each broker's leader imbalance."""
+
+
+# The answer to a ControlledShutdown: (error code, partitions the broker still leads).
+ControlledShutdownCallback = Callable[[int, tuple[TopicPartition, ...]], None]
+
+
+@dataclass(frozen=True)
+class ControlledShutdown(ControllerEvent):
+    """A broker asked to shut down in a controlled way (the KafkaController service): move its leadership away,
+    then answer through `callback` (on the event thread)."""
+
+    broker_id: int
+    broker_epoch: int
+    callback: ControlledShutdownCallback = field(compare=False)
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(broker_id={self.broker_id}, broker_epoch={self.broker_epoch})"

@@ -2,9 +2,11 @@
 
     minibroker controller --zookeeper 127.0.0.1:2181 --controller-id 1001 [--config F] [--override k=v]
 
-Runs for controller until SIGTERM or SIGINT; then resigns and closes its
-ZooKeeper session, which deletes /controller at once so a standby takes over
-without waiting for the session to time out. A SIGKILLed active controller
+Serves the KafkaController service (ControlledShutdown) on its `listeners`
+address, advertised in /controller when it wins. Runs for controller until
+SIGTERM or SIGINT; then resigns and closes its ZooKeeper session, which deletes
+/controller at once so a standby takes over without waiting for the session to
+time out. A SIGKILLed active controller
 holds the seat until its session expires (zookeeper.session.timeout.ms).
 """
 
@@ -22,6 +24,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.config import ConfigError
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
+from controller.server import bind_controller_server, serve
 from zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
@@ -92,12 +95,21 @@ def _run(config: ControllerConfig) -> int:
         return 1
     try:
         zk.ensure_persistent_paths()
-        controller = KafkaController(config, zk)
+        try:
+            server, endpoint = bind_controller_server(config)
+        except OSError as e:
+            log.error("%s", e)
+            return 1
+        controller = KafkaController(config, zk, endpoint=endpoint)
+        serve(server, controller, config)
+        log.info("Serving ControlledShutdown on %s", endpoint)
         controller.startup()
         try:
             received = signal.sigwait(_SHUTDOWN_SIGNALS)
             log.info("Received %s, shutting down", signal.Signals(received).name)
         finally:
+            # Requests waiting for the event thread are answered by it or time out; none is taken after this.
+            server.stop(grace=None)
             controller.shutdown()
     finally:
         zk.close()

@@ -6,8 +6,10 @@ leader = the first live replica in assignment order, ISR = every live replica in
 assignment order, leader epoch 0. Online/Offline -> OnlinePartition elects a
 leader (election.leader_for_offline: the first live ISR member; a live replica
 outside the ISR only if unclean leader election is enabled for the topic) and
-writes it with the next leader epoch. -> OfflinePartition (its leader is gone)
-and Offline -> NonExistentPartition (topic deletion) change only the state. On
+writes it with the next leader epoch; a controlled shutdown or a preferred
+replica election passes its own election strategy instead (election.py).
+-> OfflinePartition (its leader is gone) and Offline -> NonExistentPartition
+(topic deletion) change only the state. On
 takeover every known partition is classified from its state znode: Online if
 its leader is live, Offline if not, New if it has no state yet.
 
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol
 
 from controller.context import ControllerContext
-from controller.election import leader_for_offline
+from controller.election import LeaderElection, leader_for_offline
 from controller.leader_and_isr_update import LeaderAndIsrStore, update_leader_and_isr
 from controller.loggers import Logger
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -109,10 +111,15 @@ class PartitionStateMachine:
         self.handle_state_changes(partitions, PartitionState.OnlinePartition)
 
     def handle_state_changes(
-        self, partitions: Iterable[TopicPartition], target_state: TargetState
+        self,
+        partitions: Iterable[TopicPartition],
+        target_state: TargetState,
+        election: LeaderElection | None = None,
     ) -> set[TopicPartition]:
         """Move the partitions to target_state; returns those that made it. Invalid transitions and partitions
-        that cannot move (no eligible leader) are logged in the state change log and left where they are."""
+        that cannot move (no eligible leader) are logged in the state change log and left where they are.
+        Partitions that have a state get their leader from `election` (Kafka's PartitionLeaderElectionStrategy:
+        controlled shutdown, preferred replica), the offline election by default."""
         valid = [tp for tp in partitions if self._is_valid_transition(tp, target_state)]
         if target_state is not PartitionState.OnlinePartition:
             for tp in valid:
@@ -127,7 +134,7 @@ class PartitionStateMachine:
             [tp for tp in valid if previous[tp] is PartitionState.NewPartition]
         )
         online |= self._elect_leader_for_partitions(
-            [tp for tp in valid if previous[tp] is not PartitionState.NewPartition]
+            [tp for tp in valid if previous[tp] is not PartitionState.NewPartition], election
         )
         for tp in sorted(online):
             self._log_transition(tp, previous[tp], PartitionState.OnlinePartition)
@@ -170,9 +177,11 @@ class PartitionStateMachine:
         else:
             self._log.info("Changed partition %s state from %s to %s", tp, previous.name, target_state.name)
 
-    def _elect_leader_for_partitions(self, partitions: Sequence[TopicPartition]) -> set[TopicPartition]:
-        """Kafka's electLeaderForPartitions with the offline election strategy: each partition's state is read,
-        its leader elected and the result written conditionally (re-read and elected again on a conflict);
+    def _elect_leader_for_partitions(
+        self, partitions: Sequence[TopicPartition], election: LeaderElection | None
+    ) -> set[TopicPartition]:
+        """Kafka's electLeaderForPartitions: each partition's state is read, its leader elected (by `election`, or
+        the offline election) and the result written conditionally (re-read and elected again on a conflict);
         the live replicas get a LeaderAndIsr."""
         unclean_by_topic: dict[str, bool] = {}
         recipients: dict[TopicPartition, tuple[int, ...]] = {}
@@ -184,6 +193,23 @@ class PartitionStateMachine:
             return unclean_by_topic[topic]
 
         def decide(tp: TopicPartition, current: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
+            if election is not None:
+                result = election(tp, current)
+                if result.leader_and_isr is None:
+                    self._log.error(
+                        "Controller %d epoch %d failed to change state for partition %s from %s to OnlinePartition: "
+                        "no eligible leader among assigned replicas %s, ISR [%s], live brokers [%s]",
+                        self._controller_id,
+                        self._context.epoch,
+                        tp,
+                        self._context.partition_state(tp).name,
+                        list(self._context.partition_replica_assignment(tp)),
+                        ",".join(map(str, current.isr)),
+                        ",".join(map(str, sorted(self._context.live_broker_ids))),
+                    )
+                    return None
+                recipients[tp] = result.live_replicas
+                return result.leader_and_isr
             result = leader_for_offline(self._context, tp, current, unclean_leader_election_enabled=False)
             if result.leader_and_isr is None and unclean_allowed(tp.topic):
                 result = leader_for_offline(self._context, tp, current, unclean_leader_election_enabled=True)

@@ -191,7 +191,10 @@ class ControllerBrokerRequestBatch:
                     isr=state.isr,
                     zk_version=state.zk_version,
                     replicas=replicas,
-                    offline_replicas=[r for r in replicas if not self._context.is_replica_online(r, tp)],
+                    # A broker shutting down still serves its replicas (Kafka's includeShuttingDownBrokers = true).
+                    offline_replicas=[
+                        r for r in replicas if not self._context.is_replica_online(r, tp, include_shutting_down=True)
+                    ],
                 )
             )
         live_brokers = [

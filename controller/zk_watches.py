@@ -15,6 +15,7 @@ from controller.events import (
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PreferredReplicaLeaderElection,
     Reelect,
     TopicChange,
     TopicDeletion,
@@ -46,6 +47,7 @@ class ControllerZkWatches:
             self._zk.watch_topics(lambda _: self._put(TopicChange())),
             self._zk.watch_isr_change_notifications(lambda _: self._put(IsrChangeNotification())),
             self._zk.watch_topic_deletions(lambda _: self._put(TopicDeletion())),
+            self._zk.watch_preferred_replica_election(lambda _: self._put(PreferredReplicaLeaderElection())),
         ]
 
     def unregister_active_handlers(self) -> None:

@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "minibroker.commands.broker",
     "minibroker.commands.cluster",
     "minibroker.commands.topics",
+    "minibroker.commands.leader_election",
     "minibroker.commands.console_producer",
     "minibroker.commands.console_consumer",
     "minibroker.commands.perf",

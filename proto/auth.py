@@ -10,5 +10,20 @@ without the ClusterAction ACL.
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Iterable
+
 # gRPC metadata keys must be lowercase ASCII; the x- prefix marks it as ours.
 CLUSTER_CREDENTIAL_METADATA_KEY = "x-cluster-credential"
+
+
+def carries_cluster_credential(metadata: Iterable[tuple[str, str | bytes]] | None, credential: bytes | None) -> bool:
+    """Whether a call's metadata carries the cluster credential; any call does when none is configured.
+    Compared in constant time, so the answer's timing does not leak the secret."""
+    if credential is None:
+        return True
+    for key, value in metadata or ():
+        if key == CLUSTER_CREDENTIAL_METADATA_KEY:
+            given = value if isinstance(value, bytes) else value.encode()
+            return hmac.compare_digest(given, credential)
+    return False

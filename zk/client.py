@@ -545,12 +545,17 @@ class KafkaZkClient:
         node = self._get(paths.CONTROLLER)
         return None if node is None else paths.decode_controller(node[0])
 
+    def get_controller_endpoint(self) -> str | None:
+        """host:port of the active controller's KafkaController service; None if none is active or it has none."""
+        node = self._get(paths.CONTROLLER)
+        return None if node is None else paths.decode_controller_endpoint(node[0])
+
     def get_controller_epoch(self) -> tuple[int, int] | None:
         """(epoch, znode version) of /controller_epoch, if any controller was ever elected."""
         node = self._get(paths.CONTROLLER_EPOCH)
         return None if node is None else (paths.decode_controller_epoch(node[0]), int(node[1].version))
 
-    def try_create_controller(self, controller_id: int) -> tuple[int, int] | None:
+    def try_create_controller(self, controller_id: int, endpoint: str | None = None) -> tuple[int, int] | None:
         """Run for controller (Kafka 2.2+'s registerControllerAndIncrementControllerEpoch).
 
         One multi-op creates the ephemeral /controller and bumps /controller_epoch
@@ -565,7 +570,7 @@ class KafkaZkClient:
 
         def elect() -> list[Any]:
             tx = self._zk.transaction()
-            tx.create(paths.CONTROLLER, paths.encode_controller(controller_id, _now_ms()), ephemeral=True)
+            tx.create(paths.CONTROLLER, paths.encode_controller(controller_id, _now_ms(), endpoint), ephemeral=True)
             tx.set_data(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(new_epoch), epoch_zk_version)
             return list(tx.commit())
 

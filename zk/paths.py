@@ -390,14 +390,27 @@ def decode_partition_state(tp: TopicPartition, data: bytes, zk_version: int) -> 
 # --- /controller, /controller_epoch ---
 
 
-def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:
-    return _dumps({"version": 1, "brokerid": controller_id, "timestamp": str(timestamp_ms)})
+def encode_controller(controller_id: int, timestamp_ms: int, endpoint: str | None = None) -> bytes:
+    """Kafka's JSON, plus ours: "endpoint" (host:port) where the controller serves ControlledShutdown. In Kafka
+    the controller is a broker, found through /brokers/ids; here it is a process of its own, and advertising its
+    endpoint in the znode it wins makes "who is the controller" and "where is it" one atomic answer."""
+    js: dict[str, object] = {"version": 1, "brokerid": controller_id, "timestamp": str(timestamp_ms)}
+    if endpoint is not None:
+        js["endpoint"] = endpoint
+    return _dumps(js)
 
 
 def decode_controller(data: bytes) -> int:
     """The active controller's id ("brokerid": in Kafka the controller is a broker)."""
     with _decoding(CONTROLLER, data):
         return _int(_loads(data)["brokerid"])
+
+
+def decode_controller_endpoint(data: bytes) -> str | None:
+    """Where the active controller serves ControlledShutdown; None if it does not say."""
+    with _decoding(CONTROLLER, data):
+        endpoint = _loads(data).get("endpoint")
+        return None if endpoint is None else _str(endpoint)
 
 
 def encode_controller_epoch(epoch: int) -> bytes:

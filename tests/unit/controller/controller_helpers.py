@@ -137,6 +137,7 @@ class FakeZk:
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.topic_deletions: set[str] = set()
+        self.preferred_replica_election: set[TopicPartition] = set()
         # Partitions whose next conditional update meets a concurrent write (a leader's ISR change) first.
         self.concurrent_writes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.watches: dict[str, Any] = {}
@@ -164,7 +165,7 @@ class FakeZk:
     def get_controller_id(self) -> int | None:
         return self.controller
 
-    def try_create_controller(self, controller_id: int) -> tuple[int, int] | None:
+    def try_create_controller(self, controller_id: int, endpoint: str | None = None) -> tuple[int, int] | None:
         if self.controller is not None:
             return None
         self.controller = controller_id
@@ -283,6 +284,16 @@ class FakeZk:
 
     def watch_topic_deletions(self, callback: Any) -> Any:
         return self._watch("delete_topics", callback)
+
+    def watch_preferred_replica_election(self, callback: Any) -> Any:
+        return self._watch("preferred_replica_election", callback)
+
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        return set(self.preferred_replica_election)
+
+    def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.preferred_replica_election = set()
 
     def on_session_expired(self, callback: Any) -> None:
         self.session_expired_callbacks.append(callback)

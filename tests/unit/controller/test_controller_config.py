@@ -27,7 +27,7 @@ def test_defaults() -> None:
     assert c.zookeeper_session_timeout_ms == 18000
     assert c.controller_socket_timeout_ms == 30000
     assert (c.default_replication_factor, c.num_partitions, c.unclean_leader_election_enable) == (1, 1, False)
-    assert c.listeners == "PLAINTEXT://127.0.0.1:9093"
+    assert c.listeners == "PLAINTEXT://127.0.0.1:0"
     assert c.cluster_credential is None and c.cluster_credential_value is None
 
 

@@ -71,7 +71,9 @@ def test_startup_elects_this_controller_when_the_seat_is_free(zk: FakeZk, channe
     assert (zk.controller, zk.controller_epoch) == (CONTROLLER_ID, 1)
     assert (controller.context.epoch, controller.context.epoch_zk_version) == (1, 1)
     assert controller.active_controller_id == CONTROLLER_ID
-    assert set(zk.watches) == {"controller", "brokers", "topics", "isr_change_notification", "delete_topics"}
+    assert set(zk.watches) == {
+        "controller", "brokers", "topics", "isr_change_notification", "delete_topics", "preferred_replica_election"
+    }
     assert sorted(channels.brokers) == [1, 2]
 
 

@@ -1,0 +1,82 @@
+"""The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest).
+
+In Kafka the controller is a broker and answers ControlledShutdown on its
+broker port; here it is a process of its own, so it serves the one request
+brokers send it on its `listeners` address (port 0: any free port) and
+advertises where in the /controller znode it wins. The handler checks the
+cluster credential, queues the request on the controller's event thread and
+waits for the answer: a broker asks once per attempt and waits for the moves.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from broker.config import parse_endpoints
+from controller.config import ControllerConfig
+from controller.controller import KafkaController
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import carries_cluster_credential
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+# Brokers shut down one at a time; a few threads cover retries that overlap.
+_MAX_WORKERS = 4
+
+
+class ControllerApis(pb_grpc.KafkaControllerServicer):
+    def __init__(self, controller: KafkaController, credential: str | None, timeout_s: float) -> None:
+        self._controller = controller
+        self._credential = None if credential is None else credential.encode()
+        # How long a request waits for the event thread (controller.socket.timeout.ms): past it the broker retries.
+        self._timeout_s = timeout_s
+
+    def ControlledShutdown(
+        self, request: pb.ControlledShutdownRequest, context: grpc.ServicerContext
+    ) -> pb.ControlledShutdownResponse:
+        if not carries_cluster_credential(context.invocation_metadata(), self._credential):
+            return pb.ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        done = threading.Event()
+        answer: list[tuple[int, tuple[TopicPartition, ...]]] = []
+
+        def callback(error: int, remaining: tuple[TopicPartition, ...]) -> None:
+            answer.append((error, remaining))
+            done.set()
+
+        self._controller.controlled_shutdown(request.broker_id, request.broker_epoch, callback)
+        if not done.wait(self._timeout_s):
+            return pb.ControlledShutdownResponse(error_code=ErrorCode.REQUEST_TIMED_OUT)
+        error, remaining = answer[0]
+        return pb.ControlledShutdownResponse(
+            error_code=error,
+            remaining_partitions=[
+                pb.TopicPartition(topic_name=tp.topic, partition_index=tp.partition) for tp in remaining
+            ],
+        )
+
+
+def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:
+    """A server bound to the first listener, not started yet (the controller it serves needs the endpoint
+    first); the server and the host:port it is reachable at. Start it with serve()."""
+    listener = parse_endpoints(config.listeners)[0]
+    host = listener.host or "127.0.0.1"
+    address = _grpc_address(host, listener.port)
+    server = grpc.server(ThreadPoolExecutor(max_workers=_MAX_WORKERS, thread_name_prefix="controller-api"))
+    port = server.add_insecure_port(address)
+    if not port:
+        raise OSError(f"cannot listen on {address}: the port is taken or the address is not local")
+    return server, _grpc_address(host, port)
+
+
+def serve(server: grpc.Server, controller: KafkaController, config: ControllerConfig) -> None:
+    apis = ControllerApis(controller, config.cluster_credential_value, config.controller_socket_timeout_ms / 1000)
+    pb_grpc.add_KafkaControllerServicer_to_server(apis, server)
+    server.start()
+
+
+def _grpc_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
