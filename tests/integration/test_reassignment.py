@@ -19,10 +19,11 @@ from conftest import REPO_ROOT
 from test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, Load, in_sync, partition_dirs
 
 from client import Consumer, Producer
+from minibroker import cli
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
-from zk.paths import ReplicaAssignment
+from zk.paths import BrokerInfo, ReplicaAssignment, TopicAssignment
 
 if TYPE_CHECKING:
     from conftest import StartBroker, StartBrokers, StartController, WaitUntil
@@ -224,3 +225,65 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     assert "Completed reassignment of partition waiting-0 to replicas [2, 3, 4]" in cluster.controller.log()
     for channel in cluster.channels.values():
         channel.close()
+
+
+def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
+    zk_client: KafkaZkClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command alone (in this process) against a real ZooKeeper: registrations and a topic, no controller."""
+    for broker_id in (1, 2, 3, 4):
+        zk_client.register_broker(BrokerInfo(broker_id, "127.0.0.1", 9090 + broker_id))
+    zk_client.create_topic(TopicAssignment.of("t", {0: [1, 2, 3], 1: [2, 3, 1]}))
+    connect = ["--zookeeper", zk_client.hosts]
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["reassign-partitions", *connect, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"version":1,"topics":[{"topic":"t"}]}')
+    code, out, _ = run("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "2,3,4")
+    assert code == 0
+    current_title, current, blank, proposed_title, proposed = out.splitlines()
+    assert (current_title, blank, proposed_title) == (
+        "Current partition replica assignment", "", "Proposed partition reassignment configuration"
+    )
+    assert json.loads(current)["partitions"][0] == {
+        "topic": "t", "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any", "any", "any"]
+    }
+    plan = tmp_path / "plan.json"
+    plan.write_text(proposed)
+    proposal = {(p["topic"], p["partition"]): p["replicas"] for p in json.loads(proposed)["partitions"]}
+    assert sorted(proposal) == [("t", 0), ("t", 1)] and all(sorted(r) == [2, 3, 4] for r in proposal.values())
+    assert run("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "2,3,9")[2] == (
+        "Error: Unknown broker id 9\n"
+    )
+
+    refusals = {
+        '{"version":1,"partitions":[{"topic":"t","partition":5,"replicas":[1]}]}':
+            "Error: The proposed assignment contains non-existent partitions: t-5\n",
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,2,3]}]}':
+            "Error: Partition replica lists may not contain duplicate entries: t-0 contains multiple entries for 2\n",
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,7]}]}':
+            "Error: The proposed assignment contains non-existent brokerIDs: 7\n",
+        '{"version":1,"partitions":[]}': "Error: Partition reassignment list cannot be empty\n",
+    }
+    bad = tmp_path / "bad.json"
+    for text, error in refusals.items():
+        bad.write_text(text)
+        assert run("--execute", "--reassignment-json-file", str(bad)) == (1, "", error)
+    assert cli.main(["reassign-partitions", "--bootstrap-server", "127.0.0.1:1", "--verify",
+                     "--reassignment-json-file", str(plan)]) == 1
+    assert "no AlterPartitionReassignments API" in capsys.readouterr().err
+    assert zk_client.get_partition_reassignment() == {}
+
+    code, out, _ = run("--execute", "--reassignment-json-file", str(plan))
+    assert code == 0 and out.endswith("Successfully started partition reassignments for t-0,t-1\n")
+    assert zk_client.get_partition_reassignment() == {
+        TopicPartition("t", p): tuple(proposal[("t", p)]) for p in (0, 1)
+    }
+    assert run("--verify", "--reassignment-json-file", str(plan))[1] == (
+        "Status of partition reassignment:\nReassignment of partition t-0 is still in progress.\n"
+        "Reassignment of partition t-1 is still in progress.\n"
+    )
