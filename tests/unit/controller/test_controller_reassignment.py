@@ -22,6 +22,7 @@ from controller.events import (
     Startup,
     TopicChange,
     TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
 )
 from controller.reassignment import (
     invalid_target_error,
@@ -191,7 +192,7 @@ def test_new_replicas_start_as_followers_of_the_current_leader(zk: FakeZk, chann
     ids=["leader-moves-to-the-first-target", "the-new-replica-leads"],
 )
 def test_completion_moves_the_leader_and_removes_the_old_replica(
-    zk: FakeZk, channels: FakeChannelManager, target: tuple[int, ...], new_leader: int
+    zk: FakeZk, channels: FakeChannelManager, target: tuple[int, ...], new_leader: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     controller = start(zk, channels)
     request(zk, controller, {P0: target, P1: (2, 3, 4)})
@@ -224,8 +225,12 @@ def test_completion_moves_the_leader_and_removes_the_old_replica(
     (p0_metadata,) = [s for s in metadata.partition_states if s.partition_index == 0]
     assert list(p0_metadata.replicas) == list(target) and p0_metadata.leader == new_leader
 
-    # The answer to the StopReplica is not waited for, and does not confuse topic deletion.
-    controller.process(PartitionReassignmentIsrChange(P0))
+    # The answer to the StopReplica is not waited for, and topic deletion ignores it.
+    states_before = dict(controller.context.replica_states)
+    with caplog.at_level(logging.INFO):
+        controller.process(TopicDeletionStopReplicaResponseReceived(1, ErrorCode.NONE, ((P0, ErrorCode.NONE),)))
+    assert controller.context.replica_states == states_before
+    assert "failed to change state" not in caplog.text and "Deletion successfully completed" not in caplog.text
     assert zk.topics["orders"].partitions[0] == ReplicaAssignment(target)
 
     # The last partition done deletes the znode.
