@@ -5,11 +5,13 @@ controllers and brokers; every wait has a deadline on a condition."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,6 +86,12 @@ def consume_all(bootstrap: str, tp: TopicPartition, expected: int) -> list[bytes
         consumer.close(autocommit=False)
 
 
+def longest_ack_gap(load: Load, start: float, end: float) -> float:
+    with load.lock:
+        moments = sorted(t for t, _ in load.acked if start <= t <= end)
+    return max((b - a for a, b in itertools.pairwise([start, *moments, end])), default=end - start)
+
+
 def assignment_of(zk: KafkaZkClient, tp: TopicPartition) -> ReplicaAssignment | None:
     assignment = zk.get_topic_assignment(tp.topic)
     return None if assignment is None else assignment.partitions.get(tp.partition)
@@ -123,6 +131,7 @@ def test_partitions_move_to_new_brokers_under_acks_all_load_without_losing_a_rec
         thread.start()
     try:
         wait_until(lambda: all(len(load.acked_since(0)) >= 300 for load in loads), message="300 acks each before")
+        started = time.monotonic()
         execute = reassign_partitions(
             zk_connect, "--execute", "--reassignment-json-file", str(reassignment_file(tmp_path, partitions, TARGET))
         )
@@ -136,6 +145,7 @@ def test_partitions_move_to_new_brokers_under_acks_all_load_without_losing_a_rec
         )
         wait_until(lambda: not cluster.zk.get_partition_reassignment(), timeout=REASSIGNMENT_DEADLINE_S,
                    message="the reassignment to finish")
+        finished = time.monotonic()
         done = max(t for load in loads for t, _ in load.acked)
         wait_until(lambda: all(len(load.acked_since(done)) >= 300 for load in loads), timeout=FAILOVER_DEADLINE_S,
                    message="300 acks each after the reassignment")
@@ -147,6 +157,12 @@ def test_partitions_move_to_new_brokers_under_acks_all_load_without_losing_a_rec
         for load in loads:
             load.producer.close(timeout=30)
 
+    # The longest time without an acknowledgement while the partitions moved: at most a leader change.
+    gaps = {str(load.tp): longest_ack_gap(load, started, done) for load in loads}
+    print(f"\nreassignment: --execute to /admin/reassign_partitions gone {finished - started:.2f}s (including the "
+          f"command's start-up); longest acks=all gap while moving: "
+          f"{', '.join(f'{tp} {gap:.2f}s' for tp, gap in gaps.items())}")
+    assert all(gap < FAILOVER_DEADLINE_S for gap in gaps.values()), gaps
     assert cluster.state(partitions[0]).leader == 2  # kept its leader
     assert cluster.state(partitions[1]).leader == 2  # the first target replica in sync
     log = cluster.controller.log()

@@ -316,3 +316,20 @@ def test_a_topic_deletion_waits_for_its_reassignment(zk: FakeZk, channels: FakeC
     # Deletion starts as soon as the reassignment is done: every replica of the final assignment is stopped.
     stopped = {b for b, r in channels.sent.stop_replica()}
     assert stopped >= {2, 3, 4}
+
+
+def test_a_new_request_replaces_a_running_reassignment_and_stops_what_it_no_longer_wants(
+    zk: FakeZk, channels: FakeChannelManager
+) -> None:
+    controller = start(zk, channels)
+    request(zk, controller, {P0: (2, 3, 4)})
+    channels.sent.clear()
+    # Back to the original replicas (Kafka's order for them is the running RS order): a cancellation.
+    request(zk, controller, {P0: (2, 3, 1)})
+    (stop,) = channels.sent.stop_replica()
+    assert stop[0] == 4 and [(p.topic_name, p.partition_index) for p in stop[1].partitions] == [("orders", 0)]
+    assert PartitionAndReplica(P0, 4) not in controller.context.replica_states
+    assert zk.topics["orders"].partitions[0] == ReplicaAssignment((2, 3, 1))
+    assert zk.partition_states[P0].leader == 1 and 4 not in zk.partition_states[P0].isr
+    assert zk.partition_reassignment == {}
+    assert controller.context.partitions_being_reassigned == set()
