@@ -88,6 +88,14 @@ def node_id(name: str) -> int:
     return int(name.rpartition("-")[2])
 
 
+def local_unsupported(fault: str) -> str | None:
+    """Why a local cluster cannot have `fault` injected, or None: known before any cluster starts."""
+    if fault in PARTITION_FAULTS and importlib.util.find_spec(NETNS_MODULE) is None:
+        return (f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns`"
+                f" (as root), and {NETNS_MODULE} is not part of this build")
+    return None
+
+
 class LocalChaosCluster:
     """A cluster from `minibroker cluster up`: signals on the pids of cluster.json (checked against each
     process's command line first, as LocalCluster does), restarts through LocalCluster.restart_broker /
@@ -175,10 +183,7 @@ class LocalChaosCluster:
             self._netns().heal(self._cluster.data_dir)
 
     def supports(self, fault: str) -> str | None:
-        if fault in PARTITION_FAULTS and importlib.util.find_spec(NETNS_MODULE) is None:
-            return (f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns`"
-                    f" (as root), and {NETNS_MODULE} is not part of this build")
-        return None
+        return local_unsupported(fault)
 
     def _netns(self) -> ModuleType:
         try:

@@ -50,11 +50,15 @@ def parse_faults(text: str) -> tuple[str, ...]:
 
 def schedule(faults: Sequence[str], interval: float, duration: float, rng: random.Random) -> list[Planned]:
     """A fault every `interval` seconds, the first after one quiet interval (the workload's baseline), each held
-    for half an interval, and none starting later than one interval before the end (time to heal in the run)."""
-    plan = []
+    for half an interval, and none starting later than one interval before the end (time to heal in the run).
+    Kinds come in rounds, each kind once per round in a random order: a short run still sees every kind."""
+    plan: list[Planned] = []
+    kinds = list(dict.fromkeys(faults))
     at = interval
     while at + interval <= duration + 1e-9:
-        fault = rng.choice(list(faults))
+        if len(plan) % len(kinds) == 0:
+            rng.shuffle(kinds)
+        fault = kinds[len(plan) % len(kinds)]
         plan.append(Planned(at, fault, 0.0 if fault == "bounce" else interval / 2))
         at += interval
     return plan
@@ -102,6 +106,11 @@ class Nemesis:
         if self._thread.is_alive():
             raise ChaosError(f"the nemesis did not heal its last fault within {timeout:g} s")
 
+    @property
+    def finished(self) -> bool:
+        """Every planned fault injected and healed (or the nemesis stopped or failed)."""
+        return not self._thread.is_alive()
+
     def _run(self) -> None:
         try:
             quiet_until = 0.0
@@ -124,9 +133,12 @@ class Nemesis:
             self._stop.wait(planned.hold)
         finally:
             # As Jepsen draws it, the window ends when the heal begins; how long healing took is in the detail.
-            end = time.time()
+            # A fault without a hold (bounce) is its restart: its window ends when the restart has.
+            healing = time.time()
             undo()
-            fault = Fault(planned.fault, target, start, end, f"healed in {time.time() - end:.1f} s")
+            healed = time.time()
+            end = healed if planned.hold == 0 else healing
+            fault = Fault(planned.fault, target, start, end, f"healed in {healed - healing:.1f} s")
             self.injected.append(fault)
             self._record(fault)
             self._report(f"nemesis: healed {planned.fault} {target} ({fault.detail})")

@@ -70,9 +70,12 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
             writer.start()
         nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report)
         nemesis.start()
+        # Slow heals (restarts) push the schedule back; the run then goes on until every planned fault has
+        # happened, up to one more `duration`.
         deadline = started + config.duration
-        while time.time() < deadline and nemesis.error is None:
-            time.sleep(min(0.2, max(deadline - time.time(), 0.0)))
+        while nemesis.error is None and (time.time() < deadline or not nemesis.finished) \
+                and time.time() < deadline + config.duration:
+            time.sleep(0.2)
         nemesis.stop(timeout=config.recovery_timeout)
         writers_stopped = time.time()
         for writer in writers:

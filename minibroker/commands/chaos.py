@@ -18,11 +18,13 @@ import logging
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from chaos.audit import AuditResult, run_audit
 from chaos.checker import check
-from chaos.cluster import ChaosError, LocalChaosCluster
+from chaos.cluster import ChaosError, LocalChaosCluster, local_unsupported
 from chaos.history import HistoryError, load
 from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
@@ -31,6 +33,7 @@ from chaos.workload import WorkloadConfig
 from minibroker.cluster_file import ClusterFileError
 from minibroker.local_cluster import ClusterError, LocalCluster
 
+T = TypeVar("T")
 # A cluster of our own fails over in seconds, not Kafka's 18 s session timeout: a 10 s fault interval
 # must see the fault and its recovery.
 OWN_CLUSTER_OVERRIDES = (
@@ -41,6 +44,18 @@ OWN_CLUSTER_OVERRIDES = (
 )
 
 
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """argparse shows an ArgumentTypeError's message; a ValueError's it replaces with "invalid value"."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("chaos", help="fault injection under load, with a safety verdict",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,12 +64,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser = actions.add_parser("run", help="a workload and a nemesis for --duration, then the checks")
     run_parser.add_argument("--data-dir", type=Path, metavar="DIR",
                             help="a running `minibroker cluster up` cluster (default: start a fresh one)")
-    run_parser.add_argument("--faults", type=parse_faults, default=DEFAULT_FAULTS, metavar="F[,F...]",
+    run_parser.add_argument("--faults", type=_argument(parse_faults), default=DEFAULT_FAULTS, metavar="F[,F...]",
                             help=f"from {', '.join(FAULTS)} (default: all but partition-leader, which needs"
                                  " `cluster up --netns` as root)")
-    run_parser.add_argument("--interval", type=parse_duration, default=10.0, metavar="DURATION",
+    run_parser.add_argument("--interval", type=_argument(parse_duration), default=10.0, metavar="DURATION",
                             help="a fault every DURATION, held for half of it (default 10s)")
-    run_parser.add_argument("--duration", type=parse_duration, default=120.0, metavar="DURATION",
+    run_parser.add_argument("--duration", type=_argument(parse_duration), default=120.0, metavar="DURATION",
                             help="how long the workload runs (default 120s)")
     run_parser.add_argument("--seed", type=int, metavar="N", help="the nemesis's random seed (default: random)")
     run_parser.add_argument("--output", type=Path, metavar="DIR",
@@ -105,6 +120,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.interval > args.duration:
         return _fail(f"--interval ({args.interval:g} s) is longer than --duration ({args.duration:g} s): no fault"
                      " would be injected")
+    for fault in args.faults:
+        why = local_unsupported(fault)
+        if why is not None:
+            return _fail(why)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     output = (args.output or Path("data/chaos") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())).resolve()
     config = RunConfig(faults=args.faults, interval=args.interval, duration=args.duration, seed=seed,
