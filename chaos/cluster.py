@@ -11,7 +11,8 @@ primitive faults; chaos/nemesis.py decides which to use when. To add a backend (
     partition_state(topic)   {partition: (leader, replicas, isr)} as ZooKeeper has it (leader -1: none)
     running(name)
     kill(name, signum)       SIGKILL: a crash; SIGTERM: a clean stop (a broker hands off its leadership)
-    start(name)              start a stopped process again on its config and data; returns once it serves
+    start(name)              start a stopped process again on its config and data (one still stopping is
+                             given a grace period first); returns once it serves
     pause(name) / resume(name)            SIGSTOP / SIGCONT (docker pause / unpause)
     isolate(name, keep_clients) / heal()  cut a broker off from its peers and ZooKeeper (optionally not
                                           from clients) / undo every cut
@@ -161,10 +162,11 @@ class LocalChaosCluster:
 
     def start(self, name: str) -> None:
         try:
+            # Still running (a bounce's controlled shutdown under way): SIGTERM again, SIGKILL only after a grace.
             if name.startswith("broker-"):
-                self._cluster.restart_broker(node_id(name), kill=True, timeout=self._restart_timeout)
+                self._cluster.restart_broker(node_id(name), timeout=self._restart_timeout)
             else:
-                self._cluster.restart_controller(node_id(name), kill=True, timeout=self._restart_timeout)
+                self._cluster.restart_controller(node_id(name), timeout=self._restart_timeout)
         except ClusterError as e:
             raise ChaosError(f"cannot start {name} again: {e}") from None
 

@@ -119,6 +119,12 @@ def test_acks1_losses_and_duplicates_are_reported_not_failed() -> None:
     result = check(history)
     assert result.counts["acks1-lost"] == 1
     assert result.valid
+    # A successor leader gave the lost acks=1 record's offset to another: no inconsistent offset.
+    history = with_final(clean(), 1, ((0, "w0-1"), (1, "w1-1"), (2, "w1-2")))
+    history.polls[1] = Poll("c0", T0 + 2.0, ((0, 2, "w1-0"), (1, 1, "w1-1")))
+    result = check(history)
+    assert result.counts["acks1-lost"] == 1
+    assert result.valid, result.counts
     history = with_final(clean(), 1, ((0, "w0-1"), (1, "w1-1"), (2, "a1-0"), (3, "a1-0")))
     result = check(history)
     assert result.counts["acks1-duplicate"] == 1
