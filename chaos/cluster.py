@@ -185,7 +185,12 @@ class LocalChaosCluster:
             self._netns().heal(self._cluster.data_dir)
 
     def supports(self, fault: str) -> str | None:
-        return local_unsupported(fault)
+        why = local_unsupported(fault)
+        # cluster.json of a `cluster up --netns` cluster describes its network (chaos/netns.py reads it there).
+        if why is None and fault in PARTITION_FAULTS and getattr(self._cluster.load(), "network", None) is None:
+            why = (f"{fault} needs network namespaces, and the cluster in {self._cluster.data_dir} has none: start"
+                   f" it with `minibroker cluster up --netns --data-dir {self._cluster.data_dir}` (as root)")
+        return why
 
     def _netns(self) -> ModuleType:
         try:

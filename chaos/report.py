@@ -171,7 +171,8 @@ def plot(history: History, path: Path) -> None:
 
     start, end = _span(history)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
-    series: dict[str, list[Send]] = {"ok": [], "fail/unknown": [], "acks=1 ok": []}
+    # acks=1 first: the acks=all points are drawn over it.
+    series: dict[str, list[Send]] = {"acks=1 ok": [], "ok": [], "fail/unknown": []}
     for s in history.sends:
         key = ("ok" if s.outcome == OK else "fail/unknown") if s.acks == "all" else ("acks=1 ok" if s.outcome == OK
                                                                                       else "")
