@@ -93,7 +93,6 @@ class Nemesis:
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._started = 0.0
         self.error: BaseException | None = None
-        self.injected: list[Fault] = []
 
     def start(self) -> None:
         self._started = time.monotonic()
@@ -139,7 +138,6 @@ class Nemesis:
             healed = time.time()
             end = healed if planned.hold == 0 else healing
             fault = Fault(planned.fault, target, start, end, f"healed in {healed - healing:.1f} s")
-            self.injected.append(fault)
             self._record(fault)
             self._report(f"nemesis: healed {planned.fault} {target} ({fault.detail})")
 
