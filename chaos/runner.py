@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -47,6 +48,8 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
     rng = random.Random(config.seed)
     plan = schedule(config.faults, config.interval, config.duration, rng)
     bootstrap = cluster.bootstrap_servers
+    nemesis: Nemesis | None = None
+    restored: list[str] | None = None
     try:
         create_topic(bootstrap, workload)
         started = time.time()
@@ -99,6 +102,11 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
         if nemesis.error is not None:
             raise ChaosError(f"the nemesis failed: {nemesis.error}") from nemesis.error
     finally:
+        if nemesis is not None and restored is None:
+            # Interrupted (Ctrl-C, an error): a user's cluster must not be left with a paused or dead process.
+            with contextlib.suppress(Exception):
+                nemesis.stop(timeout=config.recovery_timeout)
+                nemesis.restore()
         history.close()
     return history.path
 
@@ -106,7 +114,6 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
 def _wait_full_isr(cluster: ChaosCluster, topic: str, timeout: float) -> tuple[bool, str]:
     started = time.monotonic()
     deadline = started + timeout
-    lagging: list[str] = []
     while True:
         states = cluster.partition_state(topic)
         lagging = [f"{topic}-{p} (leader {leader}, isr {list(isr)}, replicas {list(replicas)})"
