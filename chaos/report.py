@@ -77,6 +77,14 @@ def summarize(history: History, check: CheckResult, audit: AuditResult | None) -
     acks = [s.complete for s in idempotent if s.outcome == OK]
     windows = [(f.start, f.end) for f in history.faults]
     gap, gap_at = longest_unavailability(acks, start, end)
+    # One producer can stall while the others go on (a client waiting on a dead leader): per writer too.
+    by_writer: dict[str, list[float]] = {}
+    for s in idempotent:
+        by_writer.setdefault(s.process, [])
+        if s.outcome == OK:
+            by_writer[s.process].append(s.complete)
+    writer_gaps = {w: longest_unavailability(times, start, end) for w, times in sorted(by_writer.items())}
+    worst = max(writer_gaps.items(), key=lambda item: item[1][0], default=None)
     during, outside = throughput_split(acks, windows, start, end)
     latencies = [(s.complete - s.invoke) * 1000 for s in idempotent if s.outcome == OK]
     recovered = history.recovered
@@ -101,6 +109,8 @@ def summarize(history: History, check: CheckResult, audit: AuditResult | None) -
                   "duplicated": check.counts.get("acks1-duplicate", 0)},
         "longest_unavailability_s": round(gap, 2),
         "longest_unavailability_at_s": round(gap_at, 2),
+        "longest_writer_unavailability": None if worst is None else {
+            "writer": worst[0], "s": round(worst[1][0], 2), "at_s": round(worst[1][1], 2)},
         "throughput_during_faults": None if during is None else round(during, 1),
         "throughput_outside_faults": None if outside is None else round(outside, 1),
         "latency_ms": {"p50": _round(_percentile(latencies, 0.5)), "p99": _round(_percentile(latencies, 0.99)),
@@ -131,7 +141,7 @@ def verdict(summary: dict[str, Any]) -> str:
         f"  lost                 {summary['lost']}",
         f"  duplicated           {summary['duplicated']}",
         f"  longest unavailable  {summary['longest_unavailability_s']:g} s"
-        f" (from {summary['longest_unavailability_at_s']:g} s)",
+        f" (from {summary['longest_unavailability_at_s']:g} s){_worst_writer(summary)}",
         f"  throughput (acks/s)  {_rate(summary['throughput_during_faults'])} during faults,"
         f" {_rate(summary['throughput_outside_faults'])} outside",
         f"  latency (ms)         p50 {summary['latency_ms']['p50']}, p99 {summary['latency_ms']['p99']},"
@@ -155,6 +165,13 @@ def verdict(summary: dict[str, Any]) -> str:
         lines.append(f"  note: {note}")
     lines.append("VERDICT: " + ("every safety check held" if summary["valid"] else "SAFETY VIOLATED or not verified"))
     return "\n".join(lines)
+
+
+def _worst_writer(summary: dict[str, Any]) -> str:
+    worst = summary.get("longest_writer_unavailability")
+    if not worst:
+        return ""
+    return f"; one writer: {worst['s']:g} s ({worst['writer']} from {worst['at_s']:g} s)"
 
 
 def _rate(value: float | None) -> str:

@@ -41,6 +41,9 @@ def test_summary_and_verdict_of_a_clean_run() -> None:
     assert summary["valid"]
     assert summary["faults"] == {"kill-leader": 1, "bounce": 1}
     assert summary["acked"] == 5 and summary["lost"] == 0 and summary["duplicated"] == 0
+    # The run ends at 6 s; w0's last ack is at 0.21 s, w1's at 0.41 s.
+    assert summary["longest_writer_unavailability"] == {"writer": "w0", "s": 5.79, "at_s": 0.21}
+    assert summary["longest_unavailability_s"] == 5.59
     text = verdict(summary)
     assert "VERDICT: every safety check held" in text
     assert "faults injected      bounce 1, kill-leader 1" in text
