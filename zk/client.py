@@ -189,7 +189,12 @@ class KafkaZkClient:
 
     def on_session_expired(self, callback: Callable[[], None]) -> None:
         """Called when the session is lost: every ephemeral znode of this client is gone
-        (Kafka's beforeInitializingSession). kazoo keeps reconnecting with a new session."""
+        (Kafka's beforeInitializingSession). kazoo keeps reconnecting with a new session.
+
+        It runs on kazoo's connection thread before the new session is opened, so it happens before anything
+        the new session brings (watch events, results): it must be quick and must not call ZooKeeper. A
+        controller queues its Expire there, as Kafka blocks the new session until Expire is queued, so that
+        a controller paused past its session never acts in the next one before resigning."""
         self._session_expired_callbacks.append(callback)
 
     def on_new_session(self, callback: Callable[[], None]) -> None:
@@ -198,12 +203,13 @@ class KafkaZkClient:
         self._new_session_callbacks.append(callback)
 
     def _on_state_change(self, state: str) -> None:
-        # Runs on kazoo's connection thread, which must never block: the
+        # Runs on kazoo's connection thread, which must never block: the new-session
         # callbacks go to the callback thread, in order with watch events.
         if state == KazooState.LOST and not self._closing:
             self._session_lost = True
             log.warning("ZooKeeper session expired (%s)", self.hosts)
-            self._dispatch(self._session_expired_callbacks)
+            for callback in list(self._session_expired_callbacks):
+                self._run_callback(callback)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             log.info("ZooKeeper session re-established (%s), session id 0x%x", self.hosts, self.session_id or 0)
