@@ -261,16 +261,6 @@ class KafkaZkClient:
         except NoNodeError:
             return []
 
-    def _create_all_if_missing(self, znodes: Sequence[str]) -> None:
-        def create_all() -> None:
-            for result in [self._zk.create_async(path) for path in znodes]:
-                try:
-                    result.get()
-                except NodeExistsError:
-                    pass
-
-        self._call(create_all)
-
     def _fenced(self, expected_controller_epoch_zk_version: int, op_groups: Sequence[Sequence[_Op]]) -> list[list[Any]]:
         """Commit each group as its own multi-op behind a check of /controller_epoch; pipelined.
 
@@ -303,6 +293,14 @@ class KafkaZkClient:
                     f"at version {expected_controller_epoch_zk_version}"
                 )
         return [group[1:] for group in results]
+
+    def _fenced_create_all_if_missing(self, znodes: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        """Fenced creates (empty znodes whose parents exist), one multi-op each; znodes already there are fine."""
+        groups = [[_Op("create", path)] for path in znodes]
+        for group in self._fenced(expected_controller_epoch_zk_version, groups):
+            error = _op_error(group)
+            if error is not None and not isinstance(error, NodeExistsError):
+                raise error
 
     def _fenced_delete_all(self, znodes: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
         """Fenced deletes, one multi-op each; znodes already gone are fine."""
@@ -484,8 +482,10 @@ class KafkaZkClient:
     ) -> set[TopicPartition]:
         """The controller initialises new partitions' state; returns those created (the rest already had one)."""
         topics = sorted({tp.topic for tp in states})
-        self._create_all_if_missing([paths.topic_partitions_path(t) for t in topics])
-        self._create_all_if_missing([paths.topic_partition_path(tp) for tp in states])
+        # Their parents are controller writes too (Kafka's createTopicPartitions): fenced.
+        version = expected_controller_epoch_zk_version
+        self._fenced_create_all_if_missing([paths.topic_partitions_path(t) for t in topics], version)
+        self._fenced_create_all_if_missing([paths.topic_partition_path(tp) for tp in states], version)
         tps = list(states)
         groups = [
             [_Op("create", paths.partition_state_path(tp), paths.encode_partition_state(states[tp]))] for tp in tps
