@@ -57,6 +57,7 @@ from controller.events import (
 )
 from controller.leader_imbalance import leader_imbalance, partitions_to_rebalance
 from controller.loggers import controller_logger, state_change_logger
+from controller.metrics import ControllerMetrics
 from controller.partition_state_machine import PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -117,6 +118,7 @@ class KafkaController:
         self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
         # Kafka's auto-leader-rebalance-task, while active with auto.leader.rebalance.enable.
         self._auto_leader_rebalance_task: threading.Timer | None = None
+        self.metrics = ControllerMetrics()
 
     @property
     def is_active(self) -> bool:
@@ -174,12 +176,14 @@ class KafkaController:
         except ControllerMovedError:
             self._log.info("Controller moved to another controller when processing %s. Resigning", event)
             self._resign_after_controller_moved()
+            self.metrics.update(self._active, self.context)
             return
         except Exception:
             self._log.exception("Error processing event %s", event)
         # What an event decided before failing was written to ZooKeeper: the brokers must still hear of it.
         if self._active:
             self._batch.send_requests_to_brokers()
+        self.metrics.update(self._active, self.context)
 
     def _process_startup(self) -> None:
         self._watches.register_election_handlers()
