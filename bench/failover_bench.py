@@ -158,7 +158,7 @@ def kill_round(cluster: LocalCluster, view: ClusterView, load: Load) -> tuple[fl
 
 
 def controlled_shutdown_round(cluster: LocalCluster, view: ClusterView, load: Load) -> tuple[float, float]:
-    """(window, SIGTERM -> exit) of one controlled shutdown of the leader."""
+    """(window, SIGTERM -> its registration gone) of one controlled shutdown of the leader."""
     old = view.leader()
     pid = cluster.load().broker(old.leader).pid
     assert pid is not None
@@ -212,7 +212,7 @@ def bench(cluster: LocalCluster, zk: KafkaZkClient, bootstrap: str, rounds: int,
             leader = view.leader().leader
             shutdowns.append(controlled_shutdown_round(cluster, view, load))
             window, exited = shutdowns[-1]
-            print(f"controlled shutdown {n + 1}: leader {leader}: window {window * 1000:.0f} ms, exited after "
+            print(f"controlled shutdown {n + 1}: leader {leader}: window {window * 1000:.0f} ms, deregistered after "
                   f"{exited * 1000:.0f} ms", flush=True)
             restore(cluster, view, leader)
     finally:
@@ -228,7 +228,7 @@ def bench(cluster: LocalCluster, zk: KafkaZkClient, bootstrap: str, rounds: int,
     print(summary("  of which gone -> elected", [k[3] for k in kills]))
     print("SIGTERM of the leader (controlled shutdown):")
     print(summary("unavailability window", [s[0] for s in shutdowns], CONTROLLED_SHUTDOWN_TARGET_S))
-    print(summary("SIGTERM -> exit", [s[1] for s in shutdowns]))
+    print(summary("SIGTERM -> registration gone", [s[1] for s in shutdowns]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,6 +88,10 @@ def test_controlled_shutdown_moves_leadership_and_leaves_the_isrs(zk: FakeZk, ch
     metadata = [p for _, um in channels.sent.update_metadata() for p in um.partition_states]
     assert metadata and all(not p.offline_replicas for p in metadata)
     assert controller.context.shutting_down_broker_ids == {1}
+    # It stops fetching what it follows (Kafka's StopReplica without delete); it keeps the logs.
+    ((to, stop),) = channels.sent.stop_replica()
+    assert (to, stop.delete_partitions) == (1, False)
+    assert [(p.topic_name, p.partition_index) for p in stop.partitions] == [(FOLLOWED.topic, FOLLOWED.partition)]
 
 
 def test_a_shutting_down_broker_is_not_elected(zk: FakeZk, channels: FakeChannelManager) -> None:
