@@ -426,7 +426,12 @@ class KafkaController:
     def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, tuple[TopicPartition, ...]]:
         """Kafka's doControlledShutdown: the broker stops being elected; the partitions it leads move to another
         live ISR member (its ISR without it), and it leaves the ISR of those it follows. Returns what it still
-        leads (no other ISR member to take over): the broker asks again until that is empty."""
+        leads (no other ISR member to take over): the broker asks again until that is empty.
+
+        Kafka 2.x returns every replicated partition still led; here only those with another replica on a live
+        broker that is not shutting down, the only ones a retry could move (it may rejoin the ISR meanwhile). The
+        last broker of a cluster going down then stops at once instead of retrying in vain, as a KRaft
+        controller lets a broker go when it has no leadership that can move."""
         if not self._active:
             return ErrorCode.NOT_CONTROLLER, ()
         self._log.info("Shutting down broker %d", broker_id)
@@ -467,7 +472,10 @@ class KafkaController:
         )
         self._batch.send_requests_to_brokers()
         remaining = tuple(
-            tp for tp in partitions_to_act_on if self.context.partition_leadership_info[tp].leader == broker_id
+            tp
+            for tp in partitions_to_act_on
+            if self.context.partition_leadership_info[tp].leader == broker_id
+            and any(self.context.is_replica_online(r, tp) for r in self.context.partition_replica_assignment(tp))
         )
         self._log.info("Controlled shutdown of broker %d: remaining partitions to move %s", broker_id,
                        [str(tp) for tp in remaining])

@@ -115,6 +115,20 @@ def test_partitions_without_another_isr_member_remain(zk: FakeZk, channels: Fake
     assert zk.partition_states[LED] == state(1, [1], zk_version=1)
 
 
+def test_partitions_no_live_replica_could_take_are_not_waited_for(zk: FakeZk, channels: FakeChannelManager) -> None:
+    """The last brokers of a cluster going down: retrying cannot move what only shutting-down or dead brokers
+    could lead."""
+    controller = start(zk, channels)
+    assert controlled_shutdown(controller, 2, broker(2).epoch) == (ErrorCode.NONE, ())
+    del zk.brokers[2]
+    controller.process(BrokerChange())
+    assert controlled_shutdown(controller, 3, broker(3).epoch) == (ErrorCode.NONE, ())
+    # Broker 1 leads everything now, alone in every ISR: its replicas elsewhere are dead or shutting down.
+    assert {zk.partition_states[tp].leader for tp in (LED, FOLLOWED)} == {1}
+    assert controlled_shutdown(controller, 1, broker(1).epoch) == (ErrorCode.NONE, ())
+    assert zk.partition_states[LED].leader == 1
+
+
 def test_controlled_shutdown_refuses_stale_and_unknown_brokers(zk: FakeZk, channels: FakeChannelManager) -> None:
     controller = start(zk, channels)
     assert controlled_shutdown(controller, 1, broker(1).epoch - 1) == (ErrorCode.STALE_BROKER_EPOCH, ())
