@@ -218,6 +218,50 @@ def test_killing_the_leader_under_acks_all_load_loses_no_acknowledged_record(
     assert len(stored) == len(set(stored)), "a retried record was written twice"
 
 
+# ------------------------------------------------------------------ a paused leader
+
+
+def test_a_leader_replaced_while_paused_acknowledges_nothing_after_it_resumes(
+    cluster: Cluster, wait_until: WaitUntil
+) -> None:
+    """SIGSTOP the leader until its session expires and another replica leads, then SIGCONT it with an acks=all
+    produce waiting in its socket: it still believes it leads, but its followers fetch elsewhere and its ISR write
+    would fail the znode version check, so the record is never acknowledged; it becomes a follower and truncates
+    it away."""
+    tp = TopicPartition("paused-leader", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), message="all three replicas in sync")
+    assert cluster.produce(tp, "before") == ErrorCode.NONE
+    old = cluster.state(tp)
+    stub = cluster.client(old.leader)
+    request = pb.ProduceRequest(acks=-1, timeout_ms=5_000)
+    request.topics.add(name=tp.topic).partitions.add(
+        index=tp.partition, records=build_batch([ProducerRecord(b"stale", timestamp=1_000)]))
+    cluster.brokers[old.leader].process.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: cluster.state(tp).leader not in (old.leader, NO_LEADER), timeout=FAILOVER_DEADLINE_S,
+                   message="another replica elected")
+        new = cluster.state(tp)
+        assert new.leader_epoch > old.leader_epoch and old.leader not in new.isr
+        assert cluster.produce(tp, "after") == ErrorCode.NONE
+        # Sent to the frozen broker: it reads the request first thing when it wakes up.
+        stale = stub.Produce.future(request, timeout=30)
+    finally:
+        cluster.brokers[old.leader].process.signal(signal.SIGCONT)
+    error = stale.result().responses[0].partitions[0].error_code
+    assert error != ErrorCode.NONE, "a replaced leader acknowledged an acks=all write"
+
+    # It rejoins as a follower of the new leader, without the record nobody acknowledged.
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), timeout=2 * FAILOVER_DEADLINE_S,
+               message="the old leader back in the ISR")
+    assert cluster.state(tp).leader == new.leader
+    assert cluster.produce(tp, "last") == ErrorCode.NONE
+    wait_until(lambda: b"last" in cluster.stored_values(old.leader, tp), message="the old leader caught up")
+    for broker_id in BROKER_IDS:
+        assert cluster.stored_values(broker_id, tp) == [b"before", b"after", b"last"], f"broker {broker_id}"
+    print(f"\nthe replaced leader answered {ErrorCode(error).name}")
+
+
 # ------------------------------------------------------------------ a paused controller
 
 
