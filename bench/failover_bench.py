@@ -1,7 +1,7 @@
 """How long a partition is unavailable when its leader dies (SIGKILL) or stops (SIGTERM, controlled shutdown),
 on a real cluster on this machine: ZooKeeper, one controller, three brokers.
 
-    .venv/bin/python bench/failover_bench.py [--rounds 5] [--session-timeout-ms 6000]
+    .venv/bin/python bench/failover_bench.py [--rounds 5] [--session-timeout-ms 6000] [--settle-ms 1500]
 
 Brings the cluster up in a temporary data dir (minibroker.local_cluster, as
 `minibroker cluster up` does) with zookeeper.session.timeout.ms for brokers and
@@ -21,8 +21,13 @@ records in flight). Then:
      leadership before it exits. Window as above, from the last ack before the
      signal to the first after the leader change (target: median <= 500 ms).
 
-After every round the broker is started again and the next one waits for the
-full ISR. The cluster is torn down, and the data dir removed, however it ends.
+After every round the broker is started again; the next round waits for the
+full ISR, then --settle-ms more: the producer's connection to the restarted
+broker is in gRPC's reconnect backoff (reconnect.backoff.max.ms = 1000 ms, plus
+jitter) for up to ~1.2 s after it is back, and a leader elected on it sooner
+adds that wait to the window (--settle-ms 0 shows it: a rolling restart that
+moves leadership onto a broker that came back a moment ago pays it).
+The cluster is torn down, and the data dir removed, however it ends.
 """
 
 from __future__ import annotations
@@ -173,9 +178,10 @@ def controlled_shutdown_round(cluster: LocalCluster, view: ClusterView, load: Lo
     return window, view.brokers_at - signalled_at
 
 
-def restore(cluster: LocalCluster, view: ClusterView, broker_id: int) -> None:
+def restore(cluster: LocalCluster, view: ClusterView, broker_id: int, settle_s: float) -> None:
     cluster.restart_broker(broker_id)
     view.wait(lambda: view.state is not None and len(view.state.isr) == 3, "the full ISR")
+    time.sleep(settle_s)
 
 
 def summary(label: str, values: Sequence[float], target: float | None = None) -> str:
@@ -187,7 +193,8 @@ def summary(label: str, values: Sequence[float], target: float | None = None) ->
     return line
 
 
-def bench(cluster: LocalCluster, zk: KafkaZkClient, bootstrap: str, rounds: int, session_timeout_ms: int) -> None:
+def bench(cluster: LocalCluster, zk: KafkaZkClient, bootstrap: str, rounds: int, session_timeout_ms: int,
+          settle_ms: int) -> None:
     with Admin(bootstrap) as admin:
         admin.create_topics([NewTopic(TOPIC.topic, 1, 3, topic_configs={"min.insync.replicas": "2"})])
     view = ClusterView(zk)
@@ -207,20 +214,20 @@ def bench(cluster: LocalCluster, zk: KafkaZkClient, bootstrap: str, rounds: int,
             print(f"kill {n + 1}: leader {leader}: window {window * 1000:.0f} ms = detection {detection * 1000:.0f}"
                   f" ms + gone -> first ack {to_ack * 1000:.0f} ms (gone -> elected {to_elected * 1000:.0f} ms)",
                   flush=True)
-            restore(cluster, view, leader)
+            restore(cluster, view, leader, settle_ms / 1000)
         for n in range(rounds):
             leader = view.leader().leader
             shutdowns.append(controlled_shutdown_round(cluster, view, load))
             window, exited = shutdowns[-1]
             print(f"controlled shutdown {n + 1}: leader {leader}: window {window * 1000:.0f} ms, deregistered after "
                   f"{exited * 1000:.0f} ms", flush=True)
-            restore(cluster, view, leader)
+            restore(cluster, view, leader, settle_ms / 1000)
     finally:
         load.stop.set()
         sender.join(30)
         producer.close(timeout=30)
     print(f"\n{rounds} rounds each, zookeeper.session.timeout.ms={session_timeout_ms} (brokers and controller), "
-          f"{len(load.acks)} records acknowledged, {load.failures} failed")
+          f"rounds {settle_ms} ms after the full ISR, {len(load.acks)} records acknowledged, {load.failures} failed")
     print("SIGKILL of the leader:")
     print(summary("unavailability window", [k[0] for k in kills]))
     print(summary("detection (kill -> znode gone)", [k[1] for k in kills]))
@@ -235,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="kills, then controlled shutdowns, this many each")
     parser.add_argument("--session-timeout-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
+    parser.add_argument("--settle-ms", type=int, default=1500,
+                        help="wait after the full ISR before the next round (see above)")
     args = parser.parse_args(argv)
     data_dir = Path(tempfile.mkdtemp(prefix="minibroker-failover-bench-"))
     cluster = LocalCluster(data_dir)
@@ -243,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         info = cluster.up(brokers=3, controllers=1, overrides=[session_timeout],
                           report=lambda line: print(line, flush=True))
         with KafkaZkClient.connect(info.zookeeper.connect) as zk:
-            bench(cluster, zk, info.bootstrap_servers, args.rounds, args.session_timeout_ms)
+            bench(cluster, zk, info.bootstrap_servers, args.rounds, args.session_timeout_ms, args.settle_ms)
     finally:
         try:
             cluster.down()
