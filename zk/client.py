@@ -14,9 +14,10 @@ semantics that make them safe:
   can find its own first attempt already applied; where Kafka checks for that
   (broker registration, controller election, partition state) so do we.
 
-Watch and session callbacks run on kazoo's callback thread, one at a time and
-in order. They may call this client, but should be quick: hand real work to
-your own thread or event queue, as Kafka's controller does.
+Watch and new-session callbacks run on kazoo's callback thread, one at a time
+and in order. They may call this client, but should be quick: hand real work to
+your own thread or event queue, as Kafka's controller does. Session-expiry
+callbacks run on kazoo's connection thread, before the next session exists.
 """
 
 from __future__ import annotations
