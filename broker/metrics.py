@@ -21,9 +21,29 @@ logger = logging.getLogger(__name__)
 _LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 
 
-class BrokerMetrics:
+class MetricsEndpoint:
+    """A registry of its own, served over HTTP on demand (the broker's and the controller's `metrics.port`)."""
+
     def __init__(self) -> None:
-        self.registry = registry = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        self._http: WSGIServer | None = None
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> None:
+        """Expose the registry at http://host:port/metrics."""
+        self._http, _ = start_http_server(port, host, registry=self.registry)
+        logger.info("Serving Prometheus metrics on %s:%d", host, self._http.server_port)
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+
+class BrokerMetrics(MetricsEndpoint):
+    def __init__(self) -> None:
+        super().__init__()
+        registry = self.registry
         rm = "kafka_server_ReplicaManager_"
         self.isr_shrinks = Counter(f"{rm}IsrShrinksPerSec", "ISR shrinks written by this leader",
                                    registry=registry)
@@ -46,7 +66,6 @@ class BrokerMetrics:
         self.request_time_ms = Histogram("kafka_network_RequestMetrics_TotalTimeMs",
                                          "Time from receiving a request to answering it", ["request"],
                                          buckets=_LATENCY_BUCKETS_MS, registry=registry)
-        self._http: WSGIServer | None = None
 
     def bind_replica_manager(self, *, under_replicated: Callable[[], int], under_min_isr: Callable[[], int],
                              leader_count: Callable[[], int], partition_count: Callable[[], int]) -> None:
@@ -61,14 +80,3 @@ class BrokerMetrics:
     def record_request(self, request: str, elapsed_ms: float) -> None:
         self.requests.labels(request=request).inc()
         self.request_time_ms.labels(request=request).observe(elapsed_ms)
-
-    def serve(self, port: int, host: str = "0.0.0.0") -> None:
-        """Expose the registry at http://host:port/metrics."""
-        self._http, _ = start_http_server(port, host, registry=self.registry)
-        logger.info("Serving Prometheus metrics on %s:%d", host, self._http.server_port)
-
-    def close(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-            self._http = None

@@ -247,6 +247,10 @@ class ReplicaManager:
             return ControllerResponse(ErrorCode.STALE_CONTROLLER_EPOCH, {})
         self.controller_epoch = controller_epoch
         partitions = list(partitions)
+        state_change_logger.info(
+            "Handling StopReplica request from controller %d epoch %d for %d partitions (delete=%s): %s",
+            controller_id, controller_epoch, len(partitions), str(delete_partitions).lower(),
+            ",".join(map(str, partitions)))
         self.replica_fetcher_manager.remove_fetcher_for_partitions(partitions)
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:

@@ -159,13 +159,15 @@ class Sender:
             if not can_send_unsealed:
                 poll_ms = max(self._next_producer_id_attempt_ms - now, 0.0) or self._retry_backoff_ms
 
-        result = self._accumulator.ready(self._metadata.cluster, now)
+        if self._metadata.time_to_next_update(now) == 0:
+            self._metadata.maybe_refresh(self._request_timeout_ms)
+        # One snapshot for the whole pass: a batch found ready for its old leader and then drained against a
+        # refreshed cluster naming a new one would be neither sent nor waited for (until its delivery timeout).
+        cluster = self._metadata.cluster
+        result = self._accumulator.ready(cluster, now)
         if result.unknown_leader_topics:
             self._metadata.add_topics(*result.unknown_leader_topics)
             self._metadata.request_update()
-        if self._metadata.time_to_next_update(now) == 0:
-            self._metadata.maybe_refresh(self._request_timeout_ms)
-        cluster = self._metadata.cluster
         nodes = {n for n in result.ready_nodes if self._requests_in_flight.get(n, 0) < self._max_in_flight}
         if nodes:
             drained = self._accumulator.drain(cluster, nodes, self._max_request_size, now, can_send_unsealed)

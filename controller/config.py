@@ -88,6 +88,7 @@ _KEYS = {
     "cluster.credential": _Key(
         Type.PASSWORD, None, "Shared secret the controller's requests carry as gRPC metadata x-cluster-credential"
     ),
+    "metrics.port": _Key(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535)),
 }
 
 
@@ -106,6 +107,7 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: int
     leader_imbalance_per_broker_percentage: int
     cluster_credential: Password | None
+    metrics_port: int
 
     @classmethod
     def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> ControllerConfig:

@@ -61,6 +61,7 @@ from controller.events import (
 )
 from controller.leader_imbalance import leader_imbalance, partitions_to_rebalance
 from controller.loggers import controller_logger, state_change_logger
+from controller.metrics import ControllerMetrics
 from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment_manager import PartitionReassignmentManager
 from controller.replica_state_machine import ReplicaStateMachine
@@ -133,6 +134,7 @@ class KafkaController:
         self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
         # Kafka's auto-leader-rebalance-task, while active with auto.leader.rebalance.enable.
         self._auto_leader_rebalance_task: threading.Timer | None = None
+        self.metrics = ControllerMetrics()
 
     @property
     def is_active(self) -> bool:
@@ -196,12 +198,14 @@ class KafkaController:
         except ControllerMovedError:
             self._log.info("Controller moved to another controller when processing %s. Resigning", event)
             self._resign_after_controller_moved()
+            self.metrics.update(self._active, self.context)
             return
         except Exception:
             self._log.exception("Error processing event %s", event)
         # What an event decided before failing was written to ZooKeeper: the brokers must still hear of it.
         if self._active:
             self._batch.send_requests_to_brokers()
+        self.metrics.update(self._active, self.context)
 
     def _process_startup(self) -> None:
         self._watches.register_election_handlers()
@@ -448,7 +452,12 @@ class KafkaController:
     def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, tuple[TopicPartition, ...]]:
         """Kafka's doControlledShutdown: the broker stops being elected; the partitions it leads move to another
         live ISR member (its ISR without it), and it leaves the ISR of those it follows. Returns what it still
-        leads (no other ISR member to take over): the broker asks again until that is empty."""
+        leads (no other ISR member to take over): the broker asks again until that is empty.
+
+        Kafka 2.x returns every replicated partition still led; here only those with another replica on a live
+        broker that is not shutting down, the only ones a retry could move (it may rejoin the ISR meanwhile). The
+        last broker of a cluster going down then stops at once instead of retrying in vain, as a KRaft
+        controller lets a broker go when it has no leadership that can move."""
         if not self._active:
             return ErrorCode.NOT_CONTROLLER, ()
         self._log.info("Shutting down broker %d", broker_id)
@@ -489,7 +498,10 @@ class KafkaController:
         )
         self._batch.send_requests_to_brokers()
         remaining = tuple(
-            tp for tp in partitions_to_act_on if self.context.partition_leadership_info[tp].leader == broker_id
+            tp
+            for tp in partitions_to_act_on
+            if self.context.partition_leadership_info[tp].leader == broker_id
+            and any(self.context.is_replica_online(r, tp) for r in self.context.partition_replica_assignment(tp))
         )
         self._log.info("Controlled shutdown of broker %d: remaining partitions to move %s", broker_id,
                        [str(tp) for tp in remaining])

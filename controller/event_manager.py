@@ -39,25 +39,34 @@ class ControllerEventManager:
                 self._queue.put(event)
 
     def clear_and_put(self, event: ControllerEvent) -> None:
-        """Drop the pending events, then queue this one: what a session expiry does, since events queued
-        before it describe a session that is gone."""
+        """Drop the pending events (preempted), then queue this one: what a session expiry does, since events
+        queued before it describe a session that is gone."""
         with self._put_lock:
             if self._closed:
                 return
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
+            dropped = self._drain()
             self._queue.put(event)
+        _preempt(dropped)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Finish the event being processed, drop the rest, stop the thread."""
+        """Finish the event being processed, preempt the rest, stop the thread."""
         with self._put_lock:
             self._closed = True
+            dropped = self._drain()
             self._queue.put(None)
+        _preempt(dropped)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+
+    def _drain(self) -> list[ControllerEvent]:
+        dropped: list[ControllerEvent] = []
+        while True:
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                return dropped
+            if event is not None:
+                dropped.append(event)
 
     def _run(self) -> None:
         while True:
@@ -69,3 +78,11 @@ class ControllerEventManager:
             except Exception:
                 # The controller handles its own failures; this only keeps the thread alive through a bug.
                 log.exception("Uncaught error processing event %s", event)
+
+
+def _preempt(events: list[ControllerEvent]) -> None:
+    for event in events:
+        try:
+            event.preempt()
+        except Exception:
+            log.exception("Error preempting event %s", event)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from proto.errors import ErrorCode
 from proto.types import TopicPartition
 
 
@@ -18,6 +19,10 @@ from proto.types import TopicPartition
 class ControllerEvent:
     def __str__(self) -> str:
         return type(self).__name__
+
+    def preempt(self) -> None:
+        """Dropped unprocessed (session expiry, shutdown): an event somebody waits on answers here (Kafka's
+        PreemptableControllerEvent)."""
 
 
 @dataclass(frozen=True)
@@ -115,3 +120,7 @@ class ControlledShutdown(ControllerEvent):
 
     def __str__(self) -> str:
         return f"{type(self).__name__}(broker_id={self.broker_id}, broker_epoch={self.broker_epoch})"
+
+    def preempt(self) -> None:
+        # The broker is told at once to find the new controller, rather than waiting out its timeout.
+        self.callback(ErrorCode.NOT_CONTROLLER, ())

@@ -101,6 +101,8 @@ def _run(config: ControllerConfig) -> int:
             log.error("%s", e)
             return 1
         controller = KafkaController(config, zk, endpoint=endpoint)
+        if config.metrics_port:
+            controller.metrics.serve(config.metrics_port)
         serve(server, controller, config)
         log.info("Serving ControlledShutdown on %s", endpoint)
         controller.startup()
@@ -111,6 +113,7 @@ def _run(config: ControllerConfig) -> int:
             # Requests waiting for the event thread are answered by it or time out; none is taken after this.
             server.stop(grace=None)
             controller.shutdown()
+            controller.metrics.close()
     finally:
         zk.close()
     return 0

@@ -6,9 +6,10 @@ on live brokers are Online and the others ReplicaDeletionIneligible. Moving a
 replica that is not new to OnlineReplica (re)sends its broker the partition's
 state: that is how a broker that (re)starts learns what it hosts.
 
--> OfflineReplica (its broker died, or its topic is being deleted) takes it out
-of its partitions' ISRs with a fenced conditional write (leader NO_LEADER if it
-led; the last ISR member stays), so acks=all no longer waits for it.
+-> OfflineReplica (its broker died or is shutting down, or its topic is being
+deleted) sends it StopReplica without delete and takes it out of its
+partitions' ISRs with a fenced conditional write (leader NO_LEADER if it led;
+the last ISR member stays), so acks=all no longer waits for it.
 Topic deletion then moves it through ReplicaDeletionStarted (StopReplica with
 delete_partitions sent), ReplicaDeletionSuccessful or ReplicaDeletionIneligible
 (its broker is down), and NonExistentReplica. Partition reassignment adds
@@ -65,6 +66,12 @@ class ReplicaStateMachine:
         if target_state is ReplicaState.NewReplica:
             valid = [r for r in valid if self._start_new_replica(r)]
         if target_state is ReplicaState.OfflineReplica:
+            # A replica that goes offline stops fetching (StopReplica without delete): what a broker shutting down
+            # in a controlled way is told for the partitions it follows. A dead broker's request is dropped.
+            for replica in valid:
+                self._batch.add_stop_replica_request_for_brokers(
+                    [replica.replica], replica.topic_partition, delete_partition=False
+                )
             # One read-decide-write round per broker, as Kafka groups them.
             by_broker = sorted(valid, key=lambda r: r.replica)
             for replica_id, group in groupby(by_broker, key=lambda r: r.replica):
@@ -75,7 +82,9 @@ class ReplicaStateMachine:
                 # A new replica got its LeaderAndIsr when its partition went online.
                 self._send_partition_state(replica.topic_partition, [replica.replica])
             elif target_state is ReplicaState.ReplicaDeletionStarted:
-                self._batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition)
+                self._batch.add_stop_replica_request_for_brokers(
+                    [replica.replica], replica.topic_partition, delete_partition=True
+                )
             self._log.debug(
                 "Changed state of replica %d for partition %s from %s to %s",
                 replica.replica,

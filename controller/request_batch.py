@@ -3,7 +3,8 @@
 State machines add to the batch as they decide (a LeaderAndIsr entry only ever
 after its state znode was written); the controller sends it when the event is
 done, so a broker gets one LeaderAndIsr with all its partitions however many
-partitions the event changed, one UpdateMetadata and one StopReplica. Building
+partitions the event changed, one UpdateMetadata and a StopReplica (one
+without, one with deletion). Building
 is pure: the actual sending is the injected `send` (the channel manager's queue).
 Partitions of a topic being deleted go out in UpdateMetadata with leader
 LEADER_DURING_DELETE, Kafka's sign for brokers to forget them.
@@ -49,7 +50,8 @@ class ControllerBrokerRequestBatch:
         self._log = state_change_log
         self._stop_replica_response = stop_replica_response
         self._leader_and_isr: dict[int, dict[TopicPartition, pb.LeaderAndIsrPartitionState]] = {}
-        self._stop_replica: dict[int, set[TopicPartition]] = {}
+        # Per broker, each partition to stop and whether to delete it too.
+        self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: set[TopicPartition] = set()
 
@@ -97,11 +99,15 @@ class ControllerBrokerRequestBatch:
         self._update_metadata_brokers.update(broker_ids)
         self._update_metadata_partitions.update(partitions)
 
-    def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition) -> None:
-        """These brokers stop hosting the partition and delete its log (StopReplica with delete_partitions, the
-        only kind topic deletion needs); their answers go to the stop_replica_response callback."""
+    def add_stop_replica_request_for_brokers(
+        self, broker_ids: Iterable[int], tp: TopicPartition, delete_partition: bool
+    ) -> None:
+        """These brokers stop fetching and serving the partition (a replica going offline: it leaves the ISR),
+        and with `delete_partition` also delete its log (topic deletion: their answers go to the
+        stop_replica_response callback). A deletion asked in the same batch includes the stop."""
         for broker_id in broker_ids:
-            self._stop_replica.setdefault(broker_id, set()).add(tp)
+            partitions = self._stop_replica.setdefault(broker_id, {})
+            partitions[tp] = partitions.get(tp, False) or delete_partition
 
     def send_requests_to_brokers(self) -> None:
         """Hand every request to `send`, LeaderAndIsr first, then UpdateMetadata, then StopReplica (as Kafka),
@@ -116,13 +122,19 @@ class ControllerBrokerRequestBatch:
                 self._send_update_metadata(brokers)
             for broker_id, stopped in sorted(self._stop_replica.items()):
                 if broker_id in self._context.live_brokers:
-                    self._send_stop_replica(broker_id, sorted(stopped))
+                    for delete in (False, True):
+                        to_stop = sorted(tp for tp, d in stopped.items() if d is delete)
+                        if to_stop:
+                            self._send_stop_replica(broker_id, to_stop, delete)
         finally:
             self.clear()
 
-    def _send_stop_replica(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+    def _send_stop_replica(self, broker_id: int, partitions: list[TopicPartition], delete: bool) -> None:
         self._log.info(
-            "Sending StopReplica request (delete = true) for %d partitions to broker %d", len(partitions), broker_id
+            "Sending StopReplica request (delete = %s) for %d partitions to broker %d",
+            str(delete).lower(),
+            len(partitions),
+            broker_id,
         )
 
         def on_response(response: BrokerResponse) -> None:
@@ -133,10 +145,11 @@ class ControllerBrokerRequestBatch:
             controller_id=self._controller_id,
             controller_epoch=self._context.epoch,
             broker_epoch=self._context.live_brokers[broker_id].epoch,
-            delete_partitions=True,
+            delete_partitions=delete,
             partitions=[pb.TopicPartition(topic_name=tp.topic, partition_index=tp.partition) for tp in partitions],
         )
-        self._send(broker_id, request, on_response)
+        # Only deletions report back: topic deletion waits for them.
+        self._send(broker_id, request, on_response if delete else None)
 
     def _leader_and_isr_request(
         self, broker_id: int, partitions: dict[TopicPartition, pb.LeaderAndIsrPartitionState]

@@ -47,8 +47,10 @@ HOST = "127.0.0.1"
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
 CONTROLLER_ID_BASE = 1000
 # An --override of a key the controller reads goes to the controllers as well as to the brokers, as it would
-# in Kafka, where the controller is a broker with the same config; but not `listeners`: each process has its own.
-SHARED_WITH_CONTROLLERS = frozenset(config_name(f.name) for f in dataclasses.fields(ControllerConfig)) - {"listeners"}
+# in Kafka, where the controller is a broker with the same config; but not `listeners` or `metrics.port`: each
+# process has its own.
+SHARED_WITH_CONTROLLERS = frozenset(config_name(f.name) for f in dataclasses.fields(ControllerConfig)) - {
+    "listeners", "metrics.port"}
 _LOG_TAIL_LINES = 20
 _POLL_S = 0.1
 _KILL_GRACE_S = 10.0

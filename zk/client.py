@@ -14,9 +14,10 @@ semantics that make them safe:
   can find its own first attempt already applied; where Kafka checks for that
   (broker registration, controller election, partition state) so do we.
 
-Watch and session callbacks run on kazoo's callback thread, one at a time and
-in order. They may call this client, but should be quick: hand real work to
-your own thread or event queue, as Kafka's controller does.
+Watch and new-session callbacks run on kazoo's callback thread, one at a time
+and in order. They may call this client, but should be quick: hand real work to
+your own thread or event queue, as Kafka's controller does. Session-expiry
+callbacks run on kazoo's connection thread, before the next session exists.
 """
 
 from __future__ import annotations
@@ -189,7 +190,12 @@ class KafkaZkClient:
 
     def on_session_expired(self, callback: Callable[[], None]) -> None:
         """Called when the session is lost: every ephemeral znode of this client is gone
-        (Kafka's beforeInitializingSession). kazoo keeps reconnecting with a new session."""
+        (Kafka's beforeInitializingSession). kazoo keeps reconnecting with a new session.
+
+        It runs on kazoo's connection thread before the new session is opened, so it happens before anything
+        the new session brings (watch events, results): it must be quick and must not call ZooKeeper. A
+        controller queues its Expire there, as Kafka blocks the new session until Expire is queued, so that
+        a controller paused past its session never acts in the next one before resigning."""
         self._session_expired_callbacks.append(callback)
 
     def on_new_session(self, callback: Callable[[], None]) -> None:
@@ -198,12 +204,13 @@ class KafkaZkClient:
         self._new_session_callbacks.append(callback)
 
     def _on_state_change(self, state: str) -> None:
-        # Runs on kazoo's connection thread, which must never block: the
+        # Runs on kazoo's connection thread, which must never block: the new-session
         # callbacks go to the callback thread, in order with watch events.
         if state == KazooState.LOST and not self._closing:
             self._session_lost = True
             log.warning("ZooKeeper session expired (%s)", self.hosts)
-            self._dispatch(self._session_expired_callbacks)
+            for callback in list(self._session_expired_callbacks):
+                self._run_callback(callback)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             log.info("ZooKeeper session re-established (%s), session id 0x%x", self.hosts, self.session_id or 0)
@@ -255,16 +262,6 @@ class KafkaZkClient:
         except NoNodeError:
             return []
 
-    def _create_all_if_missing(self, znodes: Sequence[str]) -> None:
-        def create_all() -> None:
-            for result in [self._zk.create_async(path) for path in znodes]:
-                try:
-                    result.get()
-                except NodeExistsError:
-                    pass
-
-        self._call(create_all)
-
     def _fenced(self, expected_controller_epoch_zk_version: int, op_groups: Sequence[Sequence[_Op]]) -> list[list[Any]]:
         """Commit each group as its own multi-op behind a check of /controller_epoch; pipelined.
 
@@ -297,6 +294,14 @@ class KafkaZkClient:
                     f"at version {expected_controller_epoch_zk_version}"
                 )
         return [group[1:] for group in results]
+
+    def _fenced_create_all_if_missing(self, znodes: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        """Fenced creates (empty znodes whose parents exist), one multi-op each; znodes already there are fine."""
+        groups = [[_Op("create", path)] for path in znodes]
+        for group in self._fenced(expected_controller_epoch_zk_version, groups):
+            error = _op_error(group)
+            if error is not None and not isinstance(error, NodeExistsError):
+                raise error
 
     def _fenced_delete_all(self, znodes: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
         """Fenced deletes, one multi-op each; znodes already gone are fine."""
@@ -478,8 +483,10 @@ class KafkaZkClient:
     ) -> set[TopicPartition]:
         """The controller initialises new partitions' state; returns those created (the rest already had one)."""
         topics = sorted({tp.topic for tp in states})
-        self._create_all_if_missing([paths.topic_partitions_path(t) for t in topics])
-        self._create_all_if_missing([paths.topic_partition_path(tp) for tp in states])
+        # Their parents are controller writes too (Kafka's createTopicPartitions): fenced.
+        version = expected_controller_epoch_zk_version
+        self._fenced_create_all_if_missing([paths.topic_partitions_path(t) for t in topics], version)
+        self._fenced_create_all_if_missing([paths.topic_partition_path(tp) for tp in states], version)
         tps = list(states)
         groups = [
             [_Op("create", paths.partition_state_path(tp), paths.encode_partition_state(states[tp]))] for tp in tps

@@ -20,8 +20,10 @@ from client import Producer
 from client.future import FutureRecordMetadata
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.conftest import CLUSTER_CREDENTIAL
 from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER, LeaderIsrAndControllerEpoch
 
@@ -214,6 +216,136 @@ def test_killing_the_leader_under_acks_all_load_loses_no_acknowledged_record(
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
     assert [v for v in stored if v in set(acked)] == sorted(acked)
     assert len(stored) == len(set(stored)), "a retried record was written twice"
+
+
+# ------------------------------------------------------------------ a paused leader
+
+
+def test_a_leader_replaced_while_paused_acknowledges_nothing_after_it_resumes(
+    cluster: Cluster, wait_until: WaitUntil
+) -> None:
+    """SIGSTOP the leader until its session expires and another replica leads, then SIGCONT it with an acks=all
+    produce waiting in its socket: it still believes it leads, but its followers fetch elsewhere and its ISR write
+    would fail the znode version check, so the record is never acknowledged; it becomes a follower and truncates
+    it away."""
+    tp = TopicPartition("paused-leader", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), message="all three replicas in sync")
+    assert cluster.produce(tp, "before") == ErrorCode.NONE
+    old = cluster.state(tp)
+    stub = cluster.client(old.leader)
+    request = pb.ProduceRequest(acks=-1, timeout_ms=5_000)
+    request.topics.add(name=tp.topic).partitions.add(
+        index=tp.partition, records=build_batch([ProducerRecord(b"stale", timestamp=1_000)]))
+    cluster.brokers[old.leader].process.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: cluster.state(tp).leader not in (old.leader, NO_LEADER), timeout=FAILOVER_DEADLINE_S,
+                   message="another replica elected")
+        new = cluster.state(tp)
+        assert new.leader_epoch > old.leader_epoch and old.leader not in new.isr
+        assert cluster.produce(tp, "after") == ErrorCode.NONE
+        # Sent to the frozen broker: it reads the request first thing when it wakes up.
+        stale = stub.Produce.future(request, timeout=30)
+    finally:
+        cluster.brokers[old.leader].process.signal(signal.SIGCONT)
+    error = stale.result().responses[0].partitions[0].error_code
+    assert error != ErrorCode.NONE, "a replaced leader acknowledged an acks=all write"
+
+    # It rejoins as a follower of the new leader, without the record nobody acknowledged.
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), timeout=2 * FAILOVER_DEADLINE_S,
+               message="the old leader back in the ISR")
+    assert cluster.state(tp).leader == new.leader
+    assert cluster.produce(tp, "last") == ErrorCode.NONE
+    wait_until(lambda: b"last" in cluster.stored_values(old.leader, tp), message="the old leader caught up")
+    for broker_id in BROKER_IDS:
+        assert cluster.stored_values(broker_id, tp) == [b"before", b"after", b"last"], f"broker {broker_id}"
+    print(f"\nthe replaced leader answered {ErrorCode(error).name}")
+
+
+# ------------------------------------------------------------------ a paused controller
+
+
+def test_a_paused_controller_resumed_after_its_successor_took_over_changes_nothing(
+    cluster: Cluster, start_controller: StartController, wait_until: WaitUntil
+) -> None:
+    """SIGSTOP the active controller while it is busy (a stream of preferred replica election requests keeps its
+    event thread working), let its session expire and the standby take over and elect, then SIGCONT it: it resigns
+    before acting in its new session, whatever it was doing fails the controller epoch fence, and the brokers refuse
+    its epoch."""
+    old, old_id, new_id = cluster.controller, 1000, 1001
+    wait_until(lambda: cluster.zk.get_controller_id() == old_id, message="the first controller elected")
+    standby = start_controller(new_id)
+    wait_until(lambda: f"Controller {old_id} has been elected as the controller" in standby.log(),
+               message="the second controller standing by")
+    moved, kept = TopicPartition("fenced", 0), TopicPartition("fenced", 1)
+    cluster.create_topic("fenced", [[1, 2, 3], [2, 3, 1]], {"min.insync.replicas": "2"})
+    for tp in (moved, kept):
+        wait_until(lambda tp=tp: in_sync(cluster, tp, BROKER_IDS), message="all three replicas in sync")
+    old_epoch = cluster.zk.get_controller_epoch()
+    assert old_epoch is not None
+
+    # Work for the old controller's event thread: each request is read, found already satisfied, and its znode
+    # deleted with a fenced write.
+    stop_requests = threading.Event()
+
+    def request_preferred_elections() -> None:
+        while not stop_requests.is_set():
+            cluster.zk.create_preferred_replica_election([kept])
+            stop_requests.wait(0.005)
+
+    requests = threading.Thread(target=request_preferred_elections, name="preferred-elections", daemon=True)
+    requests.start()
+    wait_until(lambda: old.log().count("Valid replica already elected for partitions fenced-1") >= 3,
+               message="the old controller busy with the requests")
+    old.signal(signal.SIGSTOP)
+    try:
+        def successor_epoch() -> bool:
+            epoch = cluster.zk.get_controller_epoch()
+            return cluster.zk.get_controller_id() == new_id and epoch is not None and epoch[0] > old_epoch[0]
+
+        wait_until(successor_epoch, timeout=FAILOVER_DEADLINE_S, message="the standby elected with a higher epoch")
+        stop_requests.set()
+        requests.join(30)
+        new_epoch = cluster.zk.get_controller_epoch()
+        assert new_epoch is not None
+        wait_until(lambda: f"Ready to serve as the new controller with epoch {new_epoch[0]}" in standby.log(),
+                   message="the successor's failover done")
+        # The successor changes state: broker 1, leader of fenced-0, dies and another replica is elected.
+        cluster.kill(1)
+        wait_until(lambda: cluster.state(moved).leader in (2, 3) and cluster.state(moved).isr == (2, 3),
+                   timeout=FAILOVER_DEADLINE_S, message="the successor's election")
+        wait_until(lambda: in_sync(cluster, kept, (2, 3)), timeout=FAILOVER_DEADLINE_S, message="broker 1 out")
+        wait_until(lambda: not cluster.zk.get_preferred_replica_election(), message="the last request served")
+        before = {tp: cluster.state(tp) for tp in (moved, kept)}
+        assert all(state.controller_epoch == new_epoch[0] for state in before.values())
+    finally:
+        old.signal(signal.SIGCONT)
+
+    wait_until(lambda: f"Controller {new_id} has been elected as the controller, so stopping the election process."
+               in old.log(), timeout=FAILOVER_DEADLINE_S, message="the old controller standing by")
+    log = old.log()
+    assert "Resigned" in log
+    # It queued its resignation before its new session could bring it the broker change its successor handled.
+    assert "Broker failure callback" not in log
+    # Nothing the old controller did after waking up reached ZooKeeper: every znode it could write is as it was.
+    assert {tp: cluster.state(tp) for tp in (moved, kept)} == before
+    assert cluster.zk.get_controller_id() == new_id and cluster.zk.get_controller_epoch() == new_epoch
+    fenced = "Controller moved to another controller when processing" in log
+    print(f"\nold controller: {'its in-flight event failed the epoch fence' if fenced else 'no event in flight'}")
+
+    # The brokers know the new epoch: a request of the old one is refused, and changes nothing.
+    leader = before[moved].leader
+    stale = pb.LeaderAndIsrRequest(
+        controller_id=old_id, controller_epoch=old_epoch[0], broker_epoch=cluster.zk.get_broker(leader).epoch,
+        partition_states=[pb.LeaderAndIsrPartitionState(
+            topic_name=moved.topic, partition_index=moved.partition, controller_epoch=old_epoch[0],
+            leader=3 if leader == 2 else 2, leader_epoch=before[moved].leader_epoch + 1, isr=[2, 3],
+            replicas=[1, 2, 3])])
+    with grpc.insecure_channel(cluster.brokers[leader].address) as channel:
+        response = pb_grpc.KafkaClusterStub(channel).LeaderAndIsr(
+            stale, metadata=((CLUSTER_CREDENTIAL_METADATA_KEY, CLUSTER_CREDENTIAL),), timeout=30)
+    assert response.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert cluster.produce(moved, "after the resume") == ErrorCode.NONE
 
 
 # ------------------------------------------------------------------ two failures at once

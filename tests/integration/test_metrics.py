@@ -3,22 +3,24 @@ metrics following a follower frozen with SIGSTOP and resumed. Every wait has a d
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_failover import FAILOVER_DEADLINE_S, in_sync
+from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 from test_leader_epochs import running_cluster
 from test_replication import paused
 
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
+from zk.paths import NO_LEADER
 from zk.server import free_port
 
 if TYPE_CHECKING:
-    from conftest import StartBroker, StartController, WaitUntil
+    from conftest import StartBroker, StartBrokers, StartController, WaitUntil
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +62,49 @@ def test_the_leader_reports_isr_shrink_and_expand(start_broker: StartBroker, sta
         assert expanded[f"{RM}IsrExpandsPerSec_total"] == before[f"{RM}IsrExpandsPerSec_total"] + 1
         assert expanded[f"{RM}IsrShrinksPerSec_total"] == shrunk[f"{RM}IsrShrinksPerSec_total"]
         assert in_sync(cluster, tp, (leader, follower))
+
+
+KC = "kafka_controller_KafkaController_"
+
+
+def serving(port: int) -> bool:
+    try:
+        scrape(port)
+    except urllib.error.URLError:
+        return False
+    return True
+
+
+def test_the_controller_reports_offline_partitions(start_brokers: StartBrokers, start_broker: StartBroker,
+                                                   start_controller: StartController, zk_client: KafkaZkClient,
+                                                   wait_until: WaitUntil) -> None:
+    port, standby_port = free_port(), free_port()
+    cluster = Cluster(start_brokers(BROKER_IDS, BROKER_OVERRIDES),
+                      start_controller(1000, {"metrics.port": str(port)}), zk_client, start_broker)
+    try:
+        wait_until(lambda: zk_client.get_controller_id() == 1000, message="the controller elected")
+        start_controller(1001, {"metrics.port": str(standby_port)})
+        tp = TopicPartition("fragile", 0)
+        cluster.create_topic(tp.topic, [[1, 2]], {"min.insync.replicas": "1"})
+        wait_until(lambda: in_sync(cluster, tp, (1, 2)), message="both replicas in sync")
+        wait_until(lambda: scrape(port)[f"{KC}GlobalPartitionCount"] == 1, message="the partition counted")
+        metrics = scrape(port)
+        assert metrics[f"{KC}ActiveControllerCount"] == 1 and metrics[f"{KC}GlobalTopicCount"] == 1
+        assert metrics[f"{KC}OfflinePartitionsCount"] == 0 and metrics[f"{KC}PreferredReplicaImbalanceCount"] == 0
+        wait_until(lambda: serving(standby_port), message="the standby's endpoint")
+        assert scrape(standby_port)[f"{KC}ActiveControllerCount"] == 0
+
+        # Every ISR member dies; unclean election is off: the partition stays offline until one returns.
+        cluster.kill(1, 2)
+        wait_until(lambda: scrape(port)[f"{KC}OfflinePartitionsCount"] == 1, timeout=FAILOVER_DEADLINE_S,
+                   message="OfflinePartitionsCount 1")
+        state = cluster.state(tp)
+        assert state.leader == NO_LEADER
+        cluster.restart(state.isr[0])
+        wait_until(lambda: scrape(port)[f"{KC}OfflinePartitionsCount"] == 0, timeout=FAILOVER_DEADLINE_S,
+                   message="OfflinePartitionsCount back to 0")
+        assert cluster.state(tp).leader == state.isr[0]
+        assert scrape(port)[f"{KC}PreferredReplicaImbalanceCount"] == (0 if state.isr[0] == 1 else 1)
+    finally:
+        for channel in cluster.channels.values():
+            channel.close()

@@ -205,6 +205,7 @@ def test_stale_controller_writes_are_fenced(zk_client: KafkaZkClient, zk_clients
         old.set_topic_assignment(TopicAssignment.of("orders", {0: [1, 2]}), old_version)
     assert new.get_partition_state(TP0) == current
     assert new.get_partition_state(TP1) is None
+    assert new._children(paths.topic_partitions_path("orders")) == ["0"]  # not even TP1's parent znode
     assert len(new.get_isr_change_notifications()) == 1
 
     # The new controller, with its own epoch's version, writes fine.

@@ -93,6 +93,32 @@ def test_not_leader_refreshes_metadata_and_retries_after_backoff() -> None:
     assert [f.get(0).offset for f in futures] == [7, 8]
 
 
+def test_a_new_leader_found_by_the_pass_s_metadata_refresh_gets_the_batch_in_that_pass() -> None:
+    """The refresh and the ready check see the same leaders: a batch whose leader moved is not left waiting for its
+    delivery timeout."""
+    h = Harness()
+    futures = h.send(1)
+    h.run()
+    h.answer(0, code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    h.run()
+    moved = cluster({"t": 2}, leaders={("t", 0): 2})
+
+    def refresh(timeout_ms: float | None = None) -> bool:
+        h.metadata.cluster = moved
+        return True
+
+    h.metadata.time_to_next_update = lambda now_ms: 0.0  # type: ignore[method-assign]
+    h.metadata.maybe_refresh = refresh  # type: ignore[method-assign]
+    h.clock.advance(100)
+    h.run()
+    (future,) = [f for name, _, f in h.metadata.connection(2).calls if name == "Produce"]
+    response = pb.ProduceResponse()
+    response.responses.add(name="t").partitions.add(index=0, base_offset=5, log_append_time_ms=-1)
+    future.settle(response)
+    h.run()
+    assert futures[0].get(0).offset == 5
+
+
 def test_transport_failure_is_retried_like_a_network_exception() -> None:
     h = Harness()
     futures = h.send(1)

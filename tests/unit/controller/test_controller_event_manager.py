@@ -6,7 +6,9 @@ import threading
 from dataclasses import dataclass
 
 from controller.event_manager import EVENT_THREAD_NAME, ControllerEventManager
-from controller.events import ControllerEvent, Expire
+from controller.events import ControlledShutdown, ControllerEvent, Expire
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -71,3 +73,21 @@ def test_nothing_is_processed_after_close() -> None:
     manager.put(Numbered(1))
     manager.clear_and_put(Expire())
     assert recorder.events == []
+
+
+def test_a_dropped_controlled_shutdown_is_answered_not_controller() -> None:
+    """Kafka's preempt: the broker waiting on it learns at once to ask the next controller."""
+    recorder = Recorder()
+    recorder.gate.clear()
+    manager = ControllerEventManager(recorder)
+    manager.start()
+    manager.put(Numbered(1))
+    assert recorder.entered.wait(10)
+    answers: list[tuple[int, tuple[TopicPartition, ...]]] = []
+    manager.put(ControlledShutdown(1, 5, lambda error, remaining: answers.append((error, remaining))))
+    manager.clear_and_put(Expire())
+    assert answers == [(ErrorCode.NOT_CONTROLLER, ())]
+    manager.put(ControlledShutdown(2, 5, lambda error, remaining: answers.append((error, remaining))))
+    manager.close(timeout=0)
+    assert answers == [(ErrorCode.NOT_CONTROLLER, ()), (ErrorCode.NOT_CONTROLLER, ())]
+    recorder.gate.set()

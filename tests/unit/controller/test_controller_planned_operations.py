@@ -88,6 +88,10 @@ def test_controlled_shutdown_moves_leadership_and_leaves_the_isrs(zk: FakeZk, ch
     metadata = [p for _, um in channels.sent.update_metadata() for p in um.partition_states]
     assert metadata and all(not p.offline_replicas for p in metadata)
     assert controller.context.shutting_down_broker_ids == {1}
+    # It stops fetching what it follows (Kafka's StopReplica without delete); it keeps the logs.
+    ((to, stop),) = channels.sent.stop_replica()
+    assert (to, stop.delete_partitions) == (1, False)
+    assert [(p.topic_name, p.partition_index) for p in stop.partitions] == [(FOLLOWED.topic, FOLLOWED.partition)]
 
 
 def test_a_shutting_down_broker_is_not_elected(zk: FakeZk, channels: FakeChannelManager) -> None:
@@ -109,6 +113,20 @@ def test_partitions_without_another_isr_member_remain(zk: FakeZk, channels: Fake
     zk.partition_states[LED] = state(1, [1], zk_version=1)
     assert controlled_shutdown(controller, 1, broker(1).epoch) == (ErrorCode.NONE, (LED,))
     assert zk.partition_states[LED] == state(1, [1], zk_version=1)
+
+
+def test_partitions_no_live_replica_could_take_are_not_waited_for(zk: FakeZk, channels: FakeChannelManager) -> None:
+    """The last brokers of a cluster going down: retrying cannot move what only shutting-down or dead brokers
+    could lead."""
+    controller = start(zk, channels)
+    assert controlled_shutdown(controller, 2, broker(2).epoch) == (ErrorCode.NONE, ())
+    del zk.brokers[2]
+    controller.process(BrokerChange())
+    assert controlled_shutdown(controller, 3, broker(3).epoch) == (ErrorCode.NONE, ())
+    # Broker 1 leads everything now, alone in every ISR: its replicas elsewhere are dead or shutting down.
+    assert {zk.partition_states[tp].leader for tp in (LED, FOLLOWED)} == {1}
+    assert controlled_shutdown(controller, 1, broker(1).epoch) == (ErrorCode.NONE, ())
+    assert zk.partition_states[LED].leader == 1
 
 
 def test_controlled_shutdown_refuses_stale_and_unknown_brokers(zk: FakeZk, channels: FakeChannelManager) -> None:

@@ -128,3 +128,26 @@ def test_requests_for_brokers_that_are_not_live_are_dropped() -> None:
     batch.send_requests_to_brokers()
     assert [b for b, _ in sent.requests] == [1, 1]
     assert batch.is_empty
+
+
+def test_stop_replica_without_and_with_delete_go_as_two_requests_and_only_deletions_report_back() -> None:
+    context = context_with([broker(1), broker(2)], {P0: [1, 2], P1: [1, 2], Q0: [1]}, {}, epoch=3)
+    sent = Sent()
+    batch = batch_for(context, sent)
+    batch.add_stop_replica_request_for_brokers([1, 2], P0, delete_partition=False)
+    batch.add_stop_replica_request_for_brokers([1], P1, delete_partition=False)
+    # Deleting a partition it is also told to stop: one deletion.
+    batch.add_stop_replica_request_for_brokers([1], P1, delete_partition=True)
+    batch.add_stop_replica_request_for_brokers([1], Q0, delete_partition=True)
+    batch.send_requests_to_brokers()
+
+    requests = [(b, r.delete_partitions, [(p.topic_name, p.partition_index) for p in r.partitions])
+                for b, r in sent.stop_replica()]
+    assert requests == [
+        (1, False, [("orders", 0)]),
+        (1, True, [("audit", 0), ("orders", 1)]),
+        (2, False, [("orders", 0)]),
+    ]
+    assert all(r.controller_epoch == 3 for _, r in sent.stop_replica())
+    assert {b: len(callbacks) for b, callbacks in sent.callbacks.items()} == {1: 1}
+    assert batch.is_empty
