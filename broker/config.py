@@ -220,7 +220,10 @@ class KafkaConfig:
         Type.STRING, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, "Listener name -> security protocol, NAME:PROTOCOL,..."
     )
     inter_broker_listener_name: str | None = _key(
-        Type.STRING, None, f"Listener other brokers and controllers use; {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset"
+        Type.STRING,
+        None,
+        f"Listener other brokers and controllers use (set the controllers' key alike: they pick it);"
+        f" {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset",
     )
     broker_rack: str | None = _key(Type.STRING, None, "Rack of the broker")
 
