@@ -1,5 +1,5 @@
 # One image for every process of a minibroker cluster: ZooKeeper (Debian's
-# package), controllers, brokers and the command-line tools. The entrypoint
+# jars), controllers, brokers and the command-line tools. The entrypoint
 # (minibroker/container.py) turns KAFKA_* / ZOOKEEPER_* environment variables
 # into a properties file and execs the process; see README.md, "docker-compose".
 #
@@ -18,10 +18,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/minibroker/bin:$PATH
 
-# ZooKeeper and a JRE (also what the Spark audit needs), Python with venv.
+# ZooKeeper's jars and a headless JRE (also what the Spark audit runs on), Python with venv. Not the
+# `zookeeper` package: it wants the desktop JRE (GTK, Mesa, LLVM: half a gigabyte) for init scripts we
+# do not use. No apt cache left behind: a debootstrap base does not clean it by itself.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        ca-certificates default-jre-headless zookeeper python3 python3-venv \
+        ca-certificates default-jre-headless libzookeeper-java python3 python3-venv \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
 
 # Dependencies first, from pyproject.toml alone: editing the code does not re-download them.
