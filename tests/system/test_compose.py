@@ -124,7 +124,8 @@ def cluster() -> Iterator[ComposeCluster]:
         _log(f"SKIPPED: no container runtime: {reason}")
         _log("run scripts/compose_system_test.sh, which starts one where it can")
         _log("!" * 60)
-        pytest.skip(f"no container runtime: {reason}")
+        pytest.skip(f"COMPOSE SYSTEM TEST NOT RUN, no container runtime: {reason}"
+                    " (scripts/compose_system_test.sh prepares one where it can)")
     project = f"mbsystest{os.getpid()}"
     ports = {broker_id: free_port() for broker_id in BROKERS}
     env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0",
