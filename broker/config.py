@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from broker.log.record import HEADER_SIZE
 from broker.properties import PropertiesSyntaxError, load_properties
-from proto.types import EndPoint
+from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
 
 T = TypeVar("T")
 
@@ -93,8 +93,8 @@ def one_of(*allowed: str) -> Validator:
     return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
 
 
-# Kafka's SecurityProtocol names; only PLAINTEXT is served until TLS lands.
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Only PLAINTEXT is served until TLS lands.
+SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
 SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 # Kafka's default listener.security.protocol.map: each protocol is a listener name of its own.
 DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)

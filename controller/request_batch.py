@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from controller.context import ControllerContext
 from controller.loggers import Logger
 from proto import minibroker_pb2 as pb
-from proto.types import TopicPartition
+from proto.types import SECURITY_PROTOCOL_IDS, TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest | pb.StopReplicaRequest
@@ -29,9 +29,6 @@ StopReplicaResponseCallback = Callable[[int, pb.StopReplicaResponse], None]
 
 # Kafka's LeaderAndIsr.LeaderDuringDelete.
 LEADER_DURING_DELETE = -2
-
-# Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
-_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class ControllerBrokerRequestBatch:
@@ -208,7 +205,7 @@ class ControllerBrokerRequestBatch:
                         port=e.port,
                         host=e.host,
                         listener=e.listener_name,
-                        security_protocol=_SECURITY_PROTOCOL_IDS[e.security_protocol],
+                        security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol],
                     )
                     for e in b.endpoints
                 ],

@@ -24,6 +24,10 @@ class TopicPartition(NamedTuple):
         return cls(topic, int(partition))
 
 
+# Kafka's SecurityProtocol names and ids (the ids travel in UpdateMetadata).
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
 class EndPoint(NamedTuple):
     """Where a broker listens or is reached on one listener (Kafka's kafka.cluster.EndPoint):
     an entry of `listeners` / `advertised.listeners` and of a /brokers/ids registration."""

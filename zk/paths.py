@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proto.errors import ErrorCode, KafkaError
-from proto.types import EndPoint, TopicPartition
+from proto.types import SECURITY_PROTOCOL_IDS, EndPoint, TopicPartition
 
 # --- constants (kafka.api.LeaderAndIsr, KafkaController, ZkVersion, ProducerIdManager) ---
 
@@ -303,7 +303,10 @@ def _parse_endpoint(endpoint: str, protocols: Mapping[str, str]) -> EndPoint:
     if not sep or not colon or not port.isdigit():
         raise ValueError(f"endpoint {endpoint!r} is not LISTENER://host:port")
     # Without a map (versions before 4), each listener is named after its protocol.
-    return EndPoint(listener, host.removeprefix("[").removesuffix("]"), int(port), protocols.get(listener, listener))
+    protocol = protocols.get(listener, listener)
+    if protocol not in SECURITY_PROTOCOL_IDS:
+        raise ValueError(f"endpoint {endpoint!r} has no known security protocol ({protocol!r})")
+    return EndPoint(listener, host.removeprefix("[").removesuffix("]"), int(port), protocol)
 
 
 def decode_broker_info(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:

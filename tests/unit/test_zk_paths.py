@@ -105,6 +105,13 @@ def test_decodes_a_real_kafka_registration() -> None:
     assert (info.rack, info.jmx_port, info.timestamp_ms) == (None, 9999, 1612345678901)
 
 
+def test_a_registration_with_an_unknown_security_protocol_is_malformed() -> None:
+    data = (b'{"version":4,"host":null,"port":-1,"endpoints":["X://h:1"],"listener_security_protocol_map":'
+            b'{"X":"QUIC"},"jmx_port":-1,"timestamp":"1"}')
+    with pytest.raises(ValueError, match=r"malformed znode /brokers/ids/5: .*no known security protocol \('QUIC'\)"):
+        paths.decode_broker_info(5, data)
+
+
 def test_topic_assignment_json() -> None:
     assignment = TopicAssignment.of("orders", {1: [2, 3, 1], 0: [1, 2, 3]})
     data = paths.encode_topic_assignment(assignment)
