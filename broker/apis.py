@@ -96,8 +96,10 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                  admin_manager: AdminManager, group_offsets: ZkGroupOffsets, producer_ids: ProducerIdManager,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
-                 cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics) -> None:
+                 cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics, listener_name: str) -> None:
         self._config = config
+        # The listener these APIs are served on: Metadata describes the brokers as reached on it.
+        self._listener_name = listener_name
         self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
         self._replica_manager = replica_manager
         self._metadata_cache = metadata_cache
@@ -267,7 +269,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
         names = list(dict.fromkeys(request.topics)) or sorted(cache.get_all_topics())
-        known = {t.name: t for t in cache.get_topic_metadata(names)}
+        known = {t.name: t for t in cache.get_topic_metadata(names, self._listener_name)}
         unknown: dict[str, ErrorCode] = {}
         to_create = []
         for name in names:
@@ -287,7 +289,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             unknown.update(zip(to_create, created))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
-        for node in cache.get_alive_brokers():
+        for node in cache.get_alive_brokers(self._listener_name):
             broker = response.brokers.add(node_id=node.id, host=node.host, port=node.port)
             if node.rack is not None:
                 broker.rack = node.rack

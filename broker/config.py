@@ -24,10 +24,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.log.record import HEADER_SIZE
 from broker.properties import PropertiesSyntaxError, load_properties
+from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
+
+T = TypeVar("T")
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -90,49 +93,63 @@ def one_of(*allowed: str) -> Validator:
     return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
 
 
-@dataclass(frozen=True)
-class EndPoint:
-    """One entry of `listeners` / `advertised.listeners` (Kafka's kafka.cluster.EndPoint)."""
-
-    listener_name: str
-    host: str  # "" binds the default interface, as in Kafka
-    port: int  # 0 binds an ephemeral port
-    security_protocol: str
-
-
-# Kafka's SecurityProtocol ids; only PLAINTEXT is served until TLS lands.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0}
+# Only PLAINTEXT is served until TLS lands.
+SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# Kafka's default listener.security.protocol.map: each protocol is a listener name of its own.
+DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+# What inter.broker.listener.name means when unset (Kafka: the listener named after
+# security.inter.broker.protocol, PLAINTEXT by default).
+DEFAULT_INTER_BROKER_LISTENER_NAME = "PLAINTEXT"
 # EndPoint.scala's uriParseExp: an IPv6 host sits in brackets.
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
-def parse_endpoints(text: str) -> tuple[EndPoint, ...]:
-    """`NAME://host:port,...` as Kafka's CoreUtils.listenerListToEndPoints reads it."""
+def parse_security_protocol_map(text: str) -> dict[str, str]:
+    """`NAME:PROTOCOL,...` (listener.security.protocol.map), names and protocols upper-cased as Kafka's
+    ListenerName.normalised and SecurityProtocol.forName do."""
+    protocols = {}
+    for item in _csv(text):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"{item!r} is not of the form LISTENER_NAME:SECURITY_PROTOCOL")
+        protocol = protocol.strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"Invalid security protocol `{protocol}` defined in listener.security.protocol.map")
+        protocols[name.strip().upper()] = protocol
+    return protocols
+
+
+def parse_endpoints(text: str, protocols: Mapping[str, str] | None = None,
+                    require_distinct_ports: bool = False) -> tuple[EndPoint, ...]:
+    """`NAME://host:port,...` as Kafka's CoreUtils.listenerListToEndPoints reads it: each listener
+    name resolved to its security protocol through `protocols` (Kafka's default map if None)."""
+    if protocols is None:
+        protocols = parse_security_protocol_map(DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP)
     endpoints = []
     for item in _csv(text):
         match = _ENDPOINT.match(item)
         if match is None:
             raise ValueError(f"{item!r} is not of the form LISTENER_NAME://host:port")
         name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
-        if name not in SECURITY_PROTOCOL_IDS:
-            raise ValueError(f"listener {name} is not supported: only PLAINTEXT listeners are")
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ValueError(f"No security protocol defined for listener {name}")
+        if protocol not in SERVED_SECURITY_PROTOCOLS:
+            raise ValueError(f"listener {name} uses security protocol {protocol}: only PLAINTEXT listeners are served")
         if not 0 <= port <= 65535:
             raise ValueError(f"port {port} of {item!r} is not in 0..65535")
-        endpoints.append(EndPoint(name, host, port, security_protocol=name))
+        endpoints.append(EndPoint(name, host, port, protocol))
     if not endpoints:
         raise ValueError("at least one listener is needed")
     names = [e.listener_name for e in endpoints]
     if len(set(names)) != len(names):
         raise ValueError("each listener must have a different name")
+    # Port 0 (any free port) may repeat.
+    ports = [e.port for e in endpoints if e.port]
+    if require_distinct_ports and len(set(ports)) != len(ports):
+        raise ValueError("each listener must have a different port")
     return tuple(endpoints)
-
-
-def _endpoints_validator(text: str) -> str | None:
-    try:
-        parse_endpoints(text)
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _csv(text: str) -> list[str]:
@@ -195,11 +212,18 @@ class KafkaConfig:
     request_timeout_ms: int = _key(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
 
     # Listeners
-    listeners: str = _key(
-        Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on", _endpoints_validator
-    )
+    listeners: str = _key(Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on")
     advertised_listeners: str | None = _key(
-        Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset", _endpoints_validator
+        Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset"
+    )
+    listener_security_protocol_map: str = _key(
+        Type.STRING, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, "Listener name -> security protocol, NAME:PROTOCOL,..."
+    )
+    inter_broker_listener_name: str | None = _key(
+        Type.STRING,
+        None,
+        f"Listener other brokers and controllers use (set the controllers' key alike: they pick it);"
+        f" {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset",
     )
     broker_rack: str | None = _key(Type.STRING, None, "Rack of the broker")
 
@@ -353,20 +377,45 @@ class KafkaConfig:
                 self.replica_fetch_wait_max_ms,
                 "must not exceed replica.lag.time.max.ms, or idle followers keep leaving the ISR",
             )
-        listener_names = {e.listener_name for e in self.listener_endpoints}
-        for endpoint in self.advertised_endpoints:
-            if endpoint.listener_name not in listener_names:
-                raise ConfigError(
-                    "advertised.listeners",
-                    self.advertised_listeners,
-                    "listener names must be ones defined in listeners",
-                )
-            if endpoint.host == "0.0.0.0":
-                raise ConfigError(
-                    "advertised.listeners",
-                    self.advertised_listeners or self.listeners,
-                    "cannot advertise the nonroutable meta-address 0.0.0.0; use a routable IP address",
-                )
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        # KafkaConfig.validateValues' listener rules; each parse raises on a malformed value.
+        protocols = self._parsed("listener.security.protocol.map", self.listener_security_protocol_map,
+                                 parse_security_protocol_map)
+        listener_names = [e.listener_name for e in self._parsed(
+            "listeners", self.listeners, lambda text: parse_endpoints(text, protocols, require_distinct_ports=True))]
+        advertised = self.advertised_endpoints if self.advertised_listeners is None else self._parsed(
+            "advertised.listeners", self.advertised_listeners, lambda text: parse_endpoints(text, protocols))
+        advertised_names = [e.listener_name for e in advertised]
+        if not set(advertised_names) <= set(listener_names):
+            raise ConfigError(
+                "advertised.listeners",
+                self.advertised_listeners,
+                f"advertised.listeners listener names must be equal to or a subset of the ones defined in listeners."
+                f" Found {','.join(advertised_names)}. The valid options based on the current configuration are"
+                f" {','.join(listener_names)}",
+            )
+        if any(e.host == "0.0.0.0" for e in advertised):
+            raise ConfigError(
+                "advertised.listeners",
+                self.advertised_listeners or self.listeners,
+                "cannot advertise the nonroutable meta-address 0.0.0.0; use a routable IP address",
+            )
+        if self.inter_broker_listener not in advertised_names:
+            raise ConfigError(
+                "inter.broker.listener.name",
+                self.inter_broker_listener_name,
+                "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid"
+                f" options based on currently configured listeners are {','.join(advertised_names)}",
+            )
+
+    @staticmethod
+    def _parsed(key: str, text: str, parse: Callable[[str], T]) -> T:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise ConfigError(key, text, str(e)) from None
 
     # Values resolved from several keys, as KafkaConfig.scala resolves them.
 
@@ -405,13 +454,23 @@ class KafkaConfig:
 
     @property
     def listener_endpoints(self) -> tuple[EndPoint, ...]:
-        return parse_endpoints(self.listeners)
+        return parse_endpoints(self.listeners, self.listener_security_protocols)
 
     @property
     def advertised_endpoints(self) -> tuple[EndPoint, ...]:
         if self.advertised_listeners is None:
             return self.listener_endpoints
-        return parse_endpoints(self.advertised_listeners)
+        return parse_endpoints(self.advertised_listeners, self.listener_security_protocols)
+
+    @property
+    def listener_security_protocols(self) -> dict[str, str]:
+        return parse_security_protocol_map(self.listener_security_protocol_map)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name resolved (Kafka's interBrokerListenerName)."""
+        name = self.inter_broker_listener_name
+        return DEFAULT_INTER_BROKER_LISTENER_NAME if name is None else name.upper()
 
     # Construction
 

@@ -4,6 +4,10 @@ Fed only by UpdateMetadata, read by Metadata requests and by the produce and
 fetch paths (a partition the cache does not know is UNKNOWN_TOPIC_OR_PARTITION
 even if a log for it lingers here). Each update builds a new snapshot and
 swaps it in, so a reader on another thread never sees half of one.
+
+Brokers are described as reachable on one listener: the one the asking client
+connected to (Kafka's rule), so a client outside a container network is told the
+advertised host addresses and a broker inside it the internal ones.
 """
 
 from __future__ import annotations
@@ -79,9 +83,8 @@ class _Snapshot:
 
 
 class MetadataCache:
-    def __init__(self, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
+    def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.listener_name = listener_name
         self._snapshot = _Snapshot()
 
     # ------------------------------------------------------------------ updates
@@ -133,38 +136,42 @@ class MetadataCache:
     def partition_count(self, topic: str) -> int:
         return len(self._snapshot.partition_states.get(topic, {}))
 
-    def get_alive_brokers(self) -> list[Node]:
-        """Live brokers reachable on this broker's listener, by id."""
+    def get_alive_brokers(self, listener_name: str) -> list[Node]:
+        """Live brokers that have the listener, as reached on it, by id."""
         snapshot = self._snapshot
-        nodes = (self._node(broker) for _, broker in sorted(snapshot.alive_brokers.items()))
+        nodes = (self._node(broker, listener_name) for _, broker in sorted(snapshot.alive_brokers.items()))
         return [node for node in nodes if node is not None]
 
     def is_broker_alive(self, broker_id: int) -> bool:
         return broker_id in self._snapshot.alive_brokers
 
-    def _node(self, broker: LiveBroker) -> Node | None:
-        endpoint = broker.endpoints.get(self.listener_name)
+    @staticmethod
+    def _node(broker: LiveBroker, listener_name: str) -> Node | None:
+        endpoint = broker.endpoints.get(listener_name)
         return None if endpoint is None else Node(broker.id, endpoint.host, endpoint.port, broker.rack)
 
-    def get_topic_metadata(self, topics: Iterable[str]) -> list[TopicMetadata]:
-        """Metadata of the requested topics the cache knows; unknown ones are left out for the caller to handle."""
+    def get_topic_metadata(self, topics: Iterable[str], listener_name: str) -> list[TopicMetadata]:
+        """Metadata of the requested topics the cache knows, for a client on `listener_name`; unknown ones are
+        left out for the caller to handle."""
         snapshot = self._snapshot
         result = []
         for topic in topics:
             partitions = snapshot.partition_states.get(topic)
             if partitions is not None:
                 result.append(TopicMetadata(ErrorCode.NONE, topic, tuple(
-                    self._partition_metadata(snapshot, index, state) for index, state in sorted(partitions.items())
+                    self._partition_metadata(snapshot, index, state, listener_name)
+                    for index, state in sorted(partitions.items())
                 )))
         return result
 
-    def _partition_metadata(self, snapshot: _Snapshot, index: int,
-                            state: UpdateMetadataPartitionState) -> PartitionMetadata:
+    @staticmethod
+    def _partition_metadata(snapshot: _Snapshot, index: int, state: UpdateMetadataPartitionState,
+                            listener_name: str) -> PartitionMetadata:
         leader = snapshot.alive_brokers.get(state.leader)
-        if leader is None or self.listener_name not in leader.endpoints:
-            # Kafka says LISTENER_NOT_FOUND for a live leader without our listener; with one
-            # listener per broker here, that leader is as unreachable as a dead one.
-            return PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, index, NO_LEADER, state.leader_epoch,
-                                     state.replicas, state.isr, state.offline_replicas)
+        if leader is None or listener_name not in leader.endpoints:
+            # A live leader without the client's listener is a misconfigured cluster, not a leader election.
+            error = ErrorCode.LEADER_NOT_AVAILABLE if leader is None else ErrorCode.LISTENER_NOT_FOUND
+            return PartitionMetadata(error, index, NO_LEADER, state.leader_epoch, state.replicas, state.isr,
+                                     state.offline_replicas)
         return PartitionMetadata(ErrorCode.NONE, index, state.leader, state.leader_epoch, state.replicas,
                                  state.isr, state.offline_replicas)

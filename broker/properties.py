@@ -17,6 +17,7 @@ from pathlib import Path
 
 _WHITESPACE = " \t\f"
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_UNESCAPES = {v: k for k, v in _ESCAPES.items()}
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 # Not str.splitlines(): that also breaks at \f, which .properties treats as whitespace.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -128,4 +129,22 @@ def _unescape(text: str) -> str:
             i += 4
         else:
             out.append(_ESCAPES.get(c, c))
+    return "".join(out)
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """`key=value` lines that parse_properties (and Java) reads back as `props`, as Properties.store escapes."""
+    return "".join(f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}\n" for key, value in props.items())
+
+
+def _escape(text: str, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(text):
+        # Separators and blanks would end a key; at a value's start, blanks would be dropped.
+        if c == "\\" or (c in "#!=: " and (is_key or i == 0)):
+            out.append("\\" + c)
+        elif c in _UNESCAPES:
+            out.append("\\" + _UNESCAPES[c])
+        else:
+            out.append(c)
     return "".join(out)

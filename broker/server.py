@@ -8,8 +8,11 @@ Start-up, in Kafka's order where it has one:
     another live broker holds the id, before touching any log;
  4. LogManager: meta.properties ownership, then load and recover every log;
  5. ReplicaManager, MetadataCache, purgatories, AdminManager, ...;
- 6. the gRPC server (KafkaClient, KafkaCluster, grpc.health.v1: NOT_SERVING);
- 7. register /brokers/ids/<id> with the bound port: the czxid is the broker
+ 6. one gRPC server per listener (KafkaClient, KafkaCluster, grpc.health.v1:
+    NOT_SERVING), as Kafka has one acceptor per listener: a request's listener
+    is the server it came to, and Metadata answers with that listener's endpoints;
+ 7. register /brokers/ids/<id> with the advertised listeners (port 0: the bound
+    port of that listener; no host: this host's name): the czxid is the broker
     epoch; health turns SERVING; re-register whenever a new ZooKeeper session
     replaces an expired one;
  8. periodic tasks: retention, flush, recovery-point and high watermark
@@ -27,12 +30,13 @@ ZooKeeper session (the registration goes with it).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -125,7 +129,7 @@ class KafkaServer:
         self._log_manager: LogManager | None = None
         self._replica_manager: ReplicaManager | None = None
         self._topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics] | None = None
-        self._grpc_server: grpc.aio.Server | None = None
+        self._grpc_servers: list[grpc.aio.Server] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
         self._registration: BrokerInfo | None = None
@@ -172,7 +176,7 @@ class KafkaServer:
 
         loop = asyncio.get_running_loop()
         timer = AsyncioTimer(loop)
-        metadata_cache = MetadataCache(self.broker_id, config.listener_endpoints[0].listener_name)
+        metadata_cache = MetadataCache(self.broker_id)
         self._isr_change_propagator = IsrChangePropagator(zk.propagate_isr_changes, self._time_ms,
                                                           self._isr_change_propagation)
         self._replica_manager = replica_manager = ReplicaManager(
@@ -183,7 +187,8 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
-        apis = KafkaApis(
+        apis = functools.partial(
+            KafkaApis,
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
             admin_manager=AdminManager(config, zk, topic_configs),
             group_offsets=ZkGroupOffsets(zk, metadata_cache),
@@ -193,8 +198,8 @@ class KafkaServer:
         )
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
-        port = await self._start_grpc_server(apis, health_servicer)
-        await self._register(zk, port)
+        bound_ports = await self._start_grpc_servers(apis, health_servicer)
+        await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         self._scheduler = KafkaScheduler()
         self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
@@ -227,33 +232,41 @@ class KafkaServer:
         logger.info("Cluster ID = %s", cluster_id)
         return zk, cluster_id
 
-    async def _start_grpc_server(self, apis: KafkaApis, health_servicer: health.aio.HealthServicer) -> int:
-        """Serve the client and cluster APIs, and health checking (NOT_SERVING until registered); the bound port."""
-        self._grpc_server = server = grpc.aio.server(options=_GRPC_OPTIONS)
-        pb_grpc.add_KafkaClientServicer_to_server(apis, server)
-        pb_grpc.add_KafkaClusterServicer_to_server(apis, server)
+    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis],
+                                  health_servicer: health.aio.HealthServicer) -> dict[str, int]:
+        """On every listener, serve the client and cluster APIs and health checking (NOT_SERVING until
+        registered); the bound port by listener name."""
         await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        listener = self.config.listener_endpoints[0]
-        address = _grpc_address(listener.host or "0.0.0.0", listener.port)
-        try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as e:
-            raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
-        if not port:
-            raise BrokerStartupError(f"cannot listen on {address}: the port is taken or the address is not local")
-        await server.start()
-        logger.info("Listening on %s (port %d)", address, port)
-        return port
+        bound_ports = {}
+        for listener in self.config.listener_endpoints:
+            server = grpc.aio.server(options=_GRPC_OPTIONS)
+            # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
+            listener_apis = apis(listener_name=listener.listener_name)
+            pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
+            pb_grpc.add_KafkaClusterServicer_to_server(listener_apis, server)
+            health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+            address = _grpc_address(listener.host or "0.0.0.0", listener.port)
+            try:
+                port = server.add_insecure_port(address)
+            except RuntimeError as e:
+                raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
+            if not port:
+                raise BrokerStartupError(f"cannot listen on {address}: the port is taken or the address is not local")
+            await server.start()
+            self._grpc_servers.append(server)
+            bound_ports[listener.listener_name] = port
+            logger.info("Listening on %s for listener %s (port %d)", address, listener.listener_name, port)
+        return bound_ports
 
-    async def _register(self, zk: KafkaZkClient, bound_port: int) -> None:
-        """/brokers/ids/<id> with the port actually bound; its czxid is the broker epoch."""
-        advertised = self.config.advertised_endpoints[0]
+    async def _register(self, zk: KafkaZkClient, bound_ports: Mapping[str, int]) -> None:
+        """/brokers/ids/<id> with the advertised endpoints; its czxid is the broker epoch."""
         self._registration = BrokerInfo(
             id=self.broker_id,
-            # Kafka advertises the canonical host name when the listener names no host.
-            host=advertised.host or socket.getfqdn(),
-            port=advertised.port or bound_port,
+            endpoints=tuple(
+                # Kafka advertises the canonical host name when the listener names no host.
+                e._replace(host=e.host or socket.getfqdn(), port=e.port or bound_ports[e.listener_name])
+                for e in self.config.advertised_endpoints
+            ),
             rack=self.config.broker_rack,
         )
         self.broker_epoch = await asyncio.to_thread(zk.register_broker, self._registration)
@@ -292,12 +305,12 @@ class KafkaServer:
         if existing is None:
             return
         logger.info("broker id %d is registered by another ZooKeeper session (%s): waiting up to %.1fs for it to"
-                    " expire", self.broker_id, existing.endpoint, timeout_s)
+                    " expire", self.broker_id, existing.connection_strings, timeout_s)
         while zk.get_broker(self.broker_id) is not None:
             if time.monotonic() >= deadline:
                 raise DuplicateBrokerIdError(
                     f"broker id {self.broker_id} is registered in ZooKeeper by a live session (endpoint"
-                    f" {existing.endpoint}): is another broker running with broker.id={self.broker_id}?")
+                    f" {existing.connection_strings}): is another broker running with broker.id={self.broker_id}?")
             time.sleep(_REGISTRATION_POLL_S)
 
     def _reregister(self) -> None:
@@ -322,15 +335,14 @@ class KafkaServer:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
             await self._scheduler.shutdown()
-        stopping = self._grpc_server.stop(SHUTDOWN_GRACE_S) if self._grpc_server is not None else None
+        stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers))
         # Requests parked in purgatory are answered now rather than cut off by the grace period.
         if self._topic_purgatory is not None:
             self._topic_purgatory.complete_all()
         if self._replica_manager is not None:
             self._replica_manager.delayed_produce_purgatory.complete_all()
             self._replica_manager.delayed_fetch_purgatory.complete_all()
-        if stopping is not None:
-            await stopping
+        await stopping
         if self._replica_manager is not None:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:

@@ -22,6 +22,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode
+from proto.types import EndPoint
 from zk.paths import BrokerInfo
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ _CHANNEL_OPTIONS = (
 )
 
 
-def _target(broker: BrokerInfo) -> str:
-    return f"[{broker.host}]:{broker.port}" if ":" in broker.host else f"{broker.host}:{broker.port}"
+def _target(endpoint: EndPoint) -> str:
+    return f"[{endpoint.host}]:{endpoint.port}" if ":" in endpoint.host else f"{endpoint.host}:{endpoint.port}"
 
 
 def _describe(request: BrokerRequest) -> str:
@@ -63,15 +64,17 @@ def _error_name(code: int) -> str:
 
 
 class RequestSendThread(threading.Thread):
-    def __init__(self, controller_id: int, broker: BrokerInfo, credential: str | None, socket_timeout_ms: int) -> None:
+    def __init__(self, controller_id: int, broker: BrokerInfo, endpoint: EndPoint, credential: str | None,
+                 socket_timeout_ms: int) -> None:
         super().__init__(name=f"Controller-{controller_id}-to-broker-{broker.id}-send-thread", daemon=True)
         self.broker = broker
+        self.endpoint = endpoint
         self._controller_id = controller_id
         self._timeout_s = socket_timeout_ms / 1000
         self._metadata = ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),) if credential is not None else ()
         self._queue: queue.Queue[tuple[BrokerRequest, ResponseCallback | None] | None] = queue.Queue()
         self._stopped = threading.Event()
-        self._channel = grpc.insecure_channel(_target(broker), options=_CHANNEL_OPTIONS)
+        self._channel = grpc.insecure_channel(_target(endpoint), options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.KafkaClusterStub(self._channel)
 
     def enqueue(self, request: BrokerRequest, callback: ResponseCallback | None) -> None:
@@ -102,7 +105,7 @@ class RequestSendThread(threading.Thread):
                     self._controller_id,
                     request.controller_epoch,
                     _describe(request),
-                    self.broker.endpoint,
+                    self.endpoint.connection_string,
                     _failure(e),
                 )
                 self._stopped.wait(RETRY_BACKOFF_S)
@@ -153,8 +156,10 @@ class RequestSendThread(threading.Thread):
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, cluster_credential: str | None, socket_timeout_ms: int) -> None:
+    def __init__(self, controller_id: int, cluster_credential: str | None, socket_timeout_ms: int,
+                 inter_broker_listener: str = "PLAINTEXT") -> None:
         self._controller_id = controller_id
+        self._inter_broker_listener = inter_broker_listener
         self._credential = cluster_credential
         self._socket_timeout_ms = socket_timeout_ms
         self._brokers: dict[int, RequestSendThread] = {}
@@ -162,7 +167,13 @@ class ControllerChannelManager:
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.id in self._brokers:
             return
-        thread = RequestSendThread(self._controller_id, broker, self._credential, self._socket_timeout_ms)
+        endpoint = broker.endpoint(self._inter_broker_listener)
+        if endpoint is None:
+            # Kafka's BrokerEndPointNotAvailableException: requests to this broker are dropped as to an offline one.
+            log.error("Broker %d has no endpoint for inter.broker.listener.name %s (it advertises %s): the"
+                      " controller cannot reach it", broker.id, self._inter_broker_listener, broker.connection_strings)
+            return
+        thread = RequestSendThread(self._controller_id, broker, endpoint, self._credential, self._socket_timeout_ms)
         self._brokers[broker.id] = thread
         thread.start()
 

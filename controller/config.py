@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import (
+    DEFAULT_INTER_BROKER_LISTENER_NAME,
     ConfigError,
     Password,
     Type,
@@ -68,6 +69,12 @@ _KEYS = {
         "controller's endpoint in /controller, so no port needs to be known in advance",
         _valid_listeners,
     ),
+    "inter.broker.listener.name": _Key(
+        Type.STRING,
+        DEFAULT_INTER_BROKER_LISTENER_NAME,
+        "The brokers' listener the controller sends its requests to and tells followers to fetch from (Kafka's "
+        "controller uses its broker's inter.broker.listener.name); set it as on the brokers",
+    ),
     "default.replication.factor": _Key(Type.INT, 1, "Replication factor of automatically created topics", at_least(1)),
     "num.partitions": _Key(Type.INT, 1, "Default number of partitions per topic", at_least(1)),
     "unclean.leader.election.enable": _Key(
@@ -100,6 +107,7 @@ class ControllerConfig:
     controller_id: int
     controller_socket_timeout_ms: int
     listeners: str
+    inter_broker_listener_name: str
     default_replication_factor: int
     num_partitions: int
     unclean_leader_election_enable: bool
@@ -136,6 +144,11 @@ class ControllerConfig:
                 raise ConfigError(key, value, reason)
             kwargs[key.replace(".", "_")] = value
         return cls(**kwargs)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """As Kafka's ListenerName.normalised: upper case."""
+        return self.inter_broker_listener_name.upper()
 
     @property
     def cluster_credential_value(self) -> str | None:

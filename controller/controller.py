@@ -96,7 +96,8 @@ class KafkaController:
         self._log = controller_logger(__name__, self.controller_id)
         state_change_log = state_change_logger(self.controller_id, lambda: self.context.epoch)
         self._channel_manager = channel_manager or ControllerChannelManager(
-            self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms
+            self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms,
+            config.inter_broker_listener,
         )
         self._event_manager = ControllerEventManager(self.process)
         self._batch = ControllerBrokerRequestBatch(
@@ -105,6 +106,7 @@ class KafkaController:
             self._channel_manager.send_request,
             state_change_log,
             self._on_stop_replica_response,
+            config.inter_broker_listener,
         )
         self._partition_state_machine = PartitionStateMachine(
             self.controller_id,

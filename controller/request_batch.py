@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from controller.context import ControllerContext
 from controller.loggers import Logger
 from proto import minibroker_pb2 as pb
-from proto.types import TopicPartition
+from proto.types import SECURITY_PROTOCOL_IDS, TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest | pb.StopReplicaRequest
@@ -31,9 +31,6 @@ StopReplicaResponseCallback = Callable[[int, pb.StopReplicaResponse], None]
 # Kafka's LeaderAndIsr.LeaderDuringDelete.
 LEADER_DURING_DELETE = -2
 
-# Kafka's SecurityProtocol.PLAINTEXT: brokers register one PLAINTEXT endpoint.
-_PLAINTEXT = ("PLAINTEXT", 0)
-
 
 class ControllerBrokerRequestBatch:
     def __init__(
@@ -43,12 +40,16 @@ class ControllerBrokerRequestBatch:
         send: SendRequest,
         state_change_log: Logger,
         stop_replica_response: StopReplicaResponseCallback,
+        inter_broker_listener: str = "PLAINTEXT",
     ) -> None:
         self._controller_id = controller_id
         self._context = context
         self._send = send
         self._log = state_change_log
         self._stop_replica_response = stop_replica_response
+        # Followers fetch from their leader on this listener (Kafka's controller sends each leader's
+        # node on its interBrokerListenerName).
+        self._inter_broker_listener = inter_broker_listener
         self._leader_and_isr: dict[int, dict[TopicPartition, pb.LeaderAndIsrPartitionState]] = {}
         # Per broker, each partition to stop and whether to delete it too.
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
@@ -178,10 +179,9 @@ class ControllerBrokerRequestBatch:
             broker_epoch=self._context.live_brokers[broker_id].epoch,
             partition_states=states,
             live_leaders=[
-                pb.LeaderAndIsrLiveLeader(
-                    broker_id=b, host_name=self._context.live_brokers[b].host, port=self._context.live_brokers[b].port
-                )
+                pb.LeaderAndIsrLiveLeader(broker_id=b, host_name=endpoint.host, port=endpoint.port)
                 for b in leaders
+                if (endpoint := self._context.live_brokers[b].endpoint(self._inter_broker_listener)) is not None
             ],
         )
 
@@ -215,8 +215,12 @@ class ControllerBrokerRequestBatch:
                 id=b.id,
                 endpoints=[
                     pb.UpdateMetadataEndpoint(
-                        port=b.port, host=b.host, listener=_PLAINTEXT[0], security_protocol=_PLAINTEXT[1]
+                        port=e.port,
+                        host=e.host,
+                        listener=e.listener_name,
+                        security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol],
                     )
+                    for e in b.endpoints
                 ],
                 rack=b.rack,
             )

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "minibroker.commands.console_consumer",
     "minibroker.commands.perf",
     "minibroker.commands.chaos",
+    "minibroker.commands.health",
 )
 
 

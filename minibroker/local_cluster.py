@@ -398,7 +398,7 @@ class _Process:
             registration = zk.brokers.get(self.broker.id)
             if registration is None:
                 return f"not registered, {self.broker.address}", False
-            return f"registered, {registration.host}:{registration.port}, log dir {self.broker.log_dir}", True
+            return f"registered, {registration.connection_strings}, log dir {self.broker.log_dir}", True
         if zk.controller_id == self.controller_id:
             return f"active controller (controller epoch {zk.controller_epoch})", True
         return "standby", zk.controller_id is not None
@@ -421,7 +421,7 @@ def _not_ready(zk: KafkaZkClient, info: ClusterInfo, brokers: list[BrokerEntry],
     for broker in brokers:
         name = f"broker-{broker.id}"
         registration = registered.get(broker.id)
-        if registration is None or registration.port != broker.port:
+        if registration is None or broker.port not in {e.port for e in registration.endpoints}:
             pending[name] = "is not registered in ZooKeeper"
             continue
         channel = channels[broker.id]

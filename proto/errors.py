@@ -55,6 +55,7 @@ class ErrorCode(enum.IntEnum):
     LOG_DIR_NOT_FOUND = 57
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
+    LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -82,6 +83,7 @@ _RETRIABLE = frozenset(
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.NOT_CONTROLLER,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.LISTENER_NOT_FOUND,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.OFFSET_NOT_AVAILABLE,
@@ -97,6 +99,7 @@ _INVALID_METADATA = frozenset(
         ErrorCode.REPLICA_NOT_AVAILABLE,
         ErrorCode.NETWORK_EXCEPTION,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.LISTENER_NOT_FOUND,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.BROKER_NOT_AVAILABLE,

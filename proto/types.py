@@ -22,3 +22,23 @@ class TopicPartition(NamedTuple):
         if not sep or not topic or not partition.isdigit():
             raise ValueError(f"{text!r} is not <topic>-<partition>")
         return cls(topic, int(partition))
+
+
+# Kafka's SecurityProtocol names and ids (the ids travel in UpdateMetadata).
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class EndPoint(NamedTuple):
+    """Where a broker listens or is reached on one listener (Kafka's kafka.cluster.EndPoint):
+    an entry of `listeners` / `advertised.listeners` and of a /brokers/ids registration."""
+
+    listener_name: str
+    host: str  # "" binds the default interface, as in Kafka
+    port: int  # 0 binds an ephemeral port
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        """`NAME://host:port`, an IPv6 host in brackets so it parses back."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"

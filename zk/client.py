@@ -344,7 +344,7 @@ class KafkaZkClient:
                 f"broker id {info.id} is already registered at {path} by another ZooKeeper session "
                 f"(is another broker running with broker.id={info.id}?)"
             )
-        log.info("registered broker %d at %s (%s), broker epoch %d", info.id, path, info.endpoint, stat.czxid)
+        log.info("registered broker %d at %s (%s), broker epoch %d", info.id, path, info.connection_strings, stat.czxid)
         return int(stat.czxid)
 
     def _checked_ephemeral_create(self, path: str, data: bytes) -> ZnodeStat | None:

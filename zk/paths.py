@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proto.errors import ErrorCode, KafkaError
-from proto.types import TopicPartition
+from proto.types import SECURITY_PROTOCOL_IDS, EndPoint, TopicPartition
 
 # --- constants (kafka.api.LeaderAndIsr, KafkaController, ZkVersion, ProducerIdManager) ---
 
@@ -132,25 +132,27 @@ def sequence_number(node_name: str, prefix: str) -> str:
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A broker's registration (Kafka's BrokerInfo / Broker), one PLAINTEXT endpoint.
+    """A broker's registration (Kafka's BrokerInfo / Broker): its advertised endpoints, one per listener.
 
     `epoch` is the registration znode's czxid (Kafka 2.2+'s broker epoch): it is
     not in the JSON, it is read from the znode's Stat, so -1 until registered.
     """
 
     id: int
-    host: str
-    port: int
+    endpoints: tuple[EndPoint, ...]
     rack: str | None = None
     jmx_port: int = -1
     timestamp_ms: int = -1
     epoch: int = -1
 
+    def endpoint(self, listener_name: str) -> EndPoint | None:
+        """The endpoint of one listener (Kafka's Broker.endPoint), None if the broker has no such listener."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
     @property
-    def endpoint(self) -> str:
-        # Brackets keep an IPv6 host parseable, as Kafka's EndPoint.connectionString does.
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"PLAINTEXT://{host}:{self.port}"
+    def connection_strings(self) -> str:
+        """`NAME://host:port,...`, for logs."""
+        return ",".join(e.connection_string for e in self.endpoints)
 
 
 @dataclass(frozen=True)
@@ -304,12 +306,14 @@ BROKER_INFO_VERSION = 4  # Kafka 0.10.0 .. 2.6; 5 only adds "features"
 
 
 def encode_broker_info(info: BrokerInfo) -> bytes:
+    # The top-level host/port are for clients older than listeners: the first PLAINTEXT endpoint, else null/-1.
+    plaintext = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
     value: dict[str, object] = {
         "version": BROKER_INFO_VERSION,
-        "host": info.host,
-        "port": info.port,
-        "endpoints": [info.endpoint],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "host": None if plaintext is None else plaintext.host,
+        "port": -1 if plaintext is None else plaintext.port,
+        "endpoints": [e.connection_string for e in info.endpoints],
+        "listener_security_protocol_map": {e.listener_name: e.security_protocol for e in info.endpoints},
         "jmx_port": info.jmx_port,
         "timestamp": str(info.timestamp_ms),
     }
@@ -319,12 +323,16 @@ def encode_broker_info(info: BrokerInfo) -> bytes:
     return _dumps(value)
 
 
-def _parse_endpoint(endpoint: str) -> tuple[str, str, int]:
+def _parse_endpoint(endpoint: str, protocols: Mapping[str, str]) -> EndPoint:
     listener, sep, address = endpoint.partition("://")
     host, colon, port = address.rpartition(":")
     if not sep or not colon or not port.isdigit():
         raise ValueError(f"endpoint {endpoint!r} is not LISTENER://host:port")
-    return listener, host.removeprefix("[").removesuffix("]"), int(port)
+    # Without a map (versions before 4), each listener is named after its protocol.
+    protocol = protocols.get(listener, listener)
+    if protocol not in SECURITY_PROTOCOL_IDS:
+        raise ValueError(f"endpoint {endpoint!r} has no known security protocol ({protocol!r})")
+    return EndPoint(listener, host.removeprefix("[").removesuffix("]"), int(port), protocol)
 
 
 def decode_broker_info(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
@@ -333,21 +341,14 @@ def decode_broker_info(broker_id: int, data: bytes, czxid: int = -1) -> BrokerIn
         js = _loads(data)
         version = _int(js["version"])
         if version == 1:
-            host, port = _str(js["host"]), _int(js["port"])
+            endpoints: tuple[EndPoint, ...] = (EndPoint("PLAINTEXT", _str(js["host"]), _int(js["port"])),)
         else:
-            # The PLAINTEXT listener is the one we speak; the top-level host/port are
-            # only there for old clients (and are null when there is no PLAINTEXT).
             protocols = js.get("listener_security_protocol_map") or {}
-            endpoints = [_parse_endpoint(_str(e)) for e in js["endpoints"]]
-            plaintext = [e for e in endpoints if protocols.get(e[0], e[0]) == "PLAINTEXT"]
-            if not plaintext:
-                raise ValueError(f"no PLAINTEXT endpoint in {js['endpoints']!r}")
-            _, host, port = plaintext[0]
+            endpoints = tuple(_parse_endpoint(_str(e), protocols) for e in js["endpoints"])
         rack = js.get("rack")
         return BrokerInfo(
             id=broker_id,
-            host=host,
-            port=port,
+            endpoints=endpoints,
             rack=None if rack is None else _str(rack),
             jmx_port=_int(js.get("jmx_port", -1)),
             timestamp_ms=int(_str(js["timestamp"])) if "timestamp" in js else -1,

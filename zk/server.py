@@ -87,6 +87,20 @@ def _java() -> str:
     return java
 
 
+def server_command(config_file: Path) -> list[str]:
+    """The JVM command line of a standalone server reading `config_file` (a zoo.cfg)."""
+    return [
+        _java(),
+        *_JVM_FLAGS,
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
+        "-cp",
+        zookeeper_classpath(),
+        _MAIN_CLASS,
+        str(config_file),
+    ]
+
+
 # Looked up here, not between fork and exec, where loading a library could
 # deadlock on a lock another thread held at fork time.
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
@@ -263,16 +277,7 @@ class LocalZooKeeper:
         self.config_file.write_text("\n".join(lines) + "\n")
 
     def _command(self) -> list[str]:
-        return [
-            _java(),
-            *_JVM_FLAGS,
-            "-Dorg.slf4j.simpleLogger.showDateTime=true",
-            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
-            "-cp",
-            zookeeper_classpath(),
-            _MAIN_CLASS,
-            str(self.config_file.resolve()),
-        ]
+        return server_command(self.config_file.resolve())
 
     def _spawn(self, detached: bool) -> subprocess.Popen[bytes]:
         self._write_config()

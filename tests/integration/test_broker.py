@@ -37,6 +37,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode
+from proto.types import EndPoint
 from zk.client import KafkaZkClient
 from zk.server import free_port
 
@@ -178,7 +179,8 @@ def test_registers_serves_and_shuts_down_cleanly(start_broker: StartBroker, conn
     c = connect(broker)
     assert c.health() == health_pb2.HealthCheckResponse.SERVING
     info = zk_client.get_broker(1)
-    assert info is not None and (info.host, info.port) == ("127.0.0.1", broker.port) and info.epoch > 0
+    assert info is not None and info.endpoints == (EndPoint("PLAINTEXT", "127.0.0.1", broker.port),)
+    assert info.epoch > 0
     assert "KafkaConfig values:" in broker.process.log() and "broker.id = 1" in broker.process.log()
     c.create_topic()
     c.lead()

@@ -21,7 +21,7 @@ from controller.controller import KafkaController
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 from zk import paths
 from zk.client import KafkaZkClient
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, TopicAssignment
@@ -109,7 +109,8 @@ def brokers() -> Iterator[Callable[..., RecordingBroker]]:
 def register(zk_clients: Connect, broker_id: int, port: int) -> tuple[KafkaZkClient, int]:
     """A broker's registration in its own session; returns the session and the broker epoch."""
     session = zk_clients()
-    return session, session.register_broker(BrokerInfo(id=broker_id, host="127.0.0.1", port=port))
+    info = BrokerInfo(id=broker_id, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", port),))
+    return session, session.register_broker(info)
 
 
 # --- controller processes ---

@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 
 from proto.errors import ErrorCode, KafkaError
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 from zk import paths
 from zk.client import ControllerMovedError, DuplicateBrokerIdError, KafkaZkClient
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, TopicAssignment
@@ -60,13 +60,16 @@ def _elect(client: KafkaZkClient, controller_id: int) -> tuple[int, int]:
 
 
 def test_register_broker_returns_czxid_as_broker_epoch(zk_client: KafkaZkClient, zk_clients: Connect) -> None:
-    epoch1 = zk_client.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9091))
+    epoch1 = zk_client.register_broker(BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9091),)))
     other = zk_clients()
-    epoch2 = other.register_broker(BrokerInfo(id=2, host="127.0.0.1", port=9092, rack="r2"))
+    epoch2 = other.register_broker(BrokerInfo(id=2, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9092),), rack="r2"))
     assert epoch2 > epoch1 > 0
 
     brokers = zk_client.get_all_brokers()
-    assert [(b.id, b.port, b.rack, b.epoch) for b in brokers] == [(1, 9091, None, epoch1), (2, 9092, "r2", epoch2)]
+    assert [(b.id, b.endpoints[0].port, b.rack, b.epoch) for b in brokers] == [
+        (1, 9091, None, epoch1),
+        (2, 9092, "r2", epoch2),
+    ]
     assert brokers[0].timestamp_ms > 0
     assert zk_client.get_broker(2) == brokers[1]
     assert zk_client.get_broker(3) is None
@@ -76,20 +79,20 @@ def test_register_broker_returns_czxid_as_broker_epoch(zk_client: KafkaZkClient,
 
 
 def test_duplicate_broker_id_is_refused(zk_client: KafkaZkClient, zk_clients: Connect) -> None:
-    zk_client.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9091))
+    zk_client.register_broker(BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9091),)))
     impostor = zk_clients()
     with pytest.raises(DuplicateBrokerIdError, match=r"broker\.id=1"):
-        impostor.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9999))
+        impostor.register_broker(BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9999),)))
     registered = zk_client.get_broker(1)
-    assert registered is not None and registered.port == 9091
+    assert registered is not None and registered.endpoints[0].port == 9091
 
     # Registering again from the owning session is a no-op success (a retried create).
-    assert zk_client.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9091)) > 0
+    assert zk_client.register_broker(BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9091),))) > 0
 
     zk_client.close()
-    impostor.register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9999))
+    impostor.register_broker(BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9999),)))
     registered = impostor.get_broker(1)
-    assert registered is not None and registered.port == 9999
+    assert registered is not None and registered.endpoints[0].port == 9999
 
 
 def test_broker_re_registers_after_session_expiry(
@@ -98,7 +101,7 @@ def test_broker_re_registers_after_session_expiry(
     broker = zk_clients()
     broker.ensure_persistent_paths()
     observer = zk_clients()
-    info = BrokerInfo(id=1, host="127.0.0.1", port=9091)
+    info = BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9091),))
     events: queue.Queue[tuple[str, int]] = queue.Queue()
     broker.on_session_expired(lambda: events.put(("expired", 0)))
     broker.on_new_session(lambda: events.put(("new session", broker.register_broker(info))))
@@ -118,7 +121,7 @@ def test_broker_re_registers_after_session_expiry(
     assert registered is not None and registered.epoch == new_epoch
 
     # Watches set in the old session keep working in the new one.
-    observer.register_broker(BrokerInfo(id=2, host="127.0.0.1", port=9092))
+    observer.register_broker(BrokerInfo(id=2, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9092),)))
     while 2 not in ids.get(timeout=30):
         pass
 
@@ -404,7 +407,7 @@ def test_watch_broker_ids(zk_client: KafkaZkClient, zk_clients: Connect) -> None
     zk_client.watch_broker_ids(ids.put)
     assert ids.get(timeout=30) == set()
     broker = zk_clients()
-    broker.register_broker(BrokerInfo(id=7, host="127.0.0.1", port=9097))
+    broker.register_broker(BrokerInfo(id=7, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9097),)))
     assert ids.get(timeout=30) == {7}
     broker.close()
     assert ids.get(timeout=30) == set()

@@ -186,6 +186,18 @@ def test_unknown_key_names_it_suggests_and_hides_the_value() -> None:
         ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners", "different name"),
         ({"listeners": ""}, "listeners", "at least one listener"),
         ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "0.0.0.0"),
+        ({"listeners": "INTERNAL://:29092"}, "listeners", "No security protocol defined for listener INTERNAL"),
+        ({"listeners": "PLAINTEXT://a:1,EXTERNAL://b:1", "listener_security_protocol_map": "PLAINTEXT:PLAINTEXT,"
+          "EXTERNAL:PLAINTEXT"}, "listeners", "different port"),
+        ({"listener_security_protocol_map": "PLAINTEXT:TLS"}, "listener.security.protocol.map",
+         "Invalid security protocol `TLS`"),
+        ({"listener_security_protocol_map": "PLAINTEXT"}, "listener.security.protocol.map", "LISTENER_NAME:"),
+        ({"listeners": "PLAINTEXT://a:1", "advertised_listeners": "EXTERNAL://b:1",
+          "listener_security_protocol_map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"}, "advertised.listeners",
+         "must be equal to or a subset of the ones defined in listeners. Found EXTERNAL"),
+        ({"listeners": "INTERNAL://a:1", "listener_security_protocol_map": "INTERNAL:PLAINTEXT"},
+         "inter.broker.listener.name", "must be a listener name defined in advertised.listeners. The valid options"
+         " based on currently configured listeners are INTERNAL"),
         ({"metrics_port": "65536"}, "metrics.port", "no more than 65535"),
     ],
 )
@@ -210,6 +222,24 @@ def test_advertised_listeners() -> None:
     assert c.listener_endpoints == (EndPoint("PLAINTEXT", "0.0.0.0", 0, "PLAINTEXT"),)
     assert c.advertised_endpoints == (EndPoint("PLAINTEXT", "::1", 9092, "PLAINTEXT"),)
     assert config(listeners="PLAINTEXT://:9092").listener_endpoints[0].host == ""
+
+
+def test_two_listeners_named_through_the_security_protocol_map() -> None:
+    c = config(
+        listeners="internal://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092",
+        advertised_listeners="INTERNAL://broker-1:29092,EXTERNAL://localhost:9092",
+        listener_security_protocol_map="INTERNAL:PLAINTEXT,external:plaintext",
+        inter_broker_listener_name="internal",
+    )
+    assert c.listener_endpoints == (EndPoint("INTERNAL", "0.0.0.0", 29092), EndPoint("EXTERNAL", "0.0.0.0", 9092))
+    assert [e.connection_string for e in c.advertised_endpoints] == [
+        "INTERNAL://broker-1:29092",
+        "EXTERNAL://localhost:9092",
+    ]
+    assert c.inter_broker_listener == "INTERNAL"
+    # Any number of listeners may take a free port.
+    assert len(config(listeners="PLAINTEXT://:0,SSL://:0", listener_security_protocol_map="PLAINTEXT:PLAINTEXT,"
+                      "SSL:PLAINTEXT").listener_endpoints) == 2
 
 
 def test_secrets_never_print() -> None:

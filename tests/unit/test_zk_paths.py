@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 
 from proto.errors import ErrorCode, KafkaError
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 from zk import paths
 from zk.paths import (
     BrokerInfo,
@@ -58,19 +59,34 @@ def test_sequence_number_rejects_foreign_nodes() -> None:
 
 
 def test_broker_registration_json() -> None:
-    info = BrokerInfo(id=1, host="10.0.0.5", port=9092, timestamp_ms=1580000000000)
+    info = BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "10.0.0.5", 9092),), timestamp_ms=1580000000000)
     data = paths.encode_broker_info(info)
     assert data == (
         b'{"version":4,"host":"10.0.0.5","port":9092,"endpoints":["PLAINTEXT://10.0.0.5:9092"],'
         b'"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"jmx_port":-1,"timestamp":"1580000000000"}'
     )
-    assert paths.decode_broker_info(1, data, czxid=42) == BrokerInfo(
-        id=1, host="10.0.0.5", port=9092, timestamp_ms=1580000000000, epoch=42
+    assert paths.decode_broker_info(1, data, czxid=42) == dataclasses.replace(info, epoch=42)
+
+
+def test_broker_registration_with_two_listeners() -> None:
+    # As Kafka writes it: host/port are the first PLAINTEXT-protocol endpoint's, whatever its name.
+    endpoints = (EndPoint("INTERNAL", "broker-3", 29092), EndPoint("EXTERNAL", "localhost", 9094))
+    info = BrokerInfo(id=3, endpoints=endpoints)
+    data = paths.encode_broker_info(info)
+    assert data.startswith(
+        b'{"version":4,"host":"broker-3","port":29092,"endpoints":["INTERNAL://broker-3:29092",'
+        b'"EXTERNAL://localhost:9094"],"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT",'
+        b'"EXTERNAL":"PLAINTEXT"},'
     )
+    decoded = paths.decode_broker_info(3, data)
+    assert decoded == info
+    assert decoded.endpoint("EXTERNAL") == EndPoint("EXTERNAL", "localhost", 9094)
+    assert decoded.endpoint("PLAINTEXT") is None
+    assert decoded.connection_strings == "INTERNAL://broker-3:29092,EXTERNAL://localhost:9094"
 
 
 def test_broker_registration_with_rack_and_ipv6() -> None:
-    info = BrokerInfo(id=2, host="::1", port=9093, rack="rack-a", timestamp_ms=5)
+    info = BrokerInfo(id=2, endpoints=(EndPoint("PLAINTEXT", "::1", 9093),), rack="rack-a", timestamp_ms=5)
     data = paths.encode_broker_info(info)
     assert b'"endpoints":["PLAINTEXT://[::1]:9093"]' in data
     assert data.endswith(b',"rack":"rack-a"}')
@@ -85,13 +101,15 @@ def test_decodes_a_real_kafka_registration() -> None:
         b'"host":null,"timestamp":"1612345678901","port":-1,"version":5,"rack":null}'
     )
     info = paths.decode_broker_info(0, data)
-    assert (info.host, info.port, info.rack, info.jmx_port, info.timestamp_ms) == (
-        "kafka-0",
-        9092,
-        None,
-        9999,
-        1612345678901,
-    )
+    assert info.endpoints == (EndPoint("EXTERNAL", "ext.example", 9093, "SSL"), EndPoint("INTERNAL", "kafka-0", 9092))
+    assert (info.rack, info.jmx_port, info.timestamp_ms) == (None, 9999, 1612345678901)
+
+
+def test_a_registration_with_an_unknown_security_protocol_is_malformed() -> None:
+    data = (b'{"version":4,"host":null,"port":-1,"endpoints":["X://h:1"],"listener_security_protocol_map":'
+            b'{"X":"QUIC"},"jmx_port":-1,"timestamp":"1"}')
+    with pytest.raises(ValueError, match=r"malformed znode /brokers/ids/5: .*no known security protocol \('QUIC'\)"):
+        paths.decode_broker_info(5, data)
 
 
 def test_topic_assignment_json() -> None:

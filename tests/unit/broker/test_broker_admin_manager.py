@@ -10,6 +10,7 @@ from broker_helpers import broker_config
 from broker.admin_manager import AdminManager, NewTopic
 from broker.topic_config import TopicConfigs
 from proto.errors import ErrorCode, KafkaError
+from proto.types import EndPoint
 from zk.paths import BrokerInfo, TopicAssignment
 
 
@@ -23,7 +24,7 @@ class FakeZk:
         self.deletions: list[str] = []
 
     def get_all_brokers(self) -> list[BrokerInfo]:
-        return [BrokerInfo(b, "127.0.0.1", 9000 + b) for b in self.brokers]
+        return [BrokerInfo(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),)) for b in self.brokers]
 
     def get_all_topics(self) -> set[str]:
         return set(self.topics)

@@ -12,7 +12,7 @@ from controller.context import ControllerContext
 from controller.loggers import state_change_logger
 from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch, ResponseCallback
 from proto import minibroker_pb2 as pb
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 from zk.client import ControllerMovedError, UpdateLeaderAndIsrResult, Watch
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicAssignment
 
@@ -21,7 +21,9 @@ CONTROLLER_ID = 1001
 
 def broker(broker_id: int, epoch: int | None = None) -> BrokerInfo:
     return BrokerInfo(
-        id=broker_id, host="127.0.0.1", port=9090 + broker_id, epoch=100 + broker_id if epoch is None else epoch
+        id=broker_id,
+        endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9090 + broker_id),),
+        epoch=100 + broker_id if epoch is None else epoch,
     )
 
 
@@ -85,11 +87,14 @@ class Sent:
 
 
 def batch_for(
-    context: ControllerContext, sent: Sent, stop_replica_responses: list[tuple[int, Any]] | None = None
+    context: ControllerContext,
+    sent: Sent,
+    stop_replica_responses: list[tuple[int, Any]] | None = None,
+    inter_broker_listener: str = "PLAINTEXT",
 ) -> ControllerBrokerRequestBatch:
     responses = [] if stop_replica_responses is None else stop_replica_responses
     return ControllerBrokerRequestBatch(
-        CONTROLLER_ID, context, sent, state_change_log(), lambda b, r: responses.append((b, r))
+        CONTROLLER_ID, context, sent, state_change_log(), lambda b, r: responses.append((b, r)), inter_broker_listener
     )
 
 

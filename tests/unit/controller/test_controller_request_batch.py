@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller_helpers import CONTROLLER_ID, Sent, batch_for, broker, context_with, state
 
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 from zk.paths import BrokerInfo, ReplicaAssignment
 
 P0 = TopicPartition("orders", 0)
@@ -76,7 +76,7 @@ def test_a_replica_new_earlier_in_the_batch_stays_new() -> None:
 
 
 def test_update_metadata_content() -> None:
-    racked = BrokerInfo(id=2, host="::1", port=9092, rack="r2", epoch=55)
+    racked = BrokerInfo(id=2, endpoints=(EndPoint("PLAINTEXT", "::1", 9092),), rack="r2", epoch=55)
     context = context_with(
         [broker(1), racked], {P0: [1, 2, 3], P1: [3, 1]}, {P0: state(1, [1, 2], leader_epoch=3, zk_version=6)}, epoch=4
     )
@@ -103,6 +103,28 @@ def test_update_metadata_content() -> None:
     assert brokers[2].rack == "r2"
     assert [(e.host, e.port, e.listener, e.security_protocol) for e in brokers[2].endpoints] == [
         ("::1", 9092, "PLAINTEXT", 0)
+    ]
+
+
+def test_followers_are_sent_the_inter_broker_endpoint_and_update_metadata_every_endpoint() -> None:
+    two_listeners = BrokerInfo(
+        id=1, endpoints=(EndPoint("INTERNAL", "broker-1", 29092), EndPoint("EXTERNAL", "localhost", 9092)), epoch=9
+    )
+    s = state(1, [1, 2])
+    context = context_with([two_listeners, broker(2)], {P0: [1, 2]}, {P0: s})
+    sent = Sent()
+    batch = batch_for(context, sent, inter_broker_listener="INTERNAL")
+    batch.add_leader_and_isr_request_for_brokers([1, 2], P0, s, ReplicaAssignment((1, 2)), is_new=True)
+    batch.send_requests_to_brokers()
+    to_2 = sent.leader_and_isr()[2]
+    assert [(leader.broker_id, leader.host_name, leader.port) for leader in to_2.live_leaders] == [
+        (1, "broker-1", 29092)
+    ]
+    (_, update), *_ = sent.update_metadata()
+    described = {b.id: b for b in update.live_brokers}[1]
+    assert [(e.listener, e.host, e.port, e.security_protocol) for e in described.endpoints] == [
+        ("INTERNAL", "broker-1", 29092, 0),
+        ("EXTERNAL", "localhost", 9092, 0),
     ]
 
 

@@ -1,0 +1,144 @@
+"""The container image's entrypoint (Dockerfile): environment variables -> a config file -> exec the process.
+
+    python -m minibroker.container broker       KAFKA_* -> server.properties, exec `minibroker broker`
+    python -m minibroker.container controller   KAFKA_* -> controller.properties, exec `minibroker controller`
+    python -m minibroker.container zookeeper    ZOOKEEPER_* over DEFAULT_ZOO_CFG -> zoo.cfg, exec the server's JVM
+    python -m minibroker.container health broker|controller|zookeeper
+                                                the healthcheck of the process these variables configure
+    python -m minibroker.container CMD ARGS...  anything else runs as given (`minibroker topics ...`, `bash`)
+
+Kafka config names come from variables as Confluent's images map them: drop
+KAFKA_, lower-case, then `___` -> `-`, `__` -> `_`, `_` -> `.`
+(KAFKA_MIN_INSYNC_REPLICAS -> min.insync.replicas). ZooKeeper's are camelCase:
+ZOOKEEPER_TICK_TIME -> tickTime. The files go to CONFIG_DIR; the processes
+exec'd replace this one, so signals (docker stop, docker kill) reach them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from broker.config import KafkaConfig, parse_endpoints
+from broker.properties import format_properties
+from controller.config import ControllerConfig
+from minibroker.commands import health
+from zk.server import four_letter_word, server_command
+
+CONFIG_DIR = Path("/etc/minibroker")
+KAFKA_PREFIX = "KAFKA_"
+ZOOKEEPER_PREFIX = "ZOOKEEPER_"
+# A standalone server for a handful of brokers, as zk/server.py's LocalZooKeeper runs one.
+DEFAULT_ZOO_CFG = {
+    "tickTime": "2000",
+    # Not Debian's /var/lib/zookeeper: its myid file there is a placeholder a standalone server refuses.
+    "dataDir": "/var/lib/minibroker/zookeeper",
+    "clientPort": "2181",
+    "maxClientCnxns": "0",
+    "maxSessionTimeout": "60000",
+    "admin.enableServer": "false",
+    "4lw.commands.whitelist": "ruok,srvr,stat",
+}
+_UNDERSCORES = {"_": ".", "__": "_", "___": "-"}
+
+
+def kafka_name(variable: str) -> str:
+    """KAFKA_LOG_DIRS -> log.dirs, KAFKA_SOME__NAME -> some_name, KAFKA_SOME___NAME -> some-name."""
+    return re.sub("_{1,3}", lambda m: _UNDERSCORES[m.group()], variable.removeprefix(KAFKA_PREFIX).lower())
+
+
+def zookeeper_name(variable: str) -> str:
+    """ZOOKEEPER_TICK_TIME -> tickTime."""
+    first, *rest = variable.removeprefix(ZOOKEEPER_PREFIX).lower().split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def kafka_properties(env: Mapping[str, str]) -> dict[str, str]:
+    return {kafka_name(k): v for k, v in sorted(env.items()) if k.startswith(KAFKA_PREFIX)}
+
+
+def zookeeper_properties(env: Mapping[str, str]) -> dict[str, str]:
+    overrides = {zookeeper_name(k): v for k, v in sorted(env.items()) if k.startswith(ZOOKEEPER_PREFIX)}
+    return {**DEFAULT_ZOO_CFG, **overrides}
+
+
+def health_argv(role: str, env: Mapping[str, str]) -> list[str]:
+    """`minibroker health` arguments for the process `env` configures; ValueError if it cannot be checked."""
+    if role == "broker":
+        config = KafkaConfig.from_props(kafka_properties(env))
+        listener = config.listener_endpoints[0]
+        if not listener.port:
+            raise ValueError("the broker's first listener has no fixed port to check")
+        return ["--bootstrap-server", _local_address(listener.host, listener.port),
+                "--broker-id", str(config.broker_id), "--zookeeper", config.zookeeper_connect]
+    if role == "controller":
+        controller = ControllerConfig.from_props(kafka_properties(env))
+        listener = parse_endpoints(controller.listeners)[0]
+        if not listener.port:
+            raise ValueError("the controller's listener has no fixed port to check")
+        return ["--controller", _local_address(listener.host, listener.port)]
+    raise ValueError(f"no health check for {role!r}: broker, controller or zookeeper")
+
+
+def _local_address(host: str, port: int) -> str:
+    # A wildcard bind is reached on loopback; a named host (the container's own name) as named.
+    reachable = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    return f"[{reachable}]:{port}" if ":" in reachable else f"{reachable}:{port}"
+
+
+def _zookeeper_healthy(env: Mapping[str, str]) -> bool:
+    port = int(zookeeper_properties(env)["clientPort"])
+    try:
+        # Not `ruok`: that answers before the server serves requests.
+        return "Mode: standalone" in four_letter_word("127.0.0.1", port, "srvr", timeout=5)
+    except OSError:
+        return False
+
+
+def _write(name: str, props: dict[str, str]) -> Path:
+    CONFIG_DIR.mkdir(parents=True, exist_ok=True)
+    path = CONFIG_DIR / name
+    path.write_text(format_properties(props))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    command, rest = args[0], args[1:]
+    if command == "broker":
+        config = _write("server.properties", kafka_properties(env))
+        os.execvp("minibroker", ["minibroker", "broker", "--config", str(config), *rest])
+    if command == "controller":
+        config = _write("controller.properties", kafka_properties(env))
+        os.execvp("minibroker", ["minibroker", "controller", "--config", str(config), *rest])
+    if command == "zookeeper":
+        props = zookeeper_properties(env)
+        Path(props["dataDir"]).mkdir(parents=True, exist_ok=True)
+        config = _write("zoo.cfg", props)
+        command_line = server_command(config)
+        os.execvp(command_line[0], command_line)
+    if command == "health":
+        role = rest[0] if rest else ""
+        if role == "zookeeper":
+            return 0 if _zookeeper_healthy(env) else 1
+        try:
+            check = health_argv(role, env)
+        except ValueError as e:  # ConfigError is one
+            print(f"health: {e}", file=sys.stderr)
+            return 2
+        parser = argparse.ArgumentParser(prog="minibroker")
+        health.register(parser.add_subparsers())
+        return health.run(parser.parse_args(["health", *check]))
+    os.execvp(command, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

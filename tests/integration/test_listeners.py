@@ -1,0 +1,98 @@
+"""Two listeners per broker (Kafka's listeners / advertised.listeners / listener.security.protocol.map /
+inter.broker.listener.name) on real processes: each client is told the endpoints of the listener it connected
+to, and replication and the controller use the inter-broker one. EXTERNAL advertises `localhost`, INTERNAL
+`127.0.0.1`, so which listener a metadata answer describes shows in its host names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+
+from client import Admin, Consumer, NewTopic, Producer
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.types import EndPoint, TopicPartition
+from tests.integration.conftest import wait_until_serving
+from zk.client import KafkaZkClient
+from zk.server import free_port
+
+if TYPE_CHECKING:
+    from conftest import StartBroker, StartController, WaitUntil
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "two-listeners"
+BROKER_IDS = (1, 2)
+
+
+def metadata(address: str) -> pb.MetadataResponse:
+    with grpc.insecure_channel(address) as channel:
+        return pb_grpc.KafkaClientStub(channel).Metadata(pb.MetadataRequest(topics=[TOPIC]), timeout=10)
+
+
+def test_clients_are_told_the_endpoints_of_the_listener_they_connected_to(
+    start_broker: StartBroker, start_controller: StartController, zk_client: KafkaZkClient, wait_until: WaitUntil
+) -> None:
+    internal = {b: free_port() for b in BROKER_IDS}
+    external = {b: free_port() for b in BROKER_IDS}
+    for b in BROKER_IDS:
+        broker = start_broker(b, wait=False, overrides={
+            "listeners": f"INTERNAL://127.0.0.1:{internal[b]},EXTERNAL://127.0.0.1:{external[b]}",
+            "advertised.listeners": f"INTERNAL://127.0.0.1:{internal[b]},EXTERNAL://localhost:{external[b]}",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "replica.fetch.wait.max.ms": "200",
+        })
+        wait_until_serving(f"127.0.0.1:{external[b]}", broker.process)
+    start_controller(overrides={"inter.broker.listener.name": "INTERNAL"})
+
+    registration = zk_client.get_broker(1)
+    assert registration is not None
+    assert registration.endpoints == (EndPoint("INTERNAL", "127.0.0.1", internal[1]),
+                                      EndPoint("EXTERNAL", "localhost", external[1]))
+
+    bootstrap = f"localhost:{external[1]}"
+    admin = Admin(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, 1, 2)], timeout_ms=30_000)
+    finally:
+        admin.close()
+    tp = TopicPartition(TOPIC, 0)
+
+    def full_isr() -> bool:
+        state = zk_client.get_partition_state(tp)
+        return state is not None and sorted(state.isr) == [1, 2]
+
+    # The follower reached its leader, which it only knows through the controller's INTERNAL endpoint.
+    wait_until(full_isr, message="both replicas in the ISR")
+
+    for b in BROKER_IDS:
+        answer = metadata(f"127.0.0.1:{external[b]}")
+        assert [(n.node_id, n.host, n.port) for n in answer.brokers] == [
+            (i, "localhost", external[i]) for i in BROKER_IDS
+        ]
+        answer = metadata(f"127.0.0.1:{internal[b]}")
+        assert [(n.node_id, n.host, n.port) for n in answer.brokers] == [
+            (i, "127.0.0.1", internal[i]) for i in BROKER_IDS
+        ]
+        [partition] = answer.topics[0].partitions
+        assert partition.error_code == 0 and partition.leader_id in BROKER_IDS
+
+    # A client outside sees only EXTERNAL addresses, and acks=all needs the follower to fetch over INTERNAL.
+    producer = Producer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    try:
+        for i in range(20):
+            producer.send(TOPIC, f"v{i}".encode())
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    consumer = Consumer(TOPIC, bootstrap_servers=f"localhost:{external[2]}", auto_offset_reset="earliest",
+                        consumer_timeout_ms=10_000)
+    try:
+        values = [record.value for record in consumer]
+    finally:
+        consumer.close()
+    assert values[:20] == [f"v{i}".encode() for i in range(20)]
+    assert len(values) == 20

@@ -1,0 +1,78 @@
+"""The container entrypoint's environment mapping (minibroker/container.py): pure functions, no process."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import ConfigError
+from broker.properties import format_properties, parse_properties
+from minibroker.container import (
+    DEFAULT_ZOO_CFG,
+    health_argv,
+    kafka_name,
+    kafka_properties,
+    zookeeper_name,
+    zookeeper_properties,
+)
+
+BROKER_ENV = {
+    "KAFKA_BROKER_ID": "2",
+    "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+    "KAFKA_LISTENERS": "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9093",
+    "KAFKA_ADVERTISED_LISTENERS": "INTERNAL://broker-2:29092,EXTERNAL://localhost:9093",
+    "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
+    "PATH": "/usr/bin",
+    "HOSTNAME": "broker-2",
+}
+
+
+@pytest.mark.parametrize(
+    ("variable", "name"),
+    [
+        ("KAFKA_MIN_INSYNC_REPLICAS", "min.insync.replicas"),
+        ("KAFKA_LOG_DIRS", "log.dirs"),
+        ("KAFKA_SOME__NAME", "some_name"),
+        ("KAFKA_SOME___NAME", "some-name"),
+        ("KAFKA_A___B__C_D", "a-b_c.d"),
+    ],
+)
+def test_kafka_names_as_confluent_maps_them(variable: str, name: str) -> None:
+    assert kafka_name(variable) == name
+
+
+def test_only_kafka_variables_become_broker_properties() -> None:
+    props = kafka_properties(BROKER_ENV)
+    assert props["inter.broker.listener.name"] == "INTERNAL"
+    assert "path" not in props and "hostname" not in props
+    assert len(props) == 6
+    # What the entrypoint writes reads back unchanged.
+    assert parse_properties(format_properties(props)) == props
+
+
+def test_zookeeper_names_are_camel_case_over_the_defaults() -> None:
+    assert zookeeper_name("ZOOKEEPER_TICK_TIME") == "tickTime"
+    assert zookeeper_name("ZOOKEEPER_CLIENT_PORT") == "clientPort"
+    props = zookeeper_properties({"ZOOKEEPER_TICK_TIME": "500", "KAFKA_BROKER_ID": "1"})
+    assert props == {**DEFAULT_ZOO_CFG, "tickTime": "500"}
+
+
+def test_broker_health_checks_the_first_listener_on_loopback_and_the_registration() -> None:
+    assert health_argv("broker", BROKER_ENV) == [
+        "--bootstrap-server", "127.0.0.1:29092", "--broker-id", "2", "--zookeeper", "zookeeper:2181",
+    ]
+
+
+def test_controller_health_checks_its_listener() -> None:
+    env = {"KAFKA_CONTROLLER_ID": "1001", "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+           "KAFKA_LISTENERS": "PLAINTEXT://controller-1:9090"}
+    assert health_argv("controller", env) == ["--controller", "controller-1:9090"]
+
+
+def test_health_refuses_what_it_cannot_check() -> None:
+    with pytest.raises(ValueError, match="no fixed port"):
+        health_argv("controller", {"KAFKA_CONTROLLER_ID": "1", "KAFKA_ZOOKEEPER_CONNECT": "zk:2181"})
+    with pytest.raises(ConfigError, match=r"did you mean min\.insync\.replicas"):
+        health_argv("broker", {**BROKER_ENV, "KAFKA_MIN_INSYNC_REPLICA": "2"})
+    with pytest.raises(ValueError, match="broker, controller or zookeeper"):
+        health_argv("spark", BROKER_ENV)
