@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -144,14 +144,21 @@ class LocalZooKeeper:
         host: str = "127.0.0.1",
         tick_time_ms: int = 500,
         fsync: bool = True,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.tick_time_ms = tick_time_ms
         self.fsync = fsync
+        # An argv prefix the JVM runs under; it must exec (`ip netns exec NS`), so the pid stays the server's.
+        # The server then binds in another network namespace, where our port probes cannot look: the port must
+        # be given, and be free there.
+        self.launcher = tuple(launcher)
         self._proc: subprocess.Popen[bytes] | None = None
         self._pick_port = port == 0
+        if self.launcher and self._pick_port:
+            raise ValueError("a ZooKeeper started through a launcher needs an explicit port")
 
     @property
     def connect_string(self) -> str:
@@ -198,7 +205,7 @@ class LocalZooKeeper:
         while True:
             if self._pick_port:
                 self.port = free_port(self.host)
-            elif port_in_use(self.host, self.port):
+            elif not self.launcher and port_in_use(self.host, self.port):
                 # Checked first so that another server's "imok" cannot pass for ours.
                 raise ZooKeeperStartError(f"port {self.connect_string} is already in use")
             proc = self._spawn(detached)
@@ -264,6 +271,7 @@ class LocalZooKeeper:
 
     def _command(self) -> list[str]:
         return [
+            *self.launcher,
             _java(),
             *_JVM_FLAGS,
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
