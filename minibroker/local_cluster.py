@@ -131,25 +131,28 @@ class LocalCluster:
             if zookeeper is not None:
                 raise ClusterError("--netns starts ZooKeeper on the cluster's own network: it cannot use --zookeeper")
             _network_call(cluster_network.check_privileges)
-        previous_network = None
         if ClusterInfo.exists(self.data_dir):
             previous = self.load()
-            previous_network = previous.network
             running = [p for p in self._processes(previous) if self._running(p)]
             if running:
                 raise ClusterError(
                     f"a cluster is already running from {self.data_dir} ("
                     + ", ".join(f"{p.name} pid {p.pid}" for p in running)
                     + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
+        else:
+            previous = None
         props = _key_values(overrides)
         _check_broker_overrides(props)
+        if previous is not None and previous.network is not None:
+            # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
+            self._remove_network(previous.network)
         deadline = time.monotonic() + timeout
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         credential = secrets.token_urlsafe(24)
         info = ClusterInfo(ZooKeeperEntry(connect=zookeeper or "", pid=None))
         try:
             if netns:
-                network = self._create_network(info, range(1, brokers + 1), previous_network)
+                network = self._create_network(info, range(1, brokers + 1))
                 report(f"Created network {network.subnet} on bridge {network.bridge}: namespaces "
                        + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
             if zookeeper is None:
@@ -187,13 +190,11 @@ class LocalCluster:
             raise
         return info
 
-    def _create_network(self, info: ClusterInfo, broker_ids: Iterable[int],
-                        previous: NetworkEntry | None) -> NetworkEntry:
+    def _create_network(self, info: ClusterInfo, broker_ids: Iterable[int]) -> NetworkEntry:
         """Namespaces, veths and a bridge for `info`, recorded in cluster.json before any of it exists."""
         tag = cluster_network.network_tag(self.data_dir)
-        # What a crashed run from this data dir left behind would hold our names and push us off our subnet.
-        _network_call(cluster_network.remove, tag, previous)
-        (self.data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
+        # Leftovers of a run from this data dir whose cluster.json is gone would hold our names and subnet.
+        self._remove_network(None)
         with cluster_network.allocation_lock():
             info.network = _network_call(cluster_network.plan_network, tag, broker_ids,
                                          _network_call(cluster_network.routed_networks))
@@ -306,12 +307,16 @@ class LocalCluster:
             self._terminate(group, kill, timeout)
             stopped.extend(p.name for p in group)
         if info.network is not None:
-            removed = _network_call(cluster_network.remove, cluster_network.network_tag(self.data_dir),
-                                    info.network)
-            (self.data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
+            removed = self._remove_network(info.network)
             if removed:
                 report(f"Removed {', '.join(removed)}")
         return stopped
+
+    def _remove_network(self, recorded: NetworkEntry | None) -> list[str]:
+        """The network of this data dir (as recorded, and whatever else carries its tag), and its partitions."""
+        removed = _network_call(cluster_network.remove, cluster_network.network_tag(self.data_dir), recorded)
+        (self.data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
+        return removed
 
     def _terminate(self, processes: list[_Process], kill: bool, timeout: float) -> None:
         for process in processes:
