@@ -61,6 +61,18 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
             LocalCluster(path).down(kill=True)
 
 
+def minibroker(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, sys.executable, "-m", "minibroker.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def ok(*args: str) -> str:
+    """stdout of a command that must succeed."""
+    result = minibroker(*args)
+    assert result.returncode == 0, f"minibroker {' '.join(args)}: exit {result.returncode}\n{result.stderr}"
+    return result.stdout
+
+
 def leftovers(data_dir: Path) -> list[str]:
     """Namespaces and links of this data dir's network that still exist."""
     tag = network_tag(data_dir)
@@ -167,10 +179,16 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
                     break
         assert consumed == acked
 
-        # Cut off from clients too, then healed: a client sees it go and come back.
-        netns.isolate(data_dir, old.leader, keep_clients=False)
+        # From the command line, cut off from clients too, then healed: a client sees it go and come back.
+        d = ("--data-dir", str(data_dir))
+        assert ok("cluster", "isolate", *d, "--id", str(old.leader), "--cut-clients") == \
+            f"Broker {old.leader} is cut off from its peers, the controllers and ZooKeeper and from clients\n"
         assert not serving(leader.address)
-        netns.heal(data_dir)
+        status = minibroker("cluster", "status", *d).stdout
+        assert f"network: {network.subnet} on bridge {network.bridge}, clients from {network.gateway}\n" in status
+        assert re.search(rf"^broker-{old.leader} isolated since \d\d:\d\d:\d\d \(from clients too\)$", status, re.M)
+        assert ok("cluster", "heal", *d) == f"Healed broker-{old.leader}\n"
+        assert ok("cluster", "heal", *d) == "Nothing was cut off\n"
         wait_until(lambda: serving(leader.address), timeout=DEADLINE_S)
     finally:
         zk.close()
@@ -193,8 +211,7 @@ def test_down_cleans_up_after_a_crashed_up(data_dir: Path, wait_until: WaitUntil
     info = ClusterInfo.load(data_dir)
     assert info.network is not None and leftovers(data_dir)
     pids = [p for p in (info.zookeeper.pid, *(c.pid for c in info.controllers), *(b.pid for b in info.brokers)) if p]
-    result = subprocess.run([sys.executable, "-m", "minibroker.cli", "cluster", "down", "--data-dir", str(data_dir)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = minibroker("cluster", "down", "--data-dir", str(data_dir))
     assert result.returncode == 0, result.stderr
     assert f"Removed mb{network_tag(data_dir)}-" in result.stderr
     assert leftovers(data_dir) == []
@@ -203,9 +220,8 @@ def test_down_cleans_up_after_a_crashed_up(data_dir: Path, wait_until: WaitUntil
 
 def test_without_root_up_says_so_and_isolate_needs_a_netns_cluster(data_dir: Path) -> None:
     # Root without CAP_NET_ADMIN and CAP_SYS_ADMIN is as good as no root for `ip netns`.
-    result = subprocess.run(["setpriv", "--bounding-set", "-net_admin,-sys_admin", sys.executable, "-m",
-                             "minibroker.cli", "cluster", "up", "--netns", "--data-dir", str(data_dir)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = minibroker("cluster", "up", "--netns", "--data-dir", str(data_dir),
+                        prefix=("setpriv", "--bounding-set", "-net_admin,-sys_admin"))
     assert result.returncode == 1
     assert re.fullmatch(r"minibroker cluster up: --netns needs root: creating network namespaces, veths and a bridge"
                         r" takes CAP_NET_ADMIN and CAP_SYS_ADMIN, which this process \(uid 0\) does not have; run it"
@@ -216,8 +232,7 @@ def test_without_root_up_says_so_and_isolate_needs_a_netns_cluster(data_dir: Pat
                                "brokers": []})
     data_dir.mkdir()
     (data_dir / "cluster.json").write_text(cluster_file)
-    isolate = subprocess.run([sys.executable, "-m", "minibroker.cli", "cluster", "isolate", "--data-dir",
-                              str(data_dir), "--id", "1"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    isolate = minibroker("cluster", "isolate", "--data-dir", str(data_dir), "--id", "1")
     assert (isolate.returncode, isolate.stderr) == (1, (
         f"minibroker cluster isolate: the cluster in {data_dir} has no network namespaces to cut: start it with"
         f" `minibroker cluster up --netns --data-dir {data_dir}` (as root)\n"))
