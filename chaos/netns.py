@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from minibroker.cluster_file import PARTITIONS_FILE, ClusterInfo, NetworkEntry
-from minibroker.cluster_network import INTERFACE, broker_host, exec_prefix
+from minibroker.cluster_network import INTERFACE, NetworkError, broker_host, exec_prefix, existing_namespaces
 
 TABLE = "minibroker_partition"
 
@@ -88,7 +88,12 @@ def heal(data_dir: Path) -> list[Partition]:
     if info.network is None:
         return []
     healed = partitions(data_dir)
-    for host in info.network.namespaces:
+    try:
+        existing = set(existing_namespaces())
+    except NetworkError as e:
+        raise PartitionError(str(e)) from None
+    # A namespace that is gone (`cluster down`) took its rules with it.
+    for host in [h for h, namespace in info.network.namespaces.items() if namespace in existing]:
         _nft(info.network, host, heal_ruleset())
     (data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
     return healed

@@ -167,7 +167,7 @@ def remove(tag: str, recorded: NetworkEntry | None = None) -> list[str]:
         veths |= set(recorded.veths.values()) & links
     doomed_links = sorted(veths) + sorted(bridges & links)
     _batch([f"link del {link}" for link in doomed_links])
-    namespaces = set(_namespaces())
+    namespaces = set(existing_namespaces())
     doomed_namespaces = {n for n in namespaces if n.startswith(f"minibroker-{tag}-")}
     if recorded is not None:
         doomed_namespaces |= set(recorded.namespaces.values()) & namespaces
@@ -175,7 +175,7 @@ def remove(tag: str, recorded: NetworkEntry | None = None) -> list[str]:
     return doomed_links + sorted(doomed_namespaces)
 
 
-def _namespaces() -> list[str]:
+def existing_namespaces() -> list[str]:
     return [n["name"] for n in json.loads(_ip("-j", "netns", "list") or "[]")]
 
 

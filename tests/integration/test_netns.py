@@ -195,6 +195,7 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
 
     assert LocalCluster(data_dir).down() == ["broker-1", "broker-2", "broker-3", "controller-1001", "zookeeper"]
     assert leftovers(data_dir) == []
+    assert netns.heal(data_dir) == []  # a nemesis healing after the cluster went down finds nothing to do
 
 
 def test_down_cleans_up_after_a_crashed_up(data_dir: Path, wait_until: WaitUntil) -> None:
