@@ -23,6 +23,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -195,5 +196,20 @@ def _ip(*args: str, stdin: str | None = None) -> str:
     except FileNotFoundError:
         raise NetworkError("`ip` not found: install iproute2") from None
     if result.returncode != 0:
-        raise NetworkError(f"`ip {' '.join(args)}` failed: {result.stderr.strip()}")
+        raise NetworkError(ip_failure(args, stdin, result.stderr))
     return result.stdout
+
+
+def ip_failure(args: Iterable[str], stdin: str | None, stderr: str) -> str:
+    """What failed, in words: in a batch, the command on the line `ip` names rather than the whole batch."""
+    command = f"ip {' '.join(args)}"
+    failed_line = re.search(r"Command failed -:(\d+)", stderr)
+    if failed_line and stdin is not None:
+        lines = stdin.splitlines()
+        number = int(failed_line.group(1))
+        if 0 < number <= len(lines):
+            command = f"ip {' '.join(a for a in args if a not in ('-batch', '-'))} {lines[number - 1]}"
+    error = " ".join(line.strip() for line in stderr.splitlines() if not line.startswith("Command failed"))
+    if "Operation not permitted" in stderr:
+        error += " (network namespaces need root: CAP_NET_ADMIN and CAP_SYS_ADMIN)"
+    return f"`{command}` failed: {error}"

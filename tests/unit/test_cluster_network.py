@@ -9,7 +9,7 @@ import pytest
 
 from chaos.netns import heal_ruleset, partition_ruleset
 from minibroker.cluster_file import ClusterInfo, ZooKeeperEntry
-from minibroker.cluster_network import NetworkError, missing_capabilities, network_tag, plan_network
+from minibroker.cluster_network import NetworkError, ip_failure, missing_capabilities, network_tag, plan_network
 
 Net = ipaddress.IPv4Network
 
@@ -55,6 +55,15 @@ def test_missing_capabilities_from_proc_status() -> None:
     assert missing_capabilities(no_net_admin) == ["CAP_NET_ADMIN"]
     user = "CapEff:\t0000000000000000\n"
     assert missing_capabilities(user) == ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
+
+
+def test_ip_failures_name_the_command_that_failed() -> None:
+    batch = "link add mbabc123 type bridge\nlink set mbabc123 up\n"
+    assert ip_failure(("-n", "ns1", "-batch", "-"), batch, "RTNETLINK answers: File exists\nCommand failed -:2\n") \
+        == "`ip -n ns1 link set mbabc123 up` failed: RTNETLINK answers: File exists"
+    assert ip_failure(("netns", "add", "x"), None, "mount --make-shared /run/netns failed: Operation not permitted\n") \
+        == ("`ip netns add x` failed: mount --make-shared /run/netns failed: Operation not permitted"
+            " (network namespaces need root: CAP_NET_ADMIN and CAP_SYS_ADMIN)")
 
 
 def test_cluster_file_keeps_the_network_and_reads_files_without_one(tmp_path: Path) -> None:
