@@ -5,14 +5,17 @@
                                  ---- veth mb<tag>-b1 <-> eth0 10.A.B.11  minibroker-<tag>-broker-1   broker :9092
                                  ---- veth mb<tag>-b2 <-> eth0 10.A.B.12  minibroker-<tag>-broker-2   ...
 
-Each namespace is a machine for the processes in it: its own loopback, ports and firewall, so chaos/netns.py can
-cut one broker off from its peers with nftables rules inside it, and those rules go with the namespace. ZooKeeper
+Each namespace is a machine for the processes in it: its own loopback, ports and firewall. cut_off() loads an
+nftables table into one that drops every packet on its link to the bridge except, if asked, those to and from
+this machine, where clients run: packets vanish in both directions, as on a cut cable (connections stall and time
+out, nothing is refused), and the rules go with the namespace. chaos/netns.py makes partitions of it. ZooKeeper
 and the controllers share one "core" host: the faults of a chaos run partition brokers (a controller is stopped,
 not cut off), and one host for the control plane means one address to cut a broker off from all of it.
 
 `<tag>` is a hash of the data dir, so clusters in different dirs (parallel test runs) never share a name. Their
 /24 is picked from 10.200.0.0/13 starting at the same hash, past every subnet this machine already routes; a lock
-file keeps two `cluster up`s from picking the same one at once. Everything is done with iproute2's `ip`.
+file keeps two `cluster up`s from picking the same one at once. Everything is done with iproute2's `ip` and
+nftables' `nft`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ _IFNAMSIZ = 15  # longest interface name Linux accepts
 _CAP_NET_ADMIN = 12
 _CAP_SYS_ADMIN = 21  # `ip netns add` bind-mounts the namespace under /run/netns
 _LOCK_FILE = Path(tempfile.gettempdir()) / "minibroker-netns.lock"
+PARTITION_TABLE = "minibroker_partition"
 
 
 class NetworkError(Exception):
@@ -89,6 +93,37 @@ def _free_subnet(start: int, routed: list[ipaddress.IPv4Network]) -> ipaddress.I
     raise NetworkError(f"every /24 of {_POOL} is already routed on this machine")
 
 
+def partition_ruleset(clients: str | None) -> str:
+    """An nft script that (re)creates the table: drop everything on the bridge link but traffic with `clients`.
+
+    Starting with `table` then `delete table` makes it idempotent: nft applies the script as one transaction.
+    """
+    if clients is None:
+        kept_in = kept_out = ""
+    else:
+        kept_in, kept_out = f"ip saddr != {clients} ", f"ip daddr != {clients} "
+    return (
+        f"{reconnect_ruleset()}"
+        f"table inet {PARTITION_TABLE} {{\n"
+        f"  chain input {{\n"
+        f"    type filter hook input priority filter; policy accept;\n"
+        f'    iifname "{INTERFACE}" {kept_in}drop\n'
+        f'    iifname "{INTERFACE}" meta nfproto ipv6 drop\n'
+        f"  }}\n"
+        f"  chain output {{\n"
+        f"    type filter hook output priority filter; policy accept;\n"
+        f'    oifname "{INTERFACE}" {kept_out}drop\n'
+        f'    oifname "{INTERFACE}" meta nfproto ipv6 drop\n'
+        f"  }}\n"
+        f"}}\n"
+    )
+
+
+def reconnect_ruleset() -> str:
+    """An nft script that deletes the table whether or not it exists."""
+    return f"table inet {PARTITION_TABLE}\ndelete table inet {PARTITION_TABLE}\n"
+
+
 def missing_capabilities(proc_status: str) -> list[str]:
     """The capabilities `ip netns` needs that the CapEff line of /proc/<pid>/status lacks."""
     for line in proc_status.splitlines():
@@ -115,6 +150,19 @@ def check_privileges() -> None:
 def exec_prefix(network: NetworkEntry, host: str) -> list[str]:
     """The argv prefix that runs a command inside `host`'s namespace (it execs, so the pid stays the command's)."""
     return ["ip", "netns", "exec", network.namespace(host)]
+
+
+def cut_off(network: NetworkEntry, host: str, keep_clients: bool) -> None:
+    """Drop `host`'s traffic with every other host of the bridge (and with this machine, unless `keep_clients`)."""
+    _nft(network, host, partition_ruleset(network.gateway if keep_clients else None))
+
+
+def reconnect_all(network: NetworkEntry) -> None:
+    """Undo every cut_off() of the network; a namespace that is gone took its rules with it."""
+    existing = set(existing_namespaces())
+    for host, namespace in network.namespaces.items():
+        if namespace in existing:
+            _nft(network, host, reconnect_ruleset())
 
 
 def routed_networks() -> list[ipaddress.IPv4Network]:
@@ -213,3 +261,18 @@ def ip_failure(args: Iterable[str], stdin: str | None, stderr: str) -> str:
     if "Operation not permitted" in stderr:
         error += " (network namespaces need root: CAP_NET_ADMIN and CAP_SYS_ADMIN)"
     return f"`{command}` failed: {error}"
+
+
+def _nft(network: NetworkEntry, host: str, script: str) -> None:
+    try:
+        result = subprocess.run([*exec_prefix(network, host), "nft", "-f", "-"], input=script,
+                                capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise NetworkError("`ip` not found: install iproute2") from None
+    if result.returncode != 0:
+        error = result.stderr.strip()
+        if "nft" in error and ("No such file" in error or "not found" in error):
+            error = "`nft` not found: install nftables (scripts/setup.sh does)"
+        elif "Operation not permitted" in error:
+            error += " (network partitions need root: CAP_NET_ADMIN)"
+        raise NetworkError(f"nft in network namespace {network.namespace(host)}: {error}")

@@ -300,6 +300,9 @@ class LocalCluster:
 
     def _stop(self, info: ClusterInfo, kill: bool, timeout: float, report: Report = lambda _: None) -> list[str]:
         processes = self._processes(info)
+        if info.network is not None and not kill:
+            # A broker cut off from the controller would wait out its controlled shutdown, then get SIGKILLed.
+            _network_call(cluster_network.reconnect_all, info.network)
         stopped: list[str] = []
         # Brokers close their ZooKeeper sessions on the way down, so ZooKeeper goes last.
         for kind in ("broker", "controller", "zookeeper"):

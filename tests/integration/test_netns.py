@@ -193,7 +193,10 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
     finally:
         zk.close()
 
+    # `cluster down` reconnects a broker cut off before stopping it, so it can hand over its leaderships.
+    netns.isolate(data_dir, old.leader, keep_clients=True)
     assert LocalCluster(data_dir).down() == ["broker-1", "broker-2", "broker-3", "controller-1001", "zookeeper"]
+    assert "Controlled shutdown succeeded" in (data_dir / "logs" / f"broker-{old.leader}.log").read_text()
     assert leftovers(data_dir) == []
     assert netns.heal(data_dir) == []  # a nemesis healing after the cluster went down finds nothing to do
 

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.netns import heal_ruleset, partition_ruleset
 from minibroker.cluster_file import ClusterInfo, ZooKeeperEntry
-from minibroker.cluster_network import NetworkError, ip_failure, missing_capabilities, network_tag, plan_network
+from minibroker.cluster_network import (
+    NetworkError,
+    ip_failure,
+    missing_capabilities,
+    network_tag,
+    partition_ruleset,
+    plan_network,
+    reconnect_ruleset,
+)
 
 Net = ipaddress.IPv4Network
 
@@ -83,5 +90,5 @@ def test_partition_rules_drop_the_bridge_link_but_for_clients_when_kept() -> Non
     cut = partition_ruleset(None)
     assert 'iifname "eth0" drop' in cut and 'oifname "eth0" drop' in cut and "10.200.0.1" not in cut
     # Both replace the table in one transaction, whether it exists or not.
-    for script in (kept, cut, heal_ruleset()):
+    for script in (kept, cut, reconnect_ruleset()):
         assert script.startswith("table inet minibroker_partition\ndelete table inet minibroker_partition\n")
