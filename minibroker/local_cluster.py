@@ -300,7 +300,7 @@ class LocalCluster:
 
     def _stop(self, info: ClusterInfo, kill: bool, timeout: float, report: Report = lambda _: None) -> list[str]:
         processes = self._processes(info)
-        if info.network is not None and not kill:
+        if info.network is not None and not kill and (self.data_dir / PARTITIONS_FILE).exists():
             # A broker cut off from the controller would wait out its controlled shutdown, then get SIGKILLed.
             _network_call(cluster_network.reconnect_all, info.network)
         stopped: list[str] = []
