@@ -137,7 +137,7 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
 
         netns.isolate(data_dir, old.leader, keep_clients=True)
         assert [(p.broker_id, p.keep_clients) for p in netns.partitions(data_dir)] == [(old.leader, True)]
-        assert serving(leader.address), "clients must still reach the isolated broker"
+        wait_until(lambda: serving(leader.address), timeout=DEADLINE_S, message="clients to reach the isolated broker")
         # A producer that only knows the old leader keeps sending there: nothing may be acknowledged.
         with Producer(bootstrap_servers=leader.address, acks="all", enable_idempotence=True,
                       request_timeout_ms=3000, delivery_timeout_ms=6000) as stranded:
@@ -193,10 +193,12 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
     finally:
         zk.close()
 
-    # `cluster down` reconnects a broker cut off before stopping it, so it can hand over its leaderships.
+    # `cluster down` reconnects a broker cut off before stopping it: cut off, it would hang on ZooKeeper on its
+    # way down until SIGKILLed.
     netns.isolate(data_dir, old.leader, keep_clients=True)
     assert LocalCluster(data_dir).down() == ["broker-1", "broker-2", "broker-3", "controller-1001", "zookeeper"]
-    assert "Controlled shutdown succeeded" in (data_dir / "logs" / f"broker-{old.leader}.log").read_text()
+    assert f"[KafkaServer id={old.leader}] shut down completed" in \
+        (data_dir / "logs" / f"broker-{old.leader}.log").read_text()
     assert leftovers(data_dir) == []
     assert netns.heal(data_dir) == []  # a nemesis healing after the cluster went down finds nothing to do
 
