@@ -1,5 +1,5 @@
 # The README's two commands. Both install what is missing first (scripts/setup.sh).
-.PHONY: setup demo test lint unit integration
+.PHONY: setup demo test lint unit integration chaos
 
 setup:
 	@scripts/setup.sh
@@ -19,3 +19,6 @@ unit: setup
 
 integration: setup
 	.venv/bin/pytest -q tests/integration
+
+chaos: setup
+	.venv/bin/minibroker chaos run

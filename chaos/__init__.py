@@ -1,1 +1,11 @@
-"""minibroker: chaos."""
+"""minibroker chaos: fault injection under load, and a verdict on what the clients saw (`minibroker chaos`).
+
+    workload.py  idempotent acks=all writers, an acks=1 writer, readers; every outcome into the history
+    nemesis.py   the faults, on a seeded schedule, one at a time
+    cluster.py   what faults act on: the ChaosCluster protocol and the local-cluster backend
+    history.py   the history, as JSON lines
+    checker.py   the safety checks, in Jepsen's Kafka checker's words (pure)
+    audit.py     the Spark audit of the log dirs, as a subprocess
+    report.py    result.json, the text verdict, the picture
+    runner.py    one run, start to history
+"""

@@ -21,27 +21,21 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from broker.log.record import (
-    HEADER_SIZE,
     LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    CompressionType,
-    Header,
-    decode_headers,
-    decompress,
+    decode_record_tuples,
     parse_header,
     read_offset_and_length,
-    read_raw_varint,
     validate_batch,
 )
 from client.connection import ResponseFuture
 from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
 from client.metadata import Metadata
 from client.retry import FetchAction, fetch_action
-from client.structs import ConsumerRecord, OffsetAndTimestamp, serialized_header_size
+from client.structs import ConsumerRecord, OffsetAndTimestamp
 from client.subscription import SubscriptionState
 from proto import minibroker_pb2 as pb
-from proto.errors import ErrorCode, InvalidRecordError, KafkaError, error_for, invalidates_metadata
+from proto.errors import ErrorCode, KafkaError, error_for, invalidates_metadata
 from proto.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -96,7 +90,8 @@ class ScannedRecords(NamedTuple):
         records: list[ConsumerRecord] = []
         topic, partition = self.topic_partition
         for start, header in self.batches:
-            decoded = decode_consumer_records(self.data, start, header, topic, partition, self.fetch_offset)
+            decoded = decode_record_tuples(self.data, start, header, ConsumerRecord, topic, partition,
+                                           self.fetch_offset)
             if key_deserializer is not None or value_deserializer is not None:
                 new_record = tuple.__new__
                 decoded = [
@@ -142,116 +137,6 @@ def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_cr
         raise MessageTooLargeError(
             f"{tp} at offset {fetch_offset}: the answer holds {end} bytes but not one whole batch")
     return ScannedRecords(tp, data, fetch_offset, batches, next_offset, max_records)
-
-
-def decode_consumer_records(buf: bytes, start: int, header: BatchHeader, topic: str, partition: int,
-                            min_offset: int = 0) -> list[ConsumerRecord]:
-    """The ConsumerRecords of the batch at `start` in `buf` at or after `min_offset`, keys and values as bytes.
-
-    broker.log.record.decode_records's loop, building each ConsumerRecord
-    directly from the varints (the sizes come from the length fields, not from
-    len()), so a consumer makes one tuple per record instead of two. This is
-    the consumer's hot loop: nothing in it is a call for the common case, and
-    uncompressed records are read where they are in the fetch answer, not copied
-    out first (slices of bytes are bytes in one copy).
-    """
-    codec = header.compression
-    if codec == CompressionType.NONE:
-        data = buf
-        pos = start + HEADER_SIZE
-        end = start + header.size
-    else:
-        data = decompress(codec, memoryview(buf)[start + HEADER_SIZE : start + header.size])
-        pos = 0
-        end = len(data)
-    base_offset = header.base_offset
-    base_ts = header.base_timestamp
-    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-    timestamp_type = 0 if log_append_time is None else 1
-    epoch = header.partition_leader_epoch
-    new_record = tuple.__new__
-    record_class = ConsumerRecord
-    out: list[ConsumerRecord] = []
-    append = out.append
-    try:
-        for _ in range(header.record_count):
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_raw_varint(data, pos)
-            record_end = pos + (b >> 1)
-            if b & 1 or record_end > end:
-                raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} runs past the batch end")
-            pos += 1  # the record attributes, unused in v2
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_raw_varint(data, pos)
-            timestamp = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_time is None else log_append_time
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_raw_varint(data, pos)
-            offset = base_offset + ((b >> 1) ^ -(b & 1))
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_raw_varint(data, pos)
-            if b & 1:
-                key = None
-                key_size = -1
-            else:
-                key_size = b >> 1
-                key = data[pos : pos + key_size]
-                pos += key_size
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_raw_varint(data, pos)
-            if b & 1:
-                value = None
-                value_size = -1
-            else:
-                value_size = b >> 1
-                value = data[pos : pos + value_size]
-                pos += value_size
-            if data[pos] == 0:
-                headers: tuple[Header, ...] = ()
-                header_size = -1
-                pos += 1
-            else:
-                headers, pos = decode_headers(data, pos)
-                header_size = serialized_header_size(headers)
-            if pos != record_end:
-                raise InvalidRecordError(f"record at offset {offset} ends at {pos}, its length says {record_end}")
-            if offset >= min_offset:
-                append(new_record(record_class, (topic, partition, offset, timestamp, timestamp_type, key, value,
-                                                 headers, epoch, key_size, value_size, header_size)))
-    except (IndexError, UnicodeDecodeError) as exc:
-        raise InvalidRecordError(f"malformed record in batch at baseOffset {base_offset}: {exc}") from exc
-    if pos != end:
-        raise InvalidRecordError(f"{end - pos} bytes left after the last record of batch {base_offset}")
-    return out
 
 
 class CompletedFetch:

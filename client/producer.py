@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from broker.log.record import HEADER_SIZE, CompressionType
+from broker.log.record import HEADER_SIZE, CompressionType, serialized_header_size
 from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator, RecordCallback
 from client.connection import ConnectionPool, parse_bootstrap_servers
 from client.errors import KafkaTimeoutError, MessageTooLargeError
@@ -25,7 +25,7 @@ from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.partitioner import DefaultPartitioner
 from client.sender import Sender
-from client.structs import Header, serialized_header_size
+from client.structs import Header
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 

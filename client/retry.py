@@ -67,7 +67,9 @@ def produce_decision(
     and answers with its original offsets. OUT_OF_ORDER_SEQUENCE_NUMBER is
     retried only if an earlier batch of the partition was unresolved (in
     flight or awaiting its own retry) when this one was sent or answered: the
-    broker may then merely have seen them out of order. When every earlier
+    broker may then merely have seen them out of order. UNKNOWN_PRODUCER_ID
+    follows the same rule: a new producer's second batch can reach the broker
+    before its first, and the broker knows no state for it yet. When every earlier
     batch was acknowledged before this one left, the gap is real (records were
     lost on the broker) and the batch fails, as in Kafka 2.x's
     TransactionManager.canRetry. (Kafka can look only at the answer time
@@ -78,7 +80,7 @@ def produce_decision(
     if known in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
         return ProduceDecision(ProduceAction.COMPLETE, False)
     refresh = known is not None and invalidates_metadata(known)
-    if known == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+    if known in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID):
         retriable = earlier_batch_unresolved
     else:
         retriable = known is not None and is_retriable(known)

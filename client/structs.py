@@ -95,13 +95,6 @@ class PartitionMetadata(NamedTuple):
     error_code: int
 
 
-def serialized_header_size(headers: tuple[Header, ...] | list[Header]) -> int:
-    """kafka-python's serialized_header_size: the bytes of header keys and values, -1 without headers."""
-    if not headers:
-        return -1
-    return sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
-
-
 def format_address(host: str, port: int) -> str:
     """Kafka's Utils.formatAddress: IPv6 literals go in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

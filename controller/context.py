@@ -55,6 +55,8 @@ class ControllerContext:
         self.topics_to_be_deleted: set[str] = set()
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
+        # Partitions whose topic znode records adding/removing replicas (Kafka's partitionsBeingReassigned).
+        self.partitions_being_reassigned: set[TopicPartition] = set()
 
     # --- brokers ---
 
@@ -96,6 +98,7 @@ class ControllerContext:
             tp = TopicPartition(topic, partition)
             self.partition_leadership_info.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
             for replica in assignment.replicas:
                 self.replica_states.pop(PartitionAndReplica(tp, replica), None)
 
@@ -113,6 +116,9 @@ class ControllerContext:
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.partitions_being_reassigned)
 
     def all_partitions(self) -> list[TopicPartition]:
         return sorted(

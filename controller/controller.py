@@ -20,7 +20,9 @@ ISRs it follows, so clients meet a leader change instead of a dead leader.
 Leadership moves back to the preferred replicas on request
 (/admin/preferred_replica_election, `minibroker leader-election`) and, with
 auto.leader.rebalance.enable, whenever a broker's leader imbalance passes
-leader.imbalance.per.broker.percentage.
+leader.imbalance.per.broker.percentage. Partitions move to other brokers on
+request (/admin/reassign_partitions, `minibroker reassign-partitions`:
+controller/reassignment_manager.py).
 
 Every controller write to ZooKeeper is fenced by the controller epoch's znode
 version. When one fails (ControllerMovedError) a newer controller exists: this
@@ -48,6 +50,8 @@ from controller.events import (
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PartitionReassignment,
+    PartitionReassignmentIsrChange,
     PreferredReplicaLeaderElection,
     Reelect,
     Startup,
@@ -58,6 +62,7 @@ from controller.events import (
 from controller.leader_imbalance import leader_imbalance, partitions_to_rebalance
 from controller.loggers import controller_logger, state_change_logger
 from controller.partition_state_machine import PartitionStateMachine
+from controller.reassignment_manager import PartitionReassignmentManager
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import PartitionState, ReplicaState
@@ -114,6 +119,17 @@ class KafkaController:
         self._topic_deletion_manager = TopicDeletionManager(
             self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log
         )
+        self._reassignment_manager = PartitionReassignmentManager(
+            self.context,
+            zk,
+            self._partition_state_machine,
+            self._replica_state_machine,
+            self._topic_deletion_manager,
+            self._batch,
+            self._log,
+            state_change_log,
+            lambda tp: self._event_manager.put(PartitionReassignmentIsrChange(tp)),
+        )
         self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
         # Kafka's auto-leader-rebalance-task, while active with auto.leader.rebalance.enable.
         self._auto_leader_rebalance_task: threading.Timer | None = None
@@ -167,6 +183,12 @@ class KafkaController:
                     self._process_controlled_shutdown(event)
                 case PreferredReplicaLeaderElection():
                     self._process_preferred_replica_leader_election()
+                case PartitionReassignment():
+                    if self._active:
+                        self._reassignment_manager.process_zk_partition_reassignment()
+                case PartitionReassignmentIsrChange():
+                    if self._active:
+                        self._reassignment_manager.maybe_complete_reassignment(event.topic_partition)
                 case AutoPreferredReplicaLeaderElection():
                     self._process_auto_preferred_replica_leader_election()
                 case _:
@@ -279,6 +301,8 @@ class KafkaController:
         self._send_update_metadata_request(self.context.live_broker_ids, ())
         self._replica_state_machine.startup()
         self._partition_state_machine.startup()
+        # Reassignments a previous controller left half-way, before deletions that may wait for them.
+        self._reassignment_manager.initialize()
         # Deletions a previous controller left unfinished (Kafka's tryTopicDeletion).
         self._topic_deletion_manager.resume_deletions()
         # Partitions none of whose replicas is live got no LeaderAndIsr, but brokers must still know them.
@@ -297,6 +321,7 @@ class KafkaController:
             self._auto_leader_rebalance_task.cancel()
             self._auto_leader_rebalance_task = None
         self._watches.unregister_active_handlers()
+        self._reassignment_manager.reset()
         self._batch.clear()
         self._channel_manager.shutdown()
         self.context.reset()
@@ -376,6 +401,7 @@ class KafkaController:
             self.context.replicas_on_brokers(new_broker_ids), ReplicaState.OnlineReplica
         )
         self._partition_state_machine.trigger_online_partition_state_change()
+        self._reassignment_manager.resume_for_brokers(new_broker_ids)
         # Deletions that waited for these brokers can go on.
         self._topic_deletion_manager.resume_deletion_for_topics(
             {r.topic_partition.topic for r in self.context.replicas_on_brokers(new_broker_ids)}
@@ -546,6 +572,8 @@ class KafkaController:
             self._schedule_auto_leader_rebalance_task()
 
     def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        if self.context.partitions_being_reassigned:
+            return  # as Kafka: a reassignment moves leaders itself
         self._log.debug("Checking need to trigger auto leader balancing")
         assignments = {
             tp: self.context.partition_replica_assignment(tp)

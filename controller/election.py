@@ -30,6 +30,13 @@ def offline_partition_leader_election(
     return leader
 
 
+def reassign_partition_leader_election(
+    target_replicas: Sequence[int], isr: Collection[int], live_replicas: Set[int]
+) -> int | None:
+    """The first live ISR member among a reassignment's target replicas, in their order."""
+    return next((r for r in target_replicas if r in live_replicas and r in isr), None)
+
+
 def preferred_replica_partition_leader_election(
     assignment: Sequence[int], isr: Collection[int], live_replicas: Set[int]
 ) -> int | None:
@@ -126,6 +133,19 @@ def leader_for_preferred_replica(
     if leader is None:
         return ElectionResult(tp, None, assignment)
     return ElectionResult(tp, new_leader_and_isr(current, leader, current.isr, context.epoch), assignment)
+
+
+def leader_for_reassign(
+    context: ControllerContext, tp: TopicPartition, current: LeaderIsrAndControllerEpoch
+) -> ElectionResult:
+    """Move leadership onto the reassignment's target replicas (the context already holds the completed assignment);
+    the ISR is unchanged: the replicas being removed leave it next, one fenced write each."""
+    target = context.partition_full_replica_assignment(tp).target_replicas
+    live = {r for r in target if context.is_replica_online(r, tp)}
+    leader = reassign_partition_leader_election(target, current.isr, live)
+    if leader is None:
+        return ElectionResult(tp, None, target)
+    return ElectionResult(tp, new_leader_and_isr(current, leader, current.isr, context.epoch), target)
 
 
 def leader_for_controlled_shutdown(

@@ -80,6 +80,22 @@ class PreferredReplicaLeaderElection(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class PartitionReassignment(ControllerEvent):
+    """/admin/reassign_partitions was written (or deleted): start the reassignments it asks for (Kafka's
+    ZkPartitionReassignment)."""
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentIsrChange(ControllerEvent):
+    """The state znode of a partition being reassigned changed: its new replicas may all be in sync now."""
+
+    topic_partition: TopicPartition
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({self.topic_partition})"
+
+
+@dataclass(frozen=True)
 class AutoPreferredReplicaLeaderElection(ControllerEvent):
     """The auto-leader-rebalance-task's turn: check each broker's leader imbalance."""
 

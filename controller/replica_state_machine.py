@@ -11,7 +11,10 @@ of its partitions' ISRs with a fenced conditional write (leader NO_LEADER if it
 led; the last ISR member stays), so acks=all no longer waits for it.
 Topic deletion then moves it through ReplicaDeletionStarted (StopReplica with
 delete_partitions sent), ReplicaDeletionSuccessful or ReplicaDeletionIneligible
-(its broker is down), and NonExistentReplica.
+(its broker is down), and NonExistentReplica. Partition reassignment adds
+replicas through NewReplica (a LeaderAndIsr makes them followers) and removes
+them through OfflineReplica, ReplicaDeletionStarted, ReplicaDeletionSuccessful
+and NonExistentReplica without waiting for the answer, as Kafka does.
 """
 
 from __future__ import annotations
@@ -56,9 +59,11 @@ class ReplicaStateMachine:
 
     def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target_state: ReplicaState) -> None:
         """Move the replicas to target_state; invalid transitions are logged in the state change log and left
-        where they are. Kafka also sends a LeaderAndIsr on -> NewReplica when the partition already has a
-        leader (a replica added by reassignment); that case arrives with reassignment."""
+        where they are. A replica added to a partition that already has a leader (reassignment) gets its
+        LeaderAndIsr on -> NewReplica, as a new replica: it starts as a follower."""
         valid = [r for r in replicas if self._is_valid_transition(r, target_state)]
+        if target_state is ReplicaState.NewReplica:
+            valid = [r for r in valid if self._start_new_replica(r)]
         if target_state is ReplicaState.OfflineReplica:
             # One read-decide-write round per broker, as Kafka groups them.
             by_broker = sorted(valid, key=lambda r: r.replica)
@@ -101,6 +106,30 @@ class ReplicaStateMachine:
             target_state.name,
         )
         return False
+
+    def _start_new_replica(self, replica: PartitionAndReplica) -> bool:
+        state = self._context.partition_leadership_info.get(replica.topic_partition)
+        if state is None:
+            return True  # a new partition: its first LeaderAndIsr comes with its first state
+        if state.leader == replica.replica:
+            self._log.error(
+                "Controller %d epoch %d failed to change state of replica %d for partition %s from %s to NewReplica: "
+                "it is being requested to become leader",
+                self._controller_id,
+                self._context.epoch,
+                replica.replica,
+                replica.topic_partition,
+                self._context.replica_state(replica).name,
+            )
+            return False
+        self._batch.add_leader_and_isr_request_for_brokers(
+            [replica.replica],
+            replica.topic_partition,
+            state,
+            self._context.partition_full_replica_assignment(replica.topic_partition),
+            is_new=True,
+        )
+        return True
 
     def _remove_replica_from_isr(self, replica_id: int, partitions: list[TopicPartition]) -> None:
         """Kafka's removeReplicasFromIsr: the partitions' other replicas learn the shrunk ISR (LeaderAndIsr), every

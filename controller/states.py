@@ -8,7 +8,9 @@ always the rules the code enforces, never more:
   broker failure; Offline -> NonExistent with topic deletion;
 - replicas: -> OfflineReplica with broker failure; ReplicaDeletionStarted,
   ReplicaDeletionSuccessful, ReplicaDeletionIneligible and -> NonExistentReplica
-  with topic deletion.
+  with topic deletion; NonExistent -> NewReplica -> OnlineReplica (added) and
+  -> Offline -> ReplicaDeletionStarted -> ... -> NonExistentReplica (removed) with
+  partition reassignment.
 """
 
 from __future__ import annotations

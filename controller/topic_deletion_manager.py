@@ -1,5 +1,4 @@
-"""TopicDeletionManager: deleting topics requested under /admin/delete_topics (Kafka's TopicDeletionManager.scala,
-simplified: no reassignment to wait for).
+"""TopicDeletionManager: deleting topics requested under /admin/delete_topics (Kafka's TopicDeletionManager.scala).
 
 A topic queued for deletion gets no leader elections and its partitions go out
 to brokers with leader LEADER_DURING_DELETE, so they forget it. Its partitions go
@@ -7,7 +6,8 @@ Offline -> NonExistent; every replica goes OfflineReplica -> ReplicaDeletionStar
 which sends its broker StopReplica(delete_partitions). Each answer moves the
 replica to ReplicaDeletionSuccessful or, on an error or when its broker is
 down, ReplicaDeletionIneligible: the topic then waits, and its deletion resumes
-when the broker returns. Once every replica is deleted the topic's znodes go
+when the broker returns. A topic with a partition being reassigned waits for the
+reassignment to finish. Once every replica is deleted the topic's znodes go
 (fenced) and the controller forgets it.
 
 The controller calls in on its event thread and sends the batch afterwards.
@@ -61,7 +61,10 @@ class TopicDeletionManager:
             self.resume_deletions()
 
     def complete_replica_deletion(self, replicas: Iterable[PartitionAndReplica]) -> None:
-        replicas = list(replicas)
+        # Reassignment deletes replicas too, without waiting for the answer.
+        replicas = [r for r in replicas if self._context.is_topic_queued_up_for_deletion(r.topic_partition.topic)]
+        if not replicas:
+            return
         self._log.info("Deletion successfully completed for replicas %s", ",".join(map(str, replicas)))
         self._replica_state_machine.handle_state_changes(replicas, ReplicaState.ReplicaDeletionSuccessful)
         self.resume_deletions()
@@ -100,7 +103,11 @@ class TopicDeletionManager:
 
     def _is_topic_eligible_for_deletion(self, topic: str) -> bool:
         in_progress = self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionStarted)
-        return not in_progress and topic not in self._context.topics_ineligible_for_deletion
+        return (
+            not in_progress
+            and topic not in self._context.topics_ineligible_for_deletion
+            and not self._context.is_topic_being_reassigned(topic)
+        )
 
     def _mark_topic_ineligible_for_deletion(self, topics: set[str]) -> None:
         newly = (topics & self._context.topics_to_be_deleted) - self._context.topics_ineligible_for_deletion

@@ -15,6 +15,7 @@ from controller.events import (
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PartitionReassignment,
     PreferredReplicaLeaderElection,
     Reelect,
     TopicChange,
@@ -48,6 +49,7 @@ class ControllerZkWatches:
             self._zk.watch_isr_change_notifications(lambda _: self._put(IsrChangeNotification())),
             self._zk.watch_topic_deletions(lambda _: self._put(TopicDeletion())),
             self._zk.watch_preferred_replica_election(lambda _: self._put(PreferredReplicaLeaderElection())),
+            self._zk.watch_partition_reassignment(lambda _: self._put(PartitionReassignment())),
         ]
 
     def unregister_active_handlers(self) -> None:

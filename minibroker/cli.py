@@ -17,9 +17,11 @@ COMMAND_MODULES = (
     "minibroker.commands.cluster",
     "minibroker.commands.topics",
     "minibroker.commands.leader_election",
+    "minibroker.commands.reassign_partitions",
     "minibroker.commands.console_producer",
     "minibroker.commands.console_consumer",
     "minibroker.commands.perf",
+    "minibroker.commands.chaos",
 )
 
 

@@ -164,9 +164,9 @@ class LocalCluster:
                 # ControlledShutdown must be reachable from the brokers' namespaces.
                 shared["listeners"] = f"PLAINTEXT://{info.network.addresses[CORE]}:0"
             for controller_id in range(CONTROLLER_ID_BASE + 1, CONTROLLER_ID_BASE + controllers + 1):
-                pid = self._start_controller(controller_id, {
+                pid = self._start_controller(controller_id, info.network, {
                     "controller.id": str(controller_id), "zookeeper.connect": info.zookeeper.connect,
-                    "cluster.credential": credential, **shared}, info.network)
+                    "cluster.credential": credential, **shared})
                 info.controllers.append(ControllerEntry(controller_id, pid))
                 info.save(self.data_dir)
                 report(f"Started controller {controller_id} (pid {pid})")
@@ -217,9 +217,12 @@ class LocalCluster:
             link.symlink_to(os.path.relpath(server.log_file, self.logs_dir))
         return ZooKeeperEntry(connect=server.connect_string, pid=pid)
 
-    def _start_controller(self, controller_id: int, props: dict[str, str], network: NetworkEntry | None) -> int:
+    def _start_controller(self, controller_id: int, network: NetworkEntry | None,
+                          props: dict[str, str] | None = None) -> int:
+        """Write its controller.properties from `props`, or start it on the one it has."""
         config = self.controller_config(controller_id)
-        _write_properties(config, props)
+        if props is not None:
+            _write_properties(config, props)
         launcher = [] if network is None else cluster_network.exec_prefix(network, CORE)
         return self._spawn(f"controller-{controller_id}", [*launcher, sys.executable, "-m", "controller.main",
                                                            "--config", str(config)])
@@ -362,6 +365,45 @@ class LocalCluster:
         report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid})")
         self._wait_ready(info, [broker], time.monotonic() + timeout, timeout)
         return broker
+
+    # ------------------------------------------------------------------ one process (chaos/cluster.py)
+
+    def restart_controller(self, controller_id: int, kill: bool = False, timeout: float = 60.0,
+                           report: Report = lambda _: None) -> ControllerEntry:
+        """Stop one controller (SIGTERM, or SIGKILL with `kill`) and start it again on its config; returns once
+        a controller of the cluster is active (this one or another: a standby has nothing to show)."""
+        info = self.load()
+        entry = next((c for c in info.controllers if c.id == controller_id), None)
+        if entry is None:
+            raise ClusterError(f"the cluster has no controller {controller_id} (controllers: "
+                               f"{', '.join(str(c.id) for c in info.controllers)})")
+        process = self._process(info, f"controller-{controller_id}")
+        if self._running(process):
+            self._terminate([process], kill, _KILL_GRACE_S)
+            report(f"Stopped controller {controller_id} (pid {entry.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
+        entry.pid = self._start_controller(controller_id, info.network)
+        info.save(self.data_dir)
+        report(f"Started controller {controller_id} (pid {entry.pid})")
+        self._wait_ready(info, [], time.monotonic() + timeout, timeout)
+        return entry
+
+    def running(self, name: str) -> bool:
+        """Whether the process `name` ("broker-1", "controller-1001", "zookeeper") of cluster.json runs."""
+        return self._running(self._process(self.load(), name))
+
+    def send_signal(self, name: str, signum: int) -> int:
+        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+        process = self._process(self.load(), name)
+        if process.pid is None or not self._running(process):
+            raise ClusterError(f"{name} is not running")
+        os.kill(process.pid, signum)
+        return process.pid
+
+    def _process(self, info: ClusterInfo, name: str) -> _Process:
+        for process in self._processes(info):
+            if process.name == name:
+                return process
+        raise ClusterError(f"the cluster in {self.data_dir} has no process {name}")
 
     # ------------------------------------------------------------------ processes
 

@@ -770,6 +770,11 @@ class KafkaZkClient:
             lambda data, _: callback(None if data is None else paths.decode_topic_assignment(topic, data)),
         )
 
+    def watch_partition_state(self, tp: TopicPartition, callback: Callable[[], None]) -> Watch:
+        """callback() now and whenever the partition's state znode changes (Kafka's
+        PartitionReassignmentIsrChangeHandler: the controller follows a reassigning partition's ISR)."""
+        return self.watch_data(paths.partition_state_path(tp), lambda _data, _stat: callback())
+
     def watch_isr_change_notifications(self, callback: Callable[[list[str]], None]) -> Watch:
         """callback(sequence numbers, oldest first)."""
         return self.watch_children(

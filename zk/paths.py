@@ -155,11 +155,37 @@ class BrokerInfo:
 
 @dataclass(frozen=True)
 class ReplicaAssignment:
-    """One partition's replicas (Kafka 2.4+'s ReplicaAssignment, KIP-455)."""
+    """One partition's replicas (Kafka 2.4+'s ReplicaAssignment, KIP-455).
+
+    While a reassignment runs, `replicas` is RS = the target replicas (TRS) followed by the original ones (ORS)
+    not among them; `adding_replicas` is TRS - ORS and `removing_replicas` ORS - TRS. Kept in the topic's znode,
+    this is what lets a new controller resume the reassignment: ORS is stored nowhere else.
+    """
 
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """The assignment while moving to `target` from the original replicas (a running reassignment's target
+        is replaced, not stacked)."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            full, tuple(r for r in full if r not in origin), tuple(r for r in full if r not in target)
+        )
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import gzip
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c as _crc32c
 
@@ -527,28 +527,53 @@ def build_batch(
 
 
 def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> list[Record]:
-    """Decode the records of one batch (per-record work: for clients and tools, not the broker).
+    """Decode the records of one batch (per-record work: for clients and tools, not the broker)."""
+    if header is None:
+        header = parse_header(batch)
+    return [Record(r[2], r[3], r[5], r[6], r[7]) for r in decode_record_tuples(bytes(batch), 0, header)]
+
+
+def serialized_header_size(headers: Sequence[Header]) -> int:
+    """kafka-python's serialized_header_size: the bytes of header keys and values, -1 without headers."""
+    if not headers:
+        return -1
+    return sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
+
+
+def decode_record_tuples(buf: bytes, start: int, header: BatchHeader, record_class: type[tuple[Any, ...]] = tuple,
+                         topic: str = "", partition: int = -1, min_offset: int = 0) -> list[Any]:
+    """The records of the batch at `start` in `buf` at or after `min_offset`, as `record_class` tuples.
+
+    Each tuple is kafka-python's ConsumerRecord shape: (topic, partition, offset,
+    timestamp, timestamp_type, key, value, headers, leader_epoch, key_size,
+    value_size, header_size), sizes -1 when null; `record_class` is a NamedTuple
+    of that shape (the consumer's ConsumerRecord) or plain tuple.
 
     This is every consumer's hot loop, so it makes no call per field: varints
     of one or two bytes (nearly all lengths and deltas) are decoded inline, each
     as the same four lines, and longer ones go through read_raw_varint. Lengths
     are read without zig-zag decoding: an odd raw value is a negative length,
-    which Kafka reads as null for keys and values.
+    which Kafka reads as null for keys and values. Uncompressed records are read
+    where they are in `buf`, not copied out first (slices of bytes are bytes in
+    one copy).
     """
-    if header is None:
-        header = parse_header(batch)
     codec = header.compression
-    payload = memoryview(batch)[HEADER_SIZE : header.size]
-    # Slices of bytes are bytes in one copy; slices of a memoryview would need two.
-    data = bytes(payload) if codec == CompressionType.NONE else decompress(codec, payload)
+    if codec == CompressionType.NONE:
+        data = buf
+        pos = start + HEADER_SIZE
+        end = start + header.size
+    else:
+        data = decompress(codec, memoryview(buf)[start + HEADER_SIZE : start + header.size])
+        pos = 0
+        end = len(data)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    timestamp_type = 0 if log_append_time is None else 1
+    epoch = header.partition_leader_epoch
     new_record = tuple.__new__
-    out: list[Record] = []
+    out: list[Any] = []
     append = out.append
-    pos = 0
-    end = len(data)
     try:
         for _ in range(header.record_count):
             b = data[pos]
@@ -591,9 +616,11 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b, pos = read_raw_varint(data, pos)
             if b & 1:
                 key = None
+                key_size = -1
             else:
-                key = data[pos : pos + (b >> 1)]
-                pos += b >> 1
+                key_size = b >> 1
+                key = data[pos : pos + key_size]
+                pos += key_size
             b = data[pos]
             if b < 0x80:
                 pos += 1
@@ -604,19 +631,23 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
                 b, pos = read_raw_varint(data, pos)
             if b & 1:
                 value = None
+                value_size = -1
             else:
-                value = data[pos : pos + (b >> 1)]
-                pos += b >> 1
+                value_size = b >> 1
+                value = data[pos : pos + value_size]
+                pos += value_size
             if data[pos] == 0:
                 headers: tuple[Header, ...] = ()
+                header_size = -1
                 pos += 1
             else:
                 headers, pos = decode_headers(data, pos)
+                header_size = serialized_header_size(headers)
             if pos != record_end:
-                raise InvalidRecordError(
-                    f"record at offset {offset} ends at {pos}, its length says {record_end}"
-                )
-            append(new_record(Record, (offset, timestamp, key, value, headers)))
+                raise InvalidRecordError(f"record at offset {offset} ends at {pos}, its length says {record_end}")
+            if offset >= min_offset:
+                append(new_record(record_class, (topic, partition, offset, timestamp, timestamp_type, key, value,
+                                                 headers, epoch, key_size, value_size, header_size)))
     except (IndexError, UnicodeDecodeError) as exc:
         raise InvalidRecordError(f"malformed record in batch at baseOffset {base_offset}: {exc}") from exc
     if pos != end:

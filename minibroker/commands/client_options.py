@@ -47,6 +47,22 @@ def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] 
                      " `minibroker cluster up`)")
 
 
+def add_zookeeper_option(parser: argparse.ArgumentParser) -> None:
+    """For the admin commands that go through ZooKeeper's /admin znodes, as Kafka's --zookeeper tools do."""
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper connect string")
+
+
+def zookeeper_connect(args: argparse.Namespace, request: str, api: str) -> str:
+    """--zookeeper, else the ZooKeeper of --data-dir's cluster. The brokers have no `api` API, so
+    --bootstrap-server alone cannot reach the controller."""
+    if args.zookeeper:
+        return str(args.zookeeper)
+    if args.data_dir is not None:
+        return cluster_info(args).zookeeper.connect
+    raise UsageError(f"the {request} is requested through ZooKeeper: give --zookeeper H:P or --data-dir DIR"
+                     f" (the brokers have no {api} API for --bootstrap-server yet)")
+
+
 def cluster_info(args: argparse.Namespace) -> ClusterInfo:
     try:
         return ClusterInfo.load(args.data_dir)

@@ -21,7 +21,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from minibroker.commands.client_options import UsageError, add_cluster_options, cluster_info
+from minibroker.commands.client_options import (
+    UsageError,
+    add_cluster_options,
+    add_zookeeper_option,
+    zookeeper_connect,
+)
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 
@@ -37,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_cluster_options(parser)
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper connect string")
+    add_zookeeper_option(parser)
     parser.add_argument("--election-type", required=True, type=str.upper, choices=[ELECTION_TYPE],
                         help="Type of election to attempt: preferred (unclean is not supported).")
     parser.add_argument("--topic", help="Name of topic for which to perform an election; needs --partition.")
@@ -74,7 +79,7 @@ def led_by_preferred(
 
 def run(args: argparse.Namespace) -> int:
     try:
-        connect = _zookeeper_connect(args)
+        connect = zookeeper_connect(args, "election", "ElectLeaders")
         requested = _requested_partitions(args)
         with KafkaZkClient.connect(connect, timeout=15) as zk:
             outcome = elect_preferred_leaders(zk, requested, args.timeout)
@@ -124,15 +129,6 @@ def elect_preferred_leaders(zk: KafkaZkClient, requested: Sequence[TopicPartitio
         for tp in to_elect if tp not in succeeded
     }
     return ElectionOutcome(succeeded, noop, failed | not_elected)
-
-
-def _zookeeper_connect(args: argparse.Namespace) -> str:
-    if args.zookeeper:
-        return str(args.zookeeper)
-    if args.data_dir is not None:
-        return cluster_info(args).zookeeper.connect
-    raise UsageError("the election is requested through ZooKeeper: give --zookeeper H:P or --data-dir DIR"
-                     " (the brokers have no ElectLeaders API for --bootstrap-server yet)")
 
 
 def _requested_partitions(args: argparse.Namespace) -> list[TopicPartition] | None:

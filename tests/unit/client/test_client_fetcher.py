@@ -16,11 +16,11 @@ from broker.log.record import (
     build_batch,
     crc32c,
     decode_records,
+    serialized_header_size,
     set_log_append_time,
 )
 from client.errors import MessageTooLargeError, OffsetOutOfRangeError
 from client.fetcher import Fetcher, parse_records
-from client.structs import serialized_header_size
 from client.subscription import OffsetResetStrategy, SubscriptionState
 from proto import minibroker_pb2 as pb
 from proto.errors import CorruptMessageError, ErrorCode, InvalidRecordError, KafkaError

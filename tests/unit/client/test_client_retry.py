@@ -66,11 +66,13 @@ def test_retries_stop_at_the_delivery_timeout() -> None:
     assert decide(E.REQUEST_TIMED_OUT, now=1000, deadline=1000)[0] is ProduceAction.FAIL
 
 
-def test_out_of_order_sequence_is_retried_only_behind_an_unresolved_batch() -> None:
-    # An earlier batch is still in flight or awaiting its retry: the broker merely saw them out of order.
-    assert decide(E.OUT_OF_ORDER_SEQUENCE_NUMBER, unresolved=True)[0] is ProduceAction.RETRY
+@pytest.mark.parametrize("code", [E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.UNKNOWN_PRODUCER_ID])
+def test_sequence_errors_are_retried_only_behind_an_unresolved_batch(code: E) -> None:
+    # An earlier batch is still in flight or awaiting its retry: the broker merely saw them out of order
+    # (for a new producer: its second batch arrived before the first, so the broker knows no state yet).
+    assert decide(code, unresolved=True)[0] is ProduceAction.RETRY
     # The batch is the very next one the broker expects: the gap is real and the batch fails.
-    assert decide(E.OUT_OF_ORDER_SEQUENCE_NUMBER, unresolved=False)[0] is ProduceAction.FAIL
+    assert decide(code, unresolved=False)[0] is ProduceAction.FAIL
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,9 @@ class FakeZk:
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.topic_deletions: set[str] = set()
         self.preferred_replica_election: set[TopicPartition] = set()
+        self.partition_reassignment: dict[TopicPartition, tuple[int, ...]] = {}
+        # Partitions whose state znode the controller watches (reassignment), with their callbacks.
+        self.partition_state_watches: dict[TopicPartition, Any] = {}
         # Partitions whose next conditional update meets a concurrent write (a leader's ISR change) first.
         self.concurrent_writes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.watches: dict[str, Any] = {}
@@ -294,6 +297,27 @@ class FakeZk:
     def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> None:
         self._fence(expected_controller_epoch_zk_version)
         self.preferred_replica_election = set()
+
+    def watch_partition_reassignment(self, callback: Any) -> Any:
+        return self._watch("reassign_partitions", callback)
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return dict(self.partition_reassignment)
+
+    def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Iterable[int]], expected_controller_epoch_zk_version: int
+    ) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.partition_reassignment = {tp: tuple(r) for tp, r in reassignment.items()}
+
+    def set_topic_assignment(self, assignment: TopicAssignment, expected_controller_epoch_zk_version: int) -> None:
+        self._fence(expected_controller_epoch_zk_version)
+        self.topics[assignment.topic] = assignment
+
+    def watch_partition_state(self, tp: TopicPartition, callback: Any) -> Watch:
+        watch = Watch()
+        self.partition_state_watches[tp] = (watch, callback)
+        return watch
 
     def on_session_expired(self, callback: Any) -> None:
         self.session_expired_callbacks.append(callback)

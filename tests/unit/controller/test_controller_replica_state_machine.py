@@ -48,12 +48,14 @@ def test_startup_marks_live_replicas_online_and_sends_them_their_partitions() ->
 
 def test_new_replicas_go_online_without_a_request() -> None:
     # Their partition's LeaderAndIsr (is_new) went out when the partition went online.
-    context = context_with([broker(1)], {P0: [1]}, states={P0: state(1, [1])})
+    context = context_with([broker(1)], {P0: [1]})
     sent = Sent()
     rsm, batch = machine(context, sent)
     replica = PartitionAndReplica(P0, 1)
     rsm.handle_state_changes([replica], ReplicaState.NewReplica)
     assert context.replica_state(replica) is ReplicaState.NewReplica
+    assert batch.is_empty
+    context.partition_leadership_info[P0] = state(1, [1])
     rsm.handle_state_changes([replica], ReplicaState.OnlineReplica)
     assert context.replica_state(replica) is ReplicaState.OnlineReplica
     assert batch.is_empty
@@ -85,8 +87,28 @@ def test_a_replica_of_a_partition_without_leader_goes_online_silently() -> None:
     assert batch.is_empty
 
 
+def test_a_replica_added_to_a_led_partition_starts_as_a_new_follower(caplog: pytest.LogCaptureFixture) -> None:
+    # Reassignment: the partition has a leader, the new replica learns it with is_new (it has no log yet).
+    context = context_with([broker(1), broker(4)], {P0: [4, 1]}, states={P0: state(1, [1], leader_epoch=3)})
+    sent = Sent()
+    rsm, batch = machine(context, sent)
+    rsm.handle_state_changes([PartitionAndReplica(P0, 4)], ReplicaState.NewReplica)
+    batch.send_requests_to_brokers()
+    (request,) = sent.leader_and_isr().values()
+    assert sent.leader_and_isr().keys() == {4}
+    assert [(s.leader, s.leader_epoch, list(s.replicas), s.is_new) for s in request.partition_states] == [
+        (1, 3, [4, 1], True)
+    ]
+    assert context.replica_state(PartitionAndReplica(P0, 4)) is ReplicaState.NewReplica
+    # The leader itself cannot be a new replica.
+    with caplog.at_level(logging.ERROR, "state.change.logger"):
+        rsm.handle_state_changes([PartitionAndReplica(P0, 1)], ReplicaState.NewReplica)
+    assert "it is being requested to become leader" in caplog.text
+    assert context.replica_state(PartitionAndReplica(P0, 1)) is ReplicaState.NonExistentReplica
+
+
 def test_invalid_transitions_are_logged_and_refused(caplog: pytest.LogCaptureFixture) -> None:
-    context = context_with([broker(1)], {P0: [1]}, states={P0: state(1, [1])})
+    context = context_with([broker(1)], {P0: [1]})
     replica = PartitionAndReplica(P0, 1)
     rsm, batch = machine(context, Sent())
     with caplog.at_level(logging.ERROR, "state.change.logger"):

@@ -1,0 +1,176 @@
+"""A chaos run's history: what every client did and every fault the nemesis caused, as JSON lines.
+
+One event per line, each a JSON object with a "type":
+
+    {"type": "meta", "topic": "chaos", "partitions": 6, "seed": 7, "start": t, ...}
+    {"type": "send", "process": "w0", "value": "w0-12", "acks": "all", "partition": 2,
+     "invoke": t, "complete": t, "outcome": "ok", "offset": 41}
+          outcome "ok" (acknowledged at `offset`), "fail" (the client says it was not written, `error`),
+          or "info" (unknown: it may or may not have been written, `error` says why we cannot tell)
+    {"type": "poll", "process": "c1", "time": t, "records": [[partition, offset, value], ...]}
+    {"type": "final-read", "partition": 2, "time": t, "records": [[offset, value], ...]}
+    {"type": "fault", "fault": "kill-leader", "target": "broker-2", "start": t, "end": t, "detail": "..."}
+    {"type": "recovered", "time": t, "full_isr": true, "detail": "..."}
+
+Times are seconds since the epoch (time.time()), so a history read back later still lines up with the
+cluster's own logs. A send is written when it completes; sends still pending when the run ends are
+written as "info".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+OK, FAIL, INFO = "ok", "fail", "info"
+
+
+@dataclass(frozen=True)
+class Send:
+    process: str
+    value: str
+    acks: str  # "all" or "1"
+    partition: int
+    invoke: float
+    complete: float
+    outcome: str
+    offset: int = -1
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Poll:
+    process: str
+    time: float
+    records: tuple[tuple[int, int, str], ...]  # (partition, offset, value)
+
+
+@dataclass(frozen=True)
+class FinalRead:
+    partition: int
+    time: float
+    records: tuple[tuple[int, str], ...]  # (offset, value), in offset order
+
+
+@dataclass(frozen=True)
+class Fault:
+    fault: str
+    target: str
+    start: float
+    end: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Recovered:
+    time: float
+    full_isr: bool
+    detail: str = ""
+
+
+@dataclass
+class History:
+    meta: dict[str, Any] = field(default_factory=dict)
+    sends: list[Send] = field(default_factory=list)
+    polls: list[Poll] = field(default_factory=list)
+    final_reads: list[FinalRead] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    recovered: Recovered | None = None
+
+
+class HistoryError(Exception):
+    """A history file that is not one this module wrote; the message names the line."""
+
+
+def encode(event: Send | Poll | FinalRead | Fault | Recovered) -> dict[str, Any]:
+    if isinstance(event, Send):
+        out: dict[str, Any] = {"type": "send", "process": event.process, "value": event.value, "acks": event.acks,
+                               "partition": event.partition, "invoke": event.invoke, "complete": event.complete,
+                               "outcome": event.outcome}
+        if event.outcome == OK:
+            out["offset"] = event.offset
+        else:
+            out["error"] = event.error
+        return out
+    if isinstance(event, Poll):
+        return {"type": "poll", "process": event.process, "time": event.time,
+                "records": [list(r) for r in event.records]}
+    if isinstance(event, FinalRead):
+        return {"type": "final-read", "partition": event.partition, "time": event.time,
+                "records": [list(r) for r in event.records]}
+    if isinstance(event, Fault):
+        return {"type": "fault", "fault": event.fault, "target": event.target, "start": event.start,
+                "end": event.end, "detail": event.detail}
+    return {"type": "recovered", "time": event.time, "full_isr": event.full_isr, "detail": event.detail}
+
+
+def _decode(history: History, data: dict[str, Any]) -> None:
+    kind = data["type"]
+    if kind == "meta":
+        history.meta.update({k: v for k, v in data.items() if k != "type"})
+    elif kind == "send":
+        history.sends.append(Send(data["process"], data["value"], data["acks"], int(data["partition"]),
+                                  float(data["invoke"]), float(data["complete"]), data["outcome"],
+                                  int(data.get("offset", -1)), data.get("error", "")))
+    elif kind == "poll":
+        history.polls.append(Poll(data["process"], float(data["time"]),
+                                  tuple((int(p), int(o), str(v)) for p, o, v in data["records"])))
+    elif kind == "final-read":
+        history.final_reads.append(FinalRead(int(data["partition"]), float(data["time"]),
+                                             tuple((int(o), str(v)) for o, v in data["records"])))
+    elif kind == "fault":
+        history.faults.append(Fault(data["fault"], data["target"], float(data["start"]), float(data["end"]),
+                                    data.get("detail", "")))
+    elif kind == "recovered":
+        history.recovered = Recovered(float(data["time"]), bool(data["full_isr"]), data.get("detail", ""))
+    else:
+        raise KeyError(f"unknown event type {kind!r}")
+
+
+def parse(lines: Iterable[str], source: str = "history") -> History:
+    history = History()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            _decode(history, json.loads(line))
+        except (ValueError, KeyError, TypeError) as e:
+            raise HistoryError(f"{source}:{number}: not a chaos history event: {e}") from None
+    return history
+
+
+def load(path: Path) -> History:
+    try:
+        with path.open() as f:
+            return parse(f, str(path))
+    except OSError as e:
+        raise HistoryError(f"cannot read history {path}: {e}") from None
+
+
+class HistoryWriter:
+    """Appends events as JSON lines, from any thread; each line is flushed so a killed run leaves a readable file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: IO[str] = path.open("w")
+
+    def meta(self, **fields: Any) -> None:
+        self._write({"type": "meta", **fields})
+
+    def write(self, event: Send | Poll | FinalRead | Fault | Recovered) -> None:
+        self._write(encode(event))
+
+    def _write(self, data: dict[str, Any]) -> None:
+        line = json.dumps(data, separators=(",", ":")) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

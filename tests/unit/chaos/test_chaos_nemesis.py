@@ -1,0 +1,151 @@
+"""The nemesis's schedule and what each fault does to a cluster (a recording fake: the real one is in
+tests/integration/test_chaos.py)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from chaos.history import Fault
+from chaos.nemesis import DEFAULT_FAULTS, FAULTS, Nemesis, Planned, parse_duration, parse_faults, schedule
+
+
+class RecordingCluster:
+    """Leader of every partition: broker-2; active controller: controller-1001. Records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.down: set[str] = set()
+
+    bootstrap_servers = "127.0.0.1:1"
+    data_dir: Path | None = None
+    brokers: ClassVar[list[str]] = ["broker-1", "broker-2", "broker-3"]
+    controllers: ClassVar[list[str]] = ["controller-1001", "controller-1002"]
+
+    def active_controller(self) -> str | None:
+        return "controller-1001"
+
+    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        return {p: (2, (1, 2, 3), (1, 2, 3)) for p in range(3)}
+
+    def running(self, name: str) -> bool:
+        return name not in self.down
+
+    def kill(self, name: str, signum: int = signal.SIGKILL) -> None:
+        self.calls.append(("kill", name, signal.Signals(signum).name))
+        self.down.add(name)
+
+    def start(self, name: str) -> None:
+        self.calls.append(("start", name))
+        self.down.discard(name)
+
+    def pause(self, name: str) -> None:
+        self.calls.append(("pause", name))
+
+    def resume(self, name: str) -> None:
+        self.calls.append(("resume", name))
+
+    def isolate(self, name: str, keep_clients: bool) -> None:
+        self.calls.append(("isolate", name, str(keep_clients)))
+
+    def heal(self) -> None:
+        self.calls.append(("heal",))
+
+    def supports(self, fault: str) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_schedule_is_seeded_and_covers_every_kind_each_round() -> None:
+    plan = schedule(DEFAULT_FAULTS, 10.0, 130.0, random.Random(5))
+    assert plan == schedule(DEFAULT_FAULTS, 10.0, 130.0, random.Random(5))
+    assert [p.at for p in plan] == [10.0 * i for i in range(1, 13)]
+    assert sorted(p.fault for p in plan[:6]) == sorted(DEFAULT_FAULTS)
+    assert sorted(p.fault for p in plan[6:]) == sorted(DEFAULT_FAULTS)
+    assert {p.hold for p in plan if p.fault != "bounce"} == {5.0}
+    assert {p.hold for p in plan if p.fault == "bounce"} == {0.0}
+    assert schedule(DEFAULT_FAULTS, 10.0, 130.0, random.Random(6)) != plan
+
+
+def test_schedule_leaves_an_interval_to_heal_before_the_end() -> None:
+    assert [p.at for p in schedule(("kill-leader",), 8.0, 25.0, random.Random(0))] == [8.0, 16.0]
+    assert schedule(("kill-leader",), 10.0, 15.0, random.Random(0)) == []
+
+
+def test_parse_faults_and_durations() -> None:
+    assert parse_faults("kill-leader, bounce") == ("kill-leader", "bounce")
+    with pytest.raises(ValueError, match="unknown fault kill-everything: choose from kill-leader"):
+        parse_faults("kill-leader,kill-everything")
+    with pytest.raises(ValueError, match=r"unknown fault \(none given\)"):
+        parse_faults(" , ")
+    assert parse_duration("10s") == 10.0
+    assert parse_duration("2m") == 120.0
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("7") == 7.0
+    with pytest.raises(ValueError, match="not a duration: 'soon'"):
+        parse_duration("soon")
+    with pytest.raises(ValueError, match="must be positive"):
+        parse_duration("0s")
+
+
+@pytest.mark.parametrize(("fault", "calls"), [
+    ("kill-leader", [("kill", "broker-2", "SIGKILL"), ("start", "broker-2")]),
+    ("kill-controller", [("kill", "controller-1001", "SIGKILL"), ("start", "controller-1001")]),
+    ("pause-leader", [("pause", "broker-2"), ("resume", "broker-2")]),
+    ("pause-controller", [("pause", "controller-1001"), ("resume", "controller-1001")]),
+    ("partition-leader", [("isolate", "broker-2", "True"), ("heal",)]),
+    ("bounce", [("kill", "broker-2", "SIGTERM"), ("start", "broker-2")]),
+])
+def test_each_fault_and_its_heal(fault: str, calls: list[tuple[str, ...]]) -> None:
+    cluster = RecordingCluster()
+    recorded: list[Fault] = []
+    nemesis = Nemesis(cluster, "t", [Planned(0.0, fault, 0.0 if fault == "bounce" else 0.05)], random.Random(1),
+                      recorded.append, quiet=0.0)
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while not nemesis.finished and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert nemesis.finished and nemesis.error is None
+    assert cluster.calls == calls
+    assert [(f.fault, f.target) for f in recorded] == [(fault, calls[0][1] if len(calls[0]) > 1 else "")]
+    assert recorded[0].end >= recorded[0].start
+
+
+def test_kill_random_targets_any_broker_or_controller_and_restore_restarts_it() -> None:
+    targets = set()
+    for seed in range(30):
+        cluster = RecordingCluster()
+        nemesis = Nemesis(cluster, "t", [], random.Random(seed), lambda _: None, quiet=0.0)
+        target, _ = nemesis._begin("kill-random")
+        targets.add(target)
+        assert nemesis.restore() == [f"started {target}"]
+        assert ("start", target) in cluster.calls
+        assert ("heal",) in cluster.calls  # and every other process resumed
+        resumed = {c[1] for c in cluster.calls if c[0] == "resume"}
+        assert resumed == set(cluster.brokers + cluster.controllers) - {target}
+    assert targets == set(RecordingCluster.brokers + RecordingCluster.controllers)
+
+
+def test_stop_heals_the_fault_under_way() -> None:
+    cluster = RecordingCluster()
+    recorded: list[Fault] = []
+    nemesis = Nemesis(cluster, "t", [Planned(0.0, "pause-leader", 60.0)], random.Random(1), recorded.append,
+                      quiet=0.0)
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while not cluster.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    nemesis.stop(timeout=10)
+    assert cluster.calls == [("pause", "broker-2"), ("resume", "broker-2")]
+    assert len(recorded) == 1
+
+
+def test_every_fault_is_known() -> None:
+    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader"}
