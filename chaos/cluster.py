@@ -32,6 +32,7 @@ from typing import Protocol
 
 from kazoo.handlers.threading import KazooTimeoutError
 
+from minibroker import cluster_network
 from minibroker.local_cluster import ClusterError, LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -94,6 +95,11 @@ def local_unsupported(fault: str) -> str | None:
     if fault in PARTITION_FAULTS and importlib.util.find_spec(NETNS_MODULE) is None:
         return (f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns`"
                 f" (as root), and {NETNS_MODULE} is not part of this build")
+    if fault in PARTITION_FAULTS:
+        try:
+            cluster_network.check_privileges()
+        except cluster_network.NetworkError as e:
+            return f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns` ({e})"
     return None
 
 

@@ -3,8 +3,11 @@
 Written by the launcher (minibroker/local_cluster.py) and read by every command
 that takes `--data-dir`, so its shape is a contract: `bootstrap_servers`,
 `zookeeper` {connect, pid}, `controllers` [{id, pid}], `brokers` [{id, host,
-port, pid, log_dir}]. A pid is null for a process that is not ours to manage
-(an external ZooKeeper given with `--zookeeper`).
+port, pid, log_dir}], and `network` (null unless `cluster up --netns`): {bridge,
+subnet, gateway, namespaces {host: namespace}, addresses {host: IP}, veths},
+where a host is "core" (ZooKeeper and the controllers) or "broker-<id>". A pid
+is null for a process that is not ours to manage (an external ZooKeeper given
+with `--zookeeper`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 CLUSTER_FILE = "cluster.json"
+# chaos/netns.py's record of the brokers it cut off; it means nothing once the network is gone.
+PARTITIONS_FILE = "partitions.json"
 
 
 class ClusterFileError(Exception):
@@ -48,10 +53,31 @@ class BrokerEntry:
 
 
 @dataclass
+class NetworkEntry:
+    """The virtual network of `cluster up --netns` (minibroker/cluster_network.py): recorded before any of it
+    is created, so `cluster down` can remove what a crashed `up` left behind."""
+
+    bridge: str
+    subnet: str
+    gateway: str  # the bridge's address in the root namespace: where clients on this machine come from
+    namespaces: dict[str, str]
+    addresses: dict[str, str]
+    veths: dict[str, str]  # host -> its veth's root-namespace end; the other end is `eth0` in its namespace
+
+    def namespace(self, host: str) -> str:
+        try:
+            return self.namespaces[host]
+        except KeyError:
+            raise ClusterFileError(f"the cluster network has no host {host!r} (hosts: "
+                                   f"{', '.join(self.namespaces)})") from None
+
+
+@dataclass
 class ClusterInfo:
     zookeeper: ZooKeeperEntry
     controllers: list[ControllerEntry] = field(default_factory=list)
     brokers: list[BrokerEntry] = field(default_factory=list)
+    network: NetworkEntry | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -73,6 +99,7 @@ class ClusterInfo:
             zookeeper=ZooKeeperEntry(**data["zookeeper"]),
             controllers=[ControllerEntry(**c) for c in data["controllers"]],
             brokers=[BrokerEntry(**b) for b in data["brokers"]],
+            network=None if data.get("network") is None else NetworkEntry(**data["network"]),
         )
 
     def save(self, data_dir: Path) -> None:

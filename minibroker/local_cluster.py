@@ -9,6 +9,11 @@ started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
     zookeeper/                             LocalZooKeeper's zoo.cfg, data and pid file
     controller-<id>/controller.properties
     broker-<id>/server.properties          and broker-<id>/data, its log.dirs
+    partitions.json                        brokers cut off by chaos/netns.py (with --netns)
+
+With `--netns` every host (ZooKeeper and the controllers together, each broker)
+runs in a network namespace of its own on a bridge (minibroker/cluster_network.py):
+brokers listen on their own address at port 9092, as on separate machines.
 
 A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
 process's own config file: the kernel may have given a dead process's pid to
@@ -29,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -36,7 +42,16 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.config import ConfigError, KafkaConfig, config_name
 from controller.config import ControllerConfig
-from minibroker.cluster_file import BrokerEntry, ClusterInfo, ControllerEntry, ZooKeeperEntry
+from minibroker import cluster_network
+from minibroker.cluster_file import (
+    PARTITIONS_FILE,
+    BrokerEntry,
+    ClusterInfo,
+    ControllerEntry,
+    NetworkEntry,
+    ZooKeeperEntry,
+)
+from minibroker.cluster_network import CORE, NetworkError, broker_host
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient
@@ -56,6 +71,7 @@ _POLL_S = 0.1
 _KILL_GRACE_S = 10.0
 
 Report = Callable[[str], None]
+T = TypeVar("T")
 
 
 class ClusterError(Exception):
@@ -102,45 +118,66 @@ class LocalCluster:
     # ------------------------------------------------------------------ up
 
     def up(self, brokers: int = 3, controllers: int = 2, zookeeper: str | None = None,
-           overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None) -> ClusterInfo:
+           overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
+           netns: bool = False) -> ClusterInfo:
         """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
-        broker is registered, SERVING and knows the whole cluster, and a controller is active.
+        broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
+        each host gets a network namespace of its own first (root only).
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
         """
         if brokers < 1 or controllers < 1:
             raise ClusterError("a cluster needs at least one broker and one controller")
+        if netns:
+            if zookeeper is not None:
+                raise ClusterError("--netns starts ZooKeeper on the cluster's own network: it cannot use --zookeeper")
+            _network_call(cluster_network.check_privileges)
         if ClusterInfo.exists(self.data_dir):
-            running = [p for p in self._processes(self.load()) if self._running(p)]
+            previous = self.load()
+            running = [p for p in self._processes(previous) if self._running(p)]
             if running:
                 raise ClusterError(
                     f"a cluster is already running from {self.data_dir} ("
                     + ", ".join(f"{p.name} pid {p.pid}" for p in running)
                     + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
+        else:
+            previous = None
         props = _key_values(overrides)
         _check_broker_overrides(props)
+        if previous is not None and previous.network is not None:
+            # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
+            self._remove_network(previous.network)
         deadline = time.monotonic() + timeout
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         credential = secrets.token_urlsafe(24)
         info = ClusterInfo(ZooKeeperEntry(connect=zookeeper or "", pid=None))
         try:
+            if netns:
+                network = self._create_network(info, range(1, brokers + 1))
+                report(f"Created network {network.subnet} on bridge {network.bridge}: namespaces "
+                       + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
             if zookeeper is None:
-                info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0))
+                info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network)
                 report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
             info.save(self.data_dir)
             shared = {k: v for k, v in props.items() if k in SHARED_WITH_CONTROLLERS}
+            if info.network is not None:
+                # ControlledShutdown must be reachable from the brokers' namespaces.
+                shared["listeners"] = f"PLAINTEXT://{info.network.addresses[CORE]}:0"
             for controller_id in range(CONTROLLER_ID_BASE + 1, CONTROLLER_ID_BASE + controllers + 1):
-                pid = self._start_controller(controller_id, {
+                pid = self._start_controller(controller_id, info.network, {
                     "controller.id": str(controller_id), "zookeeper.connect": info.zookeeper.connect,
                     "cluster.credential": credential, **shared})
                 info.controllers.append(ControllerEntry(controller_id, pid))
                 info.save(self.data_dir)
                 report(f"Started controller {controller_id} (pid {pid})")
             for broker_id in range(1, brokers + 1):
-                broker = BrokerEntry(id=broker_id, host=HOST, port=free_port(HOST), pid=None,
+                host, port = ((HOST, free_port(HOST)) if info.network is None
+                              else (info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT))
+                broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
                                      log_dir=str(self.data_dir / f"broker-{broker_id}" / "data"))
-                broker.pid = self._start_broker(broker_id, {
+                broker.pid = self._start_broker(broker_id, info.network, {
                     "broker.id": str(broker_id), "listeners": f"PLAINTEXT://{broker.address}",
                     "log.dirs": broker.log_dir, "zookeeper.connect": info.zookeeper.connect,
                     "cluster.credential": credential, **props})
@@ -155,8 +192,22 @@ class LocalCluster:
             raise
         return info
 
-    def _start_zookeeper(self, timeout: float) -> ZooKeeperEntry:
-        server = LocalZooKeeper(self.zookeeper_dir)
+    def _create_network(self, info: ClusterInfo, broker_ids: Iterable[int]) -> NetworkEntry:
+        """Namespaces, veths and a bridge for `info`, recorded in cluster.json before any of it exists."""
+        tag = cluster_network.network_tag(self.data_dir)
+        # Leftovers of a run from this data dir whose cluster.json is gone would hold our names and subnet.
+        self._remove_network(None)
+        with cluster_network.allocation_lock():
+            info.network = _network_call(cluster_network.plan_network, tag, broker_ids,
+                                         _network_call(cluster_network.routed_networks))
+            info.save(self.data_dir)
+            _network_call(cluster_network.create, info.network)
+        return info.network
+
+    def _start_zookeeper(self, timeout: float, network: NetworkEntry | None) -> ZooKeeperEntry:
+        server = (LocalZooKeeper(self.zookeeper_dir) if network is None else
+                  LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
+                                 launcher=cluster_network.exec_prefix(network, CORE)))
         try:
             pid = server.start(timeout=timeout, detached=True)
         except ZooKeeperStartError as e:
@@ -168,20 +219,23 @@ class LocalCluster:
             link.symlink_to(os.path.relpath(server.log_file, self.logs_dir))
         return ZooKeeperEntry(connect=server.connect_string, pid=pid)
 
-    def _start_controller(self, controller_id: int, props: dict[str, str] | None = None) -> int:
+    def _start_controller(self, controller_id: int, network: NetworkEntry | None,
+                          props: dict[str, str] | None = None) -> int:
         """Write its controller.properties from `props`, or start it on the one it has."""
         config = self.controller_config(controller_id)
         if props is not None:
             _write_properties(config, props)
-        return self._spawn(f"controller-{controller_id}", [sys.executable, "-m", "controller.main",
+        launcher = [] if network is None else cluster_network.exec_prefix(network, CORE)
+        return self._spawn(f"controller-{controller_id}", [*launcher, sys.executable, "-m", "controller.main",
                                                            "--config", str(config)])
 
-    def _start_broker(self, broker_id: int, props: dict[str, str] | None = None) -> int:
+    def _start_broker(self, broker_id: int, network: NetworkEntry | None, props: dict[str, str] | None = None) -> int:
         """Write its server.properties from `props`, or start it on the one it has."""
         config = self.broker_config(broker_id)
         if props is not None:
             _write_properties(config, props)
-        return self._spawn(f"broker-{broker_id}", [sys.executable, "-m", "minibroker.commands.broker",
+        launcher = [] if network is None else cluster_network.exec_prefix(network, broker_host(broker_id))
+        return self._spawn(f"broker-{broker_id}", [*launcher, sys.executable, "-m", "minibroker.commands.broker",
                                                    "--config", str(config)])
 
     def _spawn(self, name: str, argv: list[str]) -> int:
@@ -243,20 +297,34 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ down
 
-    def down(self, kill: bool = False, timeout: float = 30.0) -> list[str]:
+    def down(self, kill: bool = False, timeout: float = 30.0, report: Report = lambda _: None) -> list[str]:
         """Stop every process of the cluster: SIGTERM (SIGKILL with `kill`, or after `timeout`), brokers first,
-        ZooKeeper last, and wait until every pid is gone. Returns the names of the processes stopped."""
-        return self._stop(self.load(), kill, timeout)
+        ZooKeeper last, and wait until every pid is gone; then remove its network, if it has one. Returns the
+        names of the processes stopped."""
+        return self._stop(self.load(), kill, timeout, report)
 
-    def _stop(self, info: ClusterInfo, kill: bool, timeout: float) -> list[str]:
+    def _stop(self, info: ClusterInfo, kill: bool, timeout: float, report: Report = lambda _: None) -> list[str]:
         processes = self._processes(info)
+        if info.network is not None and not kill and (self.data_dir / PARTITIONS_FILE).exists():
+            # A broker cut off from the controller would wait out its controlled shutdown, then get SIGKILLed.
+            _network_call(cluster_network.reconnect_all, info.network)
         stopped: list[str] = []
         # Brokers close their ZooKeeper sessions on the way down, so ZooKeeper goes last.
         for kind in ("broker", "controller", "zookeeper"):
             group = [p for p in processes if p.kind == kind and self._running(p)]
             self._terminate(group, kill, timeout)
             stopped.extend(p.name for p in group)
+        if info.network is not None:
+            removed = self._remove_network(info.network)
+            if removed:
+                report(f"Removed {', '.join(removed)}")
         return stopped
+
+    def _remove_network(self, recorded: NetworkEntry | None) -> list[str]:
+        """The network of this data dir (as recorded, and whatever else carries its tag), and its partitions."""
+        removed = _network_call(cluster_network.remove, cluster_network.network_tag(self.data_dir), recorded)
+        (self.data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
+        return removed
 
     def _terminate(self, processes: list[_Process], kill: bool, timeout: float) -> None:
         for process in processes:
@@ -294,7 +362,7 @@ class LocalCluster:
         if self._running(process):
             self._terminate([process], kill, _KILL_GRACE_S)
             report(f"Stopped broker {broker_id} (pid {broker.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
-        broker.pid = self._start_broker(broker_id)
+        broker.pid = self._start_broker(broker_id, info.network)
         info.save(self.data_dir)
         report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid})")
         self._wait_ready(info, [broker], time.monotonic() + timeout, timeout)
@@ -315,7 +383,7 @@ class LocalCluster:
         if self._running(process):
             self._terminate([process], kill, _KILL_GRACE_S)
             report(f"Stopped controller {controller_id} (pid {entry.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
-        entry.pid = self._start_controller(controller_id)
+        entry.pid = self._start_controller(controller_id, info.network)
         info.save(self.data_dir)
         report(f"Started controller {controller_id} (pid {entry.pid})")
         self._wait_ready(info, [], time.monotonic() + timeout, timeout)
@@ -465,6 +533,13 @@ def _runs(pid: int, marker: str) -> bool:
     except OSError:
         return False
     return marker.encode() in cmdline
+
+
+def _network_call(func: Callable[..., T], *args: Any) -> T:
+    try:
+        return func(*args)
+    except NetworkError as e:
+        raise ClusterError(str(e)) from None
 
 
 def _check_broker_overrides(props: dict[str, str]) -> None:

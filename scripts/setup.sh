@@ -15,6 +15,9 @@ apt_missing=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || apt_missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 "$PY" -c 'import ensurepip, venv' 2>/dev/null || apt_missing+=(python3-venv)
+# `cluster up --netns` and its partitions (chaos/netns.py): iproute2's `ip` and nftables' `nft`.
+PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
+PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     echo "setup: installing ${apt_missing[*]} with apt-get" >&2
     SUDO=""

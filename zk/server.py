@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -158,14 +158,21 @@ class LocalZooKeeper:
         host: str = "127.0.0.1",
         tick_time_ms: int = 500,
         fsync: bool = True,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.tick_time_ms = tick_time_ms
         self.fsync = fsync
+        # An argv prefix the JVM runs under; it must exec (`ip netns exec NS`), so the pid stays the server's.
+        # The server then binds in another network namespace, where our port probes cannot look: the port must
+        # be given, and be free there.
+        self.launcher = tuple(launcher)
         self._proc: subprocess.Popen[bytes] | None = None
         self._pick_port = port == 0
+        if self.launcher and self._pick_port:
+            raise ValueError("a ZooKeeper started through a launcher needs an explicit port")
 
     @property
     def connect_string(self) -> str:
@@ -212,7 +219,7 @@ class LocalZooKeeper:
         while True:
             if self._pick_port:
                 self.port = free_port(self.host)
-            elif port_in_use(self.host, self.port):
+            elif not self.launcher and port_in_use(self.host, self.port):
                 # Checked first so that another server's "imok" cannot pass for ours.
                 raise ZooKeeperStartError(f"port {self.connect_string} is already in use")
             proc = self._spawn(detached)
@@ -277,7 +284,7 @@ class LocalZooKeeper:
         self.config_file.write_text("\n".join(lines) + "\n")
 
     def _command(self) -> list[str]:
-        return server_command(self.config_file.resolve())
+        return [*self.launcher, *server_command(self.config_file.resolve())]
 
     def _spawn(self, detached: bool) -> subprocess.Popen[bytes]:
         self._write_config()

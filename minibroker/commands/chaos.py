@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from chaos.audit import AuditResult, run_audit
 from chaos.checker import check
-from chaos.cluster import ChaosError, LocalChaosCluster, local_unsupported
+from chaos.cluster import PARTITION_FAULTS, ChaosError, LocalChaosCluster, local_unsupported
 from chaos.history import HistoryError, load
 from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
@@ -137,7 +137,8 @@ def _run(args: argparse.Namespace) -> int:
             if (cluster.data_dir / "cluster.json").exists():
                 return _fail(f"{output} holds an earlier run: give another --output")
             _report(f"chaos: starting a fresh cluster in {cluster.data_dir}")
-            cluster.up(overrides=[*OWN_CLUSTER_OVERRIDES, *args.override], report=_report)
+            cluster.up(overrides=[*OWN_CLUSTER_OVERRIDES, *args.override], report=_report,
+                       netns=not PARTITION_FAULTS.isdisjoint(args.faults))
         backend = LocalChaosCluster(cluster)
         try:
             history_path = run(backend, config, output, _report)

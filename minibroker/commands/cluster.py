@@ -1,9 +1,12 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local_cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
+                          [--netns]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
+    minibroker cluster isolate --data-dir D --id N [--cut-clients]    (a cluster started with --netns)
+    minibroker cluster heal --data-dir D
 
 `up` prints progress on stderr and the bootstrap servers on stdout, so
 `BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script.
@@ -17,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from chaos import netns
 from minibroker.cluster_file import ClusterFileError
 from minibroker.local_cluster import ClusterError, LocalCluster, ProcessStatus
 
@@ -37,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="a broker config key=value (repeatable); keys a controller knows go to the controllers too")
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="how long to wait for the cluster to be ready (default 60)")
+    up.add_argument("--netns", action="store_true",
+                    help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
+                         " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it)")
     up.set_defaults(action_func=_up)
 
     status = actions.add_parser("status", help="is every process running, registered, which controller is active")
@@ -57,6 +64,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     restart.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                          help="how long to wait for it to serve again (default 60)")
     restart.set_defaults(action_func=_restart_broker)
+
+    isolate = actions.add_parser("isolate", help="cut a broker off from its peers, the controllers and ZooKeeper"
+                                                 " (a cluster started with --netns)")
+    _data_dir(isolate)
+    isolate.add_argument("--id", type=int, required=True, metavar="N", help="the broker id")
+    isolate.add_argument("--cut-clients", action="store_true",
+                         help="cut it off from clients on this machine too (by default they still reach it)")
+    isolate.set_defaults(action_func=_isolate)
+
+    heal = actions.add_parser("heal", help="undo every `cluster isolate`")
+    _data_dir(heal)
+    heal.set_defaults(action_func=_heal)
     parser.set_defaults(func=_run)
 
 
@@ -80,7 +99,7 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
-                          overrides=args.override, timeout=args.timeout, report=_report)
+                          overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns)
     except (ClusterError, ClusterFileError) as e:
         print(f"minibroker cluster up: {e}", file=sys.stderr)
         return 1
@@ -100,6 +119,16 @@ def _status(args: argparse.Namespace) -> int:
     for s in statuses:
         print(_status_line(s, width))
     print(f"bootstrap servers: {info.bootstrap_servers}")
+    if info.network is not None:
+        print(f"network: {info.network.subnet} on bridge {info.network.bridge}, clients from {info.network.gateway}")
+        try:
+            isolated = netns.partitions(args.data_dir)
+        except netns.PartitionError as e:
+            print(f"minibroker cluster status: {e}", file=sys.stderr)
+            return 1
+        for p in isolated:
+            print(f"broker-{p.broker_id} isolated since {time.strftime('%H:%M:%S', time.localtime(p.since))}"
+                  f" ({'clients still reach it' if p.keep_clients else 'from clients too'})")
     return 0 if all(s.healthy for s in statuses) else 1
 
 
@@ -111,7 +140,7 @@ def _status_line(status: ProcessStatus, width: int) -> str:
 
 def _down(args: argparse.Namespace) -> int:
     try:
-        stopped = LocalCluster(args.data_dir).down(kill=args.kill, timeout=args.timeout)
+        stopped = LocalCluster(args.data_dir).down(kill=args.kill, timeout=args.timeout, report=_report)
     except (ClusterError, ClusterFileError) as e:
         print(f"minibroker cluster down: {e}", file=sys.stderr)
         return 1
@@ -127,4 +156,25 @@ def _restart_broker(args: argparse.Namespace) -> int:
         print(f"minibroker cluster restart-broker: {e}", file=sys.stderr)
         return 1
     print(f"Broker {broker.id} serving on {broker.address} (pid {broker.pid})")
+    return 0
+
+
+def _isolate(args: argparse.Namespace) -> int:
+    try:
+        netns.isolate(args.data_dir, args.id, keep_clients=not args.cut_clients)
+    except (netns.PartitionError, ClusterFileError) as e:
+        print(f"minibroker cluster isolate: {e}", file=sys.stderr)
+        return 1
+    print(f"Broker {args.id} is cut off from its peers, the controllers and ZooKeeper"
+          + (" and from clients" if args.cut_clients else "; clients still reach it"))
+    return 0
+
+
+def _heal(args: argparse.Namespace) -> int:
+    try:
+        healed = netns.heal(args.data_dir)
+    except (netns.PartitionError, ClusterFileError) as e:
+        print(f"minibroker cluster heal: {e}", file=sys.stderr)
+        return 1
+    print(f"Healed {', '.join(f'broker-{p.broker_id}' for p in healed)}" if healed else "Nothing was cut off")
     return 0

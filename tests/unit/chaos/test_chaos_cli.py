@@ -11,6 +11,7 @@ from chaos_histories import T0, clean, with_final
 
 from chaos import audit
 from chaos.history import History, HistoryWriter, Recovered
+from minibroker import cluster_network
 from minibroker.cli import main
 
 
@@ -24,7 +25,10 @@ def _record(history: History, path: Path) -> Path:
     return path
 
 
-def test_partition_faults_need_netns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_partition_faults_need_netns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a user without CAP_NET_ADMIN, whoever runs the test.
+    monkeypatch.setattr(cluster_network, "missing_capabilities", lambda proc_status: ["CAP_NET_ADMIN"])
     assert main(["chaos", "run", "--faults", "kill-leader,partition-leader", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "partition-leader needs network namespaces: a cluster started with `minibroker cluster up --netns`" in err
