@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "minibroker.commands.console_producer",
     "minibroker.commands.console_consumer",
     "minibroker.commands.perf",
+    "minibroker.commands.audit",
 )
 
 

@@ -1,0 +1,135 @@
+"""Log audit benchmark: `minibroker audit`'s Spark job on local[2] against plain Python reading the same files.
+
+Writes ~1 GiB of log dirs to a temporary directory with the log layer (3
+replicas of several partitions, each a LogManager of its own, the followers'
+logs appended with append_as_follower as a fetcher would), then in one run:
+
+- the I/O floor: plain Python reading every `.log` file once, in 8 MiB
+  chunks (the chunk size the audit reads with);
+- the audit: spark_jobs.audit.run_audit on local[2] (session already started,
+  so the JVM's start-up is left out and reported apart).
+
+Prints MB/s of segment data for both and their ratio. Targets (issue 7):
+audit >= 100 MB/s and within 3x of the floor. The temporary directory is
+removed at the end.
+
+    .venv/bin/python bench/audit_bench.py [--total-mb 1024] [--partitions 4] [--batch-kb 64] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.log.record import CompressionType, ProducerRecord, build_batch
+from proto.types import TopicPartition
+
+CODECS = (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD, CompressionType.GZIP)
+LEADER_EPOCH = 3
+
+
+def sample_batches(batch_bytes: int, count: int = 8) -> list[bytes]:
+    """A few distinct batches of about `batch_bytes` stored bytes, over the codecs, from random values."""
+    batches = []
+    for i in range(count):
+        codec = CODECS[i % len(CODECS)]
+        records = max(1, batch_bytes // 120)
+        # Half random, half repeated: compressed batches keep a realistic share of their raw size.
+        values = [os.urandom(50) + bytes(50) for _ in range(records)]
+        batches.append(build_batch([ProducerRecord(v, key=str(j).encode()) for j, v in enumerate(values)],
+                                   compression=codec, now_ms=1_700_000_000_000 + i))
+    return batches
+
+
+def write_log_dirs(root: Path, total_bytes: int, partitions: int, replicas: int = 3, batch_bytes: int = 65536,
+                   segment_bytes: int = 128 << 20) -> list[Path]:
+    """`replicas` broker log dirs under `root` holding `partitions` partitions of ~total_bytes/replicas each."""
+    config = LogConfig(segment_bytes=segment_bytes)
+    managers = [LogManager([root / f"broker-{b}"], config, broker_id=b) for b in range(1, replicas + 1)]
+    for manager in managers:
+        manager.startup()
+    samples = sample_batches(batch_bytes)
+    per_partition = total_bytes // replicas // partitions
+    for p in range(partitions):
+        tp = TopicPartition("bench", p)
+        logs = [m.get_or_create_log(tp) for m in managers]
+        written = 0
+        i = 0
+        while written < per_partition:
+            batch = bytearray(samples[i % len(samples)])
+            logs[0].append_as_leader(batch, LEADER_EPOCH)  # stamps offsets and epoch into `batch`
+            for follower in logs[1:]:
+                follower.append_as_follower(batch)
+            written += len(batch)
+            i += 1
+    for manager in managers:
+        manager.write_high_watermarks((tp, log.log_end_offset) for tp, log in manager.all_logs().items())
+        manager.shutdown()
+    return [root / f"broker-{b}" for b in range(1, replicas + 1)]
+
+
+def segment_files(log_dirs: list[Path]) -> list[Path]:
+    return sorted(p for d in log_dirs for p in d.glob("*/*.log"))
+
+
+def read_floor(files: list[Path], chunk: int = 8 << 20) -> float:
+    """Seconds for plain Python to read every file once."""
+    started = time.perf_counter()
+    for path in files:
+        with path.open("rb", buffering=0) as f:
+            while f.read(chunk):
+                pass
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--total-mb", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--batch-kb", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    from spark_jobs.audit import run_audit, spark_session
+
+    with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
+        root = Path(tmp)
+        started = time.perf_counter()
+        log_dirs = write_log_dirs(root / "data", args.total_mb << 20, args.partitions, batch_bytes=args.batch_kb << 10)
+        files = segment_files(log_dirs)
+        total = sum(p.stat().st_size for p in files)
+        print(f"wrote {total / 1e6:.0f} MB in {len(files)} segments ({len(log_dirs)} replicas x {args.partitions}"
+              f" partitions, ~{args.batch_kb} KiB batches) in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        spark, _ = spark_session(args.master, root)
+        print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f} s")
+        try:
+            floors, audits = [], []
+            for round_ in range(args.repeat):
+                floors.append(read_floor(files))
+                started = time.perf_counter()
+                summaries = run_audit(spark, [str(d) for d in log_dirs])
+                audits.append(time.perf_counter() - started)
+                findings = sum(len(s.findings) for s in summaries)
+                print(f"round {round_ + 1}: floor {total / floors[-1] / 1e6:.0f} MB/s, audit"
+                      f" {total / audits[-1] / 1e6:.0f} MB/s ({findings} anomalies)")
+                if findings:
+                    raise SystemExit(f"the generated log dirs should audit clean, {findings} anomalies found")
+        finally:
+            spark.stop()
+        floor, audit = min(floors), min(audits)
+        print(f"I/O floor (plain Python read, best of {args.repeat}): {total / floor / 1e6:.0f} MB/s ({floor:.2f} s)")
+        print(f"audit on {args.master} (best of {args.repeat}): {total / audit / 1e6:.0f} MB/s ({audit:.2f} s),"
+              f" {audit / floor:.1f}x the floor (target >= 100 MB/s and <= 3x)")
+        shutil.rmtree(root / "data", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
