@@ -23,6 +23,7 @@ record batches. Three kinds of rows (`rows` option):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -246,14 +247,14 @@ def _problem(check: str, file: str | None, detail: str) -> dict[str, Any]:
     return {"check": check, "file": file, "detail": detail}
 
 
-def _offset_checkpoint(log_dir: Location, name: str,
-                       problems: list[dict[str, Any]] | None) -> dict[TopicPartition, int]:
-    """A log dir's offset checkpoint; problems (when asked for) say why it could not be read."""
+def _offset_checkpoint(log_dir: Location, name: str, problems: list[dict[str, Any]] | None = None,
+                       missing_is_a_problem: bool = True) -> dict[TopicPartition, int]:
+    """A log dir's offset checkpoint; `problems` (when given) get why it could not be read."""
     location = log_dir.child(name)
     try:
         return OffsetCheckpointFile(location.uri).parse(read_file(location))
     except FileNotFoundError:
-        if problems is not None:
+        if problems is not None and missing_is_a_problem:
             problems.append(_problem("missing_checkpoint", name, f"{location.uri} does not exist"))
     except OSError as exc:
         if problems is not None:
@@ -278,6 +279,9 @@ def read_log_dir(part: ReplicaDir) -> dict[str, Any]:
             problems.append(_problem("missing_broker_id", META_PROPERTIES,
                                      f"{root.child(META_PROPERTIES).uri} is missing or names no broker.id"))
         _offset_checkpoint(root, REPLICATION_OFFSET_CHECKPOINT, problems)
+        # Written every log.flush.offset.checkpoint.interval.ms (a minute): a broker killed sooner has none yet.
+        for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT):
+            _offset_checkpoint(root, name, problems, missing_is_a_problem=False)
         for entry in entries:
             if entry.is_dir:
                 if entry.name.endswith(DELETE_DIR_SUFFIX):
@@ -300,12 +304,12 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
     root = Location(part.log_dir)
     directory = part.location
     problems: list[dict[str, Any]] = []
-    high_watermarks = _offset_checkpoint(root, REPLICATION_OFFSET_CHECKPOINT, None)
+    high_watermarks = _offset_checkpoint(root, REPLICATION_OFFSET_CHECKPOINT)
     hw = high_watermarks.get(tp)
     if high_watermarks and hw is None:
         problems.append(_problem("missing_checkpoint", REPLICATION_OFFSET_CHECKPOINT,
                                  f"no high watermark for {tp} in {root.child(REPLICATION_OFFSET_CHECKPOINT).uri}"))
-    start = _offset_checkpoint(root, LOG_START_OFFSET_CHECKPOINT, None).get(tp)
+    start = _offset_checkpoint(root, LOG_START_OFFSET_CHECKPOINT).get(tp)
     segments: list[dict[str, Any]] = []
     offset_index: list[dict[str, Any]] = []
     time_index: list[dict[str, Any]] = []
@@ -386,7 +390,9 @@ class MinibrokerLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths = self.options.get("paths") or self.options.get("path") or ""
-        log_dirs = [p.strip() for p in paths.split(",") if p.strip()]
+        # load([...]) passes a JSON list as `paths`; the option and load("D1,D2") a comma-separated string.
+        listed = json.loads(paths) if paths.startswith("[") else paths.split(",")
+        log_dirs = [p.strip() for p in listed if p.strip()]
         if not log_dirs:
             raise ValueError("no log dirs: give them with .option('paths', 'D1,D2') or .load('D1,D2')")
         return _Reader(log_dirs, self._rows(), int(self.options.get("chunkSize", 8 << 20)), schema)
