@@ -7,13 +7,16 @@ logs appended with append_as_follower as a fetcher would), then in one run:
 - the I/O floor: plain Python reading every `.log` file once, in 8 MiB
   chunks (the chunk size the audit reads with);
 - the audit: spark_jobs.audit.run_audit on local[2] (session already started,
-  so the JVM's start-up is left out and reported apart).
+  so the JVM's start-up is left out and reported apart);
+
+both with the files in the page cache ("warm") and evicted from it first with
+posix_fadvise(DONTNEED), which touches only these files ("cold": from the disk).
 
 Prints MB/s of segment data for both and their ratio. Targets (issue 7):
 audit >= 100 MB/s and within 3x of the floor. The temporary directory is
 removed at the end.
 
-    .venv/bin/python bench/audit_bench.py [--total-mb 1024] [--partitions 4] [--batch-kb 64] [--repeat 2]
+    .venv/bin/python bench/audit_bench.py [--total-mb 1024] [--partitions 4] [--batch-kb 64] [--repeat 2] [--cache both]
 """
 
 from __future__ import annotations
@@ -88,12 +91,25 @@ def read_floor(files: list[Path], chunk: int = 8 << 20) -> float:
     return time.perf_counter() - started
 
 
+def evict(files: list[Path]) -> None:
+    """Drop the files' pages from the page cache (theirs only), so the next read comes from the disk."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--total-mb", type=int, default=1024)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch-kb", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--cache", choices=("warm", "cold", "both"), default="both",
+                        help="read the files from the page cache, from the disk (evicted first), or both")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
@@ -109,25 +125,40 @@ def main() -> None:
               f" partitions, ~{args.batch_kb} KiB batches) in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
         spark, _ = spark_session(args.master, root)
-        print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f} s")
+        print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f} s (not counted)")
+        caches = ("warm", "cold") if args.cache == "both" else (args.cache,)
+        floors: dict[str, list[float]] = {c: [] for c in caches}
+        audits: dict[str, list[float]] = {c: [] for c in caches}
+
+        def audit() -> float:
+            started = time.perf_counter()
+            summaries = run_audit(spark, [str(d) for d in log_dirs])
+            elapsed = time.perf_counter() - started
+            findings = sum(len(s.findings) for s in summaries)
+            if findings:
+                raise SystemExit(f"the generated log dirs should audit clean, {findings} anomalies found")
+            return elapsed
+
         try:
-            floors, audits = [], []
             for round_ in range(args.repeat):
-                floors.append(read_floor(files))
-                started = time.perf_counter()
-                summaries = run_audit(spark, [str(d) for d in log_dirs])
-                audits.append(time.perf_counter() - started)
-                findings = sum(len(s.findings) for s in summaries)
-                print(f"round {round_ + 1}: floor {total / floors[-1] / 1e6:.0f} MB/s, audit"
-                      f" {total / audits[-1] / 1e6:.0f} MB/s ({findings} anomalies)")
-                if findings:
-                    raise SystemExit(f"the generated log dirs should audit clean, {findings} anomalies found")
+                for cache in caches:
+                    if cache == "cold":
+                        evict(files)
+                    else:
+                        read_floor(files)  # into the page cache
+                    floors[cache].append(read_floor(files))
+                    if cache == "cold":
+                        evict(files)
+                    audits[cache].append(audit())
+                    print(f"round {round_ + 1} ({cache} cache): floor {total / floors[cache][-1] / 1e6:.0f} MB/s,"
+                          f" audit {total / audits[cache][-1] / 1e6:.0f} MB/s", flush=True)
         finally:
             spark.stop()
-        floor, audit = min(floors), min(audits)
-        print(f"I/O floor (plain Python read, best of {args.repeat}): {total / floor / 1e6:.0f} MB/s ({floor:.2f} s)")
-        print(f"audit on {args.master} (best of {args.repeat}): {total / audit / 1e6:.0f} MB/s ({audit:.2f} s),"
-              f" {audit / floor:.1f}x the floor (target >= 100 MB/s and <= 3x)")
+        for cache in caches:
+            floor, best = min(floors[cache]), min(audits[cache])
+            print(f"{cache} cache, best of {args.repeat}: I/O floor (plain Python read) {total / floor / 1e6:.0f} MB/s"
+                  f" ({floor:.2f} s); audit on {args.master} {total / best / 1e6:.0f} MB/s ({best:.2f} s),"
+                  f" {best / floor:.1f}x the floor (targets: >= 100 MB/s, <= 3x)")
         shutil.rmtree(root / "data", ignore_errors=True)
 
 

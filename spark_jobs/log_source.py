@@ -48,7 +48,18 @@ from broker.log.index import decode_offset_index, decode_time_index
 from broker.log.log import CLEANED_FILE_SUFFIX
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, META_PROPERTIES, parse_meta_properties
 from broker.log.producer_state import SNAPSHOT_SUFFIX
-from broker.log.record import ATTRIBUTES_POS, BatchHeader, CompressionType, crc32c, decode_records, validate_batch
+from broker.log.record import (
+    ATTRIBUTES_POS,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    CompressionType,
+    crc32c,
+    decode_records,
+    validate_batch,
+)
 from broker.log.segment import DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from proto.errors import KafkaError
 from proto.types import TopicPartition
@@ -146,11 +157,10 @@ def plan(log_dirs: Sequence[str]) -> list[ReplicaDir]:
 # --------------------------------------------------------------------------- batches
 
 
-def _codec(header: BatchHeader) -> str:
-    try:
-        return CompressionType(header.attributes & 0x7).name
-    except ValueError:
-        return f"UNKNOWN({header.attributes & 0x7})"
+# Codec name by attributes & 0x7 (a table: this runs once per batch).
+_CODECS = tuple(CompressionType(i).name if i in CompressionType._value2member_map_ else f"UNKNOWN({i})"
+                for i in range(8))
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
 class _Columns:
@@ -202,11 +212,13 @@ def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterat
             with positional_reader(part.location.child(name)) as (read_at, size):
                 for position, h, data, problem in scan_batches(read_at, size, chunk_size):
                     computed, error = _validate(data, position, h.crc)
+                    attributes = h.attributes
                     out.add((*replica, name, position, h.base_offset, h.base_offset + h.last_offset_delta,
-                             h.record_count, h.batch_length + 12, h.magic, h.crc, computed, h.partition_leader_epoch,
-                             _codec(h), "LogAppendTime" if h.attributes & 0x8 else "CreateTime", h.base_timestamp,
+                             h.record_count, h.batch_length + LOG_OVERHEAD, h.magic, h.crc, computed,
+                             h.partition_leader_epoch, _CODECS[attributes & COMPRESSION_MASK],
+                             _TIMESTAMP_TYPES[bool(attributes & TIMESTAMP_TYPE_MASK)], h.base_timestamp,
                              h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
-                             bool(h.attributes & 0x10), bool(h.attributes & 0x20), error, problem))
+                             bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem))
                     if len(out) >= ARROW_BATCH_ROWS:
                         yield out.flush()
         except OSError as exc:

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from broker.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.dump import scan_log
 from broker.log.index import decode_offset_index, decode_time_index
-from broker.log.record import CompressionType, crc32c, patch_base_offset_and_epoch
+from broker.log.record import BatchHeader, CompressionType, crc32c, patch_base_offset_and_epoch
 from client.admin import Admin, NewTopic
 from client.producer import Producer
 from minibroker.cli import main as cli_main
@@ -132,7 +132,7 @@ def segments(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log"))
 
 
-def batches(segment: Path) -> list[tuple[int, object]]:
+def batches(segment: Path) -> list[tuple[int, BatchHeader]]:
     return [(position, header) for position, header, data, _ in scan_log(segment) if data is not None]
 
 
@@ -255,9 +255,9 @@ def test_replica_diverging_below_the_high_watermark(spark: SparkSession, damaged
 
 def test_duplicated_producer_batch(spark: SparkSession, damaged: dict[int, Path]) -> None:
     directory = partition_dir(damaged, 2, 0)
-    first = segments(directory)[0]
-    position, header = next((p, h) for p, h in batches(first) if h.producer_id >= 0)
-    duplicate = bytearray(first.read_bytes()[position : position + header.size])
+    segment, position, header = next((s, p, h) for s in segments(directory) for p, h in batches(s)
+                                     if h.producer_id >= 0)
+    duplicate = bytearray(segment.read_bytes()[position : position + header.size])
     last = segments(directory)[-1]
     log_end = batches(last)[-1][1].next_offset
     # Written as the latest leader would have: at the log end, stamped with its epoch.
