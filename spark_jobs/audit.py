@@ -10,7 +10,8 @@ errors and types, spark_jobs) is shipped with addPyFile, so a cluster needs
 only the third-party packages (pyarrow, crc32c, and lz4/zstandard for
 `rows=records` on compressed batches).
 
-Exit codes: 0 clean, 1 anomalies found, 2 usage error.
+Exit codes: 0 clean, 1 anomalies found, 2 usage error, 3 the job itself failed
+(no verdict on the logs, no report written).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from minibroker.cluster_file import ClusterFileError, ClusterInfo
 from spark_jobs import checks
 from spark_jobs.files import Location, exists
 from spark_jobs.log_source import FORMAT, MinibrokerLogDataSource, broker_id_of
-from spark_jobs.options import EXIT_ANOMALIES, EXIT_CLEAN, EXIT_USAGE, UsageError, add_arguments
+from spark_jobs.options import EXIT_ANOMALIES, EXIT_CLEAN, EXIT_FAILED, EXIT_USAGE, UsageError, add_arguments
 from spark_jobs.report import (
     SUMMARY_SCHEMA,
     PartitionSummary,
@@ -158,9 +159,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="minibroker-audit-") as workdir:
-        spark, ours = spark_session(args.master, Path(workdir))
+        try:
+            spark, ours = spark_session(args.master, Path(workdir))
+        except Exception as exc:  # Spark's errors for a bad master URL are of no one class
+            print(f"audit: cannot start Spark (--master {args.master}): {exc}", file=sys.stderr)
+            return EXIT_USAGE
         try:
             summaries = run_audit(spark, log_dirs, args.chunk_size)
+        except Exception as exc:
+            # Not a verdict on the logs: the job itself failed (lost executors, a filesystem it cannot reach).
+            print(f"audit: the Spark job failed: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         finally:
             if ours:
                 spark.stop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-EXIT_CLEAN, EXIT_ANOMALIES, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_ANOMALIES, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
 
 class UsageError(Exception):

@@ -12,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "audit", help="check with Spark that every broker's log files are whole and that the replicas agree",
         description="Read every broker's segment, index and checkpoint files with Spark and report, partition by"
                     " partition, whether they are whole, consistent and identical across replicas."
-                    " Exit code 0 when clean, 1 when anomalies are found, 2 on usage errors.")
+                    " Exit code 0 when clean, 1 when anomalies are found, 2 on usage errors, 3 when the job fails.")
     add_arguments(parser)
     parser.set_defaults(func=run)
 
