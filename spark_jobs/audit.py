@@ -138,6 +138,8 @@ def spark_session(master: str | None, workdir: Path) -> tuple[SparkSession, bool
     if (master or ("" if under_spark_submit else "local")).startswith("local"):
         # A few partitions' worth of metadata per shuffle: Spark's default of 200 tasks would dominate.
         builder = builder.config("spark.sql.shuffle.partitions", "4")
+        # The JVM only moves Arrow batches here: its C2 compiler would burn more CPU than it ever saves.
+        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     ship_code(spark, workdir)
