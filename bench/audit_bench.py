@@ -102,6 +102,34 @@ def evict(files: list[Path]) -> None:
             os.close(fd)
 
 
+def tree_cpu_seconds() -> float:
+    """CPU time of this process and every descendant (the JVM, Spark's Python workers), reaped ones included.
+
+    On a shared machine the wall clock says how busy the others are; CPU seconds
+    per byte say what the audit costs, and on an idle machine with N cores the
+    wall time tends to CPU / N.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo += [child for child, parent in parents.items() if parent == pid]
+    return total / ticks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--total-mb", type=int, default=1024)
@@ -130,10 +158,14 @@ def main() -> None:
         floors: dict[str, list[float]] = {c: [] for c in caches}
         audits: dict[str, list[float]] = {c: [] for c in caches}
 
-        def audit() -> float:
-            started = time.perf_counter()
+        cpu: dict[str, list[float]] = {c: [] for c in caches}
+        floor_cpu: list[float] = []
+
+        def audit(cache: str) -> float:
+            started, cpu_before = time.perf_counter(), tree_cpu_seconds()
             summaries = run_audit(spark, [str(d) for d in log_dirs])
             elapsed = time.perf_counter() - started
+            cpu[cache].append(tree_cpu_seconds() - cpu_before)
             findings = sum(len(s.findings) for s in summaries)
             if findings:
                 raise SystemExit(f"the generated log dirs should audit clean, {findings} anomalies found")
@@ -146,12 +178,15 @@ def main() -> None:
                         evict(files)
                     else:
                         read_floor(files)  # into the page cache
+                    cpu_before = time.process_time()
                     floors[cache].append(read_floor(files))
+                    floor_cpu.append(time.process_time() - cpu_before)
                     if cache == "cold":
                         evict(files)
-                    audits[cache].append(audit())
+                    audits[cache].append(audit(cache))
                     print(f"round {round_ + 1} ({cache} cache): floor {total / floors[cache][-1] / 1e6:.0f} MB/s,"
-                          f" audit {total / audits[cache][-1] / 1e6:.0f} MB/s", flush=True)
+                          f" audit {total / audits[cache][-1] / 1e6:.0f} MB/s ({cpu[cache][-1]:.1f} CPU-s)",
+                          flush=True)
         finally:
             spark.stop()
         for cache in caches:
@@ -159,6 +194,11 @@ def main() -> None:
             print(f"{cache} cache, best of {args.repeat}: I/O floor (plain Python read) {total / floor / 1e6:.0f} MB/s"
                   f" ({floor:.2f} s); audit on {args.master} {total / best / 1e6:.0f} MB/s ({best:.2f} s),"
                   f" {best / floor:.1f}x the floor (targets: >= 100 MB/s, <= 3x)")
+            least = min(cpu[cache])
+            print(f"{cache} cache: audit costs {least:.1f} CPU-s ({total / least / 1e6:.0f} MB per CPU-s; on"
+                  f" {os.cpu_count()} idle cores about {total / least * (os.cpu_count() or 1) / 1e6:.0f} MB/s);"
+                  f" the floor {min(floor_cpu):.2f} CPU-s")
+        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         shutil.rmtree(root / "data", ignore_errors=True)
 
 
