@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "minibroker.commands.perf",
     "minibroker.commands.chaos",
     "minibroker.commands.health",
+    "minibroker.commands.audit",
 )
 
 

@@ -127,6 +127,10 @@ class CheckpointFile(Generic[T]):
                 return []
             except OSError as exc:
                 raise KafkaStorageError(f"Error while reading checkpoint file {self.path}: {exc}") from exc
+        return self.parse(raw)
+
+    def parse(self, raw: bytes) -> list[T]:
+        """The entries of the file's content `raw` (for readers that fetch the bytes themselves, e.g. the audit)."""
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -201,6 +205,9 @@ class OffsetCheckpointFile:
     def read(self) -> dict[TopicPartition, int]:
         return dict(self._checkpoint.read())
 
+    def parse(self, raw: bytes) -> dict[TopicPartition, int]:
+        return dict(self._checkpoint.parse(raw))
+
 
 class EpochEntry(NamedTuple):
     """A leader epoch and the offset of the first record written in it."""
@@ -233,3 +240,6 @@ class LeaderEpochCheckpointFile:
 
     def read(self) -> list[EpochEntry]:
         return self._checkpoint.read()
+
+    def parse(self, raw: bytes) -> list[EpochEntry]:
+        return self._checkpoint.parse(raw)

@@ -11,17 +11,9 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from broker.log.batch_scan import scan_batches
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from broker.log.record import (
-    HEADER_SIZE,
-    MAGIC,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    TimestampType,
-    crc32c,
-    decode_records,
-    parse_header,
-)
+from broker.log.record import BatchHeader, TimestampType, crc32c, decode_records
 from broker.log.segment import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from proto.errors import KafkaError
 
@@ -44,25 +36,8 @@ def scan_log(path: Path) -> Iterator[tuple[int, BatchHeader, bytes | None, str |
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        position = 0
-        while position < size:
-            head = os.pread(fd, HEADER_SIZE, position)
-            if len(head) < HEADER_SIZE:
-                yield position, parse_header(head + bytes(HEADER_SIZE - len(head))), None, (
-                    f"{len(head)} bytes at position {position} are too few for a batch header")
-                return
-            header = parse_header(head)
-            if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
-                yield position, header, None, (
-                    f"no valid batch at position {position} (magic {header.magic}, batchLength {header.batch_length})")
-                return
-            if position + header.size > size:
-                yield position, header, None, (
-                    f"batch at position {position} declares {header.size} bytes but only {size - position} remain")
-                return
-            data = os.pread(fd, header.size, position)
-            yield position, header, data, None
-            position += header.size
+        for position, header, data, problem in scan_batches(lambda pos, n: os.pread(fd, n, pos), size):
+            yield position, header, None if data is None else bytes(data), problem
     finally:
         os.close(fd)
 

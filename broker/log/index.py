@@ -31,7 +31,10 @@ from typing import ClassVar, NamedTuple
 
 from broker.log.file_slice import SharedFile
 
-__all__ = ["CorruptIndexError", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
+__all__ = [
+    "CorruptIndexError", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset", "decode_offset_index",
+    "decode_time_index", "used_entries",
+]
 
 INT_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
@@ -124,12 +127,7 @@ class AbstractIndex:
         when the file holds exactly one entry (trimmed), left out otherwise, which
         costs only a longer scan.
         """
-        if self._mmap is None:
-            return 0
-        used = len(self._mmap[:].rstrip(b"\0"))
-        if used == 0 and self._length == self.entry_size:
-            return 1
-        return min(-(-used // self.entry_size), self.max_entries)
+        return 0 if self._mmap is None else used_entries(self._mmap[:], self.entry_size)
 
     def resize(self, new_size: int) -> None:
         """Set the file to `new_size` rounded down to whole entries (AbstractIndex.resize)."""
@@ -233,6 +231,31 @@ def _largest_lower_bound(n: int, target: int, key_of_slot: Callable[[int], int])
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+
+
+def used_entries(raw: bytes, entry_size: int) -> int:
+    """How many entries of an index file's content `raw` are real: those up to its zero-filled tail.
+
+    See AbstractIndex._entries_before_zero_tail for why a lone all-zero entry counts.
+    """
+    used = len(raw.rstrip(b"\0"))
+    if used == 0 and len(raw) == entry_size:
+        return 1
+    return min(-(-used // entry_size), len(raw) // entry_size)
+
+
+def decode_offset_index(raw: bytes, base_offset: int) -> list[OffsetPosition]:
+    """The entries of a `.index` file's content, for readers without the file at hand (the audit)."""
+    size = _OFFSET_ENTRY.size
+    return [OffsetPosition(base_offset + relative, position)
+            for relative, position in _OFFSET_ENTRY.iter_unpack(raw[: used_entries(raw, size) * size])]
+
+
+def decode_time_index(raw: bytes, base_offset: int) -> list[TimestampOffset]:
+    """The entries of a `.timeindex` file's content."""
+    size = _TIME_ENTRY.size
+    return [TimestampOffset(timestamp, base_offset + relative)
+            for timestamp, relative in _TIME_ENTRY.iter_unpack(raw[: used_entries(raw, size) * size])]
 
 
 class OffsetIndex(AbstractIndex):

@@ -57,13 +57,17 @@ class LogDirOwnedError(KafkaError):
 
 def read_meta_properties(log_dir: Path) -> dict[str, str]:
     path = log_dir / META_PROPERTIES
+    return parse_meta_properties(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def parse_meta_properties(text: str) -> dict[str, str]:
+    """`key=value` lines of a meta.properties file; comments and blank lines skipped."""
     props: dict[str, str] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            line = line.strip()
-            if line and not line.startswith("#") and "=" in line:
-                key, _, value = line.partition("=")
-                props[key.strip()] = value.strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
     return props
 
 

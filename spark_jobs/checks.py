@@ -1,0 +1,365 @@
+"""The audit's checks: pure functions from one partition's rows to findings, each with its evidence.
+
+Input rows are those of the `minibroker-log` data source (spark_jobs/log_source.py):
+`Batch` per batch row, `Replica` per partition directory with its batches.
+Nothing here touches files or Spark, so every check is tested on rows built
+in memory (tests/unit/spark_jobs). Wording follows Kafka's DumpLogSegments
+where it has a line for the problem ("invalid bytes at the end", "Non-consecutive
+offsets", "Mismatches in", "Found timestamp mismatch").
+
+A replica is named by its log dir: a broker with several log dirs holds a
+partition in one of them, and a log dir without meta.properties still counts.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, NamedTuple
+
+from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from broker.log.segment import LOG_FILE_SUFFIX
+
+# Every check's name, as it appears in findings (the report's `check` column).
+INVALID_BYTES = "invalid_bytes"
+INVALID_BATCH = "invalid_batch"
+UNREADABLE_FILE = "unreadable_file"
+NON_CONSECUTIVE_OFFSETS = "non_consecutive_offsets"
+INDEX_MISMATCH = "index_mismatch"
+INDEX_NOT_MONOTONIC = "index_not_monotonic"
+TIME_INDEX_MISMATCH = "time_index_mismatch"
+TIME_INDEX_OUT_OF_ORDER = "time_index_out_of_order"
+LEADER_EPOCH_DECREASE = "leader_epoch_decrease"
+LEADER_EPOCH_CHECKPOINT_MISMATCH = "leader_epoch_checkpoint_mismatch"
+HIGH_WATERMARK_ABOVE_LOG_END = "high_watermark_above_log_end"
+REPLICA_DIVERGENCE = "replica_divergence"
+DUPLICATE_PRODUCER_BATCH = "duplicate_producer_batch"
+
+
+class Finding(NamedTuple):
+    """One anomaly and where it is: the broker, the file, the byte position and the offsets concerned."""
+
+    check: str
+    topic: str | None
+    partition: int | None
+    broker: int | None
+    log_dir: str | None
+    file: str | None
+    position: int | None
+    base_offset: int | None
+    last_offset: int | None
+    detail: str
+
+
+class Batch(NamedTuple):
+    """A `batches` row. With `problem` set it is where a segment stops being batches, not a batch."""
+
+    broker: int | None
+    log_dir: str
+    topic: str
+    partition: int
+    segment: str
+    position: int
+    base_offset: int | None
+    last_offset: int | None
+    record_count: int | None
+    size: int | None
+    magic: int | None
+    crc: int | None
+    computed_crc: int | None
+    partition_leader_epoch: int | None
+    codec: str | None
+    timestamp_type: str | None
+    base_timestamp: int | None
+    max_timestamp: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    base_sequence: int | None
+    is_transactional: bool | None
+    is_control: bool | None
+    error: str | None
+    problem: str | None
+
+    @property
+    def whole(self) -> bool:
+        """A complete batch (its CRC may still be wrong): what offsets, indexes and agreement look at."""
+        return self.problem is None
+
+
+@dataclass
+class Replica:
+    """A `replicas` row and its partition's batches on that broker, in log order."""
+
+    broker: int | None
+    log_dir: str
+    topic: str | None
+    partition: int | None
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    leader_epochs: list[dict[str, int]] | None = None
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    offset_index: list[dict[str, Any]] = field(default_factory=list)
+    time_index: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, str]] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+
+    def finding(self, check: str, detail: str, file: str | None = None, position: int | None = None,
+                base_offset: int | None = None, last_offset: int | None = None) -> Finding:
+        return Finding(check, self.topic, self.partition, self.broker, self.log_dir, file, position, base_offset,
+                       last_offset, detail)
+
+    def at(self, check: str, batch: Batch, detail: str) -> Finding:
+        return self.finding(check, detail, batch.segment, batch.position, batch.base_offset, batch.last_offset)
+
+    @property
+    def whole_batches(self) -> list[Batch]:
+        return [b for b in self.batches if b.whole]
+
+    @property
+    def log_start(self) -> int:
+        """The log start offset: the checkpoint's, or the first segment's base if higher (retention ran since)."""
+        first_segment = min((s["base_offset"] for s in self.segments), default=0)
+        return max(self.log_start_offset or 0, first_segment)
+
+    @property
+    def log_end(self) -> int:
+        """The offset after the last whole batch (the LEO); an empty log ends at its last segment's base."""
+        whole = self.whole_batches
+        if whole:
+            return max(b.last_offset or 0 for b in whole) + 1
+        return max((s["base_offset"] for s in self.segments), default=self.log_start)
+
+
+def replicas_of(batch_rows: Iterable[Mapping[str, Any]], replica_rows: Iterable[Mapping[str, Any]]) -> list[Replica]:
+    """Join one partition's rows into replicas, batches in log order (segment base offset, then position)."""
+    replicas = {row["log_dir"]: Replica(**row) for row in replica_rows}
+    for row in batch_rows:
+        batch = Batch(**row)
+        replica = replicas.get(batch.log_dir)
+        if replica is None:  # its directory vanished between the two reads: keep the batches anyway
+            replica = replicas[batch.log_dir] = Replica(batch.broker, batch.log_dir, batch.topic, batch.partition)
+        replica.batches.append(batch)
+    for replica in replicas.values():
+        replica.batches.sort(key=lambda b: (b.segment, b.position))
+    return sorted(replicas.values(), key=lambda r: (r.broker if r.broker is not None else -1, r.log_dir))
+
+
+# --------------------------------------------------------------------------- one replica
+
+
+def file_problems(replica: Replica) -> Iterator[Finding]:
+    """What the data source found wrong with the files themselves (unknown, unreadable, corrupt checkpoints)."""
+    for problem in replica.problems:
+        yield replica.finding(problem["check"], problem["detail"], problem["file"])
+
+
+def batch_integrity(replica: Replica) -> Iterator[Finding]:
+    """Every batch whole and valid (structure, CRC: broker/log/record.py's validate_batch), every file batches."""
+    sizes = {s["file"]: s["size"] for s in replica.segments}
+    for batch in replica.batches:
+        if batch.problem is not None and batch.base_offset is None:
+            yield replica.finding(UNREADABLE_FILE, batch.problem, batch.segment, batch.position)
+        elif batch.problem is not None:
+            size = sizes.get(batch.segment)
+            invalid = "" if size is None else f"{size - batch.position} "
+            yield replica.finding(INVALID_BYTES, f"Found {invalid}invalid bytes at the end of {batch.segment}:"
+                                  f" {batch.problem}", batch.segment, batch.position)
+        elif batch.error is not None:
+            yield replica.at(INVALID_BATCH, batch, f"{batch.error} (isvalid: false)")
+
+
+def consecutive_offsets(replica: Replica) -> Iterator[Finding]:
+    """Each batch starts right after the previous one, across segments."""
+    whole = replica.whole_batches
+    for previous, batch in pairwise(whole):
+        assert previous.last_offset is not None and batch.base_offset is not None
+        if batch.base_offset != previous.last_offset + 1:
+            yield replica.at(NON_CONSECUTIVE_OFFSETS, batch, f"Non-consecutive offsets in {batch.segment}:"
+                             f" {previous.last_offset} is followed by {batch.base_offset}")
+
+
+def _by_segment(batches: Sequence[Batch]) -> dict[str, list[Batch]]:
+    segments: dict[str, list[Batch]] = {}
+    for batch in batches:
+        segments.setdefault(batch.segment, []).append(batch)
+    return segments
+
+
+def _log_file(index_file: str) -> str:
+    return index_file.rsplit(".", 1)[0] + LOG_FILE_SUFFIX
+
+
+def offset_index(replica: Replica) -> Iterator[Finding]:
+    """Every `.index` entry names a batch's start position and that batch's last offset; entries increase."""
+    segments = _by_segment(replica.whole_batches)
+    logs = {s["file"] for s in replica.segments}
+    previous: dict[str, dict[str, Any]] = {}
+    for entry in sorted(replica.offset_index, key=lambda e: (e["file"], e["slot"])):
+        file, offset, position = entry["file"], entry["offset"], entry["position"]
+        before = previous.get(file)
+        previous[file] = entry
+        if before is not None and (offset <= before["offset"] or position <= before["position"]):
+            yield replica.finding(INDEX_NOT_MONOTONIC, f"Corrupt index found, index file ({file}) entry"
+                                  f" {entry['slot']} (offset {offset}, position {position}) does not follow"
+                                  f" (offset {before['offset']}, position {before['position']})",
+                                  file, position, offset, offset)
+            continue
+        log_file = _log_file(file)
+        if log_file not in logs:
+            yield replica.finding(INDEX_MISMATCH, f"Mismatches in :{file}: no log file {log_file}", file, position,
+                                  offset, offset)
+            continue
+        at = next((b for b in segments.get(log_file, ()) if b.position == position), None)
+        if at is None or at.last_offset != offset:
+            found = f"no batch starts at position {position}" if at is None else at.last_offset
+            yield replica.finding(INDEX_MISMATCH, f"Mismatches in :{file}  Index offset: {offset}, log offset: {found}",
+                                  file, position, offset, offset)
+
+
+def time_index(replica: Replica) -> Iterator[Finding]:
+    """Each `.timeindex` entry is the segment's largest timestamp so far and the batch that first reached it."""
+    segments = _by_segment(replica.whole_batches)
+    previous: dict[str, dict[str, Any]] = {}
+    for entry in sorted(replica.time_index, key=lambda e: (e["file"], e["slot"])):
+        file, timestamp, offset = entry["file"], entry["timestamp"], entry["offset"]
+        before = previous.get(file)
+        previous[file] = entry
+        if before is not None and (timestamp <= before["timestamp"] or offset < before["offset"]):
+            yield replica.finding(TIME_INDEX_OUT_OF_ORDER, f"Found out of order timestamp in :{file}  Index"
+                                  f" timestamp: {timestamp}, offset: {offset}, Previously indexed timestamp:"
+                                  f" {before['timestamp']}, offset: {before['offset']}", file, None, offset, offset)
+            continue
+        batches = segments.get(_log_file(file), [])
+        seen = max((b.max_timestamp or -1 for b in batches if (b.last_offset or 0) <= offset), default=-1)
+        target = next((b for b in batches if b.last_offset == offset), None)
+        earlier = max((b.max_timestamp or -1 for b in batches if (b.last_offset or 0) < offset), default=-1)
+        if target is None or target.max_timestamp != timestamp or earlier >= timestamp:
+            where = "" if target is not None else f", no batch ends at offset {offset}"
+            yield replica.finding(TIME_INDEX_MISMATCH, f"Found timestamp mismatch in :{file}  Index timestamp:"
+                                  f" {timestamp}, log timestamp: {seen}{where}", file,
+                                  None if target is None else target.position, offset, offset)
+
+
+def leader_epochs(replica: Replica) -> Iterator[Finding]:
+    """Epochs never decrease along offsets, and `leader-epoch-checkpoint` names each batch's epoch."""
+    whole = replica.whole_batches
+    for previous, batch in pairwise(whole):
+        if (batch.partition_leader_epoch or 0) < (previous.partition_leader_epoch or 0):
+            yield replica.at(LEADER_EPOCH_DECREASE, batch, f"partitionLeaderEpoch {batch.partition_leader_epoch} at"
+                             f" offset {batch.base_offset} after {previous.partition_leader_epoch} at offset"
+                             f" {previous.base_offset}")
+    entries = replica.leader_epochs
+    if entries is None:
+        return
+    for before, entry in pairwise(entries):
+        if entry["epoch"] <= before["epoch"] or entry["start_offset"] <= before["start_offset"]:
+            yield replica.finding(LEADER_EPOCH_CHECKPOINT_MISMATCH, f"{LEADER_EPOCH_CHECKPOINT} entries do not"
+                                  f" increase: {before['epoch']} {before['start_offset']} then {entry['epoch']}"
+                                  f" {entry['start_offset']}", LEADER_EPOCH_CHECKPOINT)
+            return
+    starts = [e["start_offset"] for e in entries]
+    reported: tuple[int | None, int | None] | None = None
+    for batch in whole:
+        assert batch.last_offset is not None
+        if entries and batch.last_offset < starts[0]:
+            continue  # below the log start the checkpoint was truncated to
+        slot = bisect.bisect_right(starts, batch.last_offset) - 1
+        expected = entries[slot]["epoch"] if slot >= 0 else None
+        if expected != batch.partition_leader_epoch:
+            # One finding per run of batches with the same disagreement, not one per batch.
+            if reported != (expected, batch.partition_leader_epoch):
+                said = "no epoch" if expected is None else f"epoch {expected}"
+                yield replica.at(LEADER_EPOCH_CHECKPOINT_MISMATCH, batch, f"batch at offset {batch.base_offset} has"
+                                 f" partitionLeaderEpoch {batch.partition_leader_epoch} but {LEADER_EPOCH_CHECKPOINT}"
+                                 f" says {said}")
+            reported = (expected, batch.partition_leader_epoch)
+        else:
+            reported = None
+
+
+def high_watermark(replica: Replica) -> Iterator[Finding]:
+    """The checkpointed high watermark is not above the log end offset."""
+    hw = replica.high_watermark
+    if hw is not None and hw > replica.log_end:
+        yield replica.finding(HIGH_WATERMARK_ABOVE_LOG_END, f"high watermark {hw} in {REPLICATION_OFFSET_CHECKPOINT}"
+                              f" is above the log end offset {replica.log_end}", REPLICATION_OFFSET_CHECKPOINT,
+                              None, replica.log_end, hw)
+
+
+def producer_duplicates(replica: Replica) -> Iterator[Finding]:
+    """No idempotent batch (producer id, epoch, base sequence) written at two offsets."""
+    first: dict[tuple[int, int, int], Batch] = {}
+    for batch in replica.whole_batches:
+        if batch.producer_id is None or batch.producer_id < 0 or batch.base_sequence is None \
+                or batch.base_sequence < 0:
+            continue
+        key = (batch.producer_id, batch.producer_epoch or 0, batch.base_sequence)
+        earlier = first.setdefault(key, batch)
+        if earlier is not batch:
+            yield replica.at(DUPLICATE_PRODUCER_BATCH, batch, f"producerId {key[0]} producerEpoch {key[1]}"
+                             f" baseSequence {key[2]} at offsets {batch.base_offset}-{batch.last_offset} was already"
+                             f" written at offsets {earlier.base_offset}-{earlier.last_offset}"
+                             f" ({earlier.segment} position {earlier.position})")
+
+
+REPLICA_CHECKS = (file_problems, batch_integrity, consecutive_offsets, offset_index, time_index, leader_epochs,
+                  high_watermark, producer_duplicates)
+
+
+# --------------------------------------------------------------------------- across replicas
+
+
+def _identity(batch: Batch) -> tuple[int | None, int | None, int | None, int | None]:
+    return batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.crc
+
+
+def _describe(replica: Replica, batch: Batch | None) -> str:
+    name = f"broker {replica.broker}" if replica.broker is not None else replica.log_dir
+    if batch is None:
+        return f"{name} has no batch there"
+    return (f"{name} has offsets {batch.base_offset}-{batch.last_offset} partitionLeaderEpoch"
+            f" {batch.partition_leader_epoch} crc {batch.crc}")
+
+
+def replica_agreement(replicas: Sequence[Replica]) -> Iterator[Finding]:
+    """All replicas hold the same batches (offsets, epoch, CRC) from the highest log start to the lowest HW.
+
+    Only the first divergence is reported, once per replica that differs from
+    the majority (every replica when none has a majority).
+    """
+    compared = [r for r in replicas if r.topic is not None]
+    hws = [r.high_watermark for r in compared if r.high_watermark is not None]
+    if len(compared) < 2 or not hws:
+        return
+    start = max(r.log_start for r in compared)
+    end = min(hws)
+    held = [{b.base_offset: b for b in r.whole_batches if b.base_offset is not None and start <= b.base_offset < end}
+            for r in compared]
+    for offset in sorted(set().union(*held)):
+        batches = [h.get(offset) for h in held]
+        identities = [None if b is None else _identity(b) for b in batches]
+        if len(set(identities)) == 1:
+            continue
+        (common, votes), = Counter(identities).most_common(1)
+        majority = common if votes * 2 > len(identities) else object()
+        evidence = "; ".join(_describe(r, b) for r, b in zip(compared, batches))
+        for replica, batch, identity in zip(compared, batches, identities):
+            if identity == majority:
+                continue
+            if batch is not None:
+                yield replica.at(REPLICA_DIVERGENCE, batch, f"replicas diverge at offset {offset} below the high"
+                                 f" watermark {end}: {evidence}")
+            else:
+                yield replica.finding(REPLICA_DIVERGENCE, f"replicas diverge at offset {offset} below the high"
+                                      f" watermark {end}: {evidence}", None, None, offset, offset)
+        return
+
+
+def audit_partition(replicas: Sequence[Replica]) -> list[Finding]:
+    """Every finding for one partition (or, for rows without a topic, for log dirs' own files)."""
+    findings = [f for replica in replicas for check in REPLICA_CHECKS for f in check(replica)]
+    findings += replica_agreement(replicas)
+    return findings

@@ -1,0 +1,57 @@
+"""What the data source's executors read from a log dir, without Spark: the plan and the replica rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.log.record import ProducerRecord, build_batch
+from proto.types import TopicPartition
+from spark_jobs.log_source import ReplicaDir, plan, read_log_dir, read_replica
+
+
+def _log_dir(root: Path) -> Path:
+    manager = LogManager([root], LogConfig(segment_bytes=2000, index_interval_bytes=300), broker_id=7)
+    manager.startup()
+    log = manager.get_or_create_log(TopicPartition("orders", 1))
+    for i in range(20):
+        log.append_as_leader(bytearray(build_batch([ProducerRecord(b"v" * 100, key=str(i).encode())] * 2,
+                                                   now_ms=1000 + i)), 4)
+    manager.write_high_watermarks([(TopicPartition("orders", 1), 30)])
+    manager.shutdown()
+    return root
+
+
+def test_plan_lists_partition_dirs_and_the_log_dir(tmp_path: Path) -> None:
+    root = _log_dir(tmp_path / "b7")
+    (root / "not-a-partition").mkdir()
+    (root / "orders-9.abc-delete").mkdir()
+    assert plan([str(root)]) == [ReplicaDir(7, str(root)), ReplicaDir(7, str(root), "orders", 1)]
+
+
+def test_replica_row_has_checkpoints_segments_and_index_entries(tmp_path: Path) -> None:
+    root = _log_dir(tmp_path / "b7")
+    (root / "orders-1" / "stray.bin").write_bytes(b"?")
+    row = read_replica(ReplicaDir(7, str(root), "orders", 1))
+    assert (row["broker"], row["topic"], row["partition"], row["high_watermark"]) == (7, "orders", 1, 30)
+    assert row["leader_epochs"] == [{"epoch": 4, "start_offset": 0}]
+    assert len(row["segments"]) > 1 and row["segments"][0]["base_offset"] == 0
+    assert sum(s["size"] for s in row["segments"]) == sum(p.stat().st_size for p in (root / "orders-1").glob("*.log"))
+    assert row["offset_index"] and all(e["offset"] > 0 and e["position"] > 0 for e in row["offset_index"])
+    assert row["time_index"]
+    assert row["problems"] == [{"check": "unknown_file", "file": "stray.bin",
+                                "detail": f"unknown file {root / 'orders-1' / 'stray.bin'}"}]
+
+
+def test_log_dir_row_reports_its_own_files(tmp_path: Path) -> None:
+    root = _log_dir(tmp_path / "b7")
+    (root / "replication-offset-checkpoint").write_text("0\n1\n")
+    (root / "core.dump").write_bytes(b"")
+    (root / "meta.properties").unlink()
+    problems = read_log_dir(ReplicaDir(None, str(root)))["problems"]
+    assert [(p["check"], p["file"]) for p in problems] == [
+        ("missing_broker_id", "meta.properties"), ("corrupt_checkpoint", "replication-offset-checkpoint"),
+        ("unknown_file", "core.dump")]
+    missing = read_log_dir(ReplicaDir(None, str(tmp_path / "nowhere")))["problems"]
+    assert [p["check"] for p in missing] == ["unreadable_file"]
