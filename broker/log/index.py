@@ -55,6 +55,24 @@ def _all_increasing(values: list[int] | array[int]) -> bool:
     return all(map(operator.lt, values, values[1:]))
 
 
+# The zero-filled tail is compared a chunk at a time (memcmp), not stripped byte by byte: an
+# active segment's index is preallocated to segment.index.bytes (10 MiB) and every partition
+# opens one after an unclean stop.
+_ZERO_CHUNK = bytes(1 << 16)
+
+
+def _length_before_zero_tail(data: mmap.mmap) -> int:
+    """The length of `data` up to its last non-zero byte."""
+    end = len(data)
+    while end > 0:
+        start = max(end - len(_ZERO_CHUNK), 0)
+        chunk = data[start:end]
+        if chunk != _ZERO_CHUNK[: end - start]:
+            return start + len(chunk.rstrip(b"\0"))
+        end = start
+    return 0
+
+
 class AbstractIndex:
     """The mmap, entry count and resizing shared by both index kinds."""
 
@@ -126,7 +144,7 @@ class AbstractIndex:
         """
         if self._mmap is None:
             return 0
-        used = len(self._mmap[:].rstrip(b"\0"))
+        used = _length_before_zero_tail(self._mmap)
         if used == 0 and self._length == self.entry_size:
             return 1
         return min(-(-used // self.entry_size), self.max_entries)
