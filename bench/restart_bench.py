@@ -1,7 +1,7 @@
 """How long a broker restart takes, phase by phase: process start-up, log recovery, registration, back in the ISR.
 
     .venv/bin/python bench/restart_bench.py [--partitions 6] [--load-seconds 20] [--throughput 2000]
-        [--import-runs 5] [--recovery-batches 8000] [--skip-cluster]
+        [--import-runs 5] [--recovery-batches 8000] [--parts startup,recovery,restart]
 
 1. Start-up (no cluster): the command a broker process is spawned with
    (`python -m minibroker.commands.broker --help`: every import, no I/O), against
@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BROKER = 1
 TOPIC = "restart-bench"
 _POLL_S = 0.02
+PARTS = ("startup", "recovery", "restart")
 PACKAGES = ("broker", "client", "controller", "minibroker", "proto", "zk", "chaos")
 _LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO (.*)$")
 
@@ -136,8 +137,9 @@ def bench_recovery(batches: int) -> None:
 
 def log_events(log_file: Path, since: float) -> dict[str, float]:
     """Epoch seconds of the broker's start-up milestones logged at or after `since` (its log's local time)."""
-    marks = {"first log line": "starting (broker.server)", "logs loaded": "Loaded ",
-             "listening": "Listening on "}
+    marks = {"first log line": "starting (broker.server)",
+             "old registration seen (waits for its session to expire)": "broker id ",
+             "log recovery starts": "Log dir ", "logs loaded": "Loaded ", "listening": "Listening on "}
     found: dict[str, float] = {}
     for line in log_file.read_text(errors="replace").splitlines():
         match = _LOG_TIME.match(line)
@@ -160,15 +162,18 @@ def wait_for(what: str, condition: Callable[[], bool], deadline: float) -> float
     return time.time()
 
 
-def serving(channel: grpc.Channel) -> bool:
-    try:
-        response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-    except grpc.RpcError:
-        return False
+def serving(address: str) -> bool:
+    # A channel per check, with connections of its own: one made while the broker was down would wait out
+    # gRPC's reconnect backoff, and channels share connections process-wide by default.
+    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+        except grpc.RpcError:
+            return False
     return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def bench_restart(partitions: int, load_seconds: float, throughput: int, timeout: float) -> None:
+def bench_restart(partitions: int, load_seconds: float, throughput: int, timeout: float, keep: bool) -> None:
     print(f"3. SIGKILL restart of broker {BROKER}: {partitions} partitions, RF=3, perf produce load at"
           f" {throughput} records/s for {load_seconds:g} s before the kill and during the restart")
     data_dir = Path(tempfile.mkdtemp(prefix="restart-bench-"))
@@ -199,10 +204,12 @@ def bench_restart(partitions: int, load_seconds: float, throughput: int, timeout
         killed = time.time()
         entry = info.broker(BROKER)
         restart_error: list[BaseException] = []
+        ready_at: list[float] = []
 
         def restart() -> None:
             try:
                 cluster.restart_broker(BROKER, timeout=timeout)
+                ready_at.append(time.time())
             except BaseException as e:  # reported by the main thread
                 restart_error.append(e)
 
@@ -215,11 +222,11 @@ def bench_restart(partitions: int, load_seconds: float, throughput: int, timeout
             broker = zk.get_broker(BROKER)
             return broker is not None and broker.epoch != old.epoch
 
-        with grpc.insecure_channel(entry.address) as channel:
-            at_registered = wait_for("registered", registered, deadline)
-            at_serving = wait_for("serving", lambda: serving(channel), deadline)
+        at_registered = wait_for("registered", registered, deadline)
+        at_serving = wait_for("serving", lambda: serving(entry.address), deadline)
         at_isr = wait_for("back in every ISR", full_isr, deadline)
         restarter.join(timeout)
+        at_ready = ready_at[0] if ready_at else float("nan")
         if restart_error:
             raise restart_error[0]
         zk.close()
@@ -227,18 +234,23 @@ def bench_restart(partitions: int, load_seconds: float, throughput: int, timeout
         print(f"  SIGKILL -> process gone: {killed - spawned:+.2f} s before the spawn (t=0)")
         timeline = [*((name, at) for name, at in sorted(events.items(), key=lambda e: e[1])),
                     ("registered (new broker epoch)", at_registered), ("SERVING", at_serving),
-                    (f"in the ISR of all {partitions} partitions", at_isr)]
+                    (f"in the ISR of all {partitions} partitions", at_isr),
+                    ("restart-broker returns (cluster ready)", at_ready)]
         for name, at in timeline:
             print(f"  {name:40s} t={at - spawned:6.2f} s")
-        if "logs loaded" in events and "first log line" in events:
-            print(f"  log recovery: {events['logs loaded'] - events['first log line']:.2f} s for {partitions}"
-                  f" partitions; registered -> all in ISR: {at_isr - at_registered:.2f} s")
+        if "logs loaded" in events and "log recovery starts" in events:
+            print(f"  log recovery: {events['logs loaded'] - events['log recovery starts']:.2f} s for {partitions}"
+                  f" partitions")
+        print(f"  registered -> in every ISR: {at_isr - at_registered:.2f} s")
     finally:
         if load is not None:
             load.kill()
             load.wait()
         cluster.down(kill=True)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if keep:
+            print(f"  data dir and process logs kept in {data_dir}")
+        else:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def main() -> None:
@@ -249,13 +261,20 @@ def main() -> None:
     parser.add_argument("--import-runs", type=int, default=5)
     parser.add_argument("--recovery-batches", type=int, default=8000)
     parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("--skip-cluster", action="store_true", help="only the start-up and recovery parts")
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's data dir and logs")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated, of {', '.join(PARTS)} (restart on an old checkout: its before figures)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    bench_startup(args.import_runs)
-    bench_recovery(args.recovery_batches)
-    if not args.skip_cluster:
-        bench_restart(args.partitions, args.load_seconds, args.throughput, args.timeout)
+    parts = args.parts.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(unknown)}: choose from {', '.join(PARTS)}")
+    if "startup" in parts:
+        bench_startup(args.import_runs)
+    if "recovery" in parts:
+        bench_recovery(args.recovery_batches)
+    if "restart" in parts:
+        bench_restart(args.partitions, args.load_seconds, args.throughput, args.timeout, args.keep)
 
 
 if __name__ == "__main__":
