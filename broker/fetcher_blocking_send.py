@@ -36,9 +36,16 @@ class ReplicaFetcherBlockingSend:
         self._broker_id = broker_id
         self._config = config
         host = f"[{source_broker.host}]" if ":" in source_broker.host else source_broker.host
+        # Kafka's ReplicaFetcherBlockingSend reconnects with no backoff of its own: the fetcher thread waits
+        # replica.fetch.backoff.ms after a failure. gRPC's default (up to 120 s between attempts) would
+        # leave a restarted leader's followers, and its way back into the ISR, waiting long after it serves.
+        backoff_ms = max(config.fetch_backoff_ms, 1)
         self._channel = grpc.insecure_channel(f"{host}:{source_broker.port}", options=[
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", backoff_ms),
+            ("grpc.min_reconnect_backoff_ms", backoff_ms),
+            ("grpc.max_reconnect_backoff_ms", backoff_ms),
         ])
         self._client = pb_grpc.KafkaClientStub(self._channel)
         self._cluster = pb_grpc.KafkaClusterStub(self._channel)

@@ -68,6 +68,8 @@ SHARED_WITH_CONTROLLERS = frozenset(config_name(f.name) for f in dataclasses.fie
     "listeners", "metrics.port"}
 _LOG_TAIL_LINES = 20
 _POLL_S = 0.1
+_READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                          ("grpc.max_reconnect_backoff_ms", 100)]
 _KILL_GRACE_S = 10.0
 
 Report = Callable[[str], None]
@@ -255,7 +257,9 @@ class LocalCluster:
             zk = KafkaZkClient.connect(info.zookeeper.connect, timeout=max(deadline - time.monotonic(), 1.0))
         except KazooTimeoutError:
             raise ClusterError(f"cannot connect to ZooKeeper at {info.zookeeper.connect}") from None
-        channels = {b.id: grpc.insecure_channel(b.address) for b in brokers}
+        # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
+        # between attempts, long after a broker serves (and channels share connections process-wide).
+        channels = {b.id: grpc.insecure_channel(b.address, options=_READY_CHANNEL_OPTIONS) for b in brokers}
         try:
             while True:
                 for process in processes:

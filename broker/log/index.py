@@ -58,6 +58,24 @@ def _all_increasing(values: list[int] | array[int]) -> bool:
     return all(map(operator.lt, values, values[1:]))
 
 
+# The zero-filled tail is compared a chunk at a time (memcmp), not stripped byte by byte: an
+# active segment's index is preallocated to segment.index.bytes (10 MiB) and every partition
+# opens one after an unclean stop.
+_ZERO_CHUNK = bytes(1 << 16)
+
+
+def _length_before_zero_tail(data: bytes | mmap.mmap) -> int:
+    """The length of `data` up to its last non-zero byte."""
+    end = len(data)
+    while end > 0:
+        start = max(end - len(_ZERO_CHUNK), 0)
+        chunk = data[start:end]
+        if chunk != _ZERO_CHUNK[: end - start]:
+            return start + len(chunk.rstrip(b"\0"))
+        end = start
+    return 0
+
+
 class AbstractIndex:
     """The mmap, entry count and resizing shared by both index kinds."""
 
@@ -127,7 +145,7 @@ class AbstractIndex:
         when the file holds exactly one entry (trimmed), left out otherwise, which
         costs only a longer scan.
         """
-        return 0 if self._mmap is None else used_entries(self._mmap[:], self.entry_size)
+        return 0 if self._mmap is None else used_entries(self._mmap, self.entry_size)
 
     def resize(self, new_size: int) -> None:
         """Set the file to `new_size` rounded down to whole entries (AbstractIndex.resize)."""
@@ -233,12 +251,12 @@ _TIME_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 
 
-def used_entries(raw: bytes, entry_size: int) -> int:
+def used_entries(raw: bytes | mmap.mmap, entry_size: int) -> int:
     """How many entries of an index file's content `raw` are real: those up to its zero-filled tail.
 
     See AbstractIndex._entries_before_zero_tail for why a lone all-zero entry counts.
     """
-    used = len(raw.rstrip(b"\0"))
+    used = _length_before_zero_tail(raw)
     if used == 0 and len(raw) == entry_size:
         return 1
     return min(-(-used // entry_size), len(raw) // entry_size)

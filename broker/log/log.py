@@ -331,7 +331,7 @@ class Log:
             return
         first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
         self.producer_state.replay(
-            header for segment in self._segments[first:] for _, header in segment.batches_from(0)
+            header for segment in self._segments[first:] for header in segment.headers()
             if header.producer_id >= 0 and header.last_offset >= start
         )
 

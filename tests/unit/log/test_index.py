@@ -206,3 +206,16 @@ def test_time_index_sanity_check_rejects(tmp_path: Path, entries: list[tuple[int
     path.write_bytes(b"".join(struct.pack(">qi", ts, rel) for ts, rel in entries))
     with pytest.raises(CorruptIndexError, match=message):
         TimeIndex(path, BASE, 120).sanity_check(next_offset)
+
+
+@pytest.mark.parametrize("entries", [0, 1, 8191, 8192, 8193, 20_000])
+def test_reopen_of_a_large_preallocated_index_counts_entries_across_chunks(tmp_path: Path, entries: int) -> None:
+    # 1 MiB of 8-byte slots: the zero tail is found chunk by chunk (64 KiB = 8192 entries per chunk).
+    index = offset_index(tmp_path, max_size=1 << 20)
+    for i in range(entries):
+        index.append(BASE + 1 + i, 4 * (i + 1))
+    index.close_handler()
+    reopened = offset_index(tmp_path, max_size=1 << 20)
+    assert reopened.entries == entries
+    if entries:
+        assert reopened.last_entry == OffsetPosition(BASE + entries, 4 * entries)

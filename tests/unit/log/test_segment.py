@@ -12,6 +12,7 @@ from broker.log.config import LogConfig
 from broker.log.index import OffsetPosition, TimestampOffset
 from broker.log.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
 from broker.log.segment import BatchSpan, LogSegment, filename_prefix_from_offset
+from proto.errors import CorruptMessageError
 
 
 def stamped(raw: list[bytes], first_offset: int) -> tuple[memoryview, list[BatchHeader]]:
@@ -229,3 +230,22 @@ def test_recover_truncates_at_the_first_bad_batch(tmp_path: Path, corruption: st
     assert segment.size == result.valid_bytes == segment.log_file.size()
     assert segment.read_next_offset() == result.valid_bytes // size * 2
     assert result.reason is not None and f"position {result.valid_bytes}" in result.reason
+
+
+def test_headers_walks_every_batch_as_batches_from_does(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path, base=100)
+    assert list(segment.headers()) == []
+    written = append(segment, [make_batch(records=2, tag=i) for i in range(5)], 100)
+    assert list(segment.headers()) == written == [h for _, h in segment.batches_from(0)]
+
+
+def test_headers_stops_at_a_malformed_header(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path)
+    written = append(segment, [make_batch(tag=i) for i in range(3)], 0)
+    with open(segment.path, "r+b") as f:  # the second batch's magic byte (offset 16 in its header)
+        f.seek(written[0].size + 16)
+        f.write(b"\x07")
+    walked = segment.headers()
+    assert next(walked) == written[0]
+    with pytest.raises(CorruptMessageError, match=r"malformed batch header .* magic 7"):
+        next(walked)

@@ -1,0 +1,31 @@
+"""What a broker process imports to start: the client package only on first use of `minibroker.Producer` & co."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_broker_command_does_not_import_the_client() -> None:
+    assert _python("import sys, minibroker.commands.broker; print('client' in sys.modules)") == "False"
+
+
+def test_package_still_exports_the_client_on_first_use() -> None:
+    out = _python("import sys, minibroker; from minibroker import Producer, Consumer, Admin, NewTopic, TopicPartition;"
+                  " import client; print(Producer is client.Producer and minibroker.Admin is client.Admin)")
+    assert out == "True"
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    import minibroker
+
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        minibroker.Nope  # noqa: B018
