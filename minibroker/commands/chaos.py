@@ -75,8 +75,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser.add_argument("--output", type=Path, metavar="DIR",
                             help="where the history and the report go (default data/chaos/<UTC time>)")
     run_parser.add_argument("--audit", action=argparse.BooleanOptionalAction, default=None,
-                            help="run the Spark audit of the log dirs after the run (default: if this build has"
-                                 " `minibroker audit`; --audit makes its absence a failure)")
+                            help="run the Spark audit of the log dirs after the run (default: when the cluster's log"
+                                 " dirs are on this machine; --audit makes their absence a failure)")
     run_parser.add_argument("--topic", default="chaos", help="the topic to write (created; default chaos)")
     run_parser.add_argument("--partitions", type=int, default=6, metavar="N", help="default 6")
     run_parser.add_argument("--writers", type=int, default=3, metavar="N",

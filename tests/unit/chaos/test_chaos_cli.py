@@ -64,16 +64,14 @@ def test_check_a_missing_history(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "cannot read history" in capsys.readouterr().err
 
 
-def test_audit_missing_from_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(audit, "available", lambda: False)
-    assert audit.run_audit(tmp_path, tmp_path / "a", required=False) == audit.AuditResult(
-        "not-run", "`minibroker audit` is not part of this build")
-    assert audit.run_audit(tmp_path, tmp_path / "a", required=True).status == "error"
+def test_audit_without_log_dirs_on_this_machine(tmp_path: Path) -> None:
+    assert audit.run_audit(None, tmp_path / "a", required=False) == audit.AuditResult(
+        "not-run", "the cluster has no data dir on this machine to audit")
+    assert audit.run_audit(None, tmp_path / "a", required=True).status == "error"
 
 
 @pytest.mark.parametrize(("code", "status"), [(0, "clean"), (1, "anomalies"), (3, "error")])
 def test_audit_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, code: int, status: str) -> None:
-    monkeypatch.setattr(audit, "available", lambda: True)
     monkeypatch.setattr(audit, "command", lambda data_dir, output: [
         sys.executable, "-c", f"import sys; print('audit said {code}', file=sys.stderr); sys.exit({code})"])
     result = audit.run_audit(tmp_path, tmp_path / "a", required=False)

@@ -64,7 +64,7 @@ def test_verdict_names_what_failed() -> None:
 @pytest.mark.parametrize(("audit", "valid", "word"), [
     (AuditResult("clean", "replicas agree"), True, "ok"),
     (AuditResult("anomalies", "diverged"), False, "FAIL"),
-    (AuditResult("not-run", "`minibroker audit` is not part of this build"), True, "NOT RUN"),
+    (AuditResult("not-run", "the cluster has no data dir on this machine to audit"), True, "NOT RUN"),
 ])
 def test_audit_in_the_verdict(audit: AuditResult, valid: bool, word: str) -> None:
     history = _recovered_clean()
