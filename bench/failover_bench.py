@@ -35,20 +35,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from client import Admin, NewTopic, Producer
 from client.future import FutureRecordMetadata
-from minibroker.local_cluster import LocalCluster
+from minibroker.local_cluster import LocalCluster, scratch_cluster
 from proto.types import TopicPartition
 from zk import paths
 from zk.client import KafkaZkClient
@@ -245,19 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle-ms", type=int, default=1500,
                         help="wait after the full ISR before the next round (see above)")
     args = parser.parse_args(argv)
-    data_dir = Path(tempfile.mkdtemp(prefix="minibroker-failover-bench-"))
-    cluster = LocalCluster(data_dir)
-    try:
-        session_timeout = f"zookeeper.session.timeout.ms={args.session_timeout_ms}"
-        info = cluster.up(brokers=3, controllers=1, overrides=[session_timeout],
-                          report=lambda line: print(line, flush=True))
-        with KafkaZkClient.connect(info.zookeeper.connect) as zk:
-            bench(cluster, zk, info.bootstrap_servers, args.rounds, args.session_timeout_ms, args.settle_ms)
-    finally:
-        try:
-            cluster.down()
-        finally:
-            shutil.rmtree(data_dir, ignore_errors=True)
+    session_timeout = f"zookeeper.session.timeout.ms={args.session_timeout_ms}"
+    with scratch_cluster("minibroker-failover-bench-", brokers=3, controllers=1, overrides=[session_timeout],
+                         report=lambda line: print(line, flush=True)) as (cluster, info), \
+            KafkaZkClient.connect(info.zookeeper.connect) as zk:
+        bench(cluster, zk, info.bootstrap_servers, args.rounds, args.session_timeout_ms, args.settle_ms)
     return 0
 
 

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from client import Admin, NewTopic
-from minibroker.local_cluster import LocalCluster
+from minibroker.local_cluster import scratch_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROPS = ("linger.ms=5", "batch.size=65536")
@@ -140,16 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="shared by every run; acks is set per run")
     parser.add_argument("--e2e-records", type=int, default=1000, help="perf end-to-end round trips")
     args = parser.parse_args(argv)
-    data_dir = Path(tempfile.mkdtemp(prefix="minibroker-replication-bench-"))
-    cluster = LocalCluster(data_dir)
-    try:
-        info = cluster.up(brokers=3, controllers=1, report=lambda line: print(line, flush=True))
+    with scratch_cluster("minibroker-replication-bench-", brokers=3, controllers=1,
+                         report=lambda line: print(line, flush=True)) as (_, info):
         bench(info.bootstrap_servers, args.records, args.record_size, args.producer_props, args.e2e_records)
-    finally:
-        try:
-            cluster.down()
-        finally:
-            shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

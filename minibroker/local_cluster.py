@@ -27,11 +27,13 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,6 +89,24 @@ class ProcessStatus:
     running: bool
     detail: str
     healthy: bool
+
+
+@contextlib.contextmanager
+def scratch_cluster(prefix: str, keep: bool = False, **up: Any) -> Iterator[tuple[LocalCluster, ClusterInfo]]:
+    """A cluster in a fresh temporary data dir for one benchmark: up on entry (LocalCluster.up's arguments),
+    down on exit, and its data dir removed unless `keep`."""
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix=prefix)))
+    try:
+        yield cluster, cluster.up(**up)
+    finally:
+        try:
+            if ClusterInfo.exists(cluster.data_dir):
+                cluster.down()
+        finally:
+            if keep:
+                print(f"data dir and process logs kept in {cluster.data_dir}", flush=True)
+            else:
+                shutil.rmtree(cluster.data_dir, ignore_errors=True)
 
 
 class LocalCluster:
