@@ -1,8 +1,8 @@
 """What the nemesis acts on: the ChaosCluster protocol, and its backend for a local `minibroker cluster up` cluster.
 
 A backend names processes as cluster.json does ("broker-2", "controller-1001") and offers the
-primitive faults; chaos/nemesis.py decides which to use when. To add a backend (the compose one:
-`--compose`, containers instead of pids), implement ChaosCluster:
+primitive faults; chaos/nemesis.py decides which to use when. The compose backend
+(chaos/compose_cluster.py, `--compose`) acts on containers instead of pids. A backend implements ChaosCluster:
 
     bootstrap_servers        what clients connect to
     data_dir                 where the audit finds the brokers' log dirs (None: it cannot run)
@@ -103,6 +103,37 @@ def local_unsupported(fault: str) -> str | None:
     return None
 
 
+class ZooKeeperState:
+    """What a backend reads from the cluster's ZooKeeper: the active controller and the partitions' state."""
+
+    def __init__(self, connect: str, unreachable_hint: str) -> None:
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+        try:
+            self._zk = KafkaZkClient.connect(connect, timeout=30)
+        except KazooTimeoutError:
+            raise ChaosError(f"cannot connect to the cluster's ZooKeeper at {connect}: {unreachable_hint}") from None
+
+    def active_controller(self) -> str | None:
+        controller_id = self._zk.get_controller_id()
+        return None if controller_id is None else f"controller-{controller_id}"
+
+    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        assignment = self._zk.get_topic_assignment(topic)
+        if assignment is None:
+            raise ChaosError(f"topic {topic!r} does not exist")
+        partitions = sorted(assignment.partitions)
+        states = self._zk.get_partition_states([TopicPartition(topic, p) for p in partitions])
+        out = {}
+        for p in partitions:
+            state = states.get(TopicPartition(topic, p))
+            out[p] = (-1 if state is None else state.leader, assignment.replicas(p),
+                      () if state is None else state.isr)
+        return out
+
+    def close(self) -> None:
+        self._zk.close()
+
+
 class LocalChaosCluster:
     """A cluster from `minibroker cluster up`: signals on the pids of cluster.json (checked against each
     process's command line first, as LocalCluster does), restarts through LocalCluster.restart_broker /
@@ -116,13 +147,8 @@ class LocalChaosCluster:
         self._bootstrap = info.bootstrap_servers
         self._brokers = [broker_name(b.id) for b in info.brokers]
         self._controllers = [f"controller-{c.id}" for c in info.controllers]
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-        try:
-            self._zk = KafkaZkClient.connect(info.zookeeper.connect, timeout=30)
-        except KazooTimeoutError:
-            raise ChaosError(f"cannot connect to the cluster's ZooKeeper at {info.zookeeper.connect}: is the"
-                             f" cluster in {cluster.data_dir} up (`minibroker cluster status --data-dir"
-                             f" {cluster.data_dir}`)?") from None
+        self._zk = ZooKeeperState(info.zookeeper.connect, f"is the cluster in {cluster.data_dir} up (`minibroker"
+                                                         f" cluster status --data-dir {cluster.data_dir}`)?")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -141,21 +167,10 @@ class LocalChaosCluster:
         return list(self._controllers)
 
     def active_controller(self) -> str | None:
-        controller_id = self._zk.get_controller_id()
-        return None if controller_id is None else f"controller-{controller_id}"
+        return self._zk.active_controller()
 
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        assignment = self._zk.get_topic_assignment(topic)
-        if assignment is None:
-            raise ChaosError(f"topic {topic!r} does not exist")
-        partitions = sorted(assignment.partitions)
-        states = self._zk.get_partition_states([TopicPartition(topic, p) for p in partitions])
-        out = {}
-        for p in partitions:
-            state = states.get(TopicPartition(topic, p))
-            out[p] = (-1 if state is None else state.leader, assignment.replicas(p),
-                      () if state is None else state.isr)
-        return out
+        return self._zk.partition_state(topic)
 
     def running(self, name: str) -> bool:
         return self._cluster.running(name)

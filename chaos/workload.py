@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from chaos.cluster import ChaosError
 from chaos.history import FAIL, INFO, OK, FinalRead, HistoryWriter, Poll, Send
 from client import Admin, Consumer, NewTopic, Producer
 from client.errors import KafkaTimeoutError
@@ -46,9 +47,17 @@ class WorkloadConfig:
 def create_topic(bootstrap: str, config: WorkloadConfig) -> None:
     """RF=3, min.insync.replicas=2, unclean election off: the configuration under which nothing acked may go."""
     with Admin(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor, topic_configs={
-            "min.insync.replicas": str(config.min_insync_replicas),
-            "unclean.leader.election.enable": "false"})], timeout_ms=30_000)
+        try:
+            admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
+                                          topic_configs={"min.insync.replicas": str(config.min_insync_replicas),
+                                                         "unclean.leader.election.enable": "false"})],
+                                timeout_ms=30_000)
+        except KafkaError as e:
+            # An earlier run's values would read as this run's duplicates: every run writes a topic of its own.
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            raise ChaosError(f"topic {config.topic!r} exists already (an earlier run's?): give another"
+                             " --topic") from None
 
 
 def outcome_of(error: BaseException) -> str:

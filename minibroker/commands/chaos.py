@@ -1,11 +1,13 @@
 """`minibroker chaos run | check`: kill, pause and cut off brokers and controllers under load, then check nothing
 acknowledged was lost (chaos/).
 
-    minibroker chaos run [--data-dir D] [--faults kill-leader,...] [--interval 10s] [--duration 120s] [--seed N]
-                         [--output DIR] [--audit | --no-audit]
+    minibroker chaos run [--data-dir D | --compose [PROJECT]] [--faults kill-leader,...] [--interval 10s]
+                         [--duration 120s] [--seed N] [--output DIR] [--audit | --no-audit]
     minibroker chaos check HISTORY [--output DIR]
 
-Without --data-dir, `run` starts a fresh cluster of its own under OUTPUT/cluster and stops it at the end.
+Without --data-dir or --compose, `run` starts a fresh cluster of its own under OUTPUT/cluster and stops it at
+the end. --compose runs against a docker-compose.yml cluster that is up (its containers are killed, paused and
+disconnected; the audit is then `docker-compose run --rm audit`).
 The verdict goes to stdout; OUTPUT gets history.jsonl, result.json, chaos.png and chaos.html.
 Exit 0 only when every safety check held; 1 when one did not; 2 when the run could not be made.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import random
 import sys
 import time
@@ -24,7 +27,9 @@ from typing import TypeVar
 
 from chaos.audit import AuditResult, run_audit
 from chaos.checker import check
-from chaos.cluster import PARTITION_FAULTS, ChaosError, LocalChaosCluster, local_unsupported
+from chaos.cluster import PARTITION_FAULTS, ChaosCluster, ChaosError, LocalChaosCluster, local_unsupported
+from chaos.compose import ComposeServices, default_project
+from chaos.compose_cluster import ComposeChaosCluster
 from chaos.history import HistoryError, load
 from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
@@ -62,8 +67,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     run_parser = actions.add_parser("run", help="a workload and a nemesis for --duration, then the checks")
-    run_parser.add_argument("--data-dir", type=Path, metavar="DIR",
-                            help="a running `minibroker cluster up` cluster (default: start a fresh one)")
+    where = run_parser.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", type=Path, metavar="DIR",
+                       help="a running `minibroker cluster up` cluster (default: start a fresh one)")
+    where.add_argument("--compose", nargs="?", const="", metavar="PROJECT",
+                       help="a running docker-compose cluster: the compose project's name (default as"
+                            " docker-compose names it: $COMPOSE_PROJECT_NAME, else this directory's name)")
     run_parser.add_argument("--faults", type=_argument(parse_faults), default=DEFAULT_FAULTS, metavar="F[,F...]",
                             help=f"from {', '.join(FAULTS)} (default: all but partition-leader, which needs"
                                  " `cluster up --netns` as root)")
@@ -120,16 +129,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.interval > args.duration:
         return _fail(f"--interval ({args.interval:g} s) is longer than --duration ({args.duration:g} s): no fault"
                      " would be injected")
-    for fault in args.faults:
+    for fault in args.faults if args.compose is None else ():
         why = local_unsupported(fault)
         if why is not None:
             return _fail(why)
+    if args.compose is not None and (args.override or args.keep_cluster):
+        return _fail("--override and --keep-cluster are for the cluster `chaos run` starts; a --compose cluster is"
+                     " configured in docker-compose.yml")
+    if args.compose is not None and args.audit:
+        return _fail("--audit: the logs of a --compose cluster are in its volumes, not here; audit them with"
+                     " `docker-compose run --rm audit`")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     output = (args.output or Path("data/chaos") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())).resolve()
     config = RunConfig(faults=args.faults, interval=args.interval, duration=args.duration, seed=seed,
                        workload=WorkloadConfig(topic=args.topic, partitions=args.partitions, writers=args.writers,
                                                rate=args.rate, acks1_writer=args.acks1_writer,
                                                readers=args.readers))
+    if args.compose is not None:
+        return _run_compose(args.compose or default_project(Path.cwd(), os.environ), config, output,
+                            audit=args.audit is None)
     own = args.data_dir is None
     cluster = LocalCluster(output / "cluster" if own else args.data_dir)
     try:
@@ -156,6 +174,21 @@ def _run(args: argparse.Namespace) -> int:
             with contextlib.suppress(ClusterError, ClusterFileError):
                 cluster.down(kill=True)
     return _finish(history_path, output, audit)
+
+
+def _run_compose(project: str, config: RunConfig, output: Path, audit: bool) -> int:
+    try:
+        backend: ChaosCluster = ComposeChaosCluster(ComposeServices(project))
+        _report(f"chaos: compose project {project}, brokers at {backend.bootstrap_servers}")
+        try:
+            history_path = run(backend, config, output, _report)
+        finally:
+            backend.close()
+    except ChaosError as e:
+        return _fail(str(e))
+    # The logs are in the project's volumes: run_audit reports it NOT RUN, having no data dir.
+    result = run_audit(backend.data_dir, output / "audit", required=False) if audit else None
+    return _finish(history_path, output, result)
 
 
 def _finish(history_path: Path, output: Path | None, audit: AuditResult | None) -> int:

@@ -4,8 +4,9 @@ build the image, `docker-compose up -d`, create a topic with `minibroker topics
 --bootstrap-server localhost:<port>` from the host, produce and consume from the
 host, SIGKILL a leader's container (`docker kill`), check the cluster heals (a new
 leader, acks=all writes go on, the restarted broker rejoins every ISR, nothing
-acknowledged is lost), and `docker-compose down -v` leaves no container, volume
-or network behind.
+acknowledged is lost), run a short `minibroker chaos run --compose` (a leader
+SIGKILLed, paused, cut off the network) to a clean verdict, and `docker-compose
+down -v` leaves no container, volume or network behind.
 
 Needs `docker` and `docker-compose` talking to an engine (Docker, or Podman
 serving the Docker API: DOCKER_HOST); BASE_IMAGE names the image to build FROM
@@ -128,7 +129,7 @@ def cluster() -> Iterator[ComposeCluster]:
                     " (scripts/compose_system_test.sh prepares one where it can)")
     project = f"mbsystest{os.getpid()}"
     ports = {broker_id: free_port() for broker_id in BROKERS}
-    env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0",
+    env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0", "ZOOKEEPER_HOST_PORT": str(free_port()),
            **{f"BROKER_{broker_id}_HOST_PORT": str(port) for broker_id, port in ports.items()}}
     base_image = env.get("BASE_IMAGE", "python:3.11-slim-bookworm")
     began = time.monotonic()
@@ -194,6 +195,20 @@ def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeClus
 
     expected = [f"{phase}-{i}".encode() for phase in ("before", "during") for i in range(30)]
     assert sorted(_consume_all(cluster, len(expected))) == sorted(expected)
+
+
+def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, tmp_path: Path) -> None:
+    began = time.monotonic()
+    chaos = subprocess.run(
+        [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project,
+         "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s", "--duration", "40s",
+         "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
+        env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
+    _log(f"chaos run --compose in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    assert chaos.returncode == 0, f"{chaos.stdout}\n{chaos.stderr[-5000:]}"
+    assert "VERDICT: every safety check held" in chaos.stdout
+    faults = [line for line in chaos.stderr.splitlines() if line.startswith("nemesis: healed")]
+    assert {line.split()[2] for line in faults} == {"kill-leader", "pause-leader", "partition-leader"}, faults
 
 
 def test_down_leaves_nothing_behind(cluster: ComposeCluster) -> None:

@@ -79,3 +79,16 @@ def test_audit_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, code:
     assert result.failed is (status != "clean")
     if status == "error":
         assert "exited with 3: audit said 3" in result.detail
+
+
+def test_compose_is_its_own_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["chaos", "run", "--compose", "mb", "--data-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert main(["chaos", "run", "--compose", "--override", "log.segment.bytes=1024",
+                 "--output", str(tmp_path / "out")]) == 2
+    assert "a --compose cluster is configured in docker-compose.yml" in capsys.readouterr().err
+    assert main(["chaos", "run", "--compose", "mb", "--audit", "--output", str(tmp_path / "out")]) == 2
+    assert "audit them with `docker-compose run --rm audit`" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+
 import pytest
 
-from chaos.workload import outcome_of
+from chaos import workload
+from chaos.cluster import ChaosError
+from chaos.workload import WorkloadConfig, create_topic, outcome_of
 from client.errors import KafkaTimeoutError
 from proto.errors import ErrorCode, KafkaError
 
@@ -21,3 +25,22 @@ from proto.errors import ErrorCode, KafkaError
 ])
 def test_outcome_of(error: BaseException, outcome: str) -> None:
     assert outcome_of(error) == outcome
+
+
+class ExistingTopicAdmin:
+    def __init__(self, bootstrap_servers: str) -> None: ...
+
+    def __enter__(self) -> ExistingTopicAdmin:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None: ...
+
+    def create_topics(self, topics: object, timeout_ms: int) -> None:
+        raise KafkaError("Topic 'chaos' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def test_a_run_refuses_a_topic_an_earlier_run_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cluster that lives on between runs (--data-dir, --compose) still has the last run's topic.
+    monkeypatch.setattr(workload, "Admin", ExistingTopicAdmin)
+    with pytest.raises(ChaosError, match=r"topic 'chaos' exists already .*give another --topic"):
+        create_topic("localhost:9092", WorkloadConfig(topic="chaos"))
