@@ -22,22 +22,19 @@ primitive faults; chaos/nemesis.py decides which to use when. The compose backen
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import signal
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
 from kazoo.handlers.threading import KazooTimeoutError
 
+from chaos import netns
 from minibroker import cluster_network
 from minibroker.local_cluster import ClusterError, LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 
-NETNS_MODULE = "chaos.netns"
 PARTITION_FAULTS = frozenset({"partition-leader"})
 
 
@@ -92,9 +89,6 @@ def node_id(name: str) -> int:
 
 def local_unsupported(fault: str) -> str | None:
     """Why a local cluster cannot have `fault` injected, or None: known before any cluster starts."""
-    if fault in PARTITION_FAULTS and importlib.util.find_spec(NETNS_MODULE) is None:
-        return (f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns`"
-                f" (as root), and {NETNS_MODULE} is not part of this build")
     if fault in PARTITION_FAULTS:
         try:
             cluster_network.check_privileges()
@@ -199,25 +193,24 @@ class LocalChaosCluster:
             self.kill(name, signal.SIGCONT)
 
     def isolate(self, name: str, keep_clients: bool) -> None:
-        self._netns().isolate(self._cluster.data_dir, node_id(name), keep_clients)
+        try:
+            netns.isolate(self._cluster.data_dir, node_id(name), keep_clients)
+        except netns.PartitionError as e:
+            raise ChaosError(str(e)) from None
 
     def heal(self) -> None:
-        if importlib.util.find_spec(NETNS_MODULE) is not None:
-            self._netns().heal(self._cluster.data_dir)
+        try:
+            netns.heal(self._cluster.data_dir)
+        except netns.PartitionError as e:
+            raise ChaosError(str(e)) from None
 
     def supports(self, fault: str) -> str | None:
         why = local_unsupported(fault)
         # cluster.json of a `cluster up --netns` cluster describes its network (chaos/netns.py reads it there).
-        if why is None and fault in PARTITION_FAULTS and getattr(self._cluster.load(), "network", None) is None:
+        if why is None and fault in PARTITION_FAULTS and self._cluster.load().network is None:
             why = (f"{fault} needs network namespaces, and the cluster in {self._cluster.data_dir} has none: start"
                    f" it with `minibroker cluster up --netns --data-dir {self._cluster.data_dir}` (as root)")
         return why
-
-    def _netns(self) -> ModuleType:
-        try:
-            return importlib.import_module(NETNS_MODULE)
-        except ImportError:
-            raise ChaosError(self.supports("partition-leader") or "") from None
 
     def close(self) -> None:
         self._zk.close()
