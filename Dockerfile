@@ -35,7 +35,7 @@ RUN python3 -m venv /opt/minibroker \
  && /opt/minibroker/bin/pip install -q -r /tmp/requirements.txt "setuptools>=68" wheel \
  && rm /tmp/requirements.txt
 
-# Extras of the project to install too (e.g. the audit's Spark dependency once it has one).
+# Extras of the project to install too (e.g. PIP_EXTRAS=test for the test tools).
 ARG PIP_EXTRAS=""
 COPY . /src
 # The build backend is in the venv already: a code change rebuilds offline, in seconds.
