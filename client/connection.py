@@ -1,7 +1,7 @@
 """Connections to brokers: one gRPC channel per broker address, deadlines on every call.
 
 The API is synchronous (call) or future-based (call_async) for the client's
-threads; underneath, one asyncio I/O thread per client owns the channels and
+threads; underneath, one asyncio I/O thread per process owns the channels and
 makes the calls (IoThread says why not gRPC's sync futures).
 
 Every call carries a deadline (request_timeout_ms unless the caller gives a
@@ -25,7 +25,6 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Generic, TypeAlias, TypeVar
 
@@ -110,7 +109,7 @@ def _translate(exc: grpc.RpcError, address: str) -> KafkaError:
 
 
 class IoThread:
-    """One asyncio loop on a daemon thread that makes every gRPC call of a client.
+    """The asyncio loop, on a daemon thread, that makes every gRPC call of the process's clients.
 
     Not the sync API's futures: a sync channel with no call in flight starts a
     polling thread for the next one, which doubles the latency of a call
@@ -119,18 +118,31 @@ class IoThread:
     calls in the order they are submitted, so an idempotent producer's batches
     leave in sequence order (gRPC still does not promise the broker handles
     them in that order, which is why client.retry retries a reordered batch).
+
+    One loop per process, shared by every client and never closed: grpc.aio
+    hands completions from one process-wide poller to the loop each call was
+    made on, and may still hand one over for a channel whose close() has
+    returned; a client's own loop, closed with the client, then made that an
+    "Event loop is closed" error on another client's loop.
     """
+
+    _shared: IoThread | None = None
+    _shared_lock = threading.Lock()
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self._pending: weakref.WeakSet[concurrent.futures.Future[Any]] = weakref.WeakSet()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
+    @classmethod
+    def shared(cls) -> IoThread:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls("minibroker-client-io")
+            return cls._shared
+
     def submit(self, coroutine: Coroutine[Any, Any, Resp]) -> concurrent.futures.Future[Resp]:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        self._pending.add(future)
-        return future
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def run(self, fn: Callable[[], Resp]) -> Resp:
         """`fn()` on the loop's thread (gRPC's aio objects must be made there)."""
@@ -139,14 +151,6 @@ class IoThread:
             return fn()
 
         return self.submit(call()).result()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        for future in list(self._pending):
-            future.cancel()  # whoever still waits on a call is told it will not be answered
-        if not self._thread.is_alive():
-            self.loop.close()
 
 
 class ResponseFuture(Generic[Resp]):
@@ -247,7 +251,7 @@ class BrokerConnection:
 
 
 class ConnectionPool:
-    """BrokerConnections by address, created on first use and shared by a client's threads, with their I/O thread."""
+    """BrokerConnections by address, created on first use, shared by a client's threads, called on IoThread.shared()."""
 
     def __init__(
         self,
@@ -264,7 +268,6 @@ class ConnectionPool:
         self._channel_factory = channel_factory
         self._clock = clock
         self._connections: dict[str, BrokerConnection] = {}
-        self._io: IoThread | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -277,9 +280,7 @@ class ConnectionPool:
                 raise KafkaError("client is closed", ErrorCode.NETWORK_EXCEPTION)
             connection = self._connections.get(address)
             if connection is None:
-                if self._io is None:
-                    self._io = IoThread("minibroker-client-io")
-                connection = BrokerConnection(address, self._io, channel_factory=self._channel_factory,
+                connection = BrokerConnection(address, IoThread.shared(), channel_factory=self._channel_factory,
                                               clock=self._clock, **self._settings)
                 self._connections[address] = connection
             return connection
@@ -293,8 +294,5 @@ class ConnectionPool:
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
-            io, self._io = self._io, None
         for connection in connections:
             connection.close()
-        if io is not None:
-            io.stop()
