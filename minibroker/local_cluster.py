@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import secrets
 import shutil
@@ -58,7 +59,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient
 from zk.paths import BrokerInfo
-from zk.server import LocalZooKeeper, ZooKeeperStartError, free_port
+from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, free_port
 
 HOST = "127.0.0.1"
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
@@ -329,6 +330,7 @@ class LocalCluster:
 
     def _stop(self, info: ClusterInfo, kill: bool, timeout: float, report: Report = lambda _: None) -> list[str]:
         processes = self._processes(info)
+        processes += self._unrecorded(processes)
         if info.network is not None and not kill and (self.data_dir / PARTITIONS_FILE).exists():
             # A broker cut off from the controller would wait out its controlled shutdown, then get SIGKILLed.
             _network_call(cluster_network.reconnect_all, info.network)
@@ -443,6 +445,31 @@ class LocalCluster:
         processes += [_Process("broker", f"broker-{b.id}", b.pid, str(self.broker_config(b.id)), broker=b)
                       for b in info.brokers]
         return processes
+
+    def _unrecorded(self, recorded: list[_Process]) -> list[_Process]:
+        """Processes started on this data dir's configs that cluster.json does not name: an `up` killed between
+        a spawn and the save of its pid leaves one, and only its command line still says whose it is."""
+        kinds = {"server.properties": "broker", "controller.properties": "controller", "zoo.cfg": "zookeeper"}
+        known = {p.pid for p in recorded}
+        prefix = str(self.data_dir) + os.sep
+        found = []
+        for entry in Path("/proc").glob("[0-9]*"):
+            pid = int(entry.name)
+            if pid in known or pid == os.getpid():
+                continue
+            try:
+                args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            # The config file as a broker's or controller's --config, or as ZooKeeper's last argument: not an
+            # editor or a pager that happens to have one open.
+            configs = [arg for before, arg in itertools.pairwise(args) if before in ("--config", ZOOKEEPER_MAIN_CLASS)]
+            for arg in configs:
+                path = Path(arg)
+                if arg.startswith(prefix) and path.name in kinds:
+                    found.append(_Process(kinds[path.name], path.parent.name, pid, arg))
+                    break
+        return found
 
     def _running(self, process: _Process) -> bool:
         pid = process.pid

@@ -27,7 +27,7 @@ from types import TracebackType
 # dependencies, so one jar is the whole server. slf4j-simple makes it log (to
 # stderr, i.e. zookeeper.log) instead of printing a NOP-logger warning.
 _DEBIAN_JARS = (Path("/usr/share/java/zookeeper.jar"), Path("/usr/share/java/slf4j-simple.jar"))
-_MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+ZOOKEEPER_MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # A coordination server for a handful of brokers: small heap, no JIT tier 2 and
 # serial GC make the JVM start in about a third of a second.
 _JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
@@ -96,7 +96,7 @@ def server_command(config_file: Path) -> list[str]:
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
         "-cp",
         zookeeper_classpath(),
-        _MAIN_CLASS,
+        ZOOKEEPER_MAIN_CLASS,
         str(config_file),
     ]
 

@@ -203,6 +203,19 @@ def test_an_isolated_leader_acks_nothing_loses_leadership_and_rejoins_with_ident
     assert netns.heal(data_dir) == []  # a nemesis healing after the cluster went down finds nothing to do
 
 
+def processes_using(data_dir: Path) -> list[str]:
+    """The command lines of live processes that name a file under `data_dir`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+        if str(data_dir.resolve()) + "/" in cmdline:
+            found.append(cmdline)
+    return found
+
+
 def test_down_cleans_up_after_a_crashed_up(data_dir: Path, wait_until: WaitUntil) -> None:
     up = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "cluster", "up", "--netns", "--data-dir",
                            str(data_dir), "--brokers", "2", "--controllers", "1"], cwd=REPO_ROOT,
@@ -222,6 +235,8 @@ def test_down_cleans_up_after_a_crashed_up(data_dir: Path, wait_until: WaitUntil
     assert f"Removed mb{network_tag(data_dir)}-" in result.stderr
     assert leftovers(data_dir) == []
     assert pids and not any(alive(pid) for pid in pids)
+    # Including a broker spawned after the last save of cluster.json: only its command line names this data dir.
+    assert processes_using(data_dir) == []
 
 
 def test_without_root_up_says_so_and_isolate_needs_a_netns_cluster(data_dir: Path) -> None:
