@@ -43,6 +43,18 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
 # (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
 DELETE_DIR_SUFFIX = "-delete"
+# The longest file name Linux file systems take (NAME_MAX); a 249-character topic fits as `<topic>-<p>`
+# but not with `.<uuid>-delete` appended.
+MAX_FILE_NAME_BYTES = 255
+
+
+def delete_dir_name(tp: TopicPartition) -> str:
+    """`<topic>-<partition>.<uuid>-delete`, the topic cut to fit 255 bytes (Kafka's Log.logDeleteDirName).
+
+    The name is never parsed back: a dir ending in `-delete` is removed whatever precedes it.
+    """
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: max(0, MAX_FILE_NAME_BYTES - len(suffix))] + suffix
 
 
 def _wall_clock_ms() -> int:
@@ -199,7 +211,7 @@ class LogManager:
         if log is None:
             return
         log.close()
-        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        doomed = log.dir.with_name(delete_dir_name(tp))
         log.dir.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         # Drop its checkpoint entries now, so a restart does not resurrect stale offsets.
