@@ -19,7 +19,8 @@ from broker.config import KafkaConfig
 from broker.topic_config import TopicConfigs
 from controller.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
-from zk.client import KafkaZkClient
+from zk import paths
+from zk.client import JUTE_MAX_BUFFER, KafkaZkClient, request_size
 from zk.paths import TopicAssignment, validate_topic
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ class AdminManager:
             try:
                 results.append(self._create_topic(topic, validate_only, view))
             except KafkaError as e:
+                logger.info("Error processing create topic request for topic %s: %s (%s)",
+                            topic.name, e.message, e.code.name)
                 results.append(CreateTopicResult(topic.name, e.code, e.message))
         return results
 
@@ -126,8 +129,10 @@ class AdminManager:
                 raise KafkaError(f"Number of partitions {partitions} is larger than {MAX_PARTITIONS}.",
                                  ErrorCode.INVALID_PARTITIONS)
             assignment = assign_replicas_to_brokers(partitions, replication_factor, view.live_brokers)
+        topic_assignment = TopicAssignment.of(topic.name, assignment)
+        _check_fits_a_znode(topic_assignment)
         if not validate_only:
-            self._zk.create_topic(TopicAssignment.of(topic.name, assignment), configs)
+            self._zk.create_topic(topic_assignment, configs)
             view.created.add(topic.name)
             logger.info("Created topic %s with partition assignment %s", topic.name, assignment)
         return CreateTopicResult(topic.name, ErrorCode.NONE, num_partitions=len(assignment),
@@ -192,6 +197,17 @@ def _validate_assignment(assignments: Sequence[tuple[int, Sequence[int]]],
     if unknown:
         raise invalid(f"Unknown broker(s) in replica assignment: {unknown}")
     return assignment
+
+
+def _check_fits_a_znode(assignment: TopicAssignment) -> None:
+    """Refuse an assignment ZooKeeper cannot store (the server drops a connection sending more than jute.maxbuffer)."""
+    path = paths.topic_path(assignment.topic)
+    size = request_size(path, paths.encode_topic_assignment(assignment))
+    if size > JUTE_MAX_BUFFER:
+        raise KafkaError(
+            f"Topic {assignment.topic} cannot be created: writing its assignment to {path} takes a {size}-byte"
+            f" ZooKeeper request, more than jute.maxbuffer ({JUTE_MAX_BUFFER} bytes); use fewer partitions or"
+            f" a smaller replication factor", ErrorCode.POLICY_VIOLATION)
 
 
 def _check_no_collision(topic: str, existing: set[str]) -> None:

@@ -13,6 +13,11 @@ semantics that make them safe:
 - Operations retry on connection loss (not on session expiry). A retried write
   can find its own first attempt already applied; where Kafka checks for that
   (broker registration, controller election, partition state) so do we.
+- No request longer than ZooKeeper's jute.maxbuffer leaves this client. The server
+  answers one by closing the connection, and a retry on connection loss would send
+  it again after every reconnect, for ever, with every other operation of the
+  session stuck behind it. Such a write fails at once with ZnodeTooLargeError
+  (POLICY_VIOLATION) instead, whichever path it was for.
 
 Watch and new-session callbacks run on kazoo's callback thread, one at a time
 and in order. They may call this client, but should be quick: hand real work to
@@ -51,6 +56,44 @@ from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ProducerIdBlock, T
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka 2.5+'s zookeeper.session.timeout.ms
+# ZooKeeper's default jute.maxbuffer (0xfffff bytes, "1 MB"): the longest request a server reads.
+JUTE_MAX_BUFFER = 0xFFFFF
+# Every request's body follows a header of xid and op type (two int32s), both counted against the limit.
+_REQUEST_HEADER_BYTES = 8
+
+
+class ZnodeTooLargeError(KafkaError):
+    """A write ZooKeeper would refuse by dropping the connection: its request is longer than jute.maxbuffer."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__(
+            f"Cannot write {path}: the ZooKeeper request would be {size} bytes, more than the server's"
+            f" jute.maxbuffer of {JUTE_MAX_BUFFER} bytes", ErrorCode.POLICY_VIOLATION)
+        self.path = path
+        self.size = size
+
+
+def request_size(path: str, data: bytes) -> int:
+    """The length ZooKeeper's server checks for a create or set of `data` at `path` (header, path, data, ACL)."""
+    # create: path (int32 length + bytes), data (int32 length + bytes), one ACL (perms, scheme, id), flags.
+    acl = 4 + 4 + len("world") + 4 + len("anyone")
+    return _REQUEST_HEADER_BYTES + 4 + len(path.encode()) + 4 + len(data) + 4 + acl + 4
+
+
+class _SizeCheckedKazooClient(KazooClient):
+    """KazooClient that refuses, before queuing it, a request the server would answer by disconnecting.
+
+    `_call` is where kazoo queues every request (single ops, multi-ops, reads): the one place to check them all.
+    """
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        size = _REQUEST_HEADER_BYTES + len(request.serialize())
+        if size > JUTE_MAX_BUFFER:
+            ops = getattr(request, "operations", None) or [request]
+            largest = max(ops, key=lambda op: len(getattr(op, "data", b"") or b""))
+            async_object.set_exception(ZnodeTooLargeError(str(getattr(largest, "path", "?")), size))
+            return False
+        return super()._call(request, async_object)
 
 
 class ControllerMovedError(Exception):
@@ -125,7 +168,7 @@ class KafkaZkClient:
         self.hosts = hosts
         self.session_timeout_ms = session_timeout_ms
         # kazoo's default reconnect backoff grows to an hour; a broker wants its session back now.
-        self._zk = KazooClient(
+        self._zk = _SizeCheckedKazooClient(
             hosts=hosts,
             timeout=session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
