@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from broker.config import KafkaConfig
-from broker.topic_config import TopicConfigs
+from broker.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
 from controller.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 from zk import paths
@@ -115,7 +115,7 @@ class AdminManager:
         validate_topic(topic.name)
         _check_no_collision(topic.name, view.topics)
         configs = _config_overrides(topic.configs)
-        self._topic_configs.validate(configs)
+        topic_config = self._topic_configs.validate(configs)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise KafkaError("Both numPartitions or replicationFactor and replicasAssignments were set."
@@ -129,6 +129,7 @@ class AdminManager:
                 raise KafkaError(f"Number of partitions {partitions} is larger than {MAX_PARTITIONS}.",
                                  ErrorCode.INVALID_PARTITIONS)
             assignment = assign_replicas_to_brokers(partitions, replication_factor, view.live_brokers)
+        _check_min_insync_replicas(configs, topic_config.min_insync_replicas, len(next(iter(assignment.values()))))
         topic_assignment = TopicAssignment.of(topic.name, assignment)
         _check_fits_a_znode(topic_assignment)
         if not validate_only:
@@ -197,6 +198,16 @@ def _validate_assignment(assignments: Sequence[tuple[int, Sequence[int]]],
     if unknown:
         raise invalid(f"Unknown broker(s) in replica assignment: {unknown}")
     return assignment
+
+
+def _check_min_insync_replicas(overrides: dict[str, str], min_insync_replicas: int, replication_factor: int) -> None:
+    """A topic's own min.insync.replicas above its replication factor fails every acks=all write: refused as
+    Kafka 3 does (a broker-wide default is left alone, as it applies to topics of every size)."""
+    if MIN_INSYNC_REPLICAS in overrides and min_insync_replicas > replication_factor:
+        raise KafkaError(
+            f"Invalid value {overrides[MIN_INSYNC_REPLICAS]} for configuration {MIN_INSYNC_REPLICAS}: it is larger"
+            f" than the replication factor {replication_factor}, so no acks=all write could ever succeed",
+            ErrorCode.INVALID_CONFIG)
 
 
 def _check_fits_a_znode(assignment: TopicAssignment) -> None:

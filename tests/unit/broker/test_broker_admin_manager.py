@@ -82,6 +82,9 @@ def test_defaults_and_explicit_counts() -> None:
     # Within the partition limit, but /brokers/topics/t would not fit ZooKeeper's jute.maxbuffer.
     (NewTopic("t", 100_000, 1), ErrorCode.POLICY_VIOLATION),
     (NewTopic("t", 70_000, 3), ErrorCode.POLICY_VIOLATION),
+    # acks=all could never succeed (Kafka 3 refuses it).
+    (NewTopic("t", 1, 2, configs=[("min.insync.replicas", "3")]), ErrorCode.INVALID_CONFIG),
+    (NewTopic("t", -1, -1, assignments=[(0, [1])], configs=[("min.insync.replicas", "2")]), ErrorCode.INVALID_CONFIG),
 ])
 def test_invalid_topics_are_refused_and_not_written(topic: NewTopic, code: ErrorCode) -> None:
     zk = FakeZk(topics=("existing", "my_topic"))
