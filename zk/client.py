@@ -726,6 +726,24 @@ class KafkaZkClient:
         except NodeExistsError:
             return False
 
+    def change_partition_reassignment(self, changes: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """An operator's change to a running request (`reassign-partitions --cancel`): the `changes` replace those
+        partitions' targets, the rest stays. Conditional on the znode's version, so an entry the controller removes
+        meanwhile is not written back; created if the controller already deleted it."""
+        while True:
+            node = self._get(paths.REASSIGN_PARTITIONS)
+            if node is None:
+                if self.create_partition_reassignment(changes):
+                    return
+                continue
+            merged = {**paths.decode_partition_reassignment(node[0]), **{tp: tuple(r) for tp, r in changes.items()}}
+            try:
+                self._call(self._zk.set, paths.REASSIGN_PARTITIONS, paths.encode_partition_reassignment(merged),
+                           node[1].version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue  # the controller changed or finished the request meanwhile: read it again
+
     def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         node = self._get(paths.REASSIGN_PARTITIONS)
         return {} if node is None else paths.decode_partition_reassignment(node[0])

@@ -22,6 +22,7 @@ from test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, Load, 
 
 from client import Consumer, Producer
 from minibroker import cli
+from minibroker.commands.reassign_partitions import EXISTING_REASSIGNMENT
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -208,7 +209,10 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     moving = ReplicaAssignment((2, 3, 4, 1), adding_replicas=(4,), removing_replicas=(1,))
     wait_until(lambda: assignment_of(zk_client, tp) == moving, message="the reassignment started")
     verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
-    assert verify.stdout == f"Status of partition reassignment:\nReassignment of partition {tp} is still in progress.\n"
+    assert verify.stdout == (
+        f"Status of partition reassignment:\nReassignment of partition {tp} is still in progress.\n"
+        "  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is not alive (not registered in"
+        " ZooKeeper).\n")
     # One reassignment at a time, as Kafka's --zookeeper mode.
     plan_2 = reassignment_file(tmp_path, [tp], (1, 2, 3))
     again = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan_2))
@@ -239,6 +243,73 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     stored = [v.decode() for v in cluster.stored_values(4, tp) if v is not None]
     assert stored == [f"before-{i}" for i in range(20)] + [f"while-waiting-{i}" for i in range(20)]
     assert "Completed reassignment of partition waiting-0 to replicas [2, 3, 4]" in cluster.controller.log()
+    for channel in cluster.channels.values():
+        channel.close()
+
+
+def test_a_stuck_reassignment_is_explained_and_cancelled_and_the_next_one_runs(
+    start_brokers: StartBrokers,
+    start_broker: StartBroker,
+    start_controller: StartController,
+    zk_client: KafkaZkClient,
+    zk_connect: str,
+    tmp_path: Path,
+    wait_until: WaitUntil,
+) -> None:
+    """Its one new replica is on a broker that is SIGSTOPped: it cannot catch up, the reassignment never ends and
+    (one at a time) blocks every other. --verify says why, --cancel puts the original replicas back."""
+    cluster = Cluster(start_brokers((1, 2, 3, 4), BROKER_OVERRIDES), start_controller(), zk_client, start_broker)
+    tp = TopicPartition("stuck", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, (1, 2, 3)), message="in sync")
+    for i in range(20):
+        assert cluster.produce(tp, f"before-{i}") == ErrorCode.NONE
+    paused = cluster.brokers[4].process
+    paused.signal(signal.SIGSTOP)
+    try:
+        plan = reassignment_file(tmp_path, [tp], TARGET)
+        assert zk_client.create_partition_reassignment({tp: TARGET})
+        moving = ReplicaAssignment((2, 3, 4, 1), adding_replicas=(4,), removing_replicas=(1,))
+        wait_until(lambda: assignment_of(zk_client, tp) == moving, message="the reassignment started")
+        verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+        assert verify.returncode == 0, verify.stderr
+        lines = verify.stdout.splitlines()
+        assert lines[1] == f"Reassignment of partition {tp} is still in progress."
+        assert lines[2].startswith("  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is ")
+        # Still registered (its session has not expired yet) it is alive but not caught up; then it is gone.
+        wait_until(lambda: 4 not in {b.id for b in zk_client.get_all_brokers()}, timeout=FAILOVER_DEADLINE_S,
+                   message="the paused broker's session to expire")
+        verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+        assert "broker 4 is not alive (not registered in ZooKeeper)" in verify.stdout
+        blocked = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file",
+                                      str(reassignment_file(tmp_path, [tp], (3, 2, 1))))
+        assert blocked.stderr == f"Error: {EXISTING_REASSIGNMENT}\n"
+
+        cancel = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+        assert cancel.returncode == 0, cancel.stderr
+        assert cancel.stdout == f"Successfully cancelled partition reassignment for: {tp}\n"
+        # The original replicas, in the order the znode kept them (Kafka's originReplicas), nothing being added.
+        assert assignment_of(zk_client, tp) == ReplicaAssignment((2, 3, 1))
+        assert zk_client.get_partition_reassignment() == {}
+        assert "Completed reassignment of partition stuck-0 to replicas [2, 3, 1]" in cluster.controller.log()
+        again = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+        assert again.returncode == 1
+        assert again.stderr == (f"Error: Error cancelling partition reassignment for:\n{tp}: No reassignment in"
+                                f" progress for partition {tp}.\n")
+        assert cluster.produce(tp, "after-cancel") == ErrorCode.NONE
+    finally:
+        paused.signal(signal.SIGCONT)
+    # No longer blocked: the next reassignment runs and completes.
+    plan_2 = reassignment_file(tmp_path, [tp], (3, 2, 1))
+    executed = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan_2))
+    assert executed.returncode == 0, executed.stderr
+    wait_until(lambda: not zk_client.get_partition_reassignment(), timeout=REASSIGNMENT_DEADLINE_S,
+               message="the next reassignment to finish")
+    assert assignment_of(zk_client, tp) == ReplicaAssignment((3, 2, 1))
+    verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan_2))
+    assert verify.stdout == f"Status of partition reassignment:\nReassignment of partition {tp} is complete.\n"
+    stored = [v.decode() for v in cluster.stored_values(cluster.state(tp).leader, tp) if v is not None]
+    assert stored == [f"before-{i}" for i in range(20)] + ["after-cancel"]
     for channel in cluster.channels.values():
         channel.close()
 
