@@ -44,6 +44,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.protocol.serialization import Create, Create2, SetData, Transaction
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -80,14 +81,18 @@ def request_size(path: str, data: bytes) -> int:
     return _REQUEST_HEADER_BYTES + 4 + len(path.encode()) + 4 + len(data) + 4 + acl + 4
 
 
+_WRITES = (Create, Create2, SetData, Transaction)
+
+
 class _SizeCheckedKazooClient(KazooClient):
     """KazooClient that refuses, before queuing it, a request the server would answer by disconnecting.
 
-    `_call` is where kazoo queues every request (single ops, multi-ops, reads): the one place to check them all.
+    `_call` is where kazoo queues every request: the one place to check every write (create, set, multi-op;
+    the other requests carry no data and are not measured).
     """
 
     def _call(self, request: Any, async_object: Any) -> Any:
-        size = _REQUEST_HEADER_BYTES + len(request.serialize())
+        size = _REQUEST_HEADER_BYTES + len(request.serialize()) if isinstance(request, _WRITES) else 0
         if size > JUTE_MAX_BUFFER:
             ops = getattr(request, "operations", None) or [request]
             largest = max(ops, key=lambda op: len(getattr(op, "data", b"") or b""))
