@@ -731,20 +731,28 @@ class KafkaZkClient:
         except NodeExistsError:
             return False
 
-    def change_partition_reassignment(self, changes: Mapping[TopicPartition, Sequence[int]]) -> None:
-        """An operator's change to a running request (`reassign-partitions --cancel`): the `changes` replace those
-        partitions' targets, the rest stays. Conditional on the znode's version, so an entry the controller removes
-        meanwhile is not written back; created if the controller already deleted it."""
+    def change_partition_reassignment(self, changes: Mapping[TopicPartition, Sequence[int]],
+                                      removals: Iterable[TopicPartition] = ()) -> None:
+        """An operator's change to a pending request (`reassign-partitions --cancel`): `changes` replace those
+        partitions' targets, `removals` leave it, the rest stays (nothing left deletes the znode). Conditional on
+        the znode's version, so an entry the controller removes meanwhile is not written back; created if the
+        controller already deleted it."""
+        removed = set(removals)
         while True:
             node = self._get(paths.REASSIGN_PARTITIONS)
             if node is None:
-                if self.create_partition_reassignment(changes):
+                if not changes or self.create_partition_reassignment(changes):
                     return
                 continue
-            merged = {**paths.decode_partition_reassignment(node[0]), **{tp: tuple(r) for tp, r in changes.items()}}
+            requested = paths.decode_partition_reassignment(node[0])
+            merged = {tp: r for tp, r in requested.items() if tp not in removed}
+            merged.update({tp: tuple(r) for tp, r in changes.items()})
             try:
-                self._call(self._zk.set, paths.REASSIGN_PARTITIONS, paths.encode_partition_reassignment(merged),
-                           node[1].version)
+                if merged:
+                    self._call(self._zk.set, paths.REASSIGN_PARTITIONS, paths.encode_partition_reassignment(merged),
+                               node[1].version)
+                else:
+                    self._call(self._zk.delete, paths.REASSIGN_PARTITIONS, node[1].version)
                 return
             except (BadVersionError, NoNodeError):
                 continue  # the controller changed or finished the request meanwhile: read it again

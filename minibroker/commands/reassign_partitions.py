@@ -18,7 +18,8 @@ one that cannot finish would block every later one: --cancel (KIP-455) reverts
 the file's partitions to their original replicas, through the same znode (each
 partition's target becomes its original replicas, which the controller carries
 out at once: the added replicas are stopped and deleted, the partition leaves
-/admin/reassign_partitions), and waits until the controller has done so. The
+/admin/reassign_partitions), and waits until the controller has done so; a
+request no controller has started yet is just taken out of the znode. The
 brokers have no AlterPartitionReassignments API, so --bootstrap-server alone
 cannot reach the controller.
 """
@@ -194,10 +195,18 @@ def _waiting_reasons(zk: KafkaZkClient, partitions: set[TopicPartition]) -> dict
 
 def cancel_assignment(zk: KafkaZkClient, partitions: set[TopicPartition],
                       timeout_s: float = CANCEL_TIMEOUT_S) -> None:
-    """KIP-455's cancel the ZooKeeper way: each running partition's target becomes its original replicas."""
+    """KIP-455's cancel the ZooKeeper way: each running partition's target becomes its original replicas (the
+    controller reverts it), and a request no controller has started yet is taken back out of the znode."""
+    requested = zk.get_partition_reassignment().keys()
     running = {tp: a for tp, a in _full_assignment(zk, partitions).items() if a.is_being_reassigned}
-    if running:
-        zk.change_partition_reassignment({tp: a.origin_replicas for tp, a in running.items()})
+    unstarted = (partitions & requested) - running.keys()
+    if running or unstarted:
+        zk.change_partition_reassignment({tp: a.origin_replicas for tp, a in running.items()}, removals=unstarted)
+        # A controller may have started one of the others between the reads and the write: revert it too.
+        started = {tp: a for tp, a in _full_assignment(zk, unstarted).items() if a.is_being_reassigned}
+        if started:
+            zk.change_partition_reassignment({tp: a.origin_replicas for tp, a in started.items()})
+            running.update(started)
         deadline = time.monotonic() + timeout_s
         while not _reverted(zk, set(running)):
             if time.monotonic() >= deadline:
@@ -206,9 +215,10 @@ def cancel_assignment(zk: KafkaZkClient, partitions: set[TopicPartition],
                     f" within {timeout_s:.0f} s (is a controller running?); the request stays in"
                     f" /admin/reassign_partitions", ErrorCode.REQUEST_TIMED_OUT)
             time.sleep(_POLL_S)
-        print(cancelled_text(running))
-    if partitions - running.keys():
-        raise not_cancelled_error(partitions - running.keys())
+        print(cancelled_text(running.keys() | unstarted))
+    not_running = partitions - running.keys() - unstarted
+    if not_running:
+        raise not_cancelled_error(not_running)
 
 
 def _reverted(zk: KafkaZkClient, partitions: set[TopicPartition]) -> bool:

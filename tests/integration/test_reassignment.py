@@ -371,3 +371,8 @@ def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
         "Reassignment of partition t-1 is still in progress.\n"
         "  Not started by the controller yet (is a controller running?).\n"
     )
+    # No controller has started it: --cancel takes the request back out of the znode.
+    assert run("--cancel", "--reassignment-json-file", str(plan)) == (
+        0, "Successfully cancelled partition reassignments for: t-0,t-1\n", "")
+    assert zk_client.get_partition_reassignment() == {}
+    assert run("--cancel", "--reassignment-json-file", str(plan))[0] == 1
