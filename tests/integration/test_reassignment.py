@@ -376,3 +376,43 @@ def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
         0, "Successfully cancelled partition reassignments for: t-0,t-1\n", "")
     assert zk_client.get_partition_reassignment() == {}
     assert run("--cancel", "--reassignment-json-file", str(plan))[0] == 1
+
+
+def test_cancel_stops_and_deletes_a_new_replica_that_cannot_fetch(
+    cluster: Cluster, zk_client: KafkaZkClient, zk_connect: str, tmp_path: Path, wait_until: WaitUntil
+) -> None:
+    """The issue's case: the leader's segment is damaged after its followers copied it, so the new replica's every
+    fetch brings a batch that fails its CRC and it never catches up. --cancel deletes that replica again."""
+    tp = TopicPartition("damaged", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, (1, 2, 3)), message="in sync")
+    for i in range(20):
+        assert cluster.produce(tp, f"before-{i}") == ErrorCode.NONE
+    wait_until(lambda: identical_replicas(cluster, tp, (1, 2, 3)), message="every follower has every record")
+    assert cluster.state(tp).leader == 1
+    segment = cluster.log_dir(1) / str(tp) / f"{0:020d}.log"
+    with segment.open("r+b") as f:  # a byte inside the first batch's records: its CRC no longer matches
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    plan = reassignment_file(tmp_path, [tp], (1, 2, 4))
+    executed = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan))
+    assert executed.returncode == 0, executed.stderr
+    wait_until(lambda: partition_dirs(cluster, 4, tp.topic) == [str(tp)], message="the new replica on broker 4")
+    failing = "Found invalid messages during fetch for partition damaged-0"
+    wait_until(lambda: failing in cluster.brokers[4].process.log(), message="broker 4's fetch failing")
+    verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+    assert verify.stdout.splitlines()[2] == (
+        "  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is alive but its replica has not caught"
+        " up with leader 1 (its fetches fail or lag: see broker 4's log).")
+
+    cancel = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stdout == f"Successfully cancelled partition reassignment for: {tp}\n"
+    assert assignment_of(zk_client, tp) == ReplicaAssignment((1, 2, 3))
+    assert zk_client.get_partition_reassignment() == {}
+    wait_until(lambda: partition_dirs(cluster, 4, tp.topic) == [], message="the added replica deleted")
+    assert in_sync(cluster, tp, (1, 2, 3))
+    assert cluster.produce(tp, "after-cancel") == ErrorCode.NONE
