@@ -76,8 +76,6 @@ class Producer:
     ) -> None:
         self.acks = parse_acks(acks)
         self.compression = CompressionType.from_name(compression_type)
-        if self.compression == CompressionType.SNAPPY:
-            raise ValueError("compression_type 'snappy' is not supported: use 'gzip', 'lz4' or 'zstd'")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ValueError("delivery_timeout_ms must be >= linger_ms + request_timeout_ms")
         if enable_idempotence:

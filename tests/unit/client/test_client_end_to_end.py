@@ -209,8 +209,6 @@ def test_compressed_records_with_headers_and_timestamps_round_trip(broker: FakeB
 
 def test_bad_configurations_are_refused_up_front() -> None:
     with pytest.raises(ValueError):
-        Producer("127.0.0.1:1", compression_type="snappy")
-    with pytest.raises(ValueError):
         Producer("127.0.0.1:1", enable_idempotence=True)  # acks=1: the broker could lose what it acknowledged
     with pytest.raises(ValueError):
         Producer("127.0.0.1:1", acks="all", enable_idempotence=True, max_in_flight_requests_per_connection=6)
