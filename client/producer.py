@@ -262,12 +262,14 @@ class Producer:
             self._accumulator.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
-        """Send what is queued, then stop; after `timeout` seconds, fail what is left and stop anyway."""
-        if self._closed:
-            return
-        self._closed = True
-        self._accumulator.close()
-        self._sender.initiate_close()
+        """Send what is queued, then stop; after `timeout` seconds, fail what is left and stop anyway.
+
+        Calling it again bounds a close still under way (one interrupted by KeyboardInterrupt, say).
+        """
+        if not self._closed:
+            self._closed = True
+            self._accumulator.close()
+            self._sender.initiate_close()
         if not self._sender.join(timeout):
             self._sender.force_close()
             self._sender.join()
