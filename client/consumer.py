@@ -266,7 +266,8 @@ class Consumer:
 
     def _require_group(self) -> str:
         if self.group_id is None:
-            raise ValueError("committed offsets need a group_id")
+            raise ValueError("To use the group management or offset commit APIs, you must provide a valid group.id"
+                             " in the consumer configuration.")
         return self.group_id
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,

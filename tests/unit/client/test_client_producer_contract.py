@@ -9,7 +9,7 @@ from fake_broker import FakeBroker
 
 import minibroker
 from broker.log.record import NO_PRODUCER_ID, validate_batch
-from client import IllegalStateError, Producer, TopicPartition
+from client import Consumer, IllegalStateError, Producer, TopicPartition
 from client.producer import idempotence_enabled
 
 TP = TopicPartition("t", 0)
@@ -92,3 +92,23 @@ def test_public_names_are_importable_from_minibroker() -> None:
     assert minibroker.OffsetAndMetadata(42, "meta").metadata == "meta"
     assert issubclass(minibroker.IllegalStateError, minibroker.KafkaError)
     assert {"OffsetAndMetadata", "KafkaError", "MessageTooLargeError", "RecordMetadata"} <= set(minibroker.__all__)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"auto_offset_reset": "smallest-ish"},
+     "Invalid value smallest-ish for configuration auto.offset.reset: String must be one of: latest, earliest, none"),
+    ({"isolation_level": "dirty"},
+     "Invalid value dirty for configuration isolation.level: String must be one of: read_committed, read_uncommitted"),
+    ({"bootstrap_servers": "host:port"}, "Invalid url in bootstrap.servers: host:port"),
+    ({"bootstrap_servers": " , "}, "No resolvable bootstrap urls given in bootstrap.servers"),
+])
+def test_consumer_config_errors_use_kafkas_property_names(kwargs: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        Consumer(**{"bootstrap_servers": "127.0.0.1:1", **kwargs})  # type: ignore[arg-type]
+    assert str(err.value) == message
+
+
+def test_committed_without_group_names_group_id() -> None:
+    with Consumer(bootstrap_servers="127.0.0.1:1") as consumer, \
+            pytest.raises(ValueError, match=r"you must provide a valid group\.id"):
+        consumer.committed(TP)
