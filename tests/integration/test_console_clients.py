@@ -18,6 +18,7 @@ import pytest
 from broker.log.record import CompressionType, iter_batches
 from client import Admin, Consumer, NewTopic, TopicPartition
 from tests.integration.test_cli import REPO_ROOT, minibroker
+from tests.integration.test_replication import paused
 from zk.client import KafkaZkClient
 from zk.server import free_port
 
@@ -66,16 +67,6 @@ def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_c
     brokers = start_brokers((1, 2), BROKER_OVERRIDES)
     start_controller()
     return Cluster(brokers, zk_client)
-
-
-@contextmanager
-def paused(broker: BrokerProcess) -> Iterator[None]:
-    """SIGSTOP for the block; SIGCONT however it ends, so teardown never kills a stopped process."""
-    broker.process.signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        broker.process.signal(signal.SIGCONT)
 
 
 @contextmanager
