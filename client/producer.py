@@ -73,6 +73,13 @@ def _check_bytes(name: str, data: object, serializer: str) -> None:
                         f" a {serializer} (e.g. {serializer}=str.encode)")
 
 
+def _check_headers(headers: Sequence[Any]) -> None:
+    for header in headers:
+        if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)
+                and (header[1] is None or isinstance(header[1], (bytes, bytearray, memoryview)))):
+            raise TypeError(f"headers must be (str, bytes or None) pairs, not {header!r}")
+
+
 class Producer:
     """Publishes records to topics; thread-safe, one instance is meant to be shared.
 
@@ -190,6 +197,7 @@ class Producer:
         value_size = -1 if value_bytes is None else len(value_bytes)
         if headers:
             headers = tuple(headers)
+            _check_headers(headers)
             header_size = serialized_header_size(headers)
         else:
             headers, header_size = (), -1

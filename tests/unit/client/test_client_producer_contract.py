@@ -57,6 +57,8 @@ def test_idempotence_rule_as_kafka_3() -> None:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"value": "text"}, "value must be bytes (or None), not str: pass bytes or give the producer a value_serializer"),
+    ({"value": b"v", "headers": [("trace", "text")]},
+     "headers must be (str, bytes or None) pairs, not ('trace', 'text')"),
     ({"value": b"v", "key": 7},
      "key must be bytes (or None), not int: pass bytes or give the producer a key_serializer"),
 ])
