@@ -78,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _check_args(args: argparse.Namespace) -> None:
     if args.partition is not None and args.topic is None:
         raise UsageError("The topic is required when partition is specified.")
+    if args.include is not None:
+        try:
+            re.compile(args.include)
+        except re.error as e:
+            raise UsageError(f"--include {args.include!r} is not a regular expression: {e}") from None
     if args.formatter not in _FORMATTERS:
         raise UsageError(f"formatter {args.formatter} is not available: only {DEFAULT_FORMATTER}")
     if args.offset is not None and args.partition is None:

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from client import Producer
-from minibroker.commands import console_producer
+from minibroker.commands import console_consumer, console_producer
 from minibroker.commands.client_options import UsageError, client_kwargs
 from minibroker.commands.console_producer import LineFormatError, LineMessageReader, LineRecord
 
@@ -76,3 +76,17 @@ def test_unknown_client_config_is_a_warning(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().err == "WARN The configuration 'foo' was supplied but isn't a known config.\n"
     with pytest.raises(UsageError, match=r"Invalid value x for configuration linger.ms"):
         client_kwargs(Producer, {"linger.ms": "x"})
+
+
+def test_console_consumer_refuses_what_cannot_work(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    console_consumer.register(parser.add_subparsers())
+    for argv, message in (
+        (["--include", "orders.(", "--bootstrap-server", "h:1"], "--include 'orders.(' is not a regular expression"),
+        (["--include", "o.*", "--partition", "0", "--bootstrap-server", "h:1"],
+         "The topic is required when partition is specified."),
+        (["--topic", "t", "--formatter", "kafka.tools.LoggingMessageFormatter", "--bootstrap-server", "h:1"],
+         "formatter kafka.tools.LoggingMessageFormatter is not available"),
+    ):
+        assert console_consumer.run(parser.parse_args(["console-consumer", *argv])) == 1
+        assert message in capsys.readouterr().err
