@@ -2,8 +2,8 @@
 
 The controller is a process of its own here, so it has its own (short) list of
 keys; everything else is the broker's: the .properties reader
-(broker/properties.py), the value types, validators and ConfigError messages
-(broker/config.py), unknown keys refused with a suggestion, secrets never
+(common/properties.py), the value types, validators and ConfigError messages
+(broker/server/config.py), unknown keys refused with a suggestion, secrets never
 printed. `controller.id` is ours (in Kafka the controller is a broker and uses
 broker.id); `controller.socket.timeout.ms` is Kafka's.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import (
+from broker.server.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     ConfigError,
     Password,

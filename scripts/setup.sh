@@ -45,4 +45,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # Bytecode for the project's own packages: an editable install has none, and with PYTHONDONTWRITEBYTECODE=1
 # every broker and controller start compiled all of them again (a quarter of its start-up CPU).
-.venv/bin/python -m compileall -q -j 0 broker client controller minibroker proto zk chaos spark_jobs >/dev/null
+.venv/bin/python -m compileall -q -j 0 common broker client controller minibroker proto zk chaos spark_jobs >/dev/null

@@ -157,7 +157,7 @@ def file_problems(replica: Replica) -> Iterator[Finding]:
 
 
 def batch_integrity(replica: Replica) -> Iterator[Finding]:
-    """Every batch whole and valid (structure, CRC: broker/log/record.py's validate_batch), every file batches."""
+    """Every batch whole and valid (structure, CRC: common/record.py's validate_batch), every file batches."""
     sizes = {s["file"]: s["size"] for s in replica.segments}
     for batch in replica.batches:
         if batch.problem is not None and batch.base_offset is None:

@@ -10,7 +10,7 @@ walk segments in bounded chunks with broker.log.batch_scan and yield Arrow
 record batches. Three kinds of rows (`rows` option):
 
 - `batches` (default): one row per record batch, the header as
-  broker/log/record.py decodes it plus the CRC computed over the bytes; where a
+  common/record.py decodes it plus the CRC computed over the bytes; where a
   segment stops being batches, one row with `problem` set (Kafka's "invalid
   bytes at the end of the file").
 - `records`: one row per record (offset, timestamp, key, value size, headers),
@@ -48,7 +48,8 @@ from broker.log.index import decode_offset_index, decode_time_index
 from broker.log.log import CLEANED_FILE_SUFFIX
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, META_PROPERTIES, parse_meta_properties
 from broker.log.producer_state import SNAPSHOT_SUFFIX
-from broker.log.record import (
+from broker.log.segment import DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from common.record import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -60,7 +61,6 @@ from broker.log.record import (
     decode_records,
     validate_batch,
 )
-from broker.log.segment import DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 from spark_jobs.files import Location, list_dir, positional_reader, read_file

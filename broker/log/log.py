@@ -33,15 +33,6 @@ from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
 from broker.log.index import CorruptIndexError
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from broker.log.record import (
-    NO_TIMESTAMP,
-    BatchHeader,
-    iter_headers,
-    parse_header,
-    patch_base_offset_and_epoch,
-    set_log_append_time,
-    validate_batch,
-)
 from broker.log.segment import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -53,6 +44,15 @@ from broker.log.segment import (
     LogOffsetMetadata,
     LogSegment,
     TimestampAndOffset,
+)
+from common.record import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    iter_headers,
+    parse_header,
+    patch_base_offset_and_epoch,
+    set_log_append_time,
+    validate_batch,
 )
 from proto.errors import (
     ErrorCode,

@@ -51,7 +51,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from broker.log.checkpoint import atomic_write
-from broker.log.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, crc32c
+from common.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, crc32c
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

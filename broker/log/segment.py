@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice, SharedFile
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
-from broker.log.record import (
+from common.record import (
     HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,

@@ -13,9 +13,9 @@ import logging
 import sys
 from pathlib import Path
 
-from broker.config import ConfigError, KafkaConfig
 from broker.log.manager import LogDirOwnedError
-from broker.server import BrokerStartupError, KafkaServer
+from broker.server.config import ConfigError, KafkaConfig
+from broker.server.kafka_server import BrokerStartupError, KafkaServer
 from zk.client import DuplicateBrokerIdError
 
 logger = logging.getLogger("kafka.Kafka")

@@ -35,8 +35,8 @@ from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
 from chaos.runner import RunConfig, run
 from chaos.workload import WorkloadConfig
-from minibroker.cluster_file import ClusterFileError
-from minibroker.local_cluster import ClusterError, LocalCluster
+from minibroker.local.cluster import ClusterError, LocalCluster
+from minibroker.local.cluster_file import ClusterFileError
 
 T = TypeVar("T")
 # A cluster of our own fails over in seconds, not Kafka's 18 s session timeout: a 10 s fault interval

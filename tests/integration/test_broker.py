@@ -22,9 +22,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.config import KafkaConfig
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, META_PROPERTIES
-from broker.log.record import (
+from broker.server.config import KafkaConfig
+from broker.server.kafka_server import KafkaServer
+from common.record import (
     CRC_POS,
     CompressionType,
     ProducerRecord,
@@ -32,7 +33,6 @@ from broker.log.record import (
     build_batch,
     iter_batches,
 )
-from broker.server import KafkaServer
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY

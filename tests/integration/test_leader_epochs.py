@@ -29,7 +29,7 @@ from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Clu
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.manager import HIGH_WATERMARK_CHECKPOINT
-from broker.log.record import iter_headers
+from common.record import iter_headers
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient

@@ -11,18 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.config import KafkaConfig
-from broker.delayed_fetch import FetchParams, PartitionFetchInfo
-from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState
-from broker.fetcher_thread import PartitionLookup
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher.thread import PartitionLookup
 from broker.log.manager import LogManager
-from broker.log.record import ProducerRecord, build_batch
-from broker.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.metrics import BrokerMetrics
-from broker.partition import FetchIsolation, LeaderAndIsrPartitionState
-from broker.partition_state_store import IsrUpdateResult
-from broker.replica_manager import ReplicaManager
-from broker.topic_config import TopicConfig, TopicConfigs
+from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.replication.partition_state_store import IsrUpdateResult
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.config import KafkaConfig
+from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.topic_config import TopicConfig, TopicConfigs
+from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch
 

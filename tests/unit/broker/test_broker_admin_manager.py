@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import pytest
 from broker_helpers import broker_config
 
-from broker.admin_manager import AdminManager, NewTopic
-from broker.topic_config import TopicConfigs
+from broker.server.admin_manager import AdminManager, NewTopic
+from broker.server.topic_config import TopicConfigs
 from proto.errors import ErrorCode, KafkaError
 from proto.types import EndPoint
 from zk.paths import BrokerInfo, TopicAssignment

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from broker_helpers import LOCAL, TP, ManualClock, leader_state, topic_config
 
-from broker.fetcher_manager import ReplicaFetcherManager, fetcher_id, java_string_hash
-from broker.fetcher_protocol import (
+from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id, java_string_hash
+from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,
@@ -19,8 +19,8 @@ from broker.fetcher_protocol import (
     InitialFetchState,
     ReplicaFetcherConfig,
 )
-from broker.fetcher_thread import FetchState, PartitionLookup, ReplicaFetcherThread
-from broker.fetcher_truncation import (
+from broker.fetcher.thread import FetchState, PartitionLookup, ReplicaFetcherThread
+from broker.fetcher.truncation import (
     EndOffsetForEpoch,
     OffsetTruncationState,
     OutOfRangeAction,
@@ -30,8 +30,8 @@ from broker.fetcher_truncation import (
 )
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.manager import LogManager
-from broker.log.record import ProducerRecord, build_batch
-from broker.partition import FetchIsolation, Partition
+from broker.replication.partition import FetchIsolation, Partition
+from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 import pytest
 from broker_helpers import live_broker, metadata_state
 
-from broker.group_offsets import CommittedOffset, OffsetCommit, ZkGroupOffsets
-from broker.metadata_cache import MetadataCache
+from broker.server.group_offsets import CommittedOffset, OffsetCommit, ZkGroupOffsets
+from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk import paths

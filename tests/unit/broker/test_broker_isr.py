@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from broker_helpers import LOCAL, TP, FakeStateStore, ManualClock, batch, leader_state, topic_config
 
-from broker.isr import is_follower_in_sync, out_of_sync_replicas
-from broker.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
 from broker.log.manager import LogManager
-from broker.partition import Partition
-from broker.partition_state_store import IsrUpdateResult
-from broker.replica import Replica
+from broker.replication.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
+from broker.replication.partition import Partition
+from broker.replication.partition_state_store import IsrUpdateResult
+from broker.replication.replica import Replica
+from broker.replication.rules import is_follower_in_sync, out_of_sync_replicas
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch

@@ -8,7 +8,7 @@ import pytest
 from broker_helpers import LOCAL, TP, ManualClock, batch, leader_state, topic_config
 
 from broker.log.manager import LogManager
-from broker.partition import FetchIsolation, Partition
+from broker.replication.partition import FetchIsolation, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

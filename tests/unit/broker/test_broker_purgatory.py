@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker_helpers import ManualClock, MockTimer
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from broker.purgatory.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 
 class Waiting(DelayedOperation):

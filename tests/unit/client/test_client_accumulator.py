@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from client_helpers import FakeClock, cluster
 
-from broker.log.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
 from client.accumulator import ProducerBatch, RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
+from common.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
 from proto.types import TopicPartition
 
 TP0 = TopicPartition("t", 0)

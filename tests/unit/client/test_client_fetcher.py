@@ -7,7 +7,10 @@ import struct
 import pytest
 from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
 
-from broker.log.record import (
+from client.errors import MessageTooLargeError, OffsetOutOfRangeError
+from client.fetcher import Fetcher, parse_records
+from client.subscription import OffsetResetStrategy, SubscriptionState
+from common.record import (
     CONTROL_MASK,
     CRC_POS,
     HEADER_SIZE,
@@ -19,9 +22,6 @@ from broker.log.record import (
     serialized_header_size,
     set_log_append_time,
 )
-from client.errors import MessageTooLargeError, OffsetOutOfRangeError
-from client.fetcher import Fetcher, parse_records
-from client.subscription import OffsetResetStrategy, SubscriptionState
 from proto import minibroker_pb2 as pb
 from proto.errors import CorruptMessageError, ErrorCode, InvalidRecordError, KafkaError
 from proto.types import TopicPartition

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
 
-from broker.log.record import CompressionType, validate_batch
 from client.accumulator import RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
 from client.idempotence import TransactionManager
 from client.sender import Sender
+from common.record import CompressionType, validate_batch
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition

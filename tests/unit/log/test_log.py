@@ -12,7 +12,7 @@ from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
 from broker.log.config import LogConfig
 from broker.log.log import Log, UnexpectedAppendOffsetError
-from broker.log.record import CompressionType, TimestampType, iter_batches, iter_headers
+from common.record import CompressionType, TimestampType, iter_batches, iter_headers
 from proto.errors import (
     CorruptMessageError,
     ErrorCode,
@@ -145,7 +145,7 @@ def test_a_bad_batch_anywhere_rejects_the_whole_request(open_log: OpenLog, bad: 
 
 
 def with_header_field(batch: bytes, position: int, value: bytes) -> bytes:
-    from broker.log.record import crc32c
+    from common.record import crc32c
 
     data = bytearray(batch)
     data[position:position + len(value)] = value

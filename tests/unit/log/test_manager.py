@@ -18,7 +18,7 @@ from broker.log.manager import (
     LogManager,
     read_meta_properties,
 )
-from broker.log.record import ProducerRecord, build_batch
+from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
 
 TP0 = TopicPartition("orders", 0)

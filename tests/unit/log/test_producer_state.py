@@ -10,7 +10,6 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from broker.log import record as rec
 from broker.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -23,6 +22,7 @@ from broker.log.producer_state import (
     read_snapshot,
     snapshot_file_name,
 )
+from common import record as rec
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -10,8 +10,8 @@ from log_helpers import make_batch
 
 from broker.log.config import LogConfig
 from broker.log.index import OffsetPosition, TimestampOffset
-from broker.log.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
 from broker.log.segment import BatchSpan, LogSegment, filename_prefix_from_offset
+from common.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
 from proto.errors import CorruptMessageError
 
 

@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from broker.config import KafkaConfig
-from broker.topic_config import TopicConfigs
-from controller.assignment import assign_replicas_to_brokers
+from broker.server.config import KafkaConfig
+from broker.server.topic_config import TopicConfigs
+from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 from zk.client import KafkaZkClient
 from zk.paths import TopicAssignment, validate_topic

@@ -16,8 +16,8 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
-from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState, LeaderEndPoint, ReplicaFetcherConfig
-from broker.fetcher_thread import PartitionLookup, ReplicaFetcherThread
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState, LeaderEndPoint, ReplicaFetcherConfig
+from broker.fetcher.thread import PartitionLookup, ReplicaFetcherThread
 from proto.types import TopicPartition
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ and the ReplicaManager completes the delayed requests waiting on it.
 
 - Leader: owns the ISR and the high watermark, min LEO over the ISR, which
   only ever moves forward. Followers' LEOs are learnt from their fetches.
-- Leader ISR changes (shrink on lag, expand on catching up, broker/isr.py
+- Leader ISR changes (shrink on lag, expand on catching up, broker/replication/rules.py
   for the rules) are conditional writes of the state znode through a
   PartitionStateStore. Unlike Kafka 2.x the write runs outside `_lock`, so a
   slow ZooKeeper never stalls the event loop's reads and appends: the change
@@ -30,15 +30,15 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.isr import describe_isr, is_follower_in_sync, out_of_sync_replicas
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from broker.log.manager import LogManager
-from broker.log.record import NO_TIMESTAMP
-from broker.offset_metadata import offset_only, position_known
-from broker.partition_state_store import IsrUpdateResult, PartitionStateStore
-from broker.replica import Replica
-from broker.topic_config import TopicConfig
+from broker.replication.offset_metadata import offset_only, position_known
+from broker.replication.partition_state_store import IsrUpdateResult, PartitionStateStore
+from broker.replication.replica import Replica
+from broker.replication.rules import describe_isr, is_follower_in_sync, out_of_sync_replicas
+from broker.server.topic_config import TopicConfig
+from common.record import NO_TIMESTAMP
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.paths import LeaderIsrAndControllerEpoch
@@ -322,7 +322,7 @@ class Partition:
         return self._complete_isr_update(update, store.shrink_isr(self.topic_partition, update.state))
 
     def maybe_expand_isr(self, replica_id: int, store: PartitionStateStore) -> bool:
-        """Add a follower that caught up (see broker/isr.py); True if the high watermark moved."""
+        """Add a follower that caught up (see broker/replication/rules.py); True if the high watermark moved."""
         with self._lock:
             if not self._needs_expand_isr(replica_id):
                 return False

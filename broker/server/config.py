@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.log.record import HEADER_SIZE
-from broker.properties import PropertiesSyntaxError, load_properties
+from common.properties import PropertiesSyntaxError, load_properties
+from common.record import HEADER_SIZE
 from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
 
 T = TypeVar("T")

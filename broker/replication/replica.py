@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.log.log import LogOffsetMetadata
-from broker.offset_metadata import UNKNOWN_OFFSET, UNKNOWN_OFFSET_METADATA
+from broker.replication.offset_metadata import UNKNOWN_OFFSET, UNKNOWN_OFFSET_METADATA
 
 
 @dataclass(slots=True)

@@ -16,9 +16,9 @@ from typing import Protocol
 
 from broker.log.file_slice import FileSlice
 from broker.log.log import LogOffsetMetadata
-from broker.offset_metadata import UNKNOWN_OFFSET, on_older_segment, position_diff, position_known
-from broker.partition import FetchIsolation, Partition
-from broker.purgatory import DelayedOperation
+from broker.purgatory.purgatory import DelayedOperation
+from broker.replication.offset_metadata import UNKNOWN_OFFSET, on_older_segment, position_diff, position_known
+from broker.replication.partition import FetchIsolation, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.config import KafkaConfig
 from broker.log.config import LogConfig
+from broker.server.config import KafkaConfig
 from proto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """KafkaServer: one broker process's start-up and shutdown sequence (Kafka 2.x's server/KafkaServer.scala).
 
 Start-up, in Kafka's order where it has one:
- 1. malloc thresholds (broker/malloc.py);
+ 1. malloc thresholds (broker/server/malloc.py);
  2. ZooKeeper: connect, create the persistent paths, get or create the cluster id;
  3. wait out the registration of a previous incarnation of this broker id (a
     kill -9 leaves it until its session expires), and refuse to start while
@@ -43,32 +43,32 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.admin_manager import AdminManager
-from broker.apis import KafkaApis
-from broker.config import KafkaConfig
-from broker.delayed_create_topics import DelayedCreateTopics
-from broker.fetcher_blocking_send import ReplicaFetcherBlockingSend
-from broker.fetcher_manager import ReplicaFetcherManager
-from broker.fetcher_protocol import BrokerEndPoint, ReplicaFetcherConfig
-from broker.fetcher_thread import PartitionLookup
-from broker.group_offsets import ZkGroupOffsets
-from broker.isr_change_propagation import (
+from broker.api.grpc_apis import KafkaApis
+from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
+from broker.fetcher.manager import ReplicaFetcherManager
+from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
+from broker.fetcher.thread import PartitionLookup
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.purgatory.timer import AsyncioTimer
+from broker.replication.isr_change_propagation import (
     KAFKA_ISR_CHANGE_PROPAGATION,
     IsrChangePropagationConfig,
     IsrChangePropagator,
 )
-from broker.log.config import LogConfig
-from broker.log.manager import LogManager
-from broker.malloc import tune_malloc
-from broker.metadata_cache import MetadataCache
-from broker.metrics import BrokerMetrics
-from broker.partition_state_store import ZkPartitionStateStore
-from broker.producer_id_manager import ProducerIdManager
-from broker.purgatory import DelayedOperationPurgatory
-from broker.replica_manager import ReplicaManager
-from broker.scheduler import KafkaScheduler
-from broker.timer import AsyncioTimer
-from broker.topic_config import TopicConfigs
+from broker.replication.partition_state_store import ZkPartitionStateStore
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.admin_manager import AdminManager
+from broker.server.config import KafkaConfig
+from broker.server.group_offsets import ZkGroupOffsets
+from broker.server.malloc import tune_malloc
+from broker.server.metadata_cache import MetadataCache
+from broker.server.metrics import BrokerMetrics
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.scheduler import KafkaScheduler
+from broker.server.topic_config import TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
-from broker.timer import Timer, TimerTask
+from broker.purgatory.timer import Timer, TimerTask
 
 logger = logging.getLogger(__name__)
 

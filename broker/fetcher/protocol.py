@@ -2,7 +2,7 @@
 
 `LeaderEndPoint` is the three calls a follower makes to its leader (Fetch,
 OffsetsForLeaderEpoch, ListOffsets); the real one is gRPC
-(broker/fetcher_blocking_send.py), unit tests put a leader Partition behind it.
+(broker/fetcher/blocking_send.py), unit tests put a leader Partition behind it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`<data dir>/cluster.json`: what `minibroker cluster up` started and where it listens.
 
-Written by the launcher (minibroker/local_cluster.py) and read by every command
+Written by the launcher (minibroker/local/cluster.py) and read by every command
 that takes `--data-dir`, so its shape is a contract: `bootstrap_servers`,
 `zookeeper` {connect, pid}, `controllers` [{id, pid}], `brokers` [{id, host,
 port, pid, log_dir}], and `network` (null unless `cluster up --netns`): {bridge,
@@ -54,7 +54,7 @@ class BrokerEntry:
 
 @dataclass
 class NetworkEntry:
-    """The virtual network of `cluster up --netns` (minibroker/cluster_network.py): recorded before any of it
+    """The virtual network of `cluster up --netns` (minibroker/local/network.py): recorded before any of it
     is created, so `cluster down` can remove what a crashed `up` left behind."""
 
     bridge: str

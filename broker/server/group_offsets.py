@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.metadata_cache import MetadataCache
+from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient

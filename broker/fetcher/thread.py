@@ -2,7 +2,7 @@
 AbstractFetcherThread + ReplicaFetcherThread).
 
 Each round: truncate the partitions that need it (OffsetsForLeaderEpoch,
-broker/fetcher_truncation.py for the rules), then one Fetch for every partition
+broker/fetcher/truncation.py for the rules), then one Fetch for every partition
 ready to fetch, appended with the leader's offsets. The fetch long-polls at the
 leader (replica.fetch.wait.max.ms), so an idle partition costs one request per
 wait, not a busy loop; with nothing to fetch the thread sleeps until a
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
-from broker.fetcher_protocol import (
+from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochRequest,
     FetchRequestPartition,
@@ -37,8 +37,8 @@ from broker.fetcher_protocol import (
     LeaderEndPoint,
     ReplicaFetcherConfig,
 )
-from broker.fetcher_truncation import OutOfRangeAction, offset_truncation_state, out_of_range_reset
-from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
+from broker.fetcher.truncation import OutOfRangeAction, offset_truncation_state, out_of_range_reset
+from broker.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import grpc
 
-from broker.fetcher_protocol import (
+from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from broker.replica import Replica
+from broker.replication.replica import Replica
 
 
 def is_follower_out_of_sync(replica: Replica, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from broker.partition import Partition
-from broker.purgatory import DelayedOperation
+from broker.purgatory.purgatory import DelayedOperation
+from broker.replication.partition import Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

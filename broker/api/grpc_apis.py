@@ -22,20 +22,20 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from broker.admin_manager import AdminManager, CreateTopicResult, NewTopic
-from broker.config import KafkaConfig
-from broker.delayed_create_topics import DelayedCreateTopics
-from broker.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
-from broker.delayed_produce import ProducePartitionResponse
-from broker.fetcher_protocol import BrokerEndPoint
-from broker.group_offsets import OffsetCommit, ZkGroupOffsets
-from broker.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.metrics import BrokerMetrics
-from broker.partition import EARLIEST_TIMESTAMP, FetchIsolation, LeaderAndIsrPartitionState
-from broker.producer_id_manager import ProducerIdManager
-from broker.purgatory import DelayedOperationPurgatory
-from broker.replica_manager import ReplicaManager
-from broker.topic_config import TopicConfig, TopicConfigs
+from broker.fetcher.protocol import BrokerEndPoint
+from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
+from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation, LeaderAndIsrPartitionState
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.admin_manager import AdminManager, CreateTopicResult, NewTopic
+from broker.server.config import KafkaConfig
+from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
+from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import carries_cluster_credential

@@ -4,7 +4,7 @@ Every process runs detached (a session of its own, stdin closed, output to
 `<data dir>/logs/<name>.log`), so the cluster outlives the command that
 started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
 
-    cluster.json                           what runs where (minibroker/cluster_file.py)
+    cluster.json                           what runs where (minibroker/local/cluster_file.py)
     logs/<name>.log                        each process's output
     zookeeper/                             LocalZooKeeper's zoo.cfg, data and pid file
     controller-<id>/controller.properties
@@ -12,7 +12,7 @@ started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
     partitions.json                        brokers cut off by chaos/netns.py (with --netns)
 
 With `--netns` every host (ZooKeeper and the controllers together, each broker)
-runs in a network namespace of its own on a bridge (minibroker/cluster_network.py):
+runs in a network namespace of its own on a bridge (minibroker/local/network.py):
 brokers listen on their own address at port 9092, as on separate machines.
 
 A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
@@ -43,10 +43,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.config import ConfigError, KafkaConfig, config_name
+from broker.server.config import ConfigError, KafkaConfig, config_name
 from controller.config import ControllerConfig
-from minibroker import cluster_network
-from minibroker.cluster_file import (
+from minibroker.local import network as cluster_network
+from minibroker.local.cluster_file import (
     PARTITIONS_FILE,
     BrokerEntry,
     ClusterInfo,
@@ -54,7 +54,7 @@ from minibroker.cluster_file import (
     NetworkEntry,
     ZooKeeperEntry,
 )
-from minibroker.cluster_network import CORE, NetworkError, broker_host
+from minibroker.local.network import CORE, NetworkError, broker_host
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient

@@ -15,7 +15,7 @@ server/ReplicaManager.scala).
   maybe_shrink_isr drops followers that lag (replica.lag.time.max.ms).
 
 Requests run in the caller's thread without I/O other than the logs'; the
-gRPC adapter (broker/apis.py) turns requests into these calls. ISR writes go
+gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. ISR writes go
 to ZooKeeper, so an expansion found on the request path is done on the
 `isr_update_executor`, and shrinking runs on the scheduler's worker thread.
 Answers go to callbacks, which may run inside the call (the common case) or
@@ -30,7 +30,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.delayed_fetch import (
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher.thread import PartitionLookup
+from broker.log.log import TimestampAndOffset
+from broker.log.manager import LogManager
+from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
     FetchResponseCallback,
@@ -38,23 +42,19 @@ from broker.delayed_fetch import (
     LogReadResult,
     PartitionFetchInfo,
 )
-from broker.delayed_produce import (
+from broker.purgatory.delayed_produce import (
     DelayedProduce,
     ProducePartitionResponse,
     ProducePartitionStatus,
     ProduceResponseCallback,
 )
-from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState
-from broker.fetcher_thread import PartitionLookup
-from broker.log.log import TimestampAndOffset
-from broker.log.manager import LogManager
-from broker.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.metrics import BrokerMetrics
-from broker.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
-from broker.partition_state_store import PartitionStateStore
-from broker.purgatory import DelayedOperationPurgatory
-from broker.timer import Timer
-from broker.topic_config import TopicConfig
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.purgatory.timer import Timer
+from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
+from broker.replication.partition_state_store import PartitionStateStore
+from broker.server.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.topic_config import TopicConfig
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.paths import validate_topic
@@ -75,7 +75,7 @@ class ControllerResponse:
 
 
 class FetcherManager(Protocol):
-    """What the ReplicaManager asks of the follower side (broker/fetcher_manager.py)."""
+    """What the ReplicaManager asks of the follower side (broker/fetcher/manager.py)."""
 
     def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None: ...
 
