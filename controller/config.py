@@ -1,9 +1,8 @@
 """ControllerConfig: the controller process's configuration, with Kafka's key names and KafkaConfig's rules.
 
 The controller is a process of its own here, so it has its own (short) list of
-keys; everything else is the broker's: the .properties reader
-(common/properties.py), the value types, validators and ConfigError messages
-(broker/server/config.py), unknown keys refused with a suggestion, secrets never
+keys; everything else is shared with the broker (common/config.py): the .properties
+reader, the value types, validators and ConfigError messages, unknown keys refused with a suggestion, secrets never
 printed. `controller.id` is ours (in Kafka the controller is a broker and uses
 broker.id); `controller.socket.timeout.ms` is Kafka's.
 """
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.server.config import (
+from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     ConfigError,
     Password,

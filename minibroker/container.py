@@ -23,7 +23,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from broker.server.config import KafkaConfig, parse_endpoints
+from broker.server.config import KafkaConfig
+from common.config import parse_endpoints
 from common.properties import format_properties
 from controller.config import ControllerConfig
 from minibroker.commands import health

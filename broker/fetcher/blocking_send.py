@@ -20,13 +20,13 @@ from broker.fetcher.protocol import (
     FetchResponsePartition,
     ReplicaFetcherConfig,
 )
+from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
-_MAX_MESSAGE_BYTES = 100 << 20
 _READ_UNCOMMITTED = 0
 
 
@@ -41,8 +41,7 @@ class ReplicaFetcherBlockingSend:
         # leave a restarted leader's followers, and its way back into the ISR, waiting long after it serves.
         backoff_ms = max(config.fetch_backoff_ms, 1)
         self._channel = grpc.insecure_channel(f"{host}:{source_broker.port}", options=[
-            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            *MESSAGE_SIZE_OPTIONS,
             ("grpc.initial_reconnect_backoff_ms", backoff_ms),
             ("grpc.min_reconnect_backoff_ms", backoff_ms),
             ("grpc.max_reconnect_backoff_ms", backoff_ms),

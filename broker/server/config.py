@@ -19,327 +19,200 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from common.properties import PropertiesSyntaxError, load_properties
+from common.config import (
+    DEFAULT_INTER_BROKER_LISTENER_NAME,
+    DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+    LONG_MAX,
+    REQUIRED,
+    ConfigError,
+    ConfigKey,
+    Password,
+    Type,
+    at_least,
+    between,
+    config_name,
+    define,
+    java_string,
+    one_of,
+    parse_csv,
+    parse_endpoints,
+    parse_security_protocol_map,
+    parse_value,
+    read_properties,
+)
 from common.record import HEADER_SIZE
-from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
+from proto.types import EndPoint
 
 T = TypeVar("T")
-
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 _MS_PER_MINUTE = 60 * 1000
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
 
-
-class ConfigError(ValueError):
-    """A configuration the broker refuses to start with, naming key, value and reason."""
-
-    def __init__(self, key: str, value: object, reason: str) -> None:
-        self.key = key
-        self.value = value
-        self.reason = reason
-        super().__init__(f"Invalid value {_java_string(value)} for configuration {key}: {reason}")
-
-
-class Type(enum.Enum):
-    """Kafka's ConfigDef.Type, for the types the keys here use."""
-
-    BOOLEAN = "BOOLEAN"
-    INT = "INT"
-    LONG = "LONG"
-    STRING = "STRING"
-    PASSWORD = "PASSWORD"
-
-
-@dataclass(frozen=True)
-class Password:
-    """Kafka's Password type: a secret that prints as [hidden] wherever it is logged."""
-
-    value: str = field(repr=False)
-
-    def __str__(self) -> str:
-        return "[hidden]"
-
-    def __repr__(self) -> str:
-        return "Password([hidden])"
-
-
-# A validator returns why a (non-null) value is invalid, or None when it is fine.
-Validator = Callable[[Any], "str | None"]
-
-
-def at_least(minimum: int) -> Validator:
-    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
-
-
-def between(low: int, high: int) -> Validator:
-    def check(v: int) -> str | None:
-        if v < low:
-            return f"Value must be at least {low}"
-        return None if v <= high else f"Value must be no more than {high}"
-
-    return check
-
-
-def one_of(*allowed: str) -> Validator:
-    return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
-
-
-# Only PLAINTEXT is served until TLS lands.
-SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
-# Kafka's default listener.security.protocol.map: each protocol is a listener name of its own.
-DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-# What inter.broker.listener.name means when unset (Kafka: the listener named after
-# security.inter.broker.protocol, PLAINTEXT by default).
-DEFAULT_INTER_BROKER_LISTENER_NAME = "PLAINTEXT"
-# EndPoint.scala's uriParseExp: an IPv6 host sits in brackets.
-_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
-
-
-def parse_security_protocol_map(text: str) -> dict[str, str]:
-    """`NAME:PROTOCOL,...` (listener.security.protocol.map), names and protocols upper-cased as Kafka's
-    ListenerName.normalised and SecurityProtocol.forName do."""
-    protocols = {}
-    for item in _csv(text):
-        name, sep, protocol = item.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"{item!r} is not of the form LISTENER_NAME:SECURITY_PROTOCOL")
-        protocol = protocol.strip().upper()
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ValueError(f"Invalid security protocol `{protocol}` defined in listener.security.protocol.map")
-        protocols[name.strip().upper()] = protocol
-    return protocols
-
-
-def parse_endpoints(text: str, protocols: Mapping[str, str] | None = None,
-                    require_distinct_ports: bool = False) -> tuple[EndPoint, ...]:
-    """`NAME://host:port,...` as Kafka's CoreUtils.listenerListToEndPoints reads it: each listener
-    name resolved to its security protocol through `protocols` (Kafka's default map if None)."""
-    if protocols is None:
-        protocols = parse_security_protocol_map(DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP)
-    endpoints = []
-    for item in _csv(text):
-        match = _ENDPOINT.match(item)
-        if match is None:
-            raise ValueError(f"{item!r} is not of the form LISTENER_NAME://host:port")
-        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
-        protocol = protocols.get(name)
-        if protocol is None:
-            raise ValueError(f"No security protocol defined for listener {name}")
-        if protocol not in SERVED_SECURITY_PROTOCOLS:
-            raise ValueError(f"listener {name} uses security protocol {protocol}: only PLAINTEXT listeners are served")
-        if not 0 <= port <= 65535:
-            raise ValueError(f"port {port} of {item!r} is not in 0..65535")
-        endpoints.append(EndPoint(name, host, port, protocol))
-    if not endpoints:
-        raise ValueError("at least one listener is needed")
-    names = [e.listener_name for e in endpoints]
-    if len(set(names)) != len(names):
-        raise ValueError("each listener must have a different name")
-    # Port 0 (any free port) may repeat.
-    ports = [e.port for e in endpoints if e.port]
-    if require_distinct_ports and len(set(ports)) != len(ports):
-        raise ValueError("each listener must have a different port")
-    return tuple(endpoints)
-
-
-def _csv(text: str) -> list[str]:
-    """Kafka's CoreUtils.parseCsvList: comma-separated, blanks around items and empty items dropped."""
-    return [item for item in (part.strip() for part in text.split(",")) if item]
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    type: Type
-    doc: str
-    validator: Validator | None
-    required: bool
-
-
-_REQUIRED: Any = object()
-
-
-def _key(type_: Type, default: Any, doc: str, validator: Validator | None = None) -> Any:
-    """A KafkaConfig field: its Kafka type, default, validator and doc line."""
-    required = default is _REQUIRED
-    return field(
-        default=None if required else default,
-        metadata={"key": ConfigKey(type_, doc, validator, required)},
-    )
-
-
-def config_name(attribute: str) -> str:
-    """`log_retention_ms` -> `log.retention.ms`: no Kafka key contains an underscore."""
-    return attribute.replace("_", ".")
-
-
 @dataclass(frozen=True, kw_only=True)
 class KafkaConfig:
     # ZooKeeper
-    zookeeper_connect: str = _key(
-        Type.STRING, _REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"
+    zookeeper_connect: str = define(
+        Type.STRING, REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"
     )
-    zookeeper_session_timeout_ms: int = _key(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
-    zookeeper_connection_timeout_ms: int | None = _key(
+    zookeeper_session_timeout_ms: int = define(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
+    zookeeper_connection_timeout_ms: int | None = define(
         Type.INT, None, "Max wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset", at_least(1)
     )
 
     # General
-    broker_id: int = _key(
+    broker_id: int = define(
         Type.INT,
         -1,
         "The broker id for this server, unique in the cluster",
         lambda v: None if v >= 0 else "broker.id must be set to a unique id >= 0 (ids are not generated here)",
     )
-    broker_id_generation_enable: bool = _key(
+    broker_id_generation_enable: bool = define(
         Type.BOOLEAN,
         False,
         "Generate broker ids in ZooKeeper: not supported here, set broker.id",
         lambda v: "broker id generation is not supported; set broker.id" if v else None,
     )
-    message_max_bytes: int = _key(
+    message_max_bytes: int = define(
         Type.INT, 1048588, "Largest record batch size allowed (topic config max.message.bytes)", at_least(0)
     )
-    request_timeout_ms: int = _key(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
+    request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
 
     # Listeners
-    listeners: str = _key(Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on")
-    advertised_listeners: str | None = _key(
+    listeners: str = define(Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on")
+    advertised_listeners: str | None = define(
         Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset"
     )
-    listener_security_protocol_map: str = _key(
+    listener_security_protocol_map: str = define(
         Type.STRING, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, "Listener name -> security protocol, NAME:PROTOCOL,..."
     )
-    inter_broker_listener_name: str | None = _key(
+    inter_broker_listener_name: str | None = define(
         Type.STRING,
         None,
         f"Listener other brokers and controllers use (set the controllers' key alike: they pick it);"
         f" {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset",
     )
-    broker_rack: str | None = _key(Type.STRING, None, "Rack of the broker")
+    broker_rack: str | None = define(Type.STRING, None, "Rack of the broker")
 
     # Log
-    num_partitions: int = _key(Type.INT, 1, "Default number of partitions per topic", at_least(1))
-    log_dir: str = _key(Type.STRING, "/tmp/kafka-logs", "Log data directory (supplemental for log.dirs)")
-    log_dirs: str | None = _key(Type.STRING, None, "Comma-separated log data directories; log.dir if unset")
+    num_partitions: int = define(Type.INT, 1, "Default number of partitions per topic", at_least(1))
+    log_dir: str = define(Type.STRING, "/tmp/kafka-logs", "Log data directory (supplemental for log.dirs)")
+    log_dirs: str | None = define(Type.STRING, None, "Comma-separated log data directories; log.dir if unset")
     # Kafka's floor is one v0 record (14 bytes); a segment here must hold a v2 batch header.
-    log_segment_bytes: int = _key(Type.INT, 1 << 30, "Maximum size of a single log segment", at_least(HEADER_SIZE))
-    log_roll_ms: int | None = _key(Type.LONG, None, "Maximum age of a segment before it rolls; log.roll.hours if unset")
-    log_roll_hours: int = _key(
+    log_segment_bytes: int = define(Type.INT, 1 << 30, "Maximum size of a single log segment", at_least(HEADER_SIZE))
+    log_roll_ms: int | None = define(
+        Type.LONG, None, "Maximum age of a segment before it rolls; log.roll.hours if unset"
+    )
+    log_roll_hours: int = define(
         Type.INT, 168, "Maximum age of a segment before it rolls, secondary to log.roll.ms", at_least(1)
     )
-    log_retention_ms: int | None = _key(
+    log_retention_ms: int | None = define(
         Type.LONG, None, "Time to keep a log segment (-1: forever); log.retention.minutes if unset"
     )
-    log_retention_minutes: int | None = _key(
+    log_retention_minutes: int | None = define(
         Type.INT, None, "Time to keep a log segment, secondary to log.retention.ms; log.retention.hours if unset"
     )
-    log_retention_hours: int = _key(Type.INT, 168, "Time to keep a log segment, tertiary to log.retention.ms")
-    log_retention_bytes: int = _key(Type.LONG, -1, "Maximum size of a partition's log before deleting (-1: no limit)")
-    log_retention_check_interval_ms: int = _key(
+    log_retention_hours: int = define(Type.INT, 168, "Time to keep a log segment, tertiary to log.retention.ms")
+    log_retention_bytes: int = define(Type.LONG, -1, "Maximum size of a partition's log before deleting (-1: no limit)")
+    log_retention_check_interval_ms: int = define(
         Type.LONG, 300000, "How often logs are checked for segments to delete", at_least(1)
     )
-    log_index_size_max_bytes: int = _key(Type.INT, 10 * 1024 * 1024, "Maximum size of an offset index", at_least(4))
-    log_index_interval_bytes: int = _key(Type.INT, 4096, "Bytes of log between two offset index entries", at_least(0))
-    log_flush_interval_messages: int = _key(
-        Type.LONG, _LONG_MAX, "Records appended to a partition before it is flushed", at_least(1)
+    log_index_size_max_bytes: int = define(Type.INT, 10 * 1024 * 1024, "Maximum size of an offset index", at_least(4))
+    log_index_interval_bytes: int = define(Type.INT, 4096, "Bytes of log between two offset index entries", at_least(0))
+    log_flush_interval_messages: int = define(
+        Type.LONG, LONG_MAX, "Records appended to a partition before it is flushed", at_least(1)
     )
-    log_flush_interval_ms: int | None = _key(
+    log_flush_interval_ms: int | None = define(
         Type.LONG, None, "Maximum time a record stays unflushed; log.flush.scheduler.interval.ms if unset"
     )
-    log_flush_scheduler_interval_ms: int = _key(
-        Type.LONG, _LONG_MAX, "How often the log flusher checks whether a log needs flushing", at_least(1)
+    log_flush_scheduler_interval_ms: int = define(
+        Type.LONG, LONG_MAX, "How often the log flusher checks whether a log needs flushing", at_least(1)
     )
-    log_flush_offset_checkpoint_interval_ms: int = _key(
+    log_flush_offset_checkpoint_interval_ms: int = define(
         Type.INT, 60000, "How often the recovery point checkpoint is written", at_least(0)
     )
-    log_flush_start_offset_checkpoint_interval_ms: int = _key(
+    log_flush_start_offset_checkpoint_interval_ms: int = define(
         Type.INT, 60000, "How often the log start offset checkpoint is written", at_least(0)
     )
-    log_message_timestamp_type: str = _key(
+    log_message_timestamp_type: str = define(
         Type.STRING,
         "CreateTime",
         "Record timestamps: the producer's or the broker's",
         one_of("CreateTime", "LogAppendTime"),
     )
-    log_message_timestamp_difference_max_ms: int = _key(
-        Type.LONG, _LONG_MAX, "Largest CreateTime distance from the broker's clock accepted", at_least(0)
+    log_message_timestamp_difference_max_ms: int = define(
+        Type.LONG, LONG_MAX, "Largest CreateTime distance from the broker's clock accepted", at_least(0)
     )
-    num_recovery_threads_per_data_dir: int = _key(
+    num_recovery_threads_per_data_dir: int = define(
         Type.INT, 1, "Threads per data directory for log recovery at startup", at_least(1)
     )
-    auto_create_topics_enable: bool = _key(Type.BOOLEAN, True, "Create unknown topics on metadata requests")
-    min_insync_replicas: int = _key(Type.INT, 1, "Minimum ISR size for acks=all writes to succeed", at_least(1))
-    delete_topic_enable: bool = _key(Type.BOOLEAN, True, "Allow topics to be deleted")
+    auto_create_topics_enable: bool = define(Type.BOOLEAN, True, "Create unknown topics on metadata requests")
+    min_insync_replicas: int = define(Type.INT, 1, "Minimum ISR size for acks=all writes to succeed", at_least(1))
+    delete_topic_enable: bool = define(Type.BOOLEAN, True, "Allow topics to be deleted")
 
     # Replication
-    default_replication_factor: int = _key(
+    default_replication_factor: int = define(
         Type.INT, 1, "Replication factor of automatically created topics", at_least(1)
     )
-    replica_lag_time_max_ms: int = _key(
+    replica_lag_time_max_ms: int = define(
         Type.LONG, 30000, "A follower not caught up for this long is removed from the ISR", at_least(1)
     )
-    replica_socket_timeout_ms: int = _key(
+    replica_socket_timeout_ms: int = define(
         Type.INT, 30000, "Timeout of replica fetch requests; at least replica.fetch.wait.max.ms", at_least(1)
     )
-    replica_fetch_max_bytes: int = _key(Type.INT, 1024 * 1024, "Bytes per partition a follower fetches", at_least(0))
-    replica_fetch_response_max_bytes: int = _key(
+    replica_fetch_max_bytes: int = define(Type.INT, 1024 * 1024, "Bytes per partition a follower fetches", at_least(0))
+    replica_fetch_response_max_bytes: int = define(
         Type.INT, 10 * 1024 * 1024, "Bytes a follower's whole fetch response may carry", at_least(0)
     )
-    replica_fetch_wait_max_ms: int = _key(
+    replica_fetch_wait_max_ms: int = define(
         Type.INT, 500, "Longest a follower's fetch waits at the leader; <= replica.lag.time.max.ms", at_least(0)
     )
-    replica_fetch_min_bytes: int = _key(Type.INT, 1, "Bytes a follower's fetch waits for", at_least(0))
-    replica_fetch_backoff_ms: int = _key(Type.INT, 1000, "Sleep after a failed replica fetch", at_least(0))
-    num_replica_fetchers: int = _key(Type.INT, 1, "Fetcher threads per source broker", at_least(1))
-    replica_high_watermark_checkpoint_interval_ms: int = _key(
+    replica_fetch_min_bytes: int = define(Type.INT, 1, "Bytes a follower's fetch waits for", at_least(0))
+    replica_fetch_backoff_ms: int = define(Type.INT, 1000, "Sleep after a failed replica fetch", at_least(0))
+    num_replica_fetchers: int = define(Type.INT, 1, "Fetcher threads per source broker", at_least(1))
+    replica_high_watermark_checkpoint_interval_ms: int = define(
         Type.LONG, 5000, "How often high watermarks are checkpointed", at_least(1)
     )
-    auto_leader_rebalance_enable: bool = _key(
+    auto_leader_rebalance_enable: bool = define(
         Type.BOOLEAN, True, "Move leadership back to preferred replicas periodically"
     )
-    leader_imbalance_check_interval_seconds: int = _key(
+    leader_imbalance_check_interval_seconds: int = define(
         Type.LONG, 300, "How often the controller checks leader balance", at_least(1)
     )
-    leader_imbalance_per_broker_percentage: int = _key(
+    leader_imbalance_per_broker_percentage: int = define(
         Type.INT, 10, "Leader imbalance per broker (%) that triggers a rebalance", between(0, 100)
     )
-    unclean_leader_election_enable: bool = _key(
+    unclean_leader_election_enable: bool = define(
         Type.BOOLEAN, False, "Elect a leader outside the ISR as a last resort, losing data"
     )
 
     # Controlled shutdown
-    controlled_shutdown_enable: bool = _key(Type.BOOLEAN, True, "Move leadership away before shutting down")
-    controlled_shutdown_max_retries: int = _key(Type.INT, 3, "Controlled shutdown attempts", at_least(0))
-    controlled_shutdown_retry_backoff_ms: int = _key(
+    controlled_shutdown_enable: bool = define(Type.BOOLEAN, True, "Move leadership away before shutting down")
+    controlled_shutdown_max_retries: int = define(Type.INT, 3, "Controlled shutdown attempts", at_least(0))
+    controlled_shutdown_retry_backoff_ms: int = define(
         Type.LONG, 5000, "Wait between controlled shutdown attempts", at_least(0)
     )
 
     # Offsets and producer ids
-    offsets_retention_minutes: int = _key(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
-    transactional_id_expiration_ms: int = _key(
+    offsets_retention_minutes: int = define(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
+    transactional_id_expiration_ms: int = define(
         Type.INT, 7 * 24 * _MS_PER_HOUR, "Idle time after which a transactional id expires", at_least(1)
     )
-    producer_id_expiration_ms: int = _key(
+    producer_id_expiration_ms: int = define(
         Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
     )
 
     # minibroker's own
-    cluster_credential: Password | None = _key(  # noqa: RUF009 (_key returns a dataclasses.field)
+    cluster_credential: Password | None = define(  # noqa: RUF009 (_key returns a dataclasses.field)
         Type.PASSWORD,
         None,
         "Shared secret cluster actions carry as gRPC metadata x-cluster-credential; unset: not checked",
     )
-    metrics_port: int = _key(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535))
+    metrics_port: int = define(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535))
 
     def __post_init__(self) -> None:
         for key, value in self.values().items():
@@ -427,7 +300,7 @@ class KafkaConfig:
 
     @property
     def log_dir_paths(self) -> tuple[Path, ...]:
-        return tuple(Path(d) for d in _csv(self.log_dirs if self.log_dirs is not None else self.log_dir))
+        return tuple(Path(d) for d in parse_csv(self.log_dirs if self.log_dirs is not None else self.log_dir))
 
     @property
     def log_roll_time_millis(self) -> int:
@@ -500,7 +373,7 @@ class KafkaConfig:
 
     def dump(self) -> str:
         """The start-up dump, as Kafka's AbstractConfig.logAll prints it."""
-        lines = [f"\t{key} = {_java_string(value)}\n" for key, value in sorted(self.values().items())]
+        lines = [f"\t{key} = {java_string(value)}\n" for key, value in sorted(self.values().items())]
         return "KafkaConfig values: \n" + "".join(lines)
 
     def log_properties(self) -> dict[str, str]:
@@ -523,56 +396,10 @@ class KafkaConfig:
             "min.insync.replicas": self.min_insync_replicas,
             "unclean.leader.election.enable": self.unclean_leader_election_enable,
         }
-        return {key: _java_string(value) for key, value in values.items()}
+        return {key: java_string(value) for key, value in values.items()}
 
 
 _KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)}
-
-
-def parse_value(key: str, type_: Type, text: str) -> Any:
-    """ConfigDef.parseType: the typed value of an (already trimmed) string."""
-    if type_ is Type.STRING:
-        return text
-    if type_ is Type.PASSWORD:
-        return Password(text)
-    if type_ is Type.BOOLEAN:
-        if text.lower() not in ("true", "false"):
-            raise ConfigError(key, text, "Expected value to be either true or false")
-        return text.lower() == "true"
-    low, high = (_INT_MIN, _INT_MAX) if type_ is Type.INT else (_LONG_MIN, _LONG_MAX)
-    # Java's Integer.parseInt / Long.parseLong: optional sign and ASCII digits only.
-    if not re.fullmatch(r"[+-]?[0-9]+", text) or not low <= int(text) <= high:
-        raise ConfigError(key, text, f"Not a number of type {type_.value}")
-    return int(text)
-
-
-def _java_string(value: object) -> str:
-    """How Java's toString prints a config value: null, true/false, [hidden]."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def read_properties(path: Path | None, overrides: Iterable[str],
-                    loggable: Callable[[str, str], object]) -> dict[str, str]:
-    """A .properties file's entries with `key=value` overrides on top (kafka-server-start's --override).
-
-    `loggable` says how a value may appear in an error (secrets as [hidden]).
-    """
-    props: dict[str, str] = {}
-    if path is not None:
-        try:
-            props.update(load_properties(path))
-        except PropertiesSyntaxError as e:
-            raise ConfigError(e.key, loggable(e.key, e.text), f"{path}:{e.line}: malformed \\uxxxx escape") from None
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        if not sep:
-            raise ConfigError(override, None, "an override must be key=value")
-        props[key.strip()] = value
-    return props
 
 
 def _loggable(key: str, text: str) -> object:

@@ -69,6 +69,7 @@ from broker.server.metrics import BrokerMetrics
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scheduler import KafkaScheduler
 from broker.server.topic_config import TopicConfigs
+from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
@@ -78,7 +79,6 @@ from zk.paths import BrokerInfo
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 100 << 20
 # Kafka's KafkaServer/LogManager InitialTaskDelayMs: let start-up settle before background work.
 INITIAL_TASK_DELAY_MS = 30_000
 SHUTDOWN_GRACE_S = 5.0
@@ -86,8 +86,7 @@ SHUTDOWN_GRACE_S = 5.0
 _REGISTRATION_POLL_S = 0.2
 
 _GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    *MESSAGE_SIZE_OPTIONS,
     # gRPC binds with SO_REUSEPORT by default: a second broker on the same port would
     # silently share it instead of failing to start.
     ("grpc.so_reuseport", 0),

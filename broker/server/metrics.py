@@ -9,35 +9,14 @@ process (tests) do not collide; `metrics.port` serves it over HTTP (0: off).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram
 
-logger = logging.getLogger(__name__)
+from common.metrics import MetricsEndpoint
 
 # Produce with acks=all waits for replication; fetches long-poll up to their max wait.
 _LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
-
-
-class MetricsEndpoint:
-    """A registry of its own, served over HTTP on demand (the broker's and the controller's `metrics.port`)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self._http: WSGIServer | None = None
-
-    def serve(self, port: int, host: str = "0.0.0.0") -> None:
-        """Expose the registry at http://host:port/metrics."""
-        self._http, _ = start_http_server(port, host, registry=self.registry)
-        logger.info("Serving Prometheus metrics on %s:%d", host, self._http.server_port)
-
-    def close(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-            self._http = None
 
 
 class BrokerMetrics(MetricsEndpoint):

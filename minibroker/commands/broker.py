@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 from broker.log.manager import LogDirOwnedError
-from broker.server.config import ConfigError, KafkaConfig
+from broker.server.config import KafkaConfig
 from broker.server.kafka_server import BrokerStartupError, KafkaServer
+from common.config import ConfigError
 from zk.client import DuplicateBrokerIdError
 
 logger = logging.getLogger("kafka.Kafka")

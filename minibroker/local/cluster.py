@@ -43,7 +43,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.server.config import ConfigError, KafkaConfig, config_name
+from broker.server.config import KafkaConfig
+from common.config import ConfigError, config_name
 from controller.config import ControllerConfig
 from minibroker.local import network as cluster_network
 from minibroker.local.cluster_file import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.server.config import ConfigError
+from common.config import ConfigError
 from common.properties import format_properties, parse_properties
 from minibroker.container import (
     DEFAULT_ZOO_CFG,

@@ -9,13 +9,13 @@ import pytest
 from client_helpers import FakeClock
 
 from client.connection import (
-    MAX_MESSAGE_BYTES,
     BrokerConnection,
     ConnectionPool,
     channel_options,
     error_from_status,
     parse_bootstrap_servers,
 )
+from common.limits import MAX_MESSAGE_BYTES
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
 
