@@ -7,6 +7,7 @@ and the ReplicaManager completes the delayed requests waiting on it.
 
 - Leader: owns the ISR and the high watermark, min LEO over the ISR, which
   only ever moves forward. Followers' LEOs are learnt from their fetches.
+  Every rule that decides is a plain function in broker/replication/rules.py.
 - Leader ISR changes (shrink on lag, expand on catching up, broker/replication/rules.py
   for the rules) are conditional writes of the state znode through a
   PartitionStateStore. Unlike Kafka 2.x the write runs outside `_lock`, so a
@@ -36,7 +37,16 @@ from broker.log.manager import LogManager
 from broker.replication.offset_metadata import offset_only, position_known
 from broker.replication.partition_state_store import IsrUpdateResult, PartitionStateStore
 from broker.replication.replica import Replica
-from broker.replication.rules import describe_isr, is_follower_in_sync, out_of_sync_replicas
+from broker.replication.rules import (
+    acks_all_append_allowed,
+    acks_all_completion,
+    describe_isr,
+    follower_high_watermark,
+    is_follower_in_sync,
+    leader_high_watermark,
+    maximal_isr,
+    out_of_sync_replicas,
+)
 from broker.server.topic_config import TopicConfig
 from common.record import NO_TIMESTAMP
 from proto.errors import ErrorCode, KafkaError
@@ -157,7 +167,7 @@ class Partition:
     def maximal_isr(self) -> frozenset[int]:
         """The ISR the high watermark must respect: the current one plus any member a pending write adds."""
         pending = self._pending_isr_update
-        return self.in_sync_replica_ids if pending is None else self.in_sync_replica_ids | pending.isr
+        return maximal_isr(self.in_sync_replica_ids, None if pending is None else pending.isr)
 
     @property
     def is_under_replicated(self) -> bool:
@@ -261,7 +271,7 @@ class Partition:
             log = self._leader_log_or_error()
             min_isr = self.min_insync_replicas
             # Refuse before writing: an acks=all write the ISR cannot make safe must not land at all.
-            if required_acks == -1 and len(self.in_sync_replica_ids) < min_isr:
+            if not acks_all_append_allowed(required_acks, len(self.in_sync_replica_ids), min_isr):
                 raise KafkaError(
                     f"The size of the current ISR {sorted(self.in_sync_replica_ids)} is insufficient to satisfy"
                     f" the min.isr requirement of {min_isr} for partition {self.topic_partition}",
@@ -275,12 +285,8 @@ class Partition:
         with self._lock:
             if not self.is_leader or self.log is None:
                 return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if self.high_watermark < required_offset:
-                return False, ErrorCode.NONE
-            # The ISR may have shrunk below min.insync.replicas after the append: it is in, but not as safe.
-            if len(self.in_sync_replica_ids) < self.min_insync_replicas:
-                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            return True, ErrorCode.NONE
+            return acks_all_completion(self.high_watermark, required_offset, len(self.in_sync_replica_ids),
+                                       self.min_insync_replicas)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset_metadata: LogOffsetMetadata,
                                     follower_start_offset: int, fetch_time_ms: int,
@@ -373,18 +379,13 @@ class Partition:
 
     def _maybe_increment_leader_hw(self, log: Log) -> bool:
         """HW = min LEO over the ISR; it only moves forward (or learns its position at the same offset)."""
-        new_hw = log.log_end_offset_metadata
-        isr = self.maximal_isr
-        for replica in self.remote_replicas.values():
-            if replica.broker_id in isr and replica.log_end_offset < new_hw.message_offset:
-                new_hw = replica.log_end_offset_metadata
         old_hw = self._high_watermark
-        if new_hw.message_offset > old_hw.message_offset or (
-            new_hw.message_offset == old_hw.message_offset and not position_known(old_hw) and position_known(new_hw)
-        ):
-            self._high_watermark = new_hw
-            return new_hw.message_offset > old_hw.message_offset
-        return False
+        new_hw = leader_high_watermark(old_hw, log.log_end_offset_metadata, self.remote_replicas.values(),
+                                       self.maximal_isr)
+        if new_hw is None:
+            return False
+        self._high_watermark = new_hw
+        return new_hw.message_offset > old_hw.message_offset
 
     def _high_watermark_metadata(self, log: Log) -> LogOffsetMetadata:
         """The high watermark with its place in the log, found by a read when only the offset is known."""
@@ -463,7 +464,7 @@ class Partition:
                                  f" {fetch_offset}, log end offset = {log.log_end_offset}.",
                                  ErrorCode.UNKNOWN_SERVER_ERROR)
             info = log.append_as_follower(records)
-            self._high_watermark = offset_only(min(leader_high_watermark, log.log_end_offset))
+            self._high_watermark = offset_only(follower_high_watermark(leader_high_watermark, log.log_end_offset))
             log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
             return info
 

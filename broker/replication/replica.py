@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from broker.log.log import LogOffsetMetadata
 from broker.replication.offset_metadata import UNKNOWN_OFFSET, UNKNOWN_OFFSET_METADATA
+from broker.replication.rules import caught_up_time_after_fetch
 
 
 @dataclass(slots=True)
@@ -29,12 +30,10 @@ class Replica:
 
     def update_fetch_state(self, fetch_offset_metadata: LogOffsetMetadata, follower_start_offset: int,
                            fetch_time_ms: int, leader_end_offset: int) -> None:
-        """Kafka's updateFetchState: a fetch at or past the leader's LEO at its previous fetch means the
-        follower was caught up at that earlier time, even if the leader has appended since."""
-        if fetch_offset_metadata.message_offset >= leader_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
-        elif fetch_offset_metadata.message_offset >= self.last_fetch_leader_log_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        """Kafka's updateFetchState (the caught-up rule: broker/replication/rules.py)."""
+        self.last_caught_up_time_ms = caught_up_time_after_fetch(
+            self.last_caught_up_time_ms, fetch_offset_metadata.message_offset, fetch_time_ms, leader_end_offset,
+            self.last_fetch_leader_log_end_offset, self.last_fetch_time_ms)
         self.log_start_offset = follower_start_offset
         self.log_end_offset_metadata = fetch_offset_metadata
         self.last_fetch_leader_log_end_offset = leader_end_offset
