@@ -35,7 +35,7 @@ stamp=.venv/.minibroker-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing minibroker and its test extras into .venv" >&2
     # pip's build chatter goes to a log, shown only when the install fails.
-    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[test]'; } \
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[all,test]'; } \
             > .venv/pip-install.log 2>&1; then
         cat .venv/pip-install.log >&2
         echo "setup: pip install failed (log above, also in .venv/pip-install.log)" >&2
