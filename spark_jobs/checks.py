@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from broker.log.segment import LOG_FILE_SUFFIX
+from broker.log.files import LEADER_EPOCH_CHECKPOINT, LOG_FILE_SUFFIX, REPLICATION_OFFSET_CHECKPOINT
 
 # Every check's name, as it appears in findings (the report's `check` column).
 INVALID_BYTES = "invalid_bytes"

@@ -34,21 +34,25 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from broker.log.batch_scan import scan_batches
-from broker.log.checkpoint import (
+from broker.log.checkpoint import CorruptCheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from broker.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_FILE_SUFFIX,
+    DELETE_DIR_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_FILE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
     TMP_SUFFIX,
-    CorruptCheckpointError,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
 )
 from broker.log.index import decode_offset_index, decode_time_index
-from broker.log.log import CLEANED_FILE_SUFFIX
-from broker.log.manager import CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, META_PROPERTIES, parse_meta_properties
-from broker.log.producer_state import SNAPSHOT_SUFFIX
-from broker.log.segment import DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from broker.log.manager import parse_meta_properties
 from common.record import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,

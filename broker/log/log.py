@@ -31,13 +31,16 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
-from broker.log.index import CorruptIndexError
-from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from broker.log.segment import (
+from broker.log.files import (
+    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+)
+from broker.log.index import CorruptIndexError
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from broker.log.segment import (
     BatchSpan,
     FetchDataInfo,
     LeaderEpochCache,
@@ -77,8 +80,6 @@ __all__ = [
 ]
 
 INT_MAX = (1 << 31) - 1
-# Left by Kafka's log cleaner, which minibroker does not have; discarded like `.deleted`.
-CLEANED_FILE_SUFFIX = ".cleaned"
 
 logger = logging.getLogger(__name__)
 

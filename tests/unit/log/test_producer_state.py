@@ -10,6 +10,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from broker.log.files import snapshot_file_name
 from broker.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -20,7 +21,6 @@ from broker.log.producer_state import (
     UnknownProducerIdError,
     decrement_sequence,
     read_snapshot,
-    snapshot_file_name,
 )
 from common import record as rec
 from proto.errors import ErrorCode
