@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, ManualClock, leader_state, topic_config
+from broker_helpers import LOCAL, TP, leader_state, topic_config
 
 from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id, java_string_hash
 from broker.fetcher.protocol import (
@@ -34,6 +34,7 @@ from broker.replication.partition import FetchIsolation, Partition
 from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeClock
 
 LEADER = 2
 LEADER_END_POINT = BrokerEndPoint(LEADER, "127.0.0.1", 9002)
@@ -181,7 +182,7 @@ class Replicas:
     """A leader (broker 2) and a follower (broker 1) of TP, each with its own log dir."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.clock = ManualClock()
+        self.clock = FakeClock()
         self.managers = {}
         for broker_id in (LOCAL, LEADER):
             manager = LogManager([tmp_path / f"broker-{broker_id}"], topic_config().log, broker_id=broker_id,

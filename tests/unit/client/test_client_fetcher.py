@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
+from client_helpers import FakeFuture, FakeMetadata, cluster
 
 from client.errors import MessageTooLargeError, OffsetOutOfRangeError
 from client.fetcher import Fetcher, parse_records
@@ -25,6 +25,7 @@ from common.record import (
 from proto import minibroker_pb2 as pb
 from proto.errors import CorruptMessageError, ErrorCode, InvalidRecordError, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeMonotonic
 
 TP = TopicPartition("t", 0)
 
@@ -89,7 +90,7 @@ def test_corrupt_batch_is_reported_when_crcs_are_checked() -> None:
 
 class FetchHarness:
     def __init__(self, reset: OffsetResetStrategy | None = OffsetResetStrategy.EARLIEST) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeMonotonic()
         self.metadata = FakeMetadata(cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1}))
         self.subscriptions = SubscriptionState(reset)
         self.subscriptions.assign_from_user([TP, TopicPartition("t", 1)])

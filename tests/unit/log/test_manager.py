@@ -18,17 +18,11 @@ from broker.log.files import (
 from broker.log.manager import LogDirOwnedError, LogManager, read_meta_properties
 from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
+from tests.fakes import FakeClock
 
 TP0 = TopicPartition("orders", 0)
 TP1 = TopicPartition("my-topic", 1)
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def batch(n: int) -> bytes:
