@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from common.properties import PropertiesSyntaxError, load_properties
 from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
@@ -181,6 +181,24 @@ def parse_value(key: str, type_: Type, text: str) -> Any:
     if not re.fullmatch(r"[+-]?[0-9]+", text) or not low <= int(text) <= high:
         raise ConfigError(key, text, f"Not a number of type {type_.value}")
     return int(text)
+
+
+class _Typed(Protocol):
+    @property
+    def type(self) -> Type: ...
+
+
+def typed_values(props: Mapping[str, str], keys: Mapping[str, _Typed],
+                 unknown: Callable[[str, str], ConfigError]) -> dict[str, Any]:
+    """Kafka key -> typed value of each property (values trimmed, as Kafka does); an unknown key raises
+    `unknown(key, text)`, which decides how much of the value the message may show."""
+    values: dict[str, Any] = {}
+    for key, text in props.items():
+        spec = keys.get(key)
+        if spec is None:
+            raise unknown(key, text)
+        values[key] = parse_value(key, spec.type, text.strip())
+    return values
 
 
 def java_string(value: object) -> str:

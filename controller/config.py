@@ -24,8 +24,8 @@ from common.config import (
     at_least,
     between,
     parse_endpoints,
-    parse_value,
     read_properties,
+    typed_values,
 )
 
 _REQUIRED: Any = object()
@@ -98,6 +98,13 @@ _KEYS = {
 }
 
 
+def _unknown_key(key: str, text: str) -> ConfigError:
+    close = difflib.get_close_matches(key, _KEYS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    # The value of an unknown key may be a misspelt secret: never printed.
+    return ConfigError(key, Password(text), f"not a controller configuration minibroker knows{hint}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ControllerConfig:
     # One field per key of _KEYS, named as the key with '.' -> '_'.
@@ -125,15 +132,7 @@ class ControllerConfig:
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> ControllerConfig:
-        values: dict[str, Any] = {}
-        for key, text in props.items():
-            spec = _KEYS.get(key)
-            if spec is None:
-                close = difflib.get_close_matches(key, _KEYS, n=1)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                # The value of an unknown key may be a misspelt secret: never printed.
-                raise ConfigError(key, Password(text), f"not a controller configuration minibroker knows{hint}")
-            values[key] = parse_value(key, spec.type, text.strip())
+        values = typed_values(props, _KEYS, _unknown_key)
         kwargs: dict[str, Any] = {}
         for key, spec in _KEYS.items():
             value = values.get(key, spec.default)

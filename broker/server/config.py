@@ -42,8 +42,8 @@ from common.config import (
     parse_csv,
     parse_endpoints,
     parse_security_protocol_map,
-    parse_value,
     read_properties,
+    typed_values,
 )
 from common.record import HEADER_SIZE
 from proto.types import EndPoint
@@ -357,13 +357,9 @@ class KafkaConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
         """The config from Kafka-named string properties; every value is trimmed, as Kafka does."""
-        kwargs: dict[str, Any] = {}
-        for key, text in props.items():
-            spec = _KEYS.get(key)
-            if spec is None:
-                raise ConfigError(key, _loggable(key, text), _unknown_key_reason(key))
-            kwargs[key.replace(".", "_")] = parse_value(key, spec.type, text.strip())
-        return cls(**kwargs)
+        values = typed_values(props, _KEYS, lambda key, text: ConfigError(key, _loggable(key, text),
+                                                                           _unknown_key_reason(key)))
+        return cls(**{key.replace(".", "_"): value for key, value in values.items()})
 
     # Output
 
