@@ -33,7 +33,7 @@ fi
 # Reinstall only when the project's dependency list changed.
 stamp=.venv/.minibroker-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "setup: installing minibroker and its test extras into .venv" >&2
+    echo "setup: installing minibroker with all its extras and its test tools into .venv" >&2
     # pip's build chatter goes to a log, shown only when the install fails.
     if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[all,test]'; } \
             > .venv/pip-install.log 2>&1; then
