@@ -15,8 +15,8 @@ from typing import IO, TYPE_CHECKING
 
 import pytest
 
-from broker.log.record import CompressionType, iter_batches
 from client import Admin, Consumer, NewTopic, TopicPartition
+from common.record import CompressionType, iter_batches
 from tests.integration.test_cli import REPO_ROOT, minibroker
 from tests.integration.test_replication import paused
 from zk.client import KafkaZkClient

@@ -8,9 +8,9 @@ import pytest
 from fake_broker import FakeBroker
 
 import minibroker
-from broker.log.record import NO_PRODUCER_ID, validate_batch
 from client import Consumer, IllegalStateError, Producer, TopicPartition
 from client.producer import idempotence_enabled
+from common.record import NO_PRODUCER_ID, validate_batch
 
 TP = TopicPartition("t", 0)
 
