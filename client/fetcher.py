@@ -20,7 +20,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from broker.log.record import (
+from client.connection import ResponseFuture
+from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
+from client.metadata import Metadata
+from client.retry import FetchAction, fetch_action
+from client.structs import ConsumerRecord, OffsetAndTimestamp
+from client.subscription import SubscriptionState
+from common.record import (
     LOG_OVERHEAD,
     BatchHeader,
     decode_record_tuples,
@@ -28,12 +34,6 @@ from broker.log.record import (
     read_offset_and_length,
     validate_batch,
 )
-from client.connection import ResponseFuture
-from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
-from client.metadata import Metadata
-from client.retry import FetchAction, fetch_action
-from client.structs import ConsumerRecord, OffsetAndTimestamp
-from client.subscription import SubscriptionState
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for, invalidates_metadata
 from proto.types import TopicPartition
@@ -51,7 +51,8 @@ def parse_isolation_level(isolation_level: str | int) -> int:
         return READ_UNCOMMITTED
     if isolation_level in ("read_committed", READ_COMMITTED):
         return READ_COMMITTED
-    raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', not {isolation_level!r}")
+    raise ValueError(f"Invalid value {isolation_level} for configuration isolation.level:"
+                     " String must be one of: read_committed, read_uncommitted")
 
 
 def parse_records(

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
-from broker.log.record import ProducerRecord, build_batch
 from client.admin import Admin, NewTopic
 from client.producer import Producer
+from common.record import ProducerRecord, build_batch
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode, KafkaError
