@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,6 +108,27 @@ def _op_error(results: Sequence[Any]) -> Exception | None:
         if isinstance(result, Exception) and not isinstance(result, RolledBackError | RuntimeInconsistency):
             return result
     return None
+
+
+_ZOOKEEPER_PORT = 2181
+
+
+def unreachable_reason(hosts: str, timeout: float = 2.0) -> str | None:
+    """Why no server of the connect string `hosts` accepts a TCP connection ("127.0.0.1:2181: Connection
+    refused"), or None once one does. Cheap and at once where kazoo retries until its connect timeout: a tool can
+    say that nothing listens there before it starts anything, or waits."""
+    servers, _ = _split_chroot(hosts)
+    reasons = []
+    for server in (s.strip() for s in servers.split(",") if s.strip()):
+        host, sep, port = server.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = server, str(_ZOOKEEPER_PORT)
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except OSError as e:
+            reasons.append(f"{server}: {e.strerror or e}")
+    return "; ".join(reasons) or "no server in the connect string"
 
 
 def _split_chroot(hosts: str) -> tuple[str, str]:

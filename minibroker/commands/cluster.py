@@ -1,7 +1,7 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local_cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
-                          [--netns]
+                          [--port-base N] [--netns]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
@@ -9,7 +9,13 @@
     minibroker cluster heal --data-dir D
 
 `up` prints progress on stderr and the bootstrap servers on stdout, so
-`BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script.
+`BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script. The
+addresses stay: `up` on a data dir that ran before listens where it did (ports
+from the brokers' server.properties and cluster.json), `--port-base N` puts
+ZooKeeper on N and broker <id> on N+<id>. The brokers' and controllers'
+.properties files in D are kept as the user left them; `up` changes only the
+keys it must (zookeeper.connect, listeners for a new --port-base, this run's
+--override keys) and says which.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from pathlib import Path
 
 from chaos import netns
 from minibroker.cluster_file import ClusterFileError
-from minibroker.local_cluster import ClusterError, LocalCluster, ProcessStatus
+from minibroker.commands.usage import CommandLineError
+from minibroker.local_cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="a broker config key=value (repeatable); keys a controller knows go to the controllers too")
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="how long to wait for the cluster to be ready (default 60)")
+    up.add_argument("--port-base", type=int, metavar="N",
+                    help="ZooKeeper on port N, broker <id> on N+<id> (default: the ports this data dir had, else"
+                         " free ones)")
     up.add_argument("--netns", action="store_true",
                     help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
                          " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it)")
@@ -99,7 +109,10 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
-                          overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns)
+                          overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns,
+                          port_base=args.port_base)
+    except ClusterUsageError as e:
+        raise CommandLineError(str(e)) from None
     except (ClusterError, ClusterFileError) as e:
         print(f"minibroker cluster up: {e}", file=sys.stderr)
         return 1
