@@ -46,7 +46,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.config import ConfigError, KafkaConfig, config_name
 from controller.config import ControllerConfig
-from minibroker import cluster_configs, cluster_network, cluster_ports
+from minibroker import cluster_configs, cluster_network, cluster_ports, stale_sessions
 from minibroker.cluster_file import (
     PARTITIONS_FILE,
     BrokerEntry,
@@ -145,17 +145,23 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ up
 
-    def up(self, brokers: int = 3, controllers: int = 2, zookeeper: str | None = None,
+    def up(self, brokers: int | None = None, controllers: int | None = None, zookeeper: str | None = None,
            overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
            netns: bool = False, port_base: int | None = None) -> ClusterInfo:
         """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
         each host gets a network namespace of its own first (root only). Ports as minibroker/cluster_ports.py
-        plans them; the configs of a data dir that ran before are kept (minibroker/cluster_configs.py).
+        plans them; the configs of a data dir that ran before are kept (minibroker/cluster_configs.py). The
+        numbers of brokers and controllers default to those the data dir had, else 3 and 2.
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
         """
+        previous = self.load() if ClusterInfo.exists(self.data_dir) else None
+        if brokers is None:
+            brokers = len(previous.brokers) if previous is not None and previous.brokers else 3
+        if controllers is None:
+            controllers = len(previous.controllers) if previous is not None and previous.controllers else 2
         if brokers < 1 or controllers < 1:
             raise ClusterUsageError("a cluster needs at least one broker and one controller")
         if port_base is not None:
@@ -175,16 +181,15 @@ class LocalCluster:
             self.logs_dir.mkdir(exist_ok=True)
         except OSError as e:
             raise ClusterError(f"cannot use {self.data_dir} as the cluster's data dir: {e.strerror}") from None
-        if ClusterInfo.exists(self.data_dir):
-            previous = self.load()
-            running = [p for p in self._processes(previous) if self._running(p)]
+        if previous is not None:
+            recorded = self._processes(previous)
+            # Unrecorded ones too: stale_sessions.py relies on no process of this data dir running.
+            running = [p for p in recorded if self._running(p)] + self._unrecorded(recorded)
             if running:
                 raise ClusterError(
                     f"a cluster is already running from {self.data_dir} ("
                     + ", ".join(f"{p.name} pid {p.pid}" for p in running)
                     + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
-        else:
-            previous = None
         props = _key_values(overrides)
         _check_broker_overrides(props)
         if zookeeper is not None and (reason := unreachable_reason(zookeeper)) is not None:
@@ -209,6 +214,8 @@ class LocalCluster:
                                                        0 if ports is None else ports.zookeeper)
                 report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
             info.save(self.data_dir)
+            if previous is not None and info.network is None:  # nothing to probe from here with --netns
+                self._remove_stale_registrations(info.zookeeper.connect, previous, deadline, report)
             shared = {k: v for k, v in props.items() if k in SHARED_WITH_CONTROLLERS}
             if info.network is not None:
                 # ControlledShutdown must be reachable from the brokers' namespaces.
@@ -275,6 +282,15 @@ class LocalCluster:
             ([f"zookeeper {plan.zookeeper}"] if plan.zookeeper else [])
             + [f"broker-{i} {port}" for i, port in plan.brokers.items()]))
         return plan
+
+    def _remove_stale_registrations(self, connect: str, previous: ClusterInfo, deadline: float,
+                                    report: Report) -> None:
+        try:
+            zk = KafkaZkClient.connect(connect, timeout=max(deadline - time.monotonic(), 1.0))
+        except KazooTimeoutError:
+            raise ClusterError(f"cannot connect to ZooKeeper at {connect}") from None
+        with zk:
+            stale_sessions.remove_stale_registrations(zk, previous, report)
 
     def _start_zookeeper(self, timeout: float, network: NetworkEntry | None, port: int = 0) -> ZooKeeperEntry:
         server = (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else

@@ -568,6 +568,24 @@ class KafkaZkClient:
         except NoNodeError:
             return False, -1
 
+    def ephemeral_owner(self, path: str) -> int | None:
+        """The session id that owns the ephemeral znode `path`; None if there is none (or it is persistent)."""
+        node = self._get(path)
+        return None if node is None or not node[1].ephemeralOwner else int(node[1].ephemeralOwner)
+
+    def delete_ephemeral_of(self, path: str, owner: int) -> bool:
+        """Delete the ephemeral `path` if session `owner` still owns it (conditional on the version read): for a
+        launcher that knows the owner's process is gone and will not wait for the session to expire. False if the
+        znode went, or changed hands, meanwhile."""
+        node = self._get(path)
+        if node is None or node[1].ephemeralOwner != owner:
+            return False
+        try:
+            self._call(self._zk.delete, path, version=node[1].version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     # --- controller ---
 
     def get_controller_id(self) -> int | None:

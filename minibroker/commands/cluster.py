@@ -39,9 +39,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     up = actions.add_parser("up", help="start ZooKeeper, controllers and brokers; wait until they serve")
     _data_dir(up)
-    up.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers, ids 1..N (default 3)")
-    up.add_argument("--controllers", type=int, default=2, metavar="N",
-                    help="number of controller processes, ids 1001.. (default 2)")
+    up.add_argument("--brokers", type=int, metavar="N",
+                    help="number of brokers, ids 1..N (default: as many as the data dir had, else 3)")
+    up.add_argument("--controllers", type=int, metavar="N",
+                    help="number of controller processes, ids 1001.. (default: as many as the data dir had, else 2)")
     up.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                     help="use this ZooKeeper instead of starting one")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
