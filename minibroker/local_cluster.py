@@ -18,7 +18,9 @@ brokers listen on their own address at port 9092, as on separate machines.
 A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
 process's own config file: the kernel may have given a dead process's pid to
 something else. `cluster up` on a stopped cluster's data dir starts it again
-on its old data (new ports, same topics and logs).
+on its old data: the same ports (minibroker/cluster_ports.py), its configs as
+the user left them (minibroker/cluster_configs.py), the same topics and logs,
+without waiting for a killed run's ZooKeeper sessions (minibroker/stale_sessions.py).
 """
 
 from __future__ import annotations
