@@ -8,14 +8,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from minibroker.cluster_file import ClusterInfo
-from minibroker.local_cluster import LocalCluster
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -53,17 +50,6 @@ def cluster_pids(data_dir: Path) -> list[int]:
     info = json.loads((data_dir / "cluster.json").read_text())
     pids = [info["zookeeper"]["pid"], *(p["pid"] for p in info["controllers"] + info["brokers"])]
     return [pid for pid in pids if pid is not None]
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A cluster's data dir; whatever cluster runs from it at the end is SIGKILLed, even if the test failed."""
-    path = tmp_path / "cluster"
-    try:
-        yield path
-    finally:
-        if ClusterInfo.exists(path):
-            LocalCluster(path).down(kill=True)
 
 
 def test_cluster_topics_console_and_perf(data_dir: Path, wait_until: WaitUntil) -> None:

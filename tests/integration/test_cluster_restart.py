@@ -8,14 +8,11 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from minibroker.cluster_file import ClusterInfo
-from minibroker.local_cluster import LocalCluster
 from tests.integration.conftest import broker_argv, wait_until_serving
 from zk.server import free_port, port_in_use
 
@@ -85,16 +82,6 @@ def free_port_base(brokers: int) -> int:
         base = free_port()
         if base + brokers <= 65535 and not any(port_in_use("127.0.0.1", base + i) for i in range(brokers + 1)):
             return base
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "cluster"
-    try:
-        yield path
-    finally:
-        if ClusterInfo.exists(path):
-            LocalCluster(path).down(kill=True)
 
 
 def test_up_again_keeps_addresses_and_edits_and_does_not_wait_for_dead_sessions(data_dir: Path) -> None:
