@@ -77,6 +77,8 @@ _POLL_S = 0.1
 _READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                           ("grpc.max_reconnect_backoff_ms", 100)]
 _KILL_GRACE_S = 10.0
+# How long `up --zookeeper H:P` gives a server that accepts connections to answer as ZooKeeper.
+_ZOOKEEPER_CHECK_S = 10.0
 
 Report = Callable[[str], None]
 T = TypeVar("T")
@@ -194,8 +196,8 @@ class LocalCluster:
                     + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
         props = _key_values(overrides)
         _check_broker_overrides(props)
-        if zookeeper is not None and (reason := unreachable_reason(zookeeper)) is not None:
-            raise ClusterError(f"cannot connect to ZooKeeper at {zookeeper}: {reason}; nothing was started")
+        if zookeeper is not None:
+            _check_zookeeper_answers(zookeeper, min(timeout, _ZOOKEEPER_CHECK_S))
         ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report)
         if previous is not None and previous.network is not None:
             # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
@@ -642,6 +644,20 @@ def _zookeeper_state(connect: str) -> _ZooKeeperState | None:
         epoch = zk.get_controller_epoch()
         return _ZooKeeperState({b.id: b for b in zk.get_all_brokers()}, zk.get_controller_id(),
                                None if epoch is None else epoch[0])
+
+
+def _check_zookeeper_answers(connect: str, timeout: float) -> None:
+    """Before anything is started on it: a ZooKeeper answers at `connect` (and its chroot exists). Nothing
+    listening is known at once; something that listens but is not ZooKeeper, after `timeout`."""
+    reason = unreachable_reason(connect)
+    if reason is None:
+        try:
+            # A session timeout as short: kazoo's reads from a server that never answers wait that long.
+            KafkaZkClient.connect(connect, session_timeout_ms=int(timeout * 1000), timeout=timeout).close()
+            return
+        except KazooTimeoutError:
+            reason = f"something listens there, but no ZooKeeper session within {timeout:g} s"
+    raise ClusterError(f"cannot connect to ZooKeeper at {connect}: {reason}; nothing was started")
 
 
 def _check_zookeeper(info: ClusterInfo) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +53,7 @@ def leaf_commands() -> set[str]:
 
 
 @pytest.fixture
-def places(tmp_path: Path) -> dict[str, str]:
+def places(tmp_path: Path) -> Iterator[dict[str, str]]:
     """What a case's {placeholders} name; fresh for each case, so a command that creates {missing} (it should not)
     cannot change the next case."""
     root = tmp_path
@@ -66,8 +68,10 @@ def places(tmp_path: Path) -> dict[str, str]:
     stopped.mkdir()
     ClusterInfo(ZooKeeperEntry(connect=f"127.0.0.1:{free_port()}", pid=None),
                 brokers=[BrokerEntry(1, "127.0.0.1", free_port(), None, str(stopped / "broker-1"))]).save(stopped)
-    return {"file": str(regular), "missing": str(root / "missing" / "x"), "dir": str(root), "json": str(json_garbage),
-            "blocked": str(blocked), "stopped": str(stopped), "nobody": f"127.0.0.1:{free_port()}"}
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        yield {"file": str(regular), "missing": str(root / "missing" / "x"), "dir": str(root),
+               "json": str(json_garbage), "blocked": str(blocked), "stopped": str(stopped),
+               "nobody": f"127.0.0.1:{free_port()}", "silent": f"127.0.0.1:{silent.getsockname()[1]}"}
 
 
 NOT_A_DIR = "Not a directory"
@@ -98,6 +102,9 @@ CASES = [
          "--port-base 65534 leaves no room for 3 brokers: ports 65534..65537 must be at most 65535"),
     Case(("cluster", "up", "--data-dir", "{missing}", "--zookeeper", "{nobody}"), 1,
          "cannot connect to ZooKeeper at {nobody}: 127.0.0.1:", within_s=10),
+    Case(("cluster", "up", "--data-dir", "{missing}", "--zookeeper", "{silent}", "--timeout", "3"), 1,
+         "cannot connect to ZooKeeper at {silent}: something listens there, but no ZooKeeper session within 3 s",
+         within_s=10),
     Case(("cluster", "up", "--data-dir", "{missing}", "extra"), 2, "unrecognized arguments: extra"),
     Case(("cluster", "status", "--data-dir", "{missing}"), 1, "no cluster in {missing}"),
     Case(("cluster", "status", "--data-dir", "{file}"), 1,
