@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from broker.config import parse_endpoints
+from common.config import parse_endpoints
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from proto import minibroker_pb2 as pb

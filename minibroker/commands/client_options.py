@@ -17,9 +17,9 @@ from typing import Any
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.properties import load_properties
 from client.connection import parse_bootstrap_servers
-from minibroker.cluster_file import ClusterFileError, ClusterInfo
+from common.properties import load_properties
+from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
 from zk.client import KafkaZkClient, unreachable_reason
 
 BOOTSTRAP_SERVERS = "bootstrap.servers"

@@ -1,4 +1,4 @@
-"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local_cluster.py).
+"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
                           [--port-base N] [--netns]
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from chaos import netns
-from minibroker.cluster_file import ClusterFileError
 from minibroker.commands.usage import CommandLineError
-from minibroker.local_cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
+from minibroker.local.cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
+from minibroker.local.cluster_file import ClusterFileError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

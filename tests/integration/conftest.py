@@ -20,8 +20,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 
-from minibroker.cluster_file import ClusterInfo
-from minibroker.local_cluster import LocalCluster
+from minibroker.local.cluster import LocalCluster
+from minibroker.local.cluster_file import ClusterInfo
 from zk.client import KafkaZkClient
 from zk.server import LocalZooKeeper, free_port
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.cli import build_parser
-from minibroker.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
+from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
 from zk.server import free_port
 
 pytestmark = pytest.mark.integration
