@@ -40,6 +40,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -129,6 +130,24 @@ def unreachable_reason(hosts: str, timeout: float = 2.0) -> str | None:
         except OSError as e:
             reasons.append(f"{server}: {e.strerror or e}")
     return "; ".join(reasons) or "no server in the connect string"
+
+
+class ZooKeeperUnreachableError(Exception):
+    """No ZooKeeper session could be had; the message says why (nothing listening, or no answer in time)."""
+
+
+def connect_checked(hosts: str, timeout: float) -> KafkaZkClient:
+    """A session for a short-lived tool: at once ZooKeeperUnreachableError when nothing listens at `hosts`, and
+    after `timeout` when what listens does not answer as ZooKeeper. The session timeout is as short, since
+    kazoo's reads from a server that never answers wait that long."""
+    reason = unreachable_reason(hosts)
+    if reason is not None:
+        raise ZooKeeperUnreachableError(reason)
+    try:
+        return KafkaZkClient.connect(hosts, session_timeout_ms=max(int(timeout * 1000), 1), timeout=timeout)
+    except KazooTimeoutError:
+        raise ZooKeeperUnreachableError(
+            f"something listens there, but no ZooKeeper session within {timeout:g} s") from None
 
 
 def _split_chroot(hosts: str) -> tuple[str, str]:

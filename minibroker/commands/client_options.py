@@ -15,12 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kazoo.handlers.threading import KazooTimeoutError
-
 from client.connection import parse_bootstrap_servers
 from common.properties import load_properties
 from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
-from zk.client import KafkaZkClient, unreachable_reason
+from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
 
 BOOTSTRAP_SERVERS = "bootstrap.servers"
 # The Python types a client's keyword argument may have to be settable from the command line.
@@ -79,15 +77,12 @@ def zookeeper_connect(args: argparse.Namespace, request: str, api: str) -> str:
 
 
 def connect_zookeeper(connect: str, timeout: float = 15.0) -> KafkaZkClient:
-    """A session with the cluster's ZooKeeper for an admin command; at once a UsageError when nothing listens
-    there, and after `timeout` when what listens does not answer as ZooKeeper."""
-    reason = unreachable_reason(connect)
-    if reason is not None:
-        raise UsageError(f"cannot connect to ZooKeeper at {connect}: {reason}")
+    """A session with the cluster's ZooKeeper for an admin command; a UsageError, at once when nothing listens
+    there, after `timeout` when what listens does not answer as ZooKeeper."""
     try:
-        return KafkaZkClient.connect(connect, timeout=timeout)
-    except KazooTimeoutError:
-        raise UsageError(f"cannot connect to ZooKeeper at {connect}: no session within {timeout:g} s") from None
+        return connect_checked(connect, timeout)
+    except ZooKeeperUnreachableError as e:
+        raise UsageError(f"cannot connect to ZooKeeper at {connect}: {e}") from None
 
 
 def cluster_info(args: argparse.Namespace) -> ClusterInfo:

@@ -64,7 +64,7 @@ from minibroker.local.cluster_file import (
 from minibroker.local.network import CORE, NetworkError, broker_host
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from zk.client import KafkaZkClient, unreachable_reason
+from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
 from zk.paths import BrokerInfo
 from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError
 
@@ -657,17 +657,11 @@ def _zookeeper_state(connect: str) -> _ZooKeeperState | None:
 
 
 def _check_zookeeper_answers(connect: str, timeout: float) -> None:
-    """Before anything is started on it: a ZooKeeper answers at `connect` (and its chroot exists). Nothing
-    listening is known at once; something that listens but is not ZooKeeper, after `timeout`."""
-    reason = unreachable_reason(connect)
-    if reason is None:
-        try:
-            # A session timeout as short: kazoo's reads from a server that never answers wait that long.
-            KafkaZkClient.connect(connect, session_timeout_ms=int(timeout * 1000), timeout=timeout).close()
-            return
-        except KazooTimeoutError:
-            reason = f"something listens there, but no ZooKeeper session within {timeout:g} s"
-    raise ClusterError(f"cannot connect to ZooKeeper at {connect}: {reason}; nothing was started")
+    """Before anything is started on it: a ZooKeeper answers at `connect` (and its chroot exists)."""
+    try:
+        connect_checked(connect, timeout).close()
+    except ZooKeeperUnreachableError as e:
+        raise ClusterError(f"cannot connect to ZooKeeper at {connect}: {e}; nothing was started") from None
 
 
 def _check_zookeeper(info: ClusterInfo) -> None:
