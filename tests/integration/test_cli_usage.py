@@ -69,9 +69,16 @@ def places(tmp_path: Path) -> Iterator[dict[str, str]]:
     ClusterInfo(ZooKeeperEntry(connect=f"127.0.0.1:{free_port()}", pid=None),
                 brokers=[BrokerEntry(1, "127.0.0.1", free_port(), None, str(stopped / "broker-1"))]).save(stopped)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        silent_port = silent.getsockname()[1]
+        # A stopped cluster whose ZooKeeper port another process took meanwhile (its pid above Linux's pid_max
+        # limit: no process has it).
+        taken = root / "port-taken"
+        taken.mkdir()
+        ClusterInfo(ZooKeeperEntry(connect=f"127.0.0.1:{silent_port}", pid=(1 << 22) + 1)).save(taken)
         yield {"file": str(regular), "missing": str(root / "missing" / "x"), "dir": str(root),
-               "json": str(json_garbage), "blocked": str(blocked), "stopped": str(stopped),
-               "nobody": f"127.0.0.1:{free_port()}", "silent": f"127.0.0.1:{silent.getsockname()[1]}"}
+               "json": str(json_garbage), "blocked": str(blocked), "stopped": str(stopped), "taken": str(taken),
+               "nobody": f"127.0.0.1:{free_port()}", "silent": f"127.0.0.1:{silent_port}",
+               "silent_port": str(silent_port)}
 
 
 NOT_A_DIR = "Not a directory"
@@ -105,6 +112,9 @@ CASES = [
     Case(("cluster", "up", "--data-dir", "{missing}", "--zookeeper", "{silent}", "--timeout", "3"), 1,
          "cannot connect to ZooKeeper at {silent}: something listens there, but no ZooKeeper session within 3 s",
          within_s=10),
+    Case(("cluster", "up", "--data-dir", "{taken}"), 1,
+         "ports in use by another process: zookeeper port {silent_port} (as before); stop what listens there, or"
+         " choose other ports with --port-base N"),
     Case(("cluster", "up", "--data-dir", "{missing}", "extra"), 2, "unrecognized arguments: extra"),
     Case(("cluster", "status", "--data-dir", "{missing}"), 1, "no cluster in {missing}"),
     Case(("cluster", "status", "--data-dir", "{file}"), 1,
