@@ -153,7 +153,7 @@ CASES = [
          "cannot read {missing}: No such file or directory"),
     Case(("console-producer", "--topic", "t", "--bootstrap-server", "host:port"), 1,
          "Invalid url in bootstrap.servers: host:port"),
-    Case(("console-consumer",), 2, "the following arguments are required: --topic"),
+    Case(("console-consumer",), 2, "one of the arguments --topic --include/--whitelist is required"),
     Case(("console-consumer", "--topic", "t", "--bootstrap-server", "{nobody}", "--consumer.config", "{dir}"), 1,
          "cannot read {dir}: Is a directory"),
     Case(("perf",), 2, "the following arguments are required: TOOL"),
