@@ -43,7 +43,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.config import ConfigError, KafkaConfig, config_name
+from broker.config import GRPC_LISTENER_NAME, ConfigError, KafkaConfig, config_name
 from controller.config import ControllerConfig
 from minibroker import cluster_network
 from minibroker.cluster_file import (
@@ -196,17 +196,21 @@ class LocalCluster:
                 info.save(self.data_dir)
                 report(f"Started controller {controller_id} (pid {pid})")
             for broker_id in range(1, brokers + 1):
-                host, port = ((HOST, free_port(HOST)) if info.network is None
-                              else (info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT))
+                host, port, kafka_port = (
+                    (HOST, free_port(HOST), free_port(HOST)) if info.network is None
+                    else (info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT,
+                          cluster_network.KAFKA_BROKER_PORT))
                 broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
-                                     log_dir=str(self.data_dir / f"broker-{broker_id}" / "data"))
+                                     log_dir=str(self.data_dir / f"broker-{broker_id}" / "data"), kafka_port=kafka_port)
                 broker.pid = self._start_broker(broker_id, info.network, {
-                    "broker.id": str(broker_id), "listeners": f"PLAINTEXT://{broker.address}",
+                    "broker.id": str(broker_id),
+                    "listeners": f"{GRPC_LISTENER_NAME}://{broker.address},PLAINTEXT://{broker.kafka_address}",
                     "log.dirs": broker.log_dir, "zookeeper.connect": info.zookeeper.connect,
                     "cluster.credential": credential, **props})
                 info.brokers.append(broker)
                 info.save(self.data_dir)
-                report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid}), log dir {broker.log_dir}")
+                report(f"Started broker {broker_id} on {broker.address} (gRPC), {broker.kafka_address} (Kafka)"
+                       f" (pid {broker.pid}), log dir {broker.log_dir}")
             self._wait_ready(info, info.brokers, deadline, timeout)
         except BaseException:
             # Ctrl-C included: a half-started cluster is of no use to anyone.

@@ -222,7 +222,7 @@ def test_re_registers_after_session_expiry(zk_connect: str, tmp_path: Path, zk_c
     """In-process, to reach the broker's own ZooKeeper session and expire it from the server side."""
     port = free_port()
     server = KafkaServer(KafkaConfig.from_props({
-        "broker.id": "1", "zookeeper.connect": zk_connect, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "broker.id": "1", "zookeeper.connect": zk_connect, "listeners": f"GRPC://127.0.0.1:{port}",
         "log.dirs": str(tmp_path / "logs"), "cluster.credential": CREDENTIAL, "zookeeper.session.timeout.ms": "3000",
     }))
     failures: list[BaseException] = []
