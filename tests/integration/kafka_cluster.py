@@ -26,9 +26,10 @@ class KafkaCluster:
 
 
 def start_kafka_cluster(start_brokers: StartBrokers, start_controller: StartController,
-                        overrides: dict[str, str] | None = None, timeout: float = 60.0) -> KafkaCluster:
-    """Three brokers and a controller; returns once a Kafka client's Metadata lists all three brokers."""
-    brokers = start_brokers((1, 2, 3), {"replica.fetch.wait.max.ms": "100", **(overrides or {})})
+                        overrides: dict[str, str] | None = None, timeout: float = 60.0,
+                        broker_ids: tuple[int, ...] = (1, 2, 3)) -> KafkaCluster:
+    """Brokers (three by default) and a controller; returns once a Kafka client's Metadata lists every broker."""
+    brokers = start_brokers(broker_ids, {"replica.fetch.wait.max.ms": "100", **(overrides or {})})
     start_controller()
     cluster = KafkaCluster(brokers)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
