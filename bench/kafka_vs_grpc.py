@@ -98,10 +98,13 @@ def grpc_produce(bootstrap: str, topic: str, n: int, value: bytes) -> Callable[[
     return work
 
 
-def kafka_consume(bootstrap: str, topic: str, partitions: int, n: int) -> Callable[[], int]:
+def kafka_consume(bootstrap: str, topic: str, partitions: int, n: int) -> tuple[Callable[[], int], Callable[[], None]]:
+    """The timed part (assign and read `n` records) and the clean-up; building and closing the consumer are
+    the client's own business, not the front door's."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 64 * MB, "max.partition.fetch.bytes": 16 * MB})
+
     def work() -> int:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                             "fetch.max.bytes": 64 * MB, "max.partition.fetch.bytes": 16 * MB})
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         got = 0
         deadline = time.monotonic() + 300
@@ -110,25 +113,24 @@ def kafka_consume(bootstrap: str, topic: str, partitions: int, n: int) -> Callab
             for message in consumer.consume(min(10_000, n - got), 1.0):
                 if message.error() is None:
                     got += 1
-        consumer.close()
         return got
 
-    return work
+    return work, consumer.close
 
 
-def grpc_consume(bootstrap: str, topic: str, partitions: int, n: int) -> Callable[[], int]:
+def grpc_consume(bootstrap: str, topic: str, partitions: int, n: int) -> tuple[Callable[[], int], Callable[[], None]]:
+    consumer = client.Consumer(bootstrap_servers=bootstrap)
+
     def work() -> int:
-        consumer = client.Consumer(bootstrap_servers=bootstrap)
         consumer.assign([client.TopicPartition(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
         got = 0
         deadline = time.monotonic() + 300
         while got < n and time.monotonic() < deadline:
             got += sum(len(records) for records in consumer.poll(timeout_ms=1000).values())
-        consumer.close()
         return got
 
-    return work
+    return work, consumer.close
 
 
 def sendfile_floor(info: ClusterInfo, topic: str) -> tuple[int, float]:
@@ -197,8 +199,10 @@ def main() -> None:
                     (f"consume {tag} minibroker client (gRPC)", g_topic,
                      grpc_consume(info.bootstrap_servers, g_topic, partitions, n)),
                 ]
-                for name, _, work in rows:
+                for name, _, job in rows:
+                    work, done = job if isinstance(job, tuple) else (job, lambda: None)
                     records, seconds, cpu = phase.run(work)
+                    done()
                     megabytes = records * size / MB
                     print(f"{name:58} {records / seconds:>11,.0f} {megabytes / seconds:>8.1f}"
                           f" {cpu / megabytes:>16.3f}", flush=True)
@@ -206,7 +210,9 @@ def main() -> None:
                     floor_topic = (k_topic, n, size)
         if floor_topic is not None:
             topic, n, size = floor_topic
-            records, seconds, _ = phase.run(kafka_consume(info.kafka_bootstrap_servers, topic, 1, n))
+            work, done = kafka_consume(info.kafka_bootstrap_servers, topic, 1, n)
+            records, seconds, _ = phase.run(work)
+            done()
             consumed_mb_s = records * size / MB / seconds
             total, floor_seconds = sendfile_floor(info, topic)
             floor_mb_s = total / MB / floor_seconds
