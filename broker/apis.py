@@ -22,10 +22,10 @@ from typing import Any
 import grpc
 
 from broker.admin_manager import NewTopic
-from broker.api.operations import BrokerOperations, FetchPartitionRequest, duplicates, group_by_topic
+from broker.api.operations import BrokerOperations, duplicates, group_by_topic
 from broker.config import KafkaConfig
 from broker.delayed_create_topics import DelayedCreateTopics
-from broker.delayed_fetch import LogReadResult
+from broker.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.fetcher_protocol import BrokerEndPoint
 from broker.group_offsets import OffsetCommit, ZkGroupOffsets
 from broker.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
@@ -127,8 +127,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         answered = await self._operations.fetch(
             request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
-            [FetchPartitionRequest(tp, p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
-                                   p.current_leader_epoch) for tp, p in requested])
+            [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
+                                p.current_leader_epoch) for tp, p in requested])
         return self._fetch_response(answered, ErrorCode.NONE)
 
     @staticmethod

@@ -77,15 +77,6 @@ def duplicates(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchPartitionRequest:
-    topic_partition: TopicPartition
-    fetch_offset: int
-    log_start_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
 class OffsetForTimestamp:
     error: ErrorCode
     timestamp: int = -1
@@ -153,7 +144,7 @@ class BrokerOperations:
     # ------------------------------------------------------------------ Fetch
 
     async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    requested: Sequence[FetchPartitionRequest]) -> list[tuple[TopicPartition, LogReadResult]]:
+                    requested: Sequence[PartitionFetchInfo]) -> list[tuple[TopicPartition, LogReadResult]]:
         """ReplicaManager.fetchMessages for a consumer (replica_id -1) or a follower; each partition's result
         in request order (unknown partitions answered here)."""
         is_follower = replica_id >= 0
@@ -161,8 +152,7 @@ class BrokerOperations:
         slots: list[LogReadResult | None] = []
         for p in requested:
             if self.metadata_cache.contains(p.topic_partition):
-                infos.append(PartitionFetchInfo(p.topic_partition, p.fetch_offset, p.log_start_offset,
-                                                max(p.partition_max_bytes, 0), p.current_leader_epoch))
+                infos.append(p)
                 slots.append(None)
             else:
                 slots.append(LogReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -40,6 +41,16 @@ def kp_create(bootstrap: str, name: str, partitions: int = 3, configs: dict[str,
         admin.close()
 
 
+def poll_until(consumer: Any, expected: int, timeout: float = 30.0) -> list[Any]:
+    """Records from a consumer of kafka-python's shape (kafka-python's own, or minibroker's) until `expected`."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(records)
+    return got
+
+
 def test_kafka_python_admin_produce_and_consume(cluster: KafkaCluster, wait_until: WaitUntil) -> None:
     kp_create(cluster.bootstrap, "kp", configs={"min.insync.replicas": "2"})
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
@@ -63,11 +74,7 @@ def test_kafka_python_admin_produce_and_consume(cluster: KafkaCluster, wait_unti
         tps = [KpTopicPartition("kp", p) for p in range(3)]
         consumer.assign(tps)
         consumer.seek_to_beginning()
-        got = []
-        deadline = time.monotonic() + 30
-        while len(got) < len(sent) and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                got.extend(records)
+        got = poll_until(consumer, len(sent))
         assert Counter((r.key, r.value, tuple(r.headers)) for r in got) == Counter(sent)
         assert sum(consumer.end_offsets(tps).values()) == len(sent)
         consumer.close()
@@ -144,11 +151,7 @@ def test_records_cross_the_two_front_doors_byte_for_byte(cluster: KafkaCluster) 
     grpc_consumer = client.Consumer(bootstrap_servers=cluster.grpc_bootstrap)
     grpc_consumer.assign([client.TopicPartition("cross", 0)])
     grpc_consumer.seek_to_beginning()
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < len(everything) and time.monotonic() < deadline:
-        for records in grpc_consumer.poll(timeout_ms=500).values():
-            got.extend(records)
+    got = poll_until(grpc_consumer, len(everything))
     grpc_consumer.close()
     assert [(r.key, r.value, tuple(r.headers), r.timestamp) for r in got] == everything
 

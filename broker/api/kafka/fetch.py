@@ -13,8 +13,8 @@ from typing import Any
 
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, to_millis
-from broker.api.operations import FetchPartitionRequest, group_by_topic
-from broker.delayed_fetch import LogReadResult
+from broker.api.operations import group_by_topic
+from broker.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.log.file_slice import FileSlice
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -76,8 +76,8 @@ def frame_fetch_response(version: int, error: ErrorCode, results: list[tuple[Top
 
 async def handle_fetch(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     requested = [
-        FetchPartitionRequest(TopicPartition(t.topic, p.partition), p.fetch_offset, p.log_start_offset,
-                              p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
+        PartitionFetchInfo(TopicPartition(t.topic, p.partition), p.fetch_offset, p.log_start_offset,
+                           max(p.partition_max_bytes, 0), getattr(p, "current_leader_epoch", -1))
         for t in request.topics for p in t.partitions
     ]
     if request.replica_id >= 0:
