@@ -11,14 +11,20 @@ does) and for each record size and partition count creates an RF=3, min.insync.r
 - reads the brokers' CPU time (utime+stime of the three processes) around each phase: broker CPU seconds
   per MB of record payload;
 
-then the sendfile floor: the leader's segment files of the 1 KiB topic sent with os.sendfile over a loopback
-socket to a reader, and the confluent-kafka consume of the same topic as a share of it. The cluster and its
-temporary data dir are removed at the end.
+then, on the 1 KiB one-partition topic:
+- the broker's read path alone, with raw protocol clients that do not decode records: Fetch responses of up to
+  16 MiB from offset 0, again and again, through the Kafka listener (header bytes, then the log's file slice
+  with sendfile) and through the gRPC listener (one pread per partition into the protobuf response), with
+  the leader's CPU per MB;
+- the sendfile floor: the leader's segment files sent with os.sendfile over a loopback socket to a reader,
+  and the confluent-kafka consume of the same topic as a share of it.
+The cluster and its temporary data dir are removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import shutil
 import socket
@@ -29,16 +35,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic  # noqa: E402
+from kio.schema.types import BrokerId, TopicName  # noqa: E402
+from kio.static.primitive import i8, i32, i32Timedelta, i64  # noqa: E402
 
 import client  # noqa: E402
+from client.connection import channel_options  # noqa: E402
 from minibroker.cluster_file import ClusterInfo  # noqa: E402
 from minibroker.local_cluster import LocalCluster  # noqa: E402
+from proto import minibroker_pb2 as pb  # noqa: E402
+from proto import minibroker_pb2_grpc as pb_grpc  # noqa: E402
+from tests.integration.kafka_wire import WireConnection, encode_request  # noqa: E402
 
 MB = 1 << 20
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -151,6 +166,49 @@ def grpc_consume(bootstrap: str, topic: str, partitions: int, n: int, first: Fir
     return work, consumer.close
 
 
+FETCH_BYTES = 16 * MB
+
+
+def raw_kafka_fetches(address: str, topic: str, seconds: float) -> Callable[[], int]:
+    """Fetch v11 from offset 0 for `seconds`, reading and dropping each response; the bytes received."""
+    request = encode_request(FetchRequest(
+        replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(1),
+        max_bytes=i32(FETCH_BYTES), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), log_start_offset=i64(-1),
+            partition_max_bytes=i32(FETCH_BYTES)),)),), forgotten_topics_data=(), rack_id=""), 1)
+
+    def work() -> int:
+        received = 0
+        with WireConnection(address) as conn:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                conn.send(request)
+                received += len(conn.receive()[1])
+        return received
+
+    return work
+
+
+def raw_grpc_fetches(address: str, topic: str, seconds: float) -> Callable[[], int]:
+    request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES, topics=[
+        pb.FetchRequest.FetchTopic(topic=topic, partitions=[pb.FetchRequest.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+            partition_max_bytes=FETCH_BYTES)])])
+
+    def work() -> int:
+        received = 0
+        with grpc.insecure_channel(address, options=channel_options(100, 1000)) as channel:
+            stub = pb_grpc.KafkaClientStub(channel)
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                response = stub.Fetch(request, timeout=60)
+                received += sum(len(p.records) for t in response.responses for p in t.partitions)
+        return received
+
+    return work
+
+
 def sendfile_floor(info: ClusterInfo, topic: str) -> tuple[int, float]:
     """Bytes and seconds to os.sendfile every segment of `topic` (one broker's copy) over loopback."""
     log_dir = Path(info.brokers[0].log_dir)
@@ -235,6 +293,15 @@ def main() -> None:
                     floor_topic = (k_topic, n, size)
         if floor_topic is not None:
             topic, n, size = floor_topic
+            leader_id = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+            leader = info.broker(leader_id)
+            assert leader.pid is not None and leader.kafka_address is not None
+            leader_phase = Phase([leader.pid])
+            for door, work in (("Kafka listener, sendfile", raw_kafka_fetches(leader.kafka_address, topic, 5.0)),
+                               ("gRPC listener, pread", raw_grpc_fetches(leader.address, topic, 5.0))):
+                received, seconds, cpu = leader_phase.run(work)
+                print(f"raw Fetch of {topic} from offset 0 ({door}): {received / MB / seconds:,.0f} MB/s,"
+                      f" leader CPU {cpu / (received / MB):.4f} s/MB", flush=True)
             first = FirstRecord()
             work, done = kafka_consume(info.kafka_bootstrap_servers, topic, 1, n, first)
             started = time.perf_counter()
