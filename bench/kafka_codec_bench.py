@@ -27,7 +27,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
-from broker.log.record import ProducerRecord, build_batch
+from common.record import ProducerRecord, build_batch
 
 
 def _request_bytes(partitions: int, records: int) -> bytes:

@@ -1,2 +1,6 @@
-"""Request adapters: the front doors onto the broker's parts (gRPC in broker/apis.py, Kafka's wire protocol in
-broker/api/kafka/), and what they share (operations.py)."""
+"""Request adapters: requests in, calls on the layers below, responses out; no rule of their own.
+
+  operations.py  BrokerOperations: what both front doors ask of the broker, in plain values
+  grpc_apis.py   KafkaApis: the gRPC front door (client API and the controller's cluster API)
+  kafka/         Kafka's own wire protocol, beside gRPC, over the same operations
+"""

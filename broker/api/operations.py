@@ -17,16 +17,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from broker.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewTopic
-from broker.config import KafkaConfig
-from broker.delayed_create_topics import DelayedCreateTopics
-from broker.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
-from broker.delayed_produce import ProducePartitionResponse
-from broker.metadata_cache import MetadataCache, Node, TopicMetadata
-from broker.partition import EARLIEST_TIMESTAMP, FetchIsolation
-from broker.producer_id_manager import ProducerIdManager
-from broker.purgatory import DelayedOperationPurgatory
-from broker.replica_manager import ReplicaManager
+from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
+from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewTopic
+from broker.server.config import KafkaConfig
+from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
+from broker.server.producer_id_manager import ProducerIdManager
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.paths import validate_topic

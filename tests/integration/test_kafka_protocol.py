@@ -25,7 +25,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from broker.api.kafka.api_table import API_TABLE
-from broker.log.record import CRC_POS, ProducerRecord, build_batch
+from common.record import CRC_POS, ProducerRecord, build_batch
 from tests.integration.conftest import BrokerProcess, StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request, raw_request

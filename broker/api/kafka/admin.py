@@ -13,10 +13,10 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from broker.admin_manager import NewTopic
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
-from broker.topic_config import TOPIC_CONFIG_KEYS
+from broker.server.admin_manager import NewTopic
+from broker.server.topic_config import TOPIC_CONFIG_KEYS
 from proto.errors import ErrorCode, KafkaError
 
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource.Type, DescribeConfigsResponse).

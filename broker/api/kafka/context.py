@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.api.operations import BrokerOperations
-from broker.config import KafkaConfig
-from broker.metrics import BrokerMetrics
-from broker.topic_config import TopicConfigs
+from broker.server.config import KafkaConfig
+from broker.server.metrics import BrokerMetrics
+from broker.server.topic_config import TopicConfigs
 
 
 @dataclass(frozen=True, slots=True)

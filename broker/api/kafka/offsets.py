@@ -9,7 +9,7 @@ from typing import Any
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
 from broker.api.operations import duplicates
-from broker.partition import FetchIsolation
+from broker.replication.partition import FetchIsolation
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

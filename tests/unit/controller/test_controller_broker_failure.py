@@ -7,13 +7,14 @@ import logging
 from typing import Any, cast
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, controller_config, state
+from controller_helpers import FakeChannelManager, broker, controller_config, state
 
 from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
 from controller.events import BrokerChange, Startup, TopicChange
 from controller.states import PartitionState
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER
 
@@ -34,7 +35,7 @@ def start(zk: FakeZk, channels: FakeChannelManager, **config: str) -> KafkaContr
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {1: broker(1), 2: broker(2), 3: broker(3)}
-    zk.create_topic("orders", {0: [1, 2, 3]})
+    zk.add_topic("orders", {0: [1, 2, 3]})
     return zk
 
 

@@ -18,9 +18,9 @@ from kio.serial import entity_reader
 from broker.api.kafka import fetch
 from broker.api.kafka.connection import KafkaConnection
 from broker.api.kafka.protocol import Reply
-from broker.delayed_fetch import LogReadResult
 from broker.log.file_slice import FileSlice, SharedFile
-from broker.log.record import ProducerRecord, build_batch
+from broker.purgatory.delayed_fetch import LogReadResult
+from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 
