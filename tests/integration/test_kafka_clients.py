@@ -59,7 +59,7 @@ def test_kafka_python_admin_produce_and_consume(cluster: KafkaCluster, wait_unti
         described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp")])
         assert {key: c["value"] for key, c in described["topic"]["kp"].items()} == {"min.insync.replicas": "2"}
         sent = []
-        for codec in (None, "gzip", "lz4", "zstd"):
+        for codec in (None, "gzip", "snappy", "lz4", "zstd"):
             for acks in (0, 1, "all"):
                 producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=acks, compression_type=codec,
                                          linger_ms=5)

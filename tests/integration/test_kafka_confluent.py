@@ -15,7 +15,7 @@ from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 
 pytestmark = pytest.mark.integration
 
-CODECS = ("none", "gzip", "lz4", "zstd")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 @pytest.fixture
