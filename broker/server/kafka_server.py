@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.api.grpc_apis import KafkaApis
@@ -399,7 +400,12 @@ class KafkaServer:
             if attempt:
                 logger.warning("Retrying controlled shutdown after the previous attempt failed...")
                 time.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
-            endpoint = self._zk.get_controller_endpoint()
+            try:
+                endpoint = self._zk.get_controller_endpoint()
+            except KazooException as e:
+                # A session that expired while this broker was cut off: kazoo opens a new one meanwhile.
+                logger.warning("Error during controlled shutdown, cannot read the controller from ZooKeeper: %r", e)
+                continue
             if endpoint is None:
                 logger.warning("No controller registered while requesting controlled shutdown")
                 continue

@@ -27,6 +27,25 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict[st
     admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer: its handle serves the future
     futures = admin.create_topics([NewTopic(name, partitions, 3, config=config or {})], operation_timeout=30)
     futures[name].result(timeout=60)
+    wait_for_leaders(bootstrap, name, partitions)
+
+
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until every partition's leader answers ListOffsets: CreateTopics returns once the metadata knows the
+    topic, and an acks=0 batch sent before its leader took over is lost (as in Kafka: no answer, no retry)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        deadline = time.monotonic() + timeout
+        for partition in range(partitions):
+            while True:
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+    finally:
+        consumer.close()
 
 
 def consume(bootstrap: str, assignments: list[TopicPartition], expected: int, timeout: float = 30.0) -> list:
