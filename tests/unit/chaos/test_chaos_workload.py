@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from types import TracebackType
 
+import confluent_kafka
+import kafka.errors
 import pytest
 
 from chaos import workload
+from chaos.clients import confluent, kafka_python, minibroker_client
 from chaos.cluster import ChaosError
-from chaos.workload import WorkloadConfig, create_topic, outcome_of
+from chaos.workload import WorkloadConfig, create_topic
 from client.errors import KafkaTimeoutError
 from proto.errors import ErrorCode, KafkaError
 
@@ -23,8 +26,34 @@ from proto.errors import ErrorCode, KafkaError
     (KafkaError("", ErrorCode.INVALID_TOPIC_EXCEPTION), "fail"),
     (RuntimeError("producer closed"), "info"),
 ])
-def test_outcome_of(error: BaseException, outcome: str) -> None:
-    assert outcome_of(error) == outcome
+def test_outcome_of_minibroker_errors(error: BaseException, outcome: str) -> None:
+    assert minibroker_client.outcome_of(error) == outcome
+
+
+@pytest.mark.parametrize(("code", "outcome"), [
+    (confluent_kafka.KafkaError._MSG_TIMED_OUT, "info"),  # the client gave up: it may have reached the leader
+    (confluent_kafka.KafkaError._TRANSPORT, "info"),
+    (confluent_kafka.KafkaError.REQUEST_TIMED_OUT, "info"),
+    (confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "info"),
+    (confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION, "info"),
+    (confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE, "fail"),  # the broker's MESSAGE_TOO_LARGE
+    (confluent_kafka.KafkaError.TOPIC_EXCEPTION, "fail"),
+])
+def test_outcome_of_confluent_kafka_errors(code: int, outcome: str) -> None:
+    assert confluent.outcome_of(confluent_kafka.KafkaError(code)) == outcome
+
+
+@pytest.mark.parametrize(("error", "outcome"), [
+    (kafka.errors.KafkaTimeoutError("Batch expired"), "info"),
+    (kafka.errors.RequestTimedOutError(), "info"),
+    (kafka.errors.NotEnoughReplicasAfterAppendError(), "info"),
+    (kafka.errors.NotLeaderForPartitionError(), "info"),
+    (kafka.errors.MessageSizeTooLargeError(), "fail"),
+    (kafka.errors.InvalidTopicError(), "fail"),
+    (kafka.errors.KafkaConnectionError("closed"), "info"),
+])
+def test_outcome_of_kafka_python_errors(error: BaseException, outcome: str) -> None:
+    assert kafka_python.outcome_of(error) == outcome
 
 
 class ExistingTopicAdmin:
