@@ -7,8 +7,8 @@ on the Kafka host listeners, localhost:9092-9094 by default), SIGKILL a leader's
 container (`docker kill`), check the cluster heals (a new
 leader, acks=all writes go on, the restarted broker rejoins every ISR, nothing
 acknowledged is lost), run a short `minibroker chaos run --compose` (a leader
-SIGKILLed, paused, cut off the network) to a clean verdict, and `docker-compose
-down -v` leaves no container, volume or network behind.
+SIGKILLed, paused, cut off the network; minibroker's client, then confluent-kafka)
+to a clean verdict, and `docker-compose down -v` leaves no container, volume or network behind.
 
 Needs `docker` and `docker-compose` talking to an engine (Docker, or Podman
 serving the Docker API: DOCKER_HOST); BASE_IMAGE names the image to build FROM
@@ -261,14 +261,18 @@ def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeClus
     assert sorted(_consume_all(cluster, len(expected))) == sorted(expected)
 
 
-def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, tmp_path: Path) -> None:
+# minibroker's client on the gRPC host ports, librdkafka on the Kafka host ports.
+@pytest.mark.parametrize("client", ["minibroker", "confluent-kafka"])
+def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, client: str, tmp_path: Path) -> None:
     began = time.monotonic()
     chaos = subprocess.run(
-        [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project,
-         "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s", "--duration", "40s",
-         "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
+        [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project, "--client", client,
+         "--topic", f"chaos-{client}", "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s",
+         "--duration", "40s", "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
         env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
-    _log(f"chaos run --compose in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    _log(f"chaos run --compose --client {client} in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    bootstrap = cluster.kafka_bootstrap if client == "confluent-kafka" else cluster.bootstrap
+    assert f"{client} clients at {bootstrap}" in chaos.stderr, chaos.stderr[-3000:]
     assert chaos.returncode == 0, f"{chaos.stdout}\n{chaos.stderr[-5000:]}"
     assert "VERDICT: every safety check held" in chaos.stdout
     faults = [line for line in chaos.stderr.splitlines() if line.startswith("nemesis: healed")]
