@@ -12,8 +12,6 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from chaos.clients import (
-    ChaosConsumer,
-    ChaosProducer,
     ClientLibrary,
     Delivery,
     Done,
@@ -97,12 +95,4 @@ class ConfluentConsumer:
         self._consumer.close()
 
 
-def _producer(bootstrap: str, settings: ProducerSettings) -> ChaosProducer:
-    return ConfluentProducer(bootstrap, settings)
-
-
-def _consumer(bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> ChaosConsumer:
-    return ConfluentConsumer(bootstrap, client_id, topic, partitions, request_timeout_ms)
-
-
-LIBRARY = ClientLibrary("confluent-kafka", kafka_protocol=True, producer=_producer, consumer=_consumer)
+LIBRARY = ClientLibrary("confluent-kafka", kafka_protocol=True, producer=ConfluentProducer, consumer=ConfluentConsumer)

@@ -7,8 +7,6 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import RecordMetadata
 
 from chaos.clients import (
-    ChaosConsumer,
-    ChaosProducer,
     ClientLibrary,
     Delivery,
     Done,
@@ -80,12 +78,4 @@ class KafkaPythonConsumer:
         self._consumer.close(autocommit=False)
 
 
-def _producer(bootstrap: str, settings: ProducerSettings) -> ChaosProducer:
-    return KafkaPythonProducer(bootstrap, settings)
-
-
-def _consumer(bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> ChaosConsumer:
-    return KafkaPythonConsumer(bootstrap, client_id, topic, partitions, request_timeout_ms)
-
-
-LIBRARY = ClientLibrary("kafka-python", kafka_protocol=True, producer=_producer, consumer=_consumer)
+LIBRARY = ClientLibrary("kafka-python", kafka_protocol=True, producer=KafkaPythonProducer, consumer=KafkaPythonConsumer)

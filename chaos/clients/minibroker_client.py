@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from chaos.clients import (
-    ChaosConsumer,
-    ChaosProducer,
     ClientLibrary,
     Delivery,
     Done,
@@ -68,12 +66,4 @@ class MinibrokerConsumer:
         self._consumer.close(autocommit=False)
 
 
-def _producer(bootstrap: str, settings: ProducerSettings) -> ChaosProducer:
-    return MinibrokerProducer(bootstrap, settings)
-
-
-def _consumer(bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> ChaosConsumer:
-    return MinibrokerConsumer(bootstrap, client_id, topic, partitions, request_timeout_ms)
-
-
-LIBRARY = ClientLibrary("minibroker", kafka_protocol=False, producer=_producer, consumer=_consumer)
+LIBRARY = ClientLibrary("minibroker", kafka_protocol=False, producer=MinibrokerProducer, consumer=MinibrokerConsumer)
