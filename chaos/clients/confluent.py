@@ -48,8 +48,9 @@ class ConfluentProducer:
         def report(error: KafkaError | None, message: Message) -> None:
             if self._closed.is_set():
                 return  # the workload has recorded it as unanswered already
+            # No offset (negative) for an implicit ack: a later batch's ack proved this message persisted.
             offset = message.offset()
-            done(Delivery(OK, offset if offset is not None else -1) if error is None
+            done(Delivery(OK, offset if offset is not None and offset >= 0 else -1) if error is None
                  else Delivery(outcome_of(error), error=str(error)))
 
         while True:
