@@ -719,8 +719,9 @@ def decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True,
+                 allow_gaps: bool = False) -> Iterator[RecordBatch]:
     """Decode every batch in a buffer of back-to-back batches (a fetch response, a segment)."""
     view = memoryview(buf)
-    for pos, header in iter_headers(view, validate):
+    for pos, header in iter_headers(view, validate, allow_gaps):
         yield RecordBatch(header, decode_records(view[pos : pos + header.size], header))

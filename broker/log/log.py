@@ -286,6 +286,11 @@ class Log:
             return tuple(self._segments)
 
     @property
+    def truncation_count(self) -> int:
+        """How many times the tail was cut: the log cleaner's checkpoint is void past a change of it."""
+        return self._truncations
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
