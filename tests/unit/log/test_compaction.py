@@ -1,0 +1,142 @@
+"""Compaction's rules at the log: keys required, gaps accepted only in compacted logs, the swap protocol
+recovered at every step, an idempotent producer's state kept, retention off for compact-only logs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import broker.log.cleaner as cleaner_module
+from broker.log.cleaner import Cleaner, LogToClean, Throttler
+from broker.log.config import LogConfig
+from broker.log.files import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from broker.log.log import Log, UnexpectedAppendOffsetError
+from broker.log.offset_map import SkimpyOffsetMap
+from common.record import ProducerRecord, build_batch, iter_batches
+from proto.errors import ErrorCode, InvalidRecordError
+from tests.fakes import FakeClock
+
+COMPACT = LogConfig(segment_bytes=300, cleanup_policy=("compact",))
+
+
+def keyed(i: int, key: int | None = None, **kwargs: int) -> bytes:
+    return build_batch([ProducerRecord(b"v%d" % i, None if key is None else b"k%d" % key)], **kwargs)
+
+
+def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    for segment in log.segments:
+        data = segment.log_file.path.read_bytes()[: segment.size]
+        out += [(r.offset, r.key, r.value) for b in iter_batches(data, allow_gaps=True) for r in b.records]
+    return out
+
+
+def cleaned_log(tmp_path: Path, clock: FakeClock) -> tuple[Log, int]:
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    for i in range(30):
+        log.append_as_leader(keyed(i, i % 3), 0)
+    log.roll()
+    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
+    end, _ = cleaner.clean(LogToClean(log, 0, log.active_segment.base_offset))
+    return log, end
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", COMPACT, time=FakeClock())
+    batch = build_batch([ProducerRecord(b"a", b"k"), ProducerRecord(b"b", None)])
+    with pytest.raises(InvalidRecordError, match="Compacted topic cannot accept message without key") as e:
+        log.append_as_leader(batch, 0)
+    assert e.value.code is ErrorCode.INVALID_RECORD and log.log_end_offset == 0
+    delete = Log.open(tmp_path / "d-0", LogConfig(), time=FakeClock())
+    assert delete.append_as_leader(batch, 0).last_offset == 1
+
+
+def test_cleaned_batches_keep_offsets_and_followers_take_them_only_when_compacted(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log, _ = cleaned_log(tmp_path, clock)
+    assert [r[0] for r in records(log)] == [27, 28, 29]
+    data = b"".join(s.log_file.path.read_bytes()[: s.size] for s in log.segments)
+    follower = Log.open(tmp_path / "f-0", COMPACT, time=clock)
+    follower.append_as_follower(data)
+    assert records(follower) == records(log) and follower.log_end_offset == 30
+    strict = Log.open(tmp_path / "s-0", LogConfig(), time=clock)
+    with pytest.raises(UnexpectedAppendOffsetError):
+        strict.append_as_follower(data)
+    # Fetch at an offset the cleaner removed: the next batch that holds a later offset.
+    assert next(iter_batches(log.read(3, 1 << 20).records.read(), allow_gaps=True)).header.base_offset == 27
+
+
+def test_recovery_accepts_gaps_only_in_compacted_logs(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log, _ = cleaned_log(tmp_path, clock)
+    before = records(log)
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", COMPACT, time=clock, clean_shutdown=False)
+    assert reopened.recovery_report == [] and records(reopened) == before
+    reopened.close()
+    as_delete = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=300), time=clock, clean_shutdown=False)
+    assert as_delete.recovery_report  # a hole in a delete-policy log is damage: cut there
+
+
+@pytest.mark.parametrize("step", ["recopy", "swap"])
+def test_a_crash_at_any_step_of_the_swap_leaves_the_old_or_the_new_segments(
+        tmp_path: Path, step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    for i in range(30):
+        log.append_as_leader(keyed(i, i % 3), 0)
+    log.roll()
+    all_records = records(log)
+    snapshot = tmp_path / "crashed"
+
+    def crash_point(at: str) -> None:
+        # The process dies here: keep a copy of the directory as the crash leaves it.
+        if at == step and not snapshot.exists():
+            shutil.copytree(log.dir, snapshot / "t-0")
+
+    monkeypatch.setattr(cleaner_module, "_crash_point", crash_point)
+    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
+    cleaner.clean(LogToClean(log, 0, log.active_segment.base_offset))
+    names = os.listdir(snapshot / "t-0")
+    suffix = CLEANED_FILE_SUFFIX if step == "recopy" else SWAP_FILE_SUFFIX
+    assert any(n.endswith(suffix) for n in names)
+    recovered = Log.open(snapshot / "t-0", COMPACT, time=clock, clean_shutdown=False)
+    got = records(recovered)
+    assert not any(n.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)) for n in os.listdir(snapshot / "t-0"))
+    offsets = [r[0] for r in got]
+    assert offsets == sorted(set(offsets))
+    assert set(got) <= set(all_records)
+    newest = {key: max(o for o, k, _ in all_records if k == key) for _, key, _ in all_records}
+    assert all(any(r[0] == offset for r in got) for offset in newest.values())
+    if step == "recopy":
+        assert got == all_records  # the commit point was not reached: the old segments, untouched
+
+
+def test_the_last_batch_of_a_live_idempotent_producer_keeps_its_last_record(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    log.append_as_leader(keyed(0, 1, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    log.append_as_leader(keyed(1, 1), 0)  # a newer value of the same key from someone else
+    log.roll()
+    Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock).clean(
+        LogToClean(log, 0, log.active_segment.base_offset))
+    assert [r[0] for r in records(log)] == [0, 1]
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", COMPACT, time=clock, clean_shutdown=False)
+    entry = reopened.producer_state.last_entry(7)
+    assert entry is not None and entry.last_seq == 0
+
+
+def test_retention_does_not_apply_to_compact_only_logs(tmp_path: Path) -> None:
+    clock = FakeClock(10_000_000)
+    for policy, survives in ((("compact",), True), (("compact", "delete"), False)):
+        config = LogConfig(segment_bytes=300, cleanup_policy=policy, retention_ms=1)
+        log = Log.open(tmp_path / f"{'-'.join(policy)}-0", config, time=clock)
+        for i in range(10):
+            log.append_as_leader(build_batch([ProducerRecord(b"v", b"k%d" % i)], now_ms=1), 0)
+        log.roll()
+        deleted = log.delete_old_segments()
+        assert (deleted == 0) == survives
