@@ -7,8 +7,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -16,13 +19,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.log.cleaner import CRASH_AT_ENV
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
-from client import Consumer, Producer
+from client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from common.record import iter_batches
 from proto.errors import ErrorCode, KafkaError
 from tests.integration.conftest import REPO_ROOT
 from zk.server import free_port
 
 if TYPE_CHECKING:
-    from conftest import BrokerProcess, StartBroker, StartController, WaitUntil
+    from conftest import BrokerProcess, StartBroker, StartBrokers, StartController, WaitUntil
+
+    from zk.client import KafkaZkClient
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +44,11 @@ def minibroker(*args: str) -> str:
     return done.stdout
 
 
-def create_compacted_topic(broker: BrokerProcess) -> None:
+def create_compacted_topic(broker: BrokerProcess, *configs: str) -> None:
+    extra = [arg for config in configs for arg in ("--config", config)]
     minibroker("topics", "--bootstrap-server", broker.address, "--create", "--topic", TOPIC, "--partitions", "1",
                "--replication-factor", "1", "--config", "cleanup.policy=compact", "--config", "segment.bytes=2048",
-               "--config", "min.cleanable.dirty.ratio=0.01")
+               "--config", "min.cleanable.dirty.ratio=0.01", *extra)
 
 
 def produce(bootstrap: str, count: int) -> dict[bytes, bytes]:
@@ -113,7 +120,8 @@ def test_a_broker_killed_at_a_cleaning_step_restarts_with_nothing_lost(
     monkeypatch.setenv(CRASH_AT_ENV, step)  # test-only: the broker SIGKILLs itself at that step
     broker = start_broker(1, CLEANER_OVERRIDES)
     start_controller()
-    create_compacted_topic(broker)
+    # Segments stay uncleanable for min.compaction.lag.ms, so the broker dies after the load was acknowledged.
+    create_compacted_topic(broker, "min.compaction.lag.ms=8000")
     newest = produce(broker.address, 600)
     assert broker.process.wait(timeout=60) == -signal.SIGKILL
     partition_dir = broker.log_dir / f"{TOPIC}-0"
@@ -129,3 +137,88 @@ def test_a_broker_killed_at_a_cleaning_step_restarts_with_nothing_lost(
     assert "isvalid: false" not in dump and "corrupt" not in dump.lower() and "invalid bytes" not in dump
     wait_until(lambda: "size reduction" in restarted.process.log(), timeout=60,
                message="the restarted broker cleans the log")
+
+
+REPLICATION_OVERRIDES = {
+    **CLEANER_OVERRIDES,
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "3000",
+}
+
+
+def latest_on_disk(partition_dir: Path) -> dict[bytes, int] | None:
+    """Each key's newest value index (`v<i>`) in a replica's segment files; None while they are being swapped."""
+    latest: dict[bytes, int] = {}
+    try:
+        for segment in sorted(partition_dir.glob("*.log")):
+            for batch in iter_batches(segment.read_bytes(), allow_gaps=True):
+                for record in batch.records:
+                    assert record.key is not None and record.value is not None
+                    latest[record.key] = int(record.value[1:])
+    except (OSError, KafkaError):
+        return None
+    return latest
+
+
+def test_every_replica_of_a_compacted_topic_keeps_each_keys_newest_acknowledged_value(
+        start_brokers: StartBrokers, start_broker: StartBroker, start_controller: StartController,
+        zk_client: KafkaZkClient, wait_until: WaitUntil) -> None:
+    brokers = start_brokers((1, 2, 3), REPLICATION_OVERRIDES)
+    start_controller()
+    admin = Admin(bootstrap_servers=",".join(b.address for b in brokers.values()))
+    try:
+        admin.create_topics([NewTopic(TOPIC, 1, 3, topic_configs={
+            "cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
+            "min.insync.replicas": "2"})], timeout_ms=30_000)
+    finally:
+        admin.close()
+    tp = TopicPartition(TOPIC, 0)
+    wait_until(lambda: (s := zk_client.get_partition_state(tp)) is not None and len(s.isr) == 3)
+    acked: dict[bytes, int] = {}
+    producer = Producer(bootstrap_servers=",".join(b.address for b in brokers.values()), acks="all",
+                        linger_ms=2, batch_size=512, retries=10, request_timeout_ms=5000)
+    stop = threading.Event()
+
+    def on_ack(key: bytes, index: int) -> Callable[[object], None]:
+        def record(_: object) -> None:
+            acked[key] = max(acked.get(key, -1), index)
+        return record
+
+    def load() -> None:
+        i = 0
+        while not stop.is_set():
+            key = b"k%d" % (i % KEYS)
+            producer.send(TOPIC, b"v%d" % i, key=key).add_callback(on_ack(key, i))
+            i += 1
+            if i % 50 == 0:
+                producer.flush(timeout=30)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    wait_until(lambda: len(acked) == KEYS and min(acked.values()) > 400, timeout=60, message="load acknowledged")
+    state = zk_client.get_partition_state(tp)
+    assert state is not None
+    leader = brokers[state.leader]
+    leader.process.signal(signal.SIGKILL)
+    leader.process.wait()
+    before = dict(acked)
+    wait_until(lambda: any(acked.get(k, -1) > v for k, v in before.items()), timeout=60,
+               message="acks resume under a new leader")
+    wait_until(lambda: min(acked.values()) > max(before.values()) + 200, timeout=60, message="load goes on")
+    brokers[leader.broker_id] = start_broker(leader.broker_id, REPLICATION_OVERRIDES)
+    stop.set()
+    thread.join(timeout=60)
+    producer.flush(timeout=30)
+    producer.close()
+    dirs = [b.log_dir / f"{TOPIC}-0" for b in brokers.values()]
+
+    def replicas_agree() -> bool:
+        views = [latest_on_disk(d) for d in dirs]
+        return all(v is not None and v == views[0] for v in views) and all(
+            views[0] is not None and views[0].get(k, -1) >= index for k, index in acked.items())
+
+    wait_until(replicas_agree, timeout=90, message="every replica holds each key's newest acknowledged value")
+    wait_until(lambda: all("size reduction" in b.process.log() for b in brokers.values()), timeout=60,
+               message="every replica cleaned its log")
