@@ -737,7 +737,10 @@ class Log:
         with self._lock:
             for segment in self._segments:
                 if segment.largest_timestamp >= target_timestamp:
-                    return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                    found = segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                    # None from a segment the cleaner emptied (its age is its file's): look further.
+                    if found is not None:
+                        return found
             return None
 
     # ------------------------------------------------------------------ truncation

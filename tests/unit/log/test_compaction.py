@@ -140,3 +140,16 @@ def test_retention_does_not_apply_to_compact_only_logs(tmp_path: Path) -> None:
         log.roll()
         deleted = log.delete_old_segments()
         assert (deleted == 0) == survives
+
+
+def test_list_offsets_by_timestamp_looks_past_segments_the_cleaner_emptied(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    for i in range(30):
+        log.append_as_leader(build_batch([ProducerRecord(b"v%d" % i, b"k%d" % (i % 3))], now_ms=1000 + i), 0)
+    log.roll()
+    Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock).clean(
+        LogToClean(log, 0, log.active_segment.base_offset))
+    assert any(s.size == 0 for s in log.segments[:-1])  # whole segments emptied, kept at their base offsets
+    found = log.fetch_offset_by_timestamp(1000)
+    assert found is not None and (found.offset, found.timestamp) == (27, 1027)
