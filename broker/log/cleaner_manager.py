@@ -136,6 +136,10 @@ class LogCleanerManager:
             self._offsets[tp] = (end_offset, log.truncation_count)
             self._write_checkpoint(log.dir.parent)
 
+    def is_gone(self, to_clean: LogToClean) -> bool:
+        """The log is no longer this broker's (deleted while it was cleaned)."""
+        return self._logs().get(to_clean.log.topic_partition) is not to_clean.log
+
     def abort(self, to_clean: LogToClean, uncleanable: bool) -> None:
         with self._lock:
             tp = to_clean.log.topic_partition

@@ -98,6 +98,11 @@ class LogCleaner:
             self.manager.abort(to_clean, uncleanable=False)
             return True
         except Exception:
+            if self.manager.is_gone(to_clean):
+                # Deleted (StopReplica) while it was cleaned: nothing is wrong with the partition.
+                logger.info("Cleaner %d: Log %s was deleted while it was cleaned", cleaner.id, log.topic_partition)
+                self.manager.abort(to_clean, uncleanable=False)
+                return True
             logger.exception("Cleaner %d: Unexpected exception thrown when cleaning log %s. Marking its partition"
                              " (%s) as uncleanable", cleaner.id, log, log.topic_partition)
             self.manager.abort(to_clean, uncleanable=True)

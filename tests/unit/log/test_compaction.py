@@ -11,9 +11,11 @@ import pytest
 
 import broker.log.cleaner as cleaner_module
 from broker.log.cleaner import Cleaner, LogToClean, Throttler
+from broker.log.cleaner_manager import LogCleanerManager
 from broker.log.config import LogConfig
-from broker.log.files import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from broker.log.log import Log, UnexpectedAppendOffsetError
+from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode, InvalidRecordError
@@ -153,3 +155,59 @@ def test_list_offsets_by_timestamp_looks_past_segments_the_cleaner_emptied(tmp_p
     assert any(s.size == 0 for s in log.segments[:-1])  # whole segments emptied, kept at their base offsets
     found = log.fetch_offset_by_timestamp(1000)
     assert found is not None and (found.offset, found.timestamp) == (27, 1027)
+
+
+def test_the_log_cleaner_picks_dirty_logs_above_the_ratio_and_checkpoints_in_kafkas_format(tmp_path: Path) -> None:
+    clock = FakeClock()
+    dirty = Log.open(tmp_path / "dirty-0", COMPACT, time=clock)
+    clean = Log.open(tmp_path / "keys-0", LogConfig(segment_bytes=300, cleanup_policy=("compact",),
+                                                    min_cleanable_dirty_ratio=0.99), time=clock)
+    for i in range(30):
+        dirty.append_as_leader(keyed(i, i % 3), 0)
+        clean.append_as_leader(keyed(i, i), 0)  # every key once
+    for log in (dirty, clean):
+        log.roll()
+    logs = {dirty.topic_partition: dirty, clean.topic_partition: clean}
+    log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: logs, clock, lambda tp: logs[tp].log_end_offset)
+    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
+    assert log_cleaner.clean_once(cleaner)  # the dirty log
+    assert log_cleaner.max_dirty_percent() == 100
+    assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text() == "0\n1\ndirty 0 30\n"
+    assert log_cleaner.cleaner_recopy_percent() < 20
+    # keys-0 is below its min.cleanable.dirty.ratio? No: all of it is dirty (ratio 1.0), so it is next.
+    assert log_cleaner.clean_once(cleaner)
+    assert [r[0] for r in records(clean)] == list(range(30))
+    assert not log_cleaner.clean_once(cleaner)  # nothing dirty any more
+    assert log_cleaner.uncleanable_partitions_count() == 0
+    reloaded = LogCleanerManager([tmp_path], lambda: logs, clock)
+    assert reloaded.first_dirty_offset(dirty.topic_partition, dirty) == 30
+
+
+def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(tmp_path: Path) -> None:
+    clock = FakeClock()
+    logs = {}
+    for name in ("broken-0", "deleted-0"):
+        log = Log.open(tmp_path / name, COMPACT, time=clock)
+        for i in range(30):
+            log.append_as_leader(keyed(i, i % 3), 0)
+        log.roll()
+        logs[log.topic_partition] = log
+    log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: dict(logs), clock,
+                             lambda tp: logs[tp].log_end_offset if tp in logs else 0)
+    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
+    for log in list(logs.values()):
+        shutil.rmtree(log.dir)  # the cleaned segment cannot be written
+    deleted = next(tp for tp in logs if tp.topic == "deleted")
+    original = log_cleaner.manager.grab_filthiest_compacted_log
+
+    def grab_then_delete(high_watermark):  # type: ignore[no-untyped-def]
+        chosen = original(high_watermark)
+        if chosen is not None and chosen.log.topic_partition == deleted:
+            del logs[deleted]  # StopReplica(delete) while the cleaner works on it
+        return chosen
+
+    log_cleaner.manager.grab_filthiest_compacted_log = grab_then_delete  # type: ignore[method-assign]
+    assert log_cleaner.clean_once(cleaner) and log_cleaner.clean_once(cleaner)
+    assert log_cleaner.manager.uncleanable == {next(tp for tp in logs if tp.topic == "broken")}
+    assert log_cleaner.uncleanable_partitions_count() == 1
+    assert not log_cleaner.clean_once(cleaner)  # an uncleanable log is not chosen again
