@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.admin import NewTopic as KpNewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.log.cleaner import CRASH_AT_ENV
@@ -23,6 +26,7 @@ from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from common.record import iter_batches
 from proto.errors import ErrorCode, KafkaError
 from tests.integration.conftest import REPO_ROOT
+from tests.integration.kafka_cluster import start_kafka_cluster
 from zk.server import free_port
 
 if TYPE_CHECKING:
@@ -222,3 +226,29 @@ def test_every_replica_of_a_compacted_topic_keeps_each_keys_newest_acknowledged_
     wait_until(replicas_agree, timeout=90, message="every replica holds each key's newest acknowledged value")
     wait_until(lambda: all("size reduction" in b.process.log() for b in brokers.values()), timeout=60,
                message="every replica cleaned its log")
+
+
+def test_kafka_python_creates_describes_and_reads_a_compacted_topic(
+        start_brokers: StartBrokers, start_controller: StartController, wait_until: WaitUntil) -> None:
+    cluster = start_kafka_cluster(start_brokers, start_controller, CLEANER_OVERRIDES, broker_ids=(1,))
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([KpNewTopic(TOPIC, 1, 1, topic_configs={
+            "cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"})],
+            timeout_ms=30_000)
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)])
+        assert described["topic"][TOPIC]["cleanup.policy"]["value"] == "compact"
+    finally:
+        admin.close()
+    newest = produce(cluster.grpc_bootstrap, 600)
+    broker = next(iter(cluster.brokers.values()))
+    wait_until(lambda: "size reduction" in broker.process.log(), timeout=60, message="the cleaner cleaned")
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    try:
+        records = list(consumer)
+    finally:
+        consumer.close()
+    assert {r.key: r.value for r in records} == newest
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == 599 and len(offsets) < 600
