@@ -176,11 +176,13 @@ class Cleaner:
         """Clean the log; return the offset the next cleaning's dirty section starts at, and the stats."""
         log = to_clean.log
         stats = CleanerStats()
-        logger.info("Cleaner %d: Beginning cleaning of log %s", self.id, log.topic_partition)
+        logger.info("Cleaner %d: Beginning cleaning of log %s.", self.id, log.topic_partition)
+        logger.info("Cleaner %d: Building offset map for %s...", self.id, log.topic_partition)
         segments = log.segments[:-1]  # never the active segment
         end_offset = self._build_offset_map(segments, to_clean.first_dirty_offset,
                                             to_clean.first_uncleanable_offset, stats)
         stats.map_complete = time.monotonic()
+        logger.info("Cleaner %d: Offset map for log %s complete.", self.id, log.topic_partition)
         stats.buffer_utilization = self.offset_map.utilization
         now = self._time_ms()
         logger.info("Cleaner %d: Cleaning log %s (cleaning prior to %d, discarding tombstones whose delete"

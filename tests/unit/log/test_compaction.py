@@ -211,3 +211,24 @@ def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(tmp_path:
     assert log_cleaner.manager.uncleanable == {next(tp for tp in logs if tp.topic == "broken")}
     assert log_cleaner.uncleanable_partitions_count() == 1
     assert not log_cleaner.clean_once(cleaner)  # an uncleanable log is not chosen again
+
+
+def test_min_and_max_compaction_lag_bound_what_is_cleanable(tmp_path: Path) -> None:
+    clock = FakeClock(1_000_000)
+    config = LogConfig(segment_bytes=300, cleanup_policy=("compact",), min_compaction_lag_ms=10_000,
+                       max_compaction_lag_ms=60_000, min_cleanable_dirty_ratio=0.99)
+    log = Log.open(tmp_path / "t-0", config, time=clock)
+    for i in range(30):
+        log.append_as_leader(build_batch([ProducerRecord(b"v", b"k%d" % (i % 3))], now_ms=clock.now), 0)
+    log.roll()
+    manager = LogCleanerManager([tmp_path], lambda: {log.topic_partition: log}, clock)
+    young = manager.measure(log.topic_partition, log, clock.now, log.log_end_offset)
+    assert young.to_clean.first_uncleanable_offset == 0 and young.cleanable_bytes == 0  # min lag not reached
+    clock.advance(10_000)
+    aged = manager.measure(log.topic_partition, log, clock.now, log.log_end_offset)
+    assert aged.to_clean.first_uncleanable_offset == log.active_segment.base_offset
+    assert aged.cleanable_ratio == 1.0 and not aged.needs_compaction_now
+    # Past max.compaction.lag.ms a log is cleaned whatever its ratio; the high watermark still bounds it.
+    clock.advance(60_000)
+    overdue = manager.measure(log.topic_partition, log, clock.now, 12)
+    assert overdue.needs_compaction_now and overdue.to_clean.first_uncleanable_offset == 12
