@@ -704,6 +704,10 @@ class Log:
             if target_offset >= self.log_end_offset:
                 logger.info("%sTruncating to %d has no effect as the largest offset in the log is %d", self._ident,
                             target_offset, self.log_end_offset - 1)
+                # KAFKA-10706: the cache may hold an entry at the log end (a leader that assigned its epoch and
+                # wrote nothing before losing leadership); left there, the follower asks about that epoch for ever.
+                if self.leader_epoch_cache is not None:
+                    self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             logger.info("%sTruncating to offset %d", self._ident, target_offset)
             if self._segments[0].base_offset > target_offset:
