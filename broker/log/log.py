@@ -300,6 +300,7 @@ class Log:
             first_unflushed = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
         self._check_indexes(first_unflushed, recovery)
         self._recover_segments(first_unflushed, recovery)
+        self._cut_at_first_gap(recovery)
         if not self._segments:
             self._add_segment(log_start_offset, now)
         log_end_offset = self.active_segment.read_next_offset()
@@ -400,8 +401,25 @@ class Log:
                                    f" {result.valid_bytes}")
         return True
 
+    def _cut_at_first_gap(self, recovery: _Recovery) -> None:
+        """Delete every segment from the first that does not start where the one before it ends.
+
+        Only a crash between two segment deletions leaves such a gap (truncation deletes from the tail
+        now, but a log written before may still hold one); served, it would make a follower fetching at
+        the gap fail and consumers skip offsets silently. Every log here is non-compacted (cleanup.policy
+        is delete): a compacted log's segments may legitimately skip offsets and must not be cut.
+        """
+        for i in range(1, len(self._segments)):
+            previous_end = self._segments[i - 1].read_next_offset()
+            base = self._segments[i].base_offset
+            if base != previous_end:
+                self._delete_segments_from(i, recovery, f"segment {base} starts at offset {base} but the segment"
+                                                        f" before it ends at offset {previous_end}")
+                return
+
     def _delete_segments_from(self, start: int, recovery: _Recovery, reason: str) -> None:
-        for segment in self._segments[start:]:
+        # From the tail backwards: a crash midway leaves a shorter log, never one with a hole.
+        for segment in reversed(self._segments[start:]):
             recovery.record(RecoveryActionKind.DELETED_SEGMENT, segment.path, 0, segment.size, reason)
             segment.delete()
         del self._segments[start:]
@@ -714,7 +732,8 @@ class Log:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
             keep = bisect.bisect_right(self._base_offsets, target_offset)
-            for segment in self._segments[keep:]:
+            # From the tail backwards: a kill between two deletions must leave a prefix of the log, not a hole.
+            for segment in reversed(self._segments[keep:]):
                 segment.delete()
             del self._segments[keep:]
             del self._base_offsets[keep:]
@@ -737,7 +756,7 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         logger.info("%sTruncate and start at offset %d", self._ident, new_offset)
-        for segment in self._segments:
+        for segment in reversed(self._segments):
             segment.delete()
         self._segments.clear()
         self._base_offsets.clear()
