@@ -118,6 +118,19 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def _completion(self) -> _Completion[Any]:
         return _Completion(self._loop, self._loop_thread)
 
+    async def _zookeeper_bound(self, context: Context, call: Callable[[], T]) -> T:
+        """`call` in a worker thread, waited for no longer than the request may wait: its gRPC deadline, else
+        request.timeout.ms. During a ZooKeeper outage the call retries until reconnected; the client gets
+        KafkaError(REQUEST_TIMED_OUT) at its deadline instead of a wait as long as the outage (the call may
+        still complete afterwards, as a Kafka request that timed out on the client may)."""
+        remaining = context.time_remaining()
+        timeout_s = self._config.request_timeout_ms / 1000 if remaining is None else max(remaining, 0.0)
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call), timeout_s)
+        except TimeoutError:
+            raise KafkaError(f"ZooKeeper did not answer within the request's timeout ({timeout_s:.3f} s)",
+                             ErrorCode.REQUEST_TIMED_OUT) from None
+
     # ------------------------------------------------------------------ authorization
 
     def _authorize_cluster_action(self, context: Context) -> bool:
@@ -285,7 +298,11 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             else:
                 unknown[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if to_create:
-            created = await asyncio.to_thread(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create])
+            try:
+                created = await self._zookeeper_bound(
+                    context, lambda: [self._admin_manager.auto_create_topic(t) for t in to_create])
+            except KafkaError as e:
+                created = [e.code] * len(to_create)
             unknown.update(zip(to_create, created))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
@@ -344,7 +361,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             # Idempotence only: there is no transaction coordinator to hand a transactional id to.
             return pb.InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
         try:
-            producer_id = await asyncio.to_thread(self._producer_ids.generate_producer_id)
+            producer_id = await self._zookeeper_bound(context, self._producer_ids.generate_producer_id)
+        except KafkaError as e:
+            return pb.InitProducerIdResponse(error_code=e.code, producer_id=-1, producer_epoch=-1)
         except Exception:
             logger.exception("Failed to allocate a producer id")
             return pb.InitProducerIdResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1,
@@ -357,7 +376,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset, p.committed_metadata)
                    for t in request.topics for p in t.partitions]
         try:
-            errors = await asyncio.to_thread(self._group_offsets.commit, request.group_id, commits)
+            errors = await self._zookeeper_bound(context, lambda: self._group_offsets.commit(request.group_id, commits))
+        except KafkaError as e:
+            errors = [(c.topic_partition, e.code) for c in commits]
         except Exception:
             logger.exception("Failed to commit offsets of group %r", request.group_id)
             errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]

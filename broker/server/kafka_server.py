@@ -200,7 +200,7 @@ class KafkaServer:
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        self._scheduler = KafkaScheduler()
+        self._scheduler = KafkaScheduler(config.background_threads)
         self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
         if config.metrics_port:
             self.metrics.serve(config.metrics_port)
