@@ -31,6 +31,7 @@ from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation, Lea
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.admin_manager import AdminManager, CreateTopicResult, NewTopic
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
 from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
 from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
@@ -81,6 +82,11 @@ def _group_by_topic(items: Iterable[tuple[TopicPartition, T]]) -> dict[str, list
     return grouped
 
 
+def _alter_responses(results: Iterable[AlterConfigsResult]) -> list[pb.AlterConfigsResourceResponse]:
+    return [pb.AlterConfigsResourceResponse(error_code=r.error, error_message=r.message, resource_type=r.resource_type,
+                                            resource_name=r.resource_name) for r in results]
+
+
 def _duplicates(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
     seen: set[TopicPartition] = set()
     duplicates = set()
@@ -94,6 +100,7 @@ def _duplicates(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
 class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  admin_manager: AdminManager, group_offsets: ZkGroupOffsets, producer_ids: ProducerIdManager,
+                 config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics, listener_name: str) -> None:
@@ -104,6 +111,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         self._replica_manager = replica_manager
         self._metadata_cache = metadata_cache
         self._admin_manager = admin_manager
+        self._config_admin = config_admin
         self._group_offsets = group_offsets
         self._producer_ids = producer_ids
         self._topic_configs = topic_configs
@@ -388,6 +396,37 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             for index, error in partition_errors:
                 topic_response.partitions.add(partition_index=index, error_code=error)
         return response
+
+    # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
+
+    async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
+                              context: Context) -> pb.DescribeConfigsResponse:
+        resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
+        response = pb.DescribeConfigsResponse()
+        for result in await asyncio.to_thread(self._config_admin.describe_configs, resources):
+            out = response.results.add(error_code=result.error, error_message=result.message,
+                                       resource_type=result.resource_type, resource_name=result.resource_name)
+            for entry in result.entries:
+                out.configs.add(name=entry.name, value=entry.value, read_only=entry.read_only,
+                                config_source=entry.source, is_sensitive=entry.is_sensitive,
+                                is_default=entry.is_default)
+        return response
+
+    async def AlterConfigs(self, request: pb.AlterConfigsRequest, context: Context) -> pb.AlterConfigsResponse:
+        resources = [(r.resource_type, r.resource_name,
+                      {c.name: c.value if c.HasField("value") else None for c in r.configs})
+                     for r in request.resources]
+        results = await asyncio.to_thread(self._config_admin.alter_configs, resources, request.validate_only)
+        return pb.AlterConfigsResponse(responses=_alter_responses(results))
+
+    async def IncrementalAlterConfigs(self, request: pb.IncrementalAlterConfigsRequest,
+                                      context: Context) -> pb.IncrementalAlterConfigsResponse:
+        resources = [(r.resource_type, r.resource_name,
+                      [(c.name, c.config_operation, c.value if c.HasField("value") else None) for c in r.configs])
+                     for r in request.resources]
+        results = await asyncio.to_thread(self._config_admin.incremental_alter_configs, resources,
+                                          request.validate_only)
+        return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
 
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
         partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]

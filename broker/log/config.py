@@ -16,7 +16,7 @@ from typing import Any
 
 from common.record import HEADER_SIZE
 
-__all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
+__all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig", "broker_key_synonyms"]
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -64,9 +64,17 @@ class LogConfig:
                     break
         return dataclasses.replace(base, **changes)
 
+    def topic_values(self) -> dict[str, str]:
+        """Every setting under its topic-level name, as Kafka's DescribeConfigs prints it."""
+        return {spec.topic_key: _show(getattr(self, spec.field)) for spec in _SPECS}
+
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+
+def _show(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _parse_int(text: str) -> int:
@@ -144,3 +152,9 @@ _SPECS: tuple[_Spec, ...] = (
           parser=str.strip, choices=(CREATE_TIME, LOG_APPEND_TIME)),
     _Spec("preallocate", "preallocate", (("log.preallocate", 1),), parser=_parse_bool),
 )
+
+
+def broker_key_synonyms() -> list[tuple[str, ...]]:
+    """The broker-level names of each setting, finest unit first (log.retention.ms, .minutes, .hours): a
+    dynamic value for any of them replaces the static value of all (Kafka's brokerConfigSynonyms)."""
+    return [tuple(key for key, _ in spec.broker_keys) for spec in _SPECS]

@@ -240,6 +240,14 @@ class Log:
         return (f"Log(dir={self.dir}, log_start_offset={self._log_start_offset},"
                 f" log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
 
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config changed live (Kafka's Log.updateConfig): the next roll, retention pass, flush and
+        append read the new values."""
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.config = config
+
     # ------------------------------------------------------------------ properties
 
     @property

@@ -177,6 +177,13 @@ class Partition:
     def is_under_min_isr(self) -> bool:
         return self.is_leader and len(self.in_sync_replica_ids) < self.min_insync_replicas
 
+    def update_topic_config(self, config: TopicConfig) -> None:
+        """The topic's config changed live: min.insync.replicas and the log's settings apply from now on."""
+        with self._lock:
+            self.topic_config = config
+            if self.log is not None:
+                self.log.update_config(config.log)
+
     # ------------------------------------------------------------------ role changes
 
     def make_leader(self, state: LeaderAndIsrPartitionState,

@@ -62,6 +62,8 @@ from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import ConfigAdmin
+from broker.server.dynamic_config import DynamicConfigManager
 from broker.server.group_offsets import ZkGroupOffsets
 from broker.server.malloc import tune_malloc
 from broker.server.metadata_cache import MetadataCache
@@ -131,6 +133,8 @@ class KafkaServer:
         self._grpc_servers: list[grpc.aio.Server] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
+        self._fetcher_manager: ReplicaFetcherManager | None = None
+        self._dynamic_config: DynamicConfigManager | None = None
         self._registration: BrokerInfo | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -186,12 +190,18 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
+        fetchers = self._fetcher_manager
+        assert fetchers is not None  # made by the ReplicaManager just above
+        self._dynamic_config = DynamicConfigManager(self.broker_id, zk, topic_configs, replica_manager,
+                                                    fetchers.resize_thread_pool, config.num_replica_fetchers)
+        await asyncio.to_thread(self._dynamic_config.startup)
         apis = functools.partial(
             KafkaApis,
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
             admin_manager=AdminManager(config, zk, topic_configs),
             group_offsets=ZkGroupOffsets(zk, metadata_cache),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
+            config_admin=ConfigAdmin(config, zk, topic_configs),
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, loop=loop, metrics=self.metrics,
         )
@@ -214,7 +224,8 @@ class KafkaServer:
         def connect(leader: BrokerEndPoint) -> ReplicaFetcherBlockingSend:
             return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config)
 
-        return ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
+        self._fetcher_manager = ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
+        return self._fetcher_manager
 
     async def _connect_zookeeper(self) -> tuple[KafkaZkClient, str]:
         config = self.config
@@ -334,6 +345,8 @@ class KafkaServer:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
             await self._scheduler.shutdown()
+        if self._dynamic_config is not None:
+            await asyncio.to_thread(self._dynamic_config.shutdown)
         stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers))
         # Requests parked in purgatory are answered now rather than cut off by the grace period.
         if self._topic_purgatory is not None:

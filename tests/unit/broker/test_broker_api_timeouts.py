@@ -70,6 +70,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
                                          "auto.create.topics.enable": "true"})
         apis = KafkaApis(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
                          admin_manager=blocking, group_offsets=blocking, producer_ids=blocking,  # type: ignore[arg-type]
+                         config_admin=None,  # type: ignore[arg-type]
                          topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", loop=asyncio.get_running_loop(),
                          metrics=None, listener_name="PLAINTEXT")  # type: ignore[arg-type]
