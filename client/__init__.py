@@ -21,6 +21,7 @@ from client.consumer import Consumer
 from client.errors import (
     CorruptMessageError,
     ErrorCode,
+    IllegalStateError,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
@@ -59,6 +60,7 @@ __all__ = [
     "DefaultPartitioner",
     "ErrorCode",
     "FutureRecordMetadata",
+    "IllegalStateError",
     "InvalidRecordError",
     "KafkaError",
     "KafkaStorageError",

@@ -25,6 +25,7 @@ from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     add_zookeeper_option,
+    connect_zookeeper,
     zookeeper_connect,
 )
 from proto.types import TopicPartition
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect = zookeeper_connect(args, "election", "ElectLeaders")
         requested = _requested_partitions(args)
-        with KafkaZkClient.connect(connect, timeout=15) as zk:
+        with connect_zookeeper(connect) as zk:
             outcome = elect_preferred_leaders(zk, requested, args.timeout)
     except UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
