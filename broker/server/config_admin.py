@@ -98,7 +98,7 @@ class ConfigAdmin:
             try:
                 entries = self._describe(resource_type, name)
             except KafkaError as e:
-                results.append(DescribeConfigsResult(resource_type, name, e.code, str(e)))
+                results.append(DescribeConfigsResult(resource_type, name, e.code, e.message))
                 continue
             if keys:
                 entries = [e for e in entries if e.name in set(keys)]
@@ -161,7 +161,7 @@ class ConfigAdmin:
             if not validate_only:
                 self._zk.set_entity_config(entity_type, entity, new)
         except KafkaError as e:
-            return AlterConfigsResult(resource_type, name, e.code, str(e))
+            return AlterConfigsResult(resource_type, name, e.code, e.message)
         return AlterConfigsResult(resource_type, name)
 
 
