@@ -495,6 +495,17 @@ class KafkaZkClient:
         if error is not None:
             raise error
 
+    def purge_config_changes(self, sequence_numbers: Sequence[str], created_before_ms: int) -> None:
+        """Delete the notifications created before `created_before_ms` (Kafka's purgeObsoleteNotifications:
+        every broker read them long ago)."""
+        znodes = [paths.config_change_path(seq) for seq in sequence_numbers]
+        for path, node in zip(znodes, self._get_many(znodes)):
+            if node is not None and node[1].ctime < created_before_ms:
+                try:
+                    self._call(self._zk.delete, path)
+                except NoNodeError:
+                    pass  # another broker purged it first
+
     def get_config_change(self, sequence_number: str) -> str | None:
         """The entity_path of a config change notification; None if it is gone (purged)."""
         node = self._get(paths.config_change_path(sequence_number))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from broker.log.config import broker_key_synonyms
@@ -33,6 +34,8 @@ from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY
 logger = logging.getLogger(__name__)
 
 NUM_REPLICA_FETCHERS = "num.replica.fetchers"
+# Kafka's ZkNodeChangeNotificationListener changeExpirationMs: notifications older than this are deleted.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 # Kafka's DynamicBrokerConfig.AllDynamicConfigs, the part that names something this broker has: the broker
 # synonyms of topic configs (DynamicLogConfig), the thread pools (DynamicThreadPool) and the log cleaner's.
@@ -103,7 +106,7 @@ class DynamicConfigManager:
             self._watch.cancel()
         self._executor.shutdown(wait=True)
 
-    def _process(self, sequence_numbers: Iterable[str]) -> None:
+    def _process(self, sequence_numbers: Sequence[str]) -> None:
         with self._lock:
             for seq in sequence_numbers:
                 if seq <= self._last_seen:  # zero-padded: string order is sequence order
@@ -115,6 +118,10 @@ class DynamicConfigManager:
                         self._apply(entity_path)
                 except Exception:
                     logger.exception("Failed to process config change notification %s", seq)
+            try:
+                self._zk.purge_config_changes(list(sequence_numbers), int(time.time() * 1000) - CHANGE_EXPIRATION_MS)
+            except Exception:
+                logger.exception("Failed to purge obsolete config change notifications")
 
     def _apply(self, entity_path: str) -> None:
         entity_type, _, name = entity_path.partition("/")
