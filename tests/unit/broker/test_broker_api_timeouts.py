@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from broker.api.grpc_apis import KafkaApis
+from broker.api.operations import BrokerOperations
 from broker.server.config import KafkaConfig
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
@@ -68,12 +69,14 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
     async def scenario() -> Any:
         config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1",
                                          "auto.create.topics.enable": "true"})
-        apis = KafkaApis(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
-                         admin_manager=blocking, group_offsets=blocking, producer_ids=blocking,  # type: ignore[arg-type]
-                         config_admin=None,  # type: ignore[arg-type]
-                         topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
-                         broker_epoch=lambda: 0, cluster_id="c", loop=asyncio.get_running_loop(),
-                         metrics=None, listener_name="PLAINTEXT")  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        operations = BrokerOperations(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
+                                      admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
+                                      topic_purgatory=None, loop=loop)  # type: ignore[arg-type]
+        apis = KafkaApis(config, operations=operations, group_offsets=blocking,  # type: ignore[arg-type]
+                         config_admin=None, topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
+                         broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
+                         listener_name="GRPC")
         try:
             return await asyncio.wait_for(call(apis), 20 * DEADLINE_S)
         except TimeoutError:
