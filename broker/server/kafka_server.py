@@ -208,15 +208,17 @@ class KafkaServer:
             admin_manager=AdminManager(config, zk, topic_configs),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop)
+        config_admin = ConfigAdmin(config, zk, topic_configs)
         apis = functools.partial(
             KafkaApis,
             config, operations=operations, group_offsets=ZkGroupOffsets(zk, metadata_cache),
-            config_admin=ConfigAdmin(config, zk, topic_configs),
+            config_admin=config_admin,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
         kafka_context = functools.partial(
-            KafkaContext, config, operations, topic_configs, zk.get_topic_config, cluster_id, self.metrics)
+            KafkaContext, config, operations, topic_configs, zk.get_topic_config, cluster_id, self.metrics,
+            config_admin=config_admin)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
