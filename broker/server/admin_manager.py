@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from broker.server.config import KafkaConfig
-from broker.server.topic_config import TopicConfigs
+from broker.server.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
 from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
-from zk.client import KafkaZkClient
+from zk import paths
+from zk.client import JUTE_MAX_BUFFER, KafkaZkClient, request_size
 from zk.paths import TopicAssignment, validate_topic
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ class AdminManager:
             try:
                 results.append(self._create_topic(topic, validate_only, view))
             except KafkaError as e:
+                logger.info("Error processing create topic request for topic %s: %s (%s)",
+                            topic.name, e.message, e.code.name)
                 results.append(CreateTopicResult(topic.name, e.code, e.message))
         return results
 
@@ -112,7 +115,7 @@ class AdminManager:
         validate_topic(topic.name)
         _check_no_collision(topic.name, view.topics)
         configs = _config_overrides(topic.configs)
-        self._topic_configs.validate(configs)
+        topic_config = self._topic_configs.validate(configs)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise KafkaError("Both numPartitions or replicationFactor and replicasAssignments were set."
@@ -126,8 +129,11 @@ class AdminManager:
                 raise KafkaError(f"Number of partitions {partitions} is larger than {MAX_PARTITIONS}.",
                                  ErrorCode.INVALID_PARTITIONS)
             assignment = assign_replicas_to_brokers(partitions, replication_factor, view.live_brokers)
+        _check_min_insync_replicas(configs, topic_config.min_insync_replicas, len(next(iter(assignment.values()))))
+        topic_assignment = TopicAssignment.of(topic.name, assignment)
+        _check_fits_a_znode(topic_assignment)
         if not validate_only:
-            self._zk.create_topic(TopicAssignment.of(topic.name, assignment), configs)
+            self._zk.create_topic(topic_assignment, configs)
             view.created.add(topic.name)
             logger.info("Created topic %s with partition assignment %s", topic.name, assignment)
         return CreateTopicResult(topic.name, ErrorCode.NONE, num_partitions=len(assignment),
@@ -192,6 +198,27 @@ def _validate_assignment(assignments: Sequence[tuple[int, Sequence[int]]],
     if unknown:
         raise invalid(f"Unknown broker(s) in replica assignment: {unknown}")
     return assignment
+
+
+def _check_min_insync_replicas(overrides: dict[str, str], min_insync_replicas: int, replication_factor: int) -> None:
+    """A topic's own min.insync.replicas above its replication factor fails every acks=all write: refused as
+    Kafka 3 does (a broker-wide default is left alone, as it applies to topics of every size)."""
+    if MIN_INSYNC_REPLICAS in overrides and min_insync_replicas > replication_factor:
+        raise KafkaError(
+            f"Invalid value {overrides[MIN_INSYNC_REPLICAS]} for configuration {MIN_INSYNC_REPLICAS}: it is larger"
+            f" than the replication factor {replication_factor}, so no acks=all write could ever succeed",
+            ErrorCode.INVALID_CONFIG)
+
+
+def _check_fits_a_znode(assignment: TopicAssignment) -> None:
+    """Refuse an assignment ZooKeeper cannot store (the server drops a connection sending more than jute.maxbuffer)."""
+    path = paths.topic_path(assignment.topic)
+    size = request_size(path, paths.encode_topic_assignment(assignment))
+    if size > JUTE_MAX_BUFFER:
+        raise KafkaError(
+            f"Topic {assignment.topic} cannot be created: writing its assignment to {path} takes a {size}-byte"
+            f" ZooKeeper request, more than jute.maxbuffer ({JUTE_MAX_BUFFER} bytes); use fewer partitions or"
+            f" a smaller replication factor", ErrorCode.POLICY_VIOLATION)
 
 
 def _check_no_collision(topic: str, existing: set[str]) -> None:
