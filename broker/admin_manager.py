@@ -48,6 +48,16 @@ class CreateTopicResult:
 
 
 @dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """A CreatePartitions entry: raise `topic` to `count` partitions; `assignments` (one broker list per new
+    partition) replaces the broker's own assignment."""
+
+    topic: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteTopicResult:
     name: str
     error: ErrorCode
@@ -133,6 +143,65 @@ class AdminManager:
         return CreateTopicResult(topic.name, ErrorCode.NONE, num_partitions=len(assignment),
                                  replication_factor=len(assignment[0]))
 
+    def create_partitions(self, requests: Sequence[NewPartitions], validate_only: bool) -> list[CreateTopicResult]:
+        """Kafka's ZkAdminManager.createPartitions: each topic's new assignment is written to its znode; the
+        controller sees the change (PartitionModifications) and creates the new partitions. A result's
+        num_partitions is the topic's new count, what a DelayedCreateTopics waits for."""
+        duplicates = {name for name, count in Counter(r.topic for r in requests).items() if count > 1}
+        view = _ClusterView(self._zk)
+        results = []
+        for request in requests:
+            if request.topic in duplicates:
+                results.append(CreateTopicResult(
+                    request.topic, ErrorCode.INVALID_REQUEST,
+                    f"Create partitions request contains multiple entries for the topic {request.topic}"))
+                continue
+            try:
+                results.append(self._create_partitions(request, validate_only, view))
+            except KafkaError as e:
+                results.append(CreateTopicResult(request.topic, e.code, e.message))
+        return results
+
+    def _create_partitions(self, request: NewPartitions, validate_only: bool, view: _ClusterView) -> CreateTopicResult:
+        topic = request.topic
+        existing = self._zk.get_topic_assignment(topic)
+        if existing is None:
+            raise KafkaError(f"The topic '{topic}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if any(a.is_being_reassigned for a in existing.partitions.values()):
+            # The controller rewrites this znode while it reassigns: two writers would lose one's change.
+            raise KafkaError(f"A partition reassignment is in progress for the topic '{topic}'.",
+                             ErrorCode.REASSIGNMENT_IN_PROGRESS)
+        if self._zk.is_topic_marked_for_deletion(topic):
+            raise KafkaError(f"The topic '{topic}' is queued for deletion.", ErrorCode.INVALID_TOPIC_EXCEPTION)
+        old_count = len(existing.partitions)
+        increment = request.count - old_count
+        if increment < 0:
+            raise KafkaError(f"Topic currently has {old_count} partitions, which is higher than the requested"
+                             f" {request.count}.", ErrorCode.INVALID_PARTITIONS)
+        if increment == 0:
+            raise KafkaError(f"Topic already has {old_count} partitions.", ErrorCode.INVALID_PARTITIONS)
+        if request.count > MAX_PARTITIONS:
+            raise KafkaError(f"Number of partitions {request.count} is larger than {MAX_PARTITIONS}.",
+                             ErrorCode.INVALID_PARTITIONS)
+        partition0 = existing.replicas(0)
+        if request.assignments is not None:
+            added = _validate_new_partitions(request.assignments, increment, len(partition0), old_count,
+                                             view.live_brokers)
+        else:
+            # AdminZkClient.createNewPartitionsAssignment: continue the round robin where partition 0's leader
+            # sits in the broker list, numbering from the current count.
+            brokers = view.live_brokers
+            start_index = next((i for i, b in enumerate(brokers) if b >= partition0[0]), 0)
+            added = assign_replicas_to_brokers(increment, len(partition0), brokers, fixed_start_index=start_index,
+                                               start_partition_id=old_count)
+        if not validate_only:
+            combined = {p: list(existing.replicas(p)) for p in existing.partitions} | added
+            logger.info("Creating %d partitions for '%s' with the following replica assignment: %s.", increment,
+                        topic, added)
+            self._zk.set_topic_partitions(TopicAssignment.of(topic, combined))
+        return CreateTopicResult(topic, ErrorCode.NONE, num_partitions=request.count,
+                                 replication_factor=len(partition0))
+
     def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
         if not self._config.delete_topic_enable:
             # Kafka 2.x's TOPIC_DELETION_DISABLED is answered as older versions did.
@@ -192,6 +261,34 @@ def _validate_assignment(assignments: Sequence[tuple[int, Sequence[int]]],
     if unknown:
         raise invalid(f"Unknown broker(s) in replica assignment: {unknown}")
     return assignment
+
+
+def _validate_new_partitions(assignments: Sequence[Sequence[int]], increment: int, replication_factor: int,
+                             first_partition: int, live_brokers: Sequence[int]) -> dict[int, list[int]]:
+    """CreatePartitions' explicit assignment, as ZkAdminManager and AdminZkClient.validateReplicaAssignment
+    check it."""
+    unknown = sorted({b for replicas in assignments for b in replicas} - set(live_brokers))
+    if unknown:
+        raise KafkaError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
+                         ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    if len(assignments) != increment:
+        raise KafkaError(f"Increasing the number of partitions by {increment} but {len(assignments)} assignments"
+                         " provided.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    added = {first_partition + i: list(replicas) for i, replicas in enumerate(assignments)}
+    for partition, replicas in added.items():
+        if not replicas:
+            raise KafkaError(f"Cannot have replication factor of 0 for partition id {partition}.",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError("Duplicate brokers not allowed in replica assignment: "
+                             f"{', '.join(map(str, replicas))} for partition id {partition}.",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    bad = {p: len(r) for p, r in added.items() if len(r) != replication_factor}
+    if bad:
+        raise KafkaError(f"Inconsistent replication factor between partitions, partition 0 has {replication_factor}"
+                         f" while partitions [{', '.join(map(str, bad))}] have replication factors"
+                         f" [{', '.join(map(str, bad.values()))}], respectively.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return added
 
 
 def _check_no_collision(topic: str, existing: set[str]) -> None:

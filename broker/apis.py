@@ -22,9 +22,10 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from broker.admin_manager import AdminManager, CreateTopicResult, NewTopic
+from broker.admin_manager import AdminManager, CreateTopicResult, NewPartitions, NewTopic
 from broker.config import KafkaConfig
 from broker.delayed_create_topics import DelayedCreateTopics
+from broker.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.delayed_produce import ProducePartitionResponse
 from broker.fetcher_protocol import BrokerEndPoint
@@ -264,6 +265,34 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                                               offset=offset, leader_epoch=epoch)
         return response
 
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
+        requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
+                     for p in t.partitions]
+        duplicates = _duplicates(tp for tp, _ in requested)
+        answers: dict[TopicPartition, tuple[int, ErrorCode]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, offset in requested:
+            if tp in duplicates:
+                answers[tp] = (-1, ErrorCode.INVALID_REQUEST)
+            elif not self._metadata_cache.contains(tp):
+                answers[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                offsets[tp] = offset
+        if offsets:
+            completion: _Completion[dict[TopicPartition, DeleteRecordsPartitionStatus]] = self._completion()
+            # Off the event loop: the leader writes its log-start-offset-checkpoint (an fsync) before waiting.
+            await asyncio.to_thread(self._replica_manager.delete_records, request.timeout_ms, offsets, completion)
+            for tp, status in (await completion.future).items():
+                answers[tp] = (status.low_watermark, status.error)
+        response = pb.DeleteRecordsResponse()
+        for topic, partitions in _group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
+            topic_response = response.topics.add(name=topic)
+            for index, (low_watermark, error) in dict(partitions).items():
+                topic_response.partitions.add(partition_index=index, low_watermark=low_watermark, error_code=error)
+        return response
+
     # ------------------------------------------------------------------ Metadata
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
@@ -317,17 +346,34 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             for t in request.topics
         ]
         results = await asyncio.to_thread(self._admin_manager.create_topics, topics, request.validate_only)
-        if (request.timeout_ms > 0 and not request.validate_only
-                and any(r.error is ErrorCode.NONE for r in results)):
-            completion: _Completion[list[CreateTopicResult]] = self._completion()
-            delayed = DelayedCreateTopics(request.timeout_ms, results, self._metadata_cache, completion)
-            self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
-            results = await completion.future
+        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
         response = pb.CreateTopicsResponse()
         for r in results:
             response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
                                 num_partitions=r.num_partitions, replication_factor=r.replication_factor)
         return response
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
+                               context: Context) -> pb.CreatePartitionsResponse:
+        requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
+                    for t in request.topics]
+        results = await asyncio.to_thread(self._admin_manager.create_partitions, requests, request.validate_only)
+        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
+        response = pb.CreatePartitionsResponse()
+        for r in results:
+            response.results.add(name=r.name, error_code=r.error, error_message=r.message)
+        return response
+
+    async def _await_leaders(self, results: list[CreateTopicResult], timeout_ms: int,
+                             validate_only: bool) -> list[CreateTopicResult]:
+        """Kafka's DelayedCreatePartitions: answer once every partition written has a leader here, or at
+        the timeout."""
+        if timeout_ms <= 0 or validate_only or not any(r.error is ErrorCode.NONE for r in results):
+            return results
+        completion: _Completion[list[CreateTopicResult]] = self._completion()
+        delayed = DelayedCreateTopics(timeout_ms, results, self._metadata_cache, completion)
+        self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
+        return await completion.future
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
         results = await asyncio.to_thread(self._admin_manager.delete_topics, list(request.topic_names))

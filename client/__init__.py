@@ -5,7 +5,7 @@ RecordBatch v2 bytes (broker/log/record.py), the only part of the broker this
 package uses.
 """
 
-from client.admin import Admin, ClusterDescription, NewTopic, PartitionInfo, TopicDescription
+from client.admin import Admin, ClusterDescription, NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from client.consumer import Consumer
 from client.errors import (
     CorruptMessageError,
@@ -49,6 +49,7 @@ __all__ = [
     "KafkaStorageError",
     "KafkaTimeoutError",
     "MessageTooLargeError",
+    "NewPartitions",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",

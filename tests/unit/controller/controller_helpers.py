@@ -287,6 +287,12 @@ class FakeZk:
     def watch_topics(self, callback: Any) -> Any:
         return self._watch("topics", callback)
 
+    def watch_topic_assignment(self, topic: str, callback: Any) -> Any:
+        return self._watch(f"topics/{topic}", callback)
+
+    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
+        return self.topics.get(topic)
+
     def watch_isr_change_notifications(self, callback: Any) -> Any:
         return self._watch("isr_change_notification", callback)
 
