@@ -184,7 +184,7 @@ class Admin:
                         elif error_for(p.error_code).retriable:
                             retry[tp] = offsets[tp]
                         else:
-                            results[tp] = error_for(p.error_code, f"{tp}: {ErrorCode(p.error_code).name}")
+                            results[tp] = error_for(p.error_code)
             pending = retry
             if pending:
                 if self._now_ms() + self._retry_backoff_ms >= deadline:
@@ -209,7 +209,7 @@ class Admin:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             leader = cluster.leader_for(tp)
             if code != ErrorCode.NONE and not error_for(code).retriable:
-                results[tp] = error_for(code, f"{tp}: {ErrorCode(code).name}")
+                results[tp] = error_for(code)
             elif leader is None:
                 retry[tp] = offset
             else:
