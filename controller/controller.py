@@ -22,7 +22,9 @@ Leadership moves back to the preferred replicas on request
 auto.leader.rebalance.enable, whenever a broker's leader imbalance passes
 leader.imbalance.per.broker.percentage. Partitions move to other brokers on
 request (/admin/reassign_partitions, `minibroker reassign-partitions`:
-controller/reassignment_manager.py).
+controller/reassignment_manager.py). Partitions an admin adds to a topic's
+znode (CreatePartitions) are created as a new topic's are; an ElectLeaders
+request (controller/server.py) elects preferred or, unclean, out-of-ISR leaders.
 
 Every controller write to ZooKeeper is fenced by the controller epoch's znode
 version. When one fails (ControllerMovedError) a newer controller exists: this

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_cli import minibroker, ok
+from test_cli import data_dir, minibroker, ok  # noqa: F401 (data_dir: a fixture)
 
 from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from client import Consumer, OffsetOutOfRangeError, Producer, TopicPartition
@@ -183,3 +183,29 @@ def test_unclean_election_brings_back_a_partition_with_no_live_isr_member(
     got = consume(follower.address, [tp], 5)
     assert got == [(0, offset) for offset in range(5)]
     assert ok(*election, "--election-type", "unclean") == "Valid replica already elected for partitions stale-0\n"
+
+
+def test_topics_with_overrides_and_perf_payload_file(data_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    d = ("--data-dir", str(data_dir))
+    bootstrap = ok("cluster", "up", *d, "--brokers", "1", "--controllers", "1").strip()
+    ok("topics", *d, "--create", "--topic", "plain", "--partitions", "1")
+    ok("topics", *d, "--create", "--topic", "tuned", "--partitions", "2", "--config", "retention.ms=600000")
+    assert ok("topics", *d, "--describe", "--topics-with-overrides") == \
+        "Topic: tuned\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=600000\n"
+    # The overrides are read from ZooKeeper: --bootstrap-server alone cannot know them, and says so.
+    blind = minibroker("topics", "--bootstrap-server", bootstrap, "--describe", "--topics-with-overrides")
+    assert blind.returncode == 1 and "--topics-with-overrides needs --data-dir" in blind.stdout
+
+    payloads = tmp_path / "payloads.txt"
+    payloads.write_text("alpha\nbeta\ngamma\n")
+    produced = ok("perf", "produce", *d, "--topic", "payloads", "--num-records", "30", "--payload-file",
+                  str(payloads), "--throughput", "-1", "--producer-props", "acks=1")
+    assert f"Reading payloads from: {payloads}\nNumber of messages read: 3\n" in produced
+    assert "30 records sent" in produced
+    consumed = ok("console-consumer", *d, "--topic", "payloads", "--from-beginning", "--max-messages", "30")
+    values = consumed.splitlines()
+    assert len(values) == 30 and set(values) <= {"alpha", "beta", "gamma"} and len(set(values)) > 1
+    assert ok("get-offsets", *d, "--topic", "payloads") == "payloads:0:30\n"
+    both = minibroker("perf", "produce", *d, "--topic", "payloads", "--num-records", "1", "--record-size", "10",
+                      "--payload-file", str(payloads), "--throughput", "-1")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
