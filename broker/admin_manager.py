@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from broker.config import KafkaConfig
 from broker.topic_config import TopicConfigs
@@ -64,6 +65,9 @@ class DeleteTopicResult:
     message: str = ""
 
 
+_Request = TypeVar("_Request", NewTopic, NewPartitions)
+
+
 @dataclass(slots=True)
 class _ClusterView:
     """ZooKeeper reads one request shares, made only if some topic needs them."""
@@ -93,19 +97,24 @@ class AdminManager:
         self._topic_configs = topic_configs
 
     def create_topics(self, topics: Sequence[NewTopic], validate_only: bool) -> list[CreateTopicResult]:
-        duplicates = {name for name, count in Counter(t.name for t in topics).items() if count > 1}
+        return self._each_topic(topics, [t.name for t in topics], "Create topics",
+                                lambda topic, view: self._create_topic(topic, validate_only, view))
+
+    def _each_topic(self, requests: Sequence[_Request], names: Sequence[str], what: str,
+                    create: Callable[[_Request, _ClusterView], CreateTopicResult]) -> list[CreateTopicResult]:
+        """One result per request, in order: a topic named twice is INVALID_REQUEST, a KafkaError its code."""
+        duplicates = {name for name, count in Counter(names).items() if count > 1}
         view = _ClusterView(self._zk)
         results = []
-        for topic in topics:
-            if topic.name in duplicates:
+        for request, name in zip(requests, names, strict=True):
+            if name in duplicates:
                 results.append(CreateTopicResult(
-                    topic.name, ErrorCode.INVALID_REQUEST,
-                    f"Create topics request contains multiple entries for the topic {topic.name}"))
+                    name, ErrorCode.INVALID_REQUEST, f"{what} request contains multiple entries for the topic {name}"))
                 continue
             try:
-                results.append(self._create_topic(topic, validate_only, view))
+                results.append(create(request, view))
             except KafkaError as e:
-                results.append(CreateTopicResult(topic.name, e.code, e.message))
+                results.append(CreateTopicResult(name, e.code, e.message))
         return results
 
     def auto_create_topic(self, topic: str) -> ErrorCode:
@@ -147,20 +156,8 @@ class AdminManager:
         """Kafka's ZkAdminManager.createPartitions: each topic's new assignment is written to its znode; the
         controller sees the change (PartitionModifications) and creates the new partitions. A result's
         num_partitions is the topic's new count, what a DelayedCreateTopics waits for."""
-        duplicates = {name for name, count in Counter(r.topic for r in requests).items() if count > 1}
-        view = _ClusterView(self._zk)
-        results = []
-        for request in requests:
-            if request.topic in duplicates:
-                results.append(CreateTopicResult(
-                    request.topic, ErrorCode.INVALID_REQUEST,
-                    f"Create partitions request contains multiple entries for the topic {request.topic}"))
-                continue
-            try:
-                results.append(self._create_partitions(request, validate_only, view))
-            except KafkaError as e:
-                results.append(CreateTopicResult(request.topic, e.code, e.message))
-        return results
+        return self._each_topic(requests, [r.topic for r in requests], "Create partitions",
+                                lambda request, view: self._create_partitions(request, validate_only, view))
 
     def _create_partitions(self, request: NewPartitions, validate_only: bool, view: _ClusterView) -> CreateTopicResult:
         topic = request.topic

@@ -129,6 +129,9 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError('Option "[if-exists]" can only be used with option "[alter],[describe],[delete]"')
     if args.topics_with_overrides and not args.describe:
         raise UsageError('Option "[topics-with-overrides]" can only be used with option "[describe]"')
+    if args.topics_with_overrides and (args.under_replicated_partitions or args.unavailable_partitions):
+        raise UsageError('Option "[topics-with-overrides]" can\'t be used with option'
+                         ' "[under-replicated-partitions],[unavailable-partitions]"')
     if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
         raise UsageError('Option "[under-replicated-partitions],[unavailable-partitions]" can only be used with'
                          ' option "[describe]"')

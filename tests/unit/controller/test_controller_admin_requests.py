@@ -3,17 +3,15 @@ znode (Kafka's processPartitionModifications) and ElectLeaders, preferred and un
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, controller_config, state
+from controller_helpers import FakeChannelManager, FakeZk, broker, started_controller, state
 
-from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
-from controller.events import BrokerChange, PartitionModifications, ReplicaLeaderElection, Startup, TopicChange
+from controller.events import BrokerChange, PartitionModifications, ReplicaLeaderElection
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
-from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER, TopicAssignment
 
 P0 = TopicPartition("orders", 0)
@@ -33,13 +31,7 @@ def channels() -> FakeChannelManager:
 
 
 def start(zk: FakeZk, channels: FakeChannelManager) -> KafkaController:
-    controller = KafkaController(
-        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
-    )
-    controller.process(Startup())
-    controller.process(TopicChange())
-    channels.sent.clear()
-    return controller
+    return started_controller(zk, channels)
 
 
 def test_each_topic_znode_is_watched_while_active(zk: FakeZk, channels: FakeChannelManager) -> None:
