@@ -352,7 +352,8 @@ class ReplicaManager:
     def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int],
                        response_callback: DeleteRecordsResponseCallback) -> None:
         """Kafka's deleteRecords: each leader moves its log start offset to the offset (-1: its high
-        watermark); the answer waits until the low watermark reaches it on every in-sync replica."""
+        watermark); the answer waits until the low watermark reaches it on every in-sync replica. Writes the
+        log-start-offset-checkpoint (an fsync) before returning: call it off an event loop."""
         status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
         for tp, offset in offsets.items():
             try:
