@@ -22,7 +22,7 @@ from minibroker.commands.client_options import UsageError, add_cluster_options, 
 _NAMED_TIMES = {"latest": -1, "earliest": -2}
 
 
-class _TerseError(Exception):
+class TerseError(Exception):
     """Kafka's TerseException: `Error occurred: <message>`, exit 1."""
 
 
@@ -52,7 +52,7 @@ def parse_time(text: str) -> int:
     except ValueError:
         value = -3
     if value < -2:
-        raise _TerseError(f"Malformed time argument {text}. Please use -1 or latest / -2 or earliest, or a specified"
+        raise TerseError(f"Malformed time argument {text}. Please use -1 or latest / -2 or earliest, or a specified"
                           " long format timestamp")
     return value
 
@@ -63,7 +63,7 @@ def parse_partitions(text: str | None) -> set[int]:
     try:
         return {int(p) for p in text.split(",")}
     except ValueError:
-        raise _TerseError(f"--partitions expects a comma separated list of numeric partition ids, but received:"
+        raise TerseError(f"--partitions expects a comma separated list of numeric partition ids, but received:"
                           f" {text}") from None
 
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             pattern = re.compile(args.topic or ".*")
         except re.error as e:
-            raise _TerseError(f"Invalid topic regular expression {args.topic!r}: {e}") from None
+            raise TerseError(f"Invalid topic regular expression {args.topic!r}: {e}") from None
         servers = bootstrap_servers(args)
         with Admin(servers, client_id="GetOffsetShell") as admin:
             descriptions = admin.describe_topics(None)
@@ -82,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
                       if pattern.fullmatch(d.name) and not (args.exclude_internal_topics and d.is_internal)
                       for p in d.partitions if not wanted or p.partition in wanted]
         if not partitions:
-            raise _TerseError("Could not match any topic-partitions with the specified filters")
+            raise TerseError("Could not match any topic-partitions with the specified filters")
         for tp, offset in sorted(_offsets(servers, partitions, timestamp).items(), key=lambda item: str(item[0])):
             print(f"{tp.topic}:{tp.partition}:{offset}")
-    except (_TerseError, UsageError, KafkaError) as e:
+    except (TerseError, UsageError, KafkaError) as e:
         print(f"Error occurred: {e}", file=sys.stderr)
         return 1
     return 0
