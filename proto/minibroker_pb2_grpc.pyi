@@ -23,14 +23,15 @@ Record data (Produce, Fetch) is always raw Kafka RecordBatch v2 bytes
 (broker/log/record.py), one or more whole batches back to back, exactly the
 bytes that sit in the log.
 
-Authorization of cluster actions: every KafkaCluster and KafkaController call,
-and Fetch / ListOffsets with replica_id >= 0, must carry the shared cluster
-credential (broker config `cluster.credential`) as gRPC metadata under the key
-`x-cluster-credential` (proto/auth.py: CLUSTER_CREDENTIAL_METADATA_KEY). It is
-not a message field so that it never ends up in logs or dumps of requests. A
-call without it, or with a wrong one, is answered with error_code
-CLUSTER_AUTHORIZATION_FAILED (31), as Kafka answers a missing ClusterAction
-ACL.
+Authorization of cluster actions: every KafkaCluster call, KafkaController's
+ControlledShutdown, and Fetch / ListOffsets with replica_id >= 0, must carry
+the shared cluster credential (broker config `cluster.credential`) as gRPC
+metadata under the key `x-cluster-credential` (proto/auth.py:
+CLUSTER_CREDENTIAL_METADATA_KEY). It is not a message field so that it never
+ends up in logs or dumps of requests. A call without it, or with a wrong one,
+is answered with error_code CLUSTER_AUTHORIZATION_FAILED (31), as Kafka
+answers a missing ClusterAction ACL. KafkaController's ElectLeaders is an
+admin request, like CreateTopics, and needs none.
 
 Generated code is committed next to this file (minibroker_pb2.py,
 minibroker_pb2_grpc.py and their .pyi stubs); regenerate it with
