@@ -13,7 +13,7 @@ import pytest
 from test_cli import data_dir, minibroker, ok  # noqa: F401 (data_dir: a fixture)
 
 from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from client import Consumer, OffsetOutOfRangeError, Producer, TopicPartition
+from client import Admin, Consumer, OffsetOutOfRangeError, Producer, TopicPartition
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -171,8 +171,12 @@ def test_unclean_election_brings_back_a_partition_with_no_live_isr_member(
     leader.process.signal(signal.SIGKILL)
     leader.process.wait(30)
     follower = start_broker(2)
+    # The controller has seen broker 2 come back once broker 2 has heard from it (UpdateMetadata).
+    with Admin(follower.address) as admin:
+        wait_until(lambda: [b.node_id for b in admin.describe_cluster().brokers] == [2], timeout=30,
+                   message="the controller to count broker 2 live")
     # The last ISR member is dead: the partition stays offline with a stale replica alive.
-    wait_until(lambda: state() == (-1, (1,)), timeout=30, message="the partition to be offline")
+    assert state() == (-1, (1,))
     election = ("leader-election", "--zookeeper", zk_connect, "--topic", "stale", "--partition", "0")
     preferred = minibroker(*election, "--election-type", "preferred")
     assert preferred.returncode == 1 and state()[0] == -1
