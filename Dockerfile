@@ -27,16 +27,18 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
 
-# Dependencies first, from pyproject.toml alone: editing the code does not re-download them.
+# Dependencies first, from pyproject.toml alone: editing the code does not re-download them. The core's and
+# the `audit` extra's (the compose file's `audit` service runs `minibroker audit` in this image).
 COPY pyproject.toml /src/pyproject.toml
 RUN python3 -m venv /opt/minibroker \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+ && python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["audit"]))' \
         > /tmp/requirements.txt \
  && /opt/minibroker/bin/pip install -q -r /tmp/requirements.txt "setuptools>=68" wheel \
  && rm /tmp/requirements.txt
 
-# Extras of the project to install too (e.g. PIP_EXTRAS=test for the test tools).
-ARG PIP_EXTRAS=""
+# Extras of the project to install (comma-separated; e.g. PIP_EXTRAS=audit,test for the test tools too).
+ARG PIP_EXTRAS="audit"
 COPY . /src
 # The build backend is in the venv already: a code change rebuilds offline, in seconds.
 RUN /opt/minibroker/bin/pip install -q --no-build-isolation "/src${PIP_EXTRAS:+[$PIP_EXTRAS]}" \

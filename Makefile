@@ -10,6 +10,7 @@ demo: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 # The suite (unit and integration tests on local processes), then the docker-compose system test,
 # which prepares a container runtime where it can and says loudly that it did not run where it cannot.

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.log.record import CompressionType, ProducerRecord, build_batch
+from common.record import CompressionType, ProducerRecord, build_batch
 from proto.types import TopicPartition
 
 CODECS = (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD, CompressionType.GZIP)

@@ -28,12 +28,12 @@ from typing import Any
 
 import grpc
 
-from broker.log.record import CompressionType, ProducerRecord, build_batch, decode_records
 from client.accumulator import RecordAccumulator
 from client.fetcher import parse_records
 from client.metadata import ClusterMetadata
 from client.producer import Producer
 from client.structs import BrokerMetadata, PartitionMetadata
+from common.record import CompressionType, ProducerRecord, build_batch, decode_records
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.types import TopicPartition

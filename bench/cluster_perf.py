@@ -4,7 +4,7 @@
         [--producer-props acks=1 linger.ms=5 batch.size=262144] [--skip-defaults]
 
 Brings up ZooKeeper, one controller and one broker in a temporary data dir
-(minibroker.local_cluster, as `minibroker cluster up` does), then:
+(minibroker.local.cluster, as `minibroker cluster up` does), then:
 
   1. `minibroker perf produce` (subprocess, Kafka's producer perf test) with the
      producer's defaults and with the given producer props, each to a fresh
@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from broker.log.record import ProducerRecord, build_batch  # noqa: E402
 from client import Admin, NewTopic  # noqa: E402
 from client.connection import channel_options  # noqa: E402
-from minibroker.local_cluster import LocalCluster  # noqa: E402
+from common.record import ProducerRecord, build_batch  # noqa: E402
+from minibroker.local.cluster import LocalCluster  # noqa: E402
 from proto import minibroker_pb2 as pb  # noqa: E402
 from proto import minibroker_pb2_grpc as pb_grpc  # noqa: E402
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.record import HEADER_SIZE, ProducerRecord, build_batch
-from broker.malloc import tune_malloc
+from broker.server.malloc import tune_malloc
+from common.record import HEADER_SIZE, ProducerRecord, build_batch
 
 RECORD_VALUE = 100
 FETCH_MAX_BYTES = 1 << 20

@@ -46,9 +46,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.record import ProducerRecord, build_batch
 from client import Admin, NewTopic
-from minibroker.local_cluster import LocalCluster
+from common.record import ProducerRecord, build_batch
+from minibroker.local.cluster import LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 
@@ -137,7 +137,7 @@ def bench_recovery(batches: int) -> None:
 
 def log_events(log_file: Path, since: float) -> dict[str, float]:
     """Epoch seconds of the broker's start-up milestones logged at or after `since` (its log's local time)."""
-    marks = {"first log line": "starting (broker.server)",
+    marks = {"first log line": "starting (broker.server.kafka_server)",
              "old registration seen (waits for its session to expire)": "broker id ",
              "log recovery starts": "Log dir ", "logs loaded": "Loaded ", "listening": "Listening on "}
     found: dict[str, float] = {}

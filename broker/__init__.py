@@ -1,1 +1,29 @@
-"""minibroker: broker."""
+"""The broker (Kafka 2.x's kafka.server + kafka.cluster + kafka.log, ZooKeeper era), in layers.
+
+Each layer imports only those listed after it: api -> server -> replication, fetcher, purgatory -> log,
+and all of them -> common/, proto/, zk/. Never controller/ (tests/unit/test_import_contracts.py).
+
+Where the rules live:
+  High watermark     broker/replication/rules.py  leader_high_watermark (min LEO over the maximal ISR,
+                     forward only), follower_high_watermark (min(own LEO, leader HW)), and the
+                     min.insync.replicas checks (acks_all_append_allowed, acks_all_completion)
+  ISR                broker/replication/rules.py  shrink: out_of_sync_replicas (replica.lag.time.max.ms over
+                     lastCaughtUpTimeMs, caught_up_time_after_fetch); expand: is_follower_in_sync (HW and
+                     epoch start, KAFKA-7128); maximal_isr while a write is pending. The conditional ZooKeeper
+                     write: replication/partition.py + replication/partition_state_store.py
+  Truncation         broker/fetcher/truncation.py  where a follower truncates (OffsetsForLeaderEpoch, KIP-101/
+                     KIP-279, or its HW); the epoch cache it asks: broker/log/leader_epoch.py
+  Leader election    controller/election.py (the controller decides; a broker never elects)
+  File format        common/record.py  RecordBatch v2 byte for byte (shared with the client and the audit);
+                     broker/log/files.py  every file name on disk; log/segment.py, log/index.py (.index,
+                     .timeindex), log/checkpoint.py (checkpoint text), log/log.py (append, read, recovery)
+
+Packages:
+  log/          the partition log: segments, indexes, checkpoints, recovery, producer state, LogManager
+  replication/  Partition, Replica, the rules above, ReplicaManager (the partitions this broker hosts)
+  fetcher/      follower fetcher threads: one per (leader, fetcher id), truncation, the gRPC leader end
+  purgatory/    delayed operations: DelayedProduce (acks=all), DelayedFetch (long poll), DelayedCreateTopics
+  api/          request adapters: the gRPC KafkaApis today (grpc_apis.py); Kafka's wire protocol in api/kafka/
+  server/       the process: KafkaServer start-up, KafkaConfig, topic configs, scheduler, metrics,
+                MetadataCache, AdminManager, producer ids, group offsets
+"""

@@ -30,8 +30,8 @@ from typing import Protocol
 from kazoo.handlers.threading import KazooTimeoutError
 
 from chaos import netns
-from minibroker import cluster_network
-from minibroker.local_cluster import ClusterError, LocalCluster
+from minibroker.local import network as cluster_network
+from minibroker.local.cluster import ClusterError, LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 

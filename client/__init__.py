@@ -1,7 +1,7 @@
 """minibroker's Python client: Producer, Consumer and Admin, in kafka-python's shapes.
 
 Talks to brokers over gRPC (proto/minibroker.proto); records travel as Kafka
-RecordBatch v2 bytes (broker/log/record.py), the only part of the broker this
+RecordBatch v2 bytes (common/record.py), the only part of the broker this
 package uses.
 """
 

@@ -23,7 +23,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from broker.log.record import (
+from client.errors import KafkaTimeoutError
+from client.future import FutureRecordMetadata, ProduceRequestResult
+from client.metadata import ClusterMetadata
+from client.structs import Header
+from common.record import (
     HEADER_SIZE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -32,10 +36,6 @@ from broker.log.record import (
     assemble_batch,
     encode_record,
 )
-from client.errors import KafkaTimeoutError
-from client.future import FutureRecordMetadata, ProduceRequestResult
-from client.metadata import ClusterMetadata
-from client.structs import Header
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 

@@ -32,12 +32,11 @@ import grpc
 
 from client.retry import exponential_backoff_ms
 from client.structs import format_address
+from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode, KafkaError
 
 DEFAULT_PORT = 9092
-# Produce and Fetch carry whole record batches; gRPC's default cap is 4 MiB.
-MAX_MESSAGE_BYTES = 100 << 20
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -76,8 +75,7 @@ def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[str]:
 
 def channel_options(reconnect_backoff_ms: int, reconnect_backoff_max_ms: int) -> list[tuple[str, int]]:
     return [
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        *MESSAGE_SIZE_OPTIONS,
         ("grpc.initial_reconnect_backoff_ms", reconnect_backoff_ms),
         ("grpc.min_reconnect_backoff_ms", reconnect_backoff_ms),
         ("grpc.max_reconnect_backoff_ms", reconnect_backoff_max_ms),
@@ -88,7 +86,7 @@ _STATUS_ERRORS = {
     grpc.StatusCode.UNAVAILABLE: ErrorCode.NETWORK_EXCEPTION,
     grpc.StatusCode.CANCELLED: ErrorCode.NETWORK_EXCEPTION,
     grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.REQUEST_TIMED_OUT,
-    # gRPC's own size check: the request or response exceeded MAX_MESSAGE_BYTES.
+    # gRPC's own size check: the request or response exceeded common.limits.MAX_MESSAGE_BYTES.
     grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorCode.MESSAGE_TOO_LARGE,
     grpc.StatusCode.UNIMPLEMENTED: ErrorCode.UNSUPPORTED_VERSION,
     grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_REQUEST,

@@ -20,7 +20,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from broker.log.record import (
+from client.connection import ResponseFuture
+from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
+from client.metadata import Metadata
+from client.retry import FetchAction, fetch_action
+from client.structs import ConsumerRecord, OffsetAndTimestamp
+from client.subscription import SubscriptionState
+from common.record import (
     LOG_OVERHEAD,
     BatchHeader,
     decode_record_tuples,
@@ -28,12 +34,6 @@ from broker.log.record import (
     read_offset_and_length,
     validate_batch,
 )
-from client.connection import ResponseFuture
-from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
-from client.metadata import Metadata
-from client.retry import FetchAction, fetch_action
-from client.structs import ConsumerRecord, OffsetAndTimestamp
-from client.subscription import SubscriptionState
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for, invalidates_metadata
 from proto.types import TopicPartition

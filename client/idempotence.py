@@ -15,7 +15,7 @@ nothing is in flight, and sequences start again at 0.
 
 from __future__ import annotations
 
-from broker.log.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from common.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import grpc
 
-from broker.log.record import HEADER_SIZE, CompressionType, serialized_header_size
 from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator, RecordCallback
 from client.connection import ConnectionPool, parse_bootstrap_servers
 from client.errors import KafkaTimeoutError, MessageTooLargeError
@@ -26,6 +25,7 @@ from client.metadata import ClusterMetadata, Metadata
 from client.partitioner import DefaultPartitioner
 from client.sender import Sender
 from client.structs import Header
+from common.record import HEADER_SIZE, CompressionType, serialized_header_size
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 

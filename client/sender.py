@@ -23,13 +23,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from broker.log.record import CompressionType
 from client.accumulator import ProducerBatch, RecordAccumulator
 from client.connection import ResponseFuture
 from client.errors import KafkaTimeoutError
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.retry import ProduceAction, produce_decision
+from common.record import CompressionType
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
 

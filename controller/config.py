@@ -1,9 +1,8 @@
 """ControllerConfig: the controller process's configuration, with Kafka's key names and KafkaConfig's rules.
 
 The controller is a process of its own here, so it has its own (short) list of
-keys; everything else is the broker's: the .properties reader
-(broker/properties.py), the value types, validators and ConfigError messages
-(broker/config.py), unknown keys refused with a suggestion, secrets never
+keys; everything else is shared with the broker (common/config.py): the .properties
+reader, the value types, validators and ConfigError messages, unknown keys refused with a suggestion, secrets never
 printed. `controller.id` is ours (in Kafka the controller is a broker and uses
 broker.id); `controller.socket.timeout.ms` is Kafka's.
 """
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import (
+from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     ConfigError,
     Password,
@@ -25,8 +24,8 @@ from broker.config import (
     at_least,
     between,
     parse_endpoints,
-    parse_value,
     read_properties,
+    typed_values,
 )
 
 _REQUIRED: Any = object()
@@ -99,6 +98,13 @@ _KEYS = {
 }
 
 
+def _unknown_key(key: str, text: str) -> ConfigError:
+    close = difflib.get_close_matches(key, _KEYS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    # The value of an unknown key may be a misspelt secret: never printed.
+    return ConfigError(key, Password(text), f"not a controller configuration minibroker knows{hint}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ControllerConfig:
     # One field per key of _KEYS, named as the key with '.' -> '_'.
@@ -126,15 +132,7 @@ class ControllerConfig:
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> ControllerConfig:
-        values: dict[str, Any] = {}
-        for key, text in props.items():
-            spec = _KEYS.get(key)
-            if spec is None:
-                close = difflib.get_close_matches(key, _KEYS, n=1)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                # The value of an unknown key may be a misspelt secret: never printed.
-                raise ConfigError(key, Password(text), f"not a controller configuration minibroker knows{hint}")
-            values[key] = parse_value(key, spec.type, text.strip())
+        values = typed_values(props, _KEYS, _unknown_key)
         kwargs: dict[str, Any] = {}
         for key, spec in _KEYS.items():
             value = values.get(key, spec.default)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from broker.config import ConfigError, Type, parse_value
+from common.config import ConfigError, Type, parse_value
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext, PartitionAndReplica

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.config import ConfigError
+from common.config import ConfigError
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from controller.server import bind_controller_server, serve

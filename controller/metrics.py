@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from prometheus_client import Gauge
 
-from broker.metrics import MetricsEndpoint
+from common.metrics import MetricsEndpoint
 from controller.context import ControllerContext
 from controller.states import PartitionState
 

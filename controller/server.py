@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from broker.config import parse_endpoints
+from common.config import parse_endpoints
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from proto import minibroker_pb2 as pb

@@ -23,8 +23,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from broker.config import KafkaConfig, parse_endpoints
-from broker.properties import format_properties
+from broker.server.config import KafkaConfig
+from common.config import parse_endpoints
+from common.properties import format_properties
 from controller.config import ControllerConfig
 from minibroker.commands import health
 from zk.server import four_letter_word, server_command

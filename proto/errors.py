@@ -3,7 +3,18 @@
 Numbers and names are Kafka's (org.apache.kafka.common.protocol.Errors), so an
 operator's habits and grep patterns carry over. `retriable` and
 `invalid_metadata` follow Kafka's RetriableException / InvalidMetadataException
-split: a client retries the first kind and refreshes metadata for the second.
+split (the exception class of each code in Errors.java): a client retries the
+first kind and refreshes metadata for the second. Two deliberate departures,
+both about a broker that cannot be reached or has not caught up:
+BROKER_NOT_AVAILABLE is what a client makes of gRPC's UNAVAILABLE (Kafka's
+DisconnectException, retriable and a reason to refresh metadata), and
+UNKNOWN_LEADER_EPOCH also refreshes metadata, so a consumer that raced ahead
+of a broker looks again at who leads.
+
+Every code has its own exception class (`MessageTooLargeError`, ...), which is
+what `error_for` returns, so a caller can `except NotLeaderOrFollowerError` as
+with kafka-python or aiokafka; each class carries `code`, `retriable` and
+`invalid_metadata`.
 """
 
 from __future__ import annotations
@@ -67,6 +78,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_RECORD = 87
 
 
+# Kafka's RetriableException subclasses (InvalidMetadataException ones included).
 _RETRIABLE = frozenset(
     {
         ErrorCode.CORRUPT_MESSAGE,  # Kafka retries it: the bytes may have been damaged in flight
@@ -87,10 +99,13 @@ _RETRIABLE = frozenset(
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.OFFSET_NOT_AVAILABLE,
-        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.BROKER_NOT_AVAILABLE,  # see the module's docstring
     }
 )
 
+# Kafka's InvalidMetadataException subclasses.
 _INVALID_METADATA = frozenset(
     {
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -101,8 +116,10 @@ _INVALID_METADATA = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.LISTENER_NOT_FOUND,
         ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,  # see the module's docstring
+        ErrorCode.BROKER_NOT_AVAILABLE,  # see the module's docstring
     }
 )
 
@@ -119,7 +136,7 @@ class KafkaError(Exception):
     """An error that travels as a Kafka error code.
 
     Raised inside the broker where a request must fail with a precise code, and
-    by the client when a broker answered with one.
+    by the client when a broker answered with one (as the code's own subclass).
     """
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -148,27 +165,88 @@ class KafkaError(Exception):
         return text if text.startswith(name) else f"{name}: {text}"
 
 
+_CLASS_BY_CODE: dict[ErrorCode, type[KafkaError]] = {}
+
+
 def _error_class(code: ErrorCode) -> type[KafkaError]:
-    return type(code.name.title().replace("_", "") + "Error", (KafkaError,), {"code": code})
+    """The class of one code: MESSAGE_TOO_LARGE -> MessageTooLargeError, INVALID_TOPIC_EXCEPTION ->
+    InvalidTopicError, KAFKA_STORAGE_ERROR -> KafkaStorageError; its flags as class attributes."""
+    stem = code.name.removesuffix("_ERROR").removesuffix("_EXCEPTION")
+    name = stem.title().replace("_", "") + "Error"
+    cls = type(name, (KafkaError,), {
+        "__doc__": f"Kafka's {code.name} ({int(code)}).", "__module__": __name__, "code": code,
+        "retriable": is_retriable(code), "invalid_metadata": invalidates_metadata(code),
+    })
+    _CLASS_BY_CODE[code] = cls
+    return cls
 
 
-# One exception class per code (CorruptMessageError, OffsetOutOfRangeError, ...),
-# so callers can `except OffsetOutOfRangeError` as they would in a Kafka client.
-CorruptMessageError = _error_class(ErrorCode.CORRUPT_MESSAGE)
-InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
-MessageTooLargeError = _error_class(ErrorCode.MESSAGE_TOO_LARGE)
-RecordListTooLargeError = _error_class(ErrorCode.RECORD_LIST_TOO_LARGE)
+# One exception class per code, so callers can `except OffsetOutOfRangeError` as they would in a Kafka client.
+UnknownServerError = _error_class(ErrorCode.UNKNOWN_SERVER_ERROR)
 OffsetOutOfRangeError = _error_class(ErrorCode.OFFSET_OUT_OF_RANGE)
-UnsupportedCompressionTypeError = _error_class(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-UnsupportedForMessageFormatError = _error_class(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
-KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
+CorruptMessageError = _error_class(ErrorCode.CORRUPT_MESSAGE)
+UnknownTopicOrPartitionError = _error_class(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+InvalidFetchSizeError = _error_class(ErrorCode.INVALID_FETCH_SIZE)
+LeaderNotAvailableError = _error_class(ErrorCode.LEADER_NOT_AVAILABLE)
+NotLeaderOrFollowerError = _error_class(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+RequestTimedOutError = _error_class(ErrorCode.REQUEST_TIMED_OUT)
+BrokerNotAvailableError = _error_class(ErrorCode.BROKER_NOT_AVAILABLE)
+ReplicaNotAvailableError = _error_class(ErrorCode.REPLICA_NOT_AVAILABLE)
+MessageTooLargeError = _error_class(ErrorCode.MESSAGE_TOO_LARGE)
+StaleControllerEpochError = _error_class(ErrorCode.STALE_CONTROLLER_EPOCH)
+OffsetMetadataTooLargeError = _error_class(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+NetworkError = _error_class(ErrorCode.NETWORK_EXCEPTION)
+CoordinatorLoadInProgressError = _error_class(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+CoordinatorNotAvailableError = _error_class(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+NotCoordinatorError = _error_class(ErrorCode.NOT_COORDINATOR)
+InvalidTopicError = _error_class(ErrorCode.INVALID_TOPIC_EXCEPTION)
+RecordListTooLargeError = _error_class(ErrorCode.RECORD_LIST_TOO_LARGE)
+NotEnoughReplicasError = _error_class(ErrorCode.NOT_ENOUGH_REPLICAS)
+NotEnoughReplicasAfterAppendError = _error_class(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+InvalidRequiredAcksError = _error_class(ErrorCode.INVALID_REQUIRED_ACKS)
+IllegalGenerationError = _error_class(ErrorCode.ILLEGAL_GENERATION)
+ClusterAuthorizationFailedError = _error_class(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 InvalidTimestampError = _error_class(ErrorCode.INVALID_TIMESTAMP)
+UnsupportedVersionError = _error_class(ErrorCode.UNSUPPORTED_VERSION)
+TopicAlreadyExistsError = _error_class(ErrorCode.TOPIC_ALREADY_EXISTS)
+InvalidPartitionsError = _error_class(ErrorCode.INVALID_PARTITIONS)
+InvalidReplicationFactorError = _error_class(ErrorCode.INVALID_REPLICATION_FACTOR)
+InvalidReplicaAssignmentError = _error_class(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+InvalidConfigError = _error_class(ErrorCode.INVALID_CONFIG)
+NotControllerError = _error_class(ErrorCode.NOT_CONTROLLER)
+InvalidRequestError = _error_class(ErrorCode.INVALID_REQUEST)
+UnsupportedForMessageFormatError = _error_class(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
+PolicyViolationError = _error_class(ErrorCode.POLICY_VIOLATION)
+OutOfOrderSequenceNumberError = _error_class(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+DuplicateSequenceNumberError = _error_class(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+InvalidProducerEpochError = _error_class(ErrorCode.INVALID_PRODUCER_EPOCH)
+KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
+LogDirNotFoundError = _error_class(ErrorCode.LOG_DIR_NOT_FOUND)
+UnknownProducerIdError = _error_class(ErrorCode.UNKNOWN_PRODUCER_ID)
+ReassignmentInProgressError = _error_class(ErrorCode.REASSIGNMENT_IN_PROGRESS)
+ListenerNotFoundError = _error_class(ErrorCode.LISTENER_NOT_FOUND)
+FencedLeaderEpochError = _error_class(ErrorCode.FENCED_LEADER_EPOCH)
+UnknownLeaderEpochError = _error_class(ErrorCode.UNKNOWN_LEADER_EPOCH)
+UnsupportedCompressionTypeError = _error_class(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+StaleBrokerEpochError = _error_class(ErrorCode.STALE_BROKER_EPOCH)
+OffsetNotAvailableError = _error_class(ErrorCode.OFFSET_NOT_AVAILABLE)
+PreferredLeaderNotAvailableError = _error_class(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
+EligibleLeadersNotAvailableError = _error_class(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+ElectionNotNeededError = _error_class(ErrorCode.ELECTION_NOT_NEEDED)
+InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
+
+
+def error_class(code: ErrorCode) -> type[KafkaError]:
+    """The exception class of an error code (KafkaError itself for NONE, which is no error)."""
+    return _CLASS_BY_CODE.get(code, KafkaError)
 
 
 def error_for(code: int, message: str = "") -> KafkaError:
-    """The exception a client raises for an error code a broker answered with."""
+    """The exception a client raises for an error code a broker answered with: the code's own class."""
     try:
         known = ErrorCode(code)
     except ValueError:
         return KafkaError(f"unknown error code {code}: {message}")
-    return KafkaError(message, known)
+    if known not in _CLASS_BY_CODE:
+        return KafkaError(message, known)
+    return _CLASS_BY_CODE[known](message)

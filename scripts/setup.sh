@@ -33,9 +33,9 @@ fi
 # Reinstall only when the project's dependency list changed.
 stamp=.venv/.minibroker-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "setup: installing minibroker and its test extras into .venv" >&2
+    echo "setup: installing minibroker with all its extras and its test tools into .venv" >&2
     # pip's build chatter goes to a log, shown only when the install fails.
-    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[test]'; } \
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[all,test]'; } \
             > .venv/pip-install.log 2>&1; then
         cat .venv/pip-install.log >&2
         echo "setup: pip install failed (log above, also in .venv/pip-install.log)" >&2
@@ -45,4 +45,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # Bytecode for the project's own packages: an editable install has none, and with PYTHONDONTWRITEBYTECODE=1
 # every broker and controller start compiled all of them again (a quarter of its start-up CPU).
-.venv/bin/python -m compileall -q -j 0 broker client controller minibroker proto zk chaos spark_jobs >/dev/null
+.venv/bin/python -m compileall -q -j 0 common broker client controller minibroker proto zk chaos spark_jobs >/dev/null

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from broker.log.segment import LOG_FILE_SUFFIX
+from broker.log.files import LEADER_EPOCH_CHECKPOINT, LOG_FILE_SUFFIX, REPLICATION_OFFSET_CHECKPOINT
 
 # Every check's name, as it appears in findings (the report's `check` column).
 INVALID_BYTES = "invalid_bytes"
@@ -157,7 +156,7 @@ def file_problems(replica: Replica) -> Iterator[Finding]:
 
 
 def batch_integrity(replica: Replica) -> Iterator[Finding]:
-    """Every batch whole and valid (structure, CRC: broker/log/record.py's validate_batch), every file batches."""
+    """Every batch whole and valid (structure, CRC: common/record.py's validate_batch), every file batches."""
     sizes = {s["file"]: s["size"] for s in replica.segments}
     for batch in replica.batches:
         if batch.problem is not None and batch.base_offset is None:

@@ -10,7 +10,7 @@ walk segments in bounded chunks with broker.log.batch_scan and yield Arrow
 record batches. Three kinds of rows (`rows` option):
 
 - `batches` (default): one row per record batch, the header as
-  broker/log/record.py decodes it plus the CRC computed over the bytes; where a
+  common/record.py decodes it plus the CRC computed over the bytes; where a
   segment stops being batches, one row with `problem` set (Kafka's "invalid
   bytes at the end of the file").
 - `records`: one row per record (offset, timestamp, key, value size, headers),
@@ -34,21 +34,26 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from broker.log.batch_scan import scan_batches
-from broker.log.checkpoint import (
+from broker.log.checkpoint import CorruptCheckpointError, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from broker.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_FILE_SUFFIX,
+    DELETE_DIR_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_FILE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
     TMP_SUFFIX,
-    CorruptCheckpointError,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
 )
 from broker.log.index import decode_offset_index, decode_time_index
-from broker.log.log import CLEANED_FILE_SUFFIX
-from broker.log.manager import CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, META_PROPERTIES, parse_meta_properties
-from broker.log.producer_state import SNAPSHOT_SUFFIX
-from broker.log.record import (
+from broker.log.manager import parse_meta_properties
+from common.record import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -60,7 +65,6 @@ from broker.log.record import (
     decode_records,
     validate_batch,
 )
-from broker.log.segment import DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from proto.errors import KafkaError
 from proto.types import TopicPartition
 from spark_jobs.files import Location, list_dir, positional_reader, read_file

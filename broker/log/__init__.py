@@ -1,1 +1,16 @@
-"""minibroker: broker/log."""
+"""The partition log (Kafka 2.x's kafka.log): what is on disk and how it is read, written and recovered.
+
+  files.py           every file and directory name on disk (the audit reads them from here)
+  log.py             Log: one partition's segments; append as leader / follower, read, truncate, recovery
+  segment.py         LogSegment: one .log file with its .index and .timeindex
+  index.py           the sparse offset and time indexes (mmap, binary search)
+  batch_scan.py      walking RecordBatch headers in a file without decoding records
+  file_slice.py      a byte range of a segment handed to the transport (sendfile where it can)
+  leader_epoch.py    LeaderEpochFileCache: (epoch, start offset), OffsetsForLeaderEpoch's answers
+  checkpoint.py      Kafka's checkpoint text files, written atomically
+  producer_state.py  idempotent producers' sequence state and its .snapshot files
+  manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints
+  config.py          LogConfig: a topic's log settings
+  dump.py            kafka-dump-log's output for `minibroker dump-log`
+The record format itself (RecordBatch v2) is common/record.py: the client and the audit share it.
+"""

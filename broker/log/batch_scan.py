@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from broker.log.record import HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, parse_header
+from common.record import HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, parse_header
 
 # (position, size) -> up to `size` bytes from `position`; fewer only at the end of the file.
 ReadAt = Callable[[int, int], bytes | memoryview]

@@ -28,17 +28,13 @@ from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
+from broker.log.files import TMP_SUFFIX
 from proto.errors import ErrorCode, KafkaError, KafkaStorageError
 from proto.types import TopicPartition
 
 CHECKPOINT_VERSION = 0  # the only version Kafka has ever written for these files
 
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
-TMP_SUFFIX = ".tmp"
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)

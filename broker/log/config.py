@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.log.record import HEADER_SIZE
+from common.record import HEADER_SIZE
 
 __all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from broker.log.batch_scan import scan_batches
+from broker.log.files import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from broker.log.record import BatchHeader, TimestampType, crc32c, decode_records
-from broker.log.segment import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from common.record import BatchHeader, TimestampType, crc32c, decode_records
 from proto.errors import KafkaError
 
 

@@ -31,9 +31,24 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
+from broker.log.files import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+)
 from broker.log.index import CorruptIndexError
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from broker.log.record import (
+from broker.log.segment import (
+    BatchSpan,
+    FetchDataInfo,
+    LeaderEpochCache,
+    LogOffsetMetadata,
+    LogSegment,
+    TimestampAndOffset,
+)
+from common.record import (
     NO_TIMESTAMP,
     BatchHeader,
     iter_headers,
@@ -41,18 +56,6 @@ from broker.log.record import (
     patch_base_offset_and_epoch,
     set_log_append_time,
     validate_batch,
-)
-from broker.log.segment import (
-    DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    BatchSpan,
-    FetchDataInfo,
-    LeaderEpochCache,
-    LogOffsetMetadata,
-    LogSegment,
-    TimestampAndOffset,
 )
 from proto.errors import (
     ErrorCode,
@@ -77,8 +80,6 @@ __all__ = [
 ]
 
 INT_MAX = (1 << 31) - 1
-# Left by Kafka's log cleaner, which minibroker does not have; discarded like `.deleted`.
-CLEANED_FILE_SUFFIX = ".cleaned"
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,15 @@ from pathlib import Path
 
 from broker.log.checkpoint import OffsetCheckpointFile, atomic_write
 from broker.log.config import LogConfig
+from broker.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 from broker.log.leader_epoch import LeaderEpochFileCache
 from broker.log.log import Log
 from proto.errors import ErrorCode, KafkaError
@@ -34,15 +43,6 @@ from proto.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-META_PROPERTIES = "meta.properties"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-# A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
-# (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
-DELETE_DIR_SUFFIX = "-delete"
 
 
 def _wall_clock_ms() -> int:
@@ -114,7 +114,7 @@ class LogManager:
     def _load_dir(self, log_dir: Path, topic_configs: Callable[[str], LogConfig]) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
         start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         partition_dirs: list[tuple[TopicPartition, Path]] = []
         for child in sorted(log_dir.iterdir()):
@@ -223,7 +223,7 @@ class LogManager:
 
     def _checkpoint_log_offsets(self) -> None:
         for log_dir, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
                 {log.topic_partition: log.recovery_point for log in logs})
             OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
                 {log.topic_partition: log.log_start_offset for log in logs})
@@ -236,12 +236,12 @@ class LogManager:
             if log_dir is not None:
                 per_dir.setdefault(log_dir, {})[tp] = hw
         for log_dir, offsets in per_dir.items():
-            OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).write(offsets)
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         high_watermarks: dict[TopicPartition, int] = {}
         for log_dir in self.log_dirs:
-            high_watermarks.update(OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).read())
+            high_watermarks.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
         return high_watermarks
 
     def flush_dirty_logs(self) -> None:

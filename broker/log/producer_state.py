@@ -51,13 +51,13 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from broker.log.checkpoint import atomic_write
-from broker.log.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, crc32c
+from broker.log.files import SNAPSHOT_SUFFIX, snapshot_file_name
+from common.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, crc32c
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
 NUM_BATCHES_TO_RETAIN = 5  # the producer's max.in.flight.requests.per.connection cap with idempotence
 PRODUCER_SNAPSHOT_VERSION = 1
-SNAPSHOT_SUFFIX = ".snapshot"
 # The snapshot taken at a segment roll and the one before it: enough to restart
 # without replaying more than a segment or two after a clean or torn shutdown.
 SNAPSHOTS_TO_RETAIN = 2
@@ -103,9 +103,6 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
-
-def snapshot_file_name(offset: int) -> str:
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,15 @@ from typing import NamedTuple, Protocol
 
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice, SharedFile
+from broker.log.files import (
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    filename_prefix_from_offset,
+)
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
-from broker.log.record import (
+from common.record import (
     HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,
@@ -49,20 +56,11 @@ __all__ = [
     "LogSegment",
     "SegmentRecovery",
     "TimestampAndOffset",
-    "filename_prefix_from_offset",
 ]
 
-LOG_FILE_SUFFIX = ".log"
-INDEX_FILE_SUFFIX = ".index"
-TIME_INDEX_FILE_SUFFIX = ".timeindex"
-DELETED_FILE_SUFFIX = ".deleted"
 
 logger = logging.getLogger(__name__)
 
-
-def filename_prefix_from_offset(offset: int) -> str:
-    """Kafka's Log.filenamePrefixFromOffset: 20 digits, so names sort as offsets do."""
-    return f"{offset:020d}"
 
 
 class LeaderEpochCache(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from minibroker.commands import extras
 from spark_jobs.options import add_arguments
 
 
@@ -18,6 +19,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if not extras.require("minibroker audit", "audit", extras.AUDIT_MODULES):
+        return 2
     # Imported here: Spark and pyarrow are heavy, and every other command would pay for them.
     from spark_jobs.audit import run as run_audit
 

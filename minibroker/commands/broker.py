@@ -13,9 +13,10 @@ import logging
 import sys
 from pathlib import Path
 
-from broker.config import ConfigError, KafkaConfig
 from broker.log.manager import LogDirOwnedError
-from broker.server import BrokerStartupError, KafkaServer
+from broker.server.config import KafkaConfig
+from broker.server.kafka_server import BrokerStartupError, KafkaServer
+from common.config import ConfigError
 from zk.client import DuplicateBrokerIdError
 
 logger = logging.getLogger("kafka.Kafka")

@@ -35,8 +35,9 @@ from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
 from chaos.runner import RunConfig, run
 from chaos.workload import WorkloadConfig
-from minibroker.cluster_file import ClusterFileError
-from minibroker.local_cluster import ClusterError, LocalCluster
+from minibroker.commands import extras
+from minibroker.local.cluster import ClusterError, LocalCluster
+from minibroker.local.cluster_file import ClusterFileError
 
 T = TypeVar("T")
 # A cluster of our own fails over in seconds, not Kafka's 18 s session timeout: a 10 s fault interval
@@ -124,6 +125,10 @@ def _fail(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # The report's plots need matplotlib, the audit at the end PySpark: say so before starting anything.
+    needed = extras.CHAOS_MODULES if args.audit is not False else ("matplotlib",)
+    if not extras.require("minibroker chaos run", "chaos", needed):
+        return 2
     if args.partitions < 1 or args.writers < 1 or args.readers < 0 or args.rate <= 0:
         return _fail("--partitions and --writers must be at least 1, --readers at least 0, --rate positive")
     if args.interval > args.duration:
@@ -202,6 +207,8 @@ def _finish(history_path: Path, output: Path | None, audit: AuditResult | None) 
 
 
 def _check(args: argparse.Namespace) -> int:
+    if args.output is not None and not extras.require("minibroker chaos check --output", "chaos", ("matplotlib",)):
+        return 2
     try:
         return _finish(args.history, args.output, None)
     except HistoryError as e:

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.properties import load_properties
-from minibroker.cluster_file import ClusterFileError, ClusterInfo
+from common.properties import load_properties
+from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
 
 BOOTSTRAP_SERVERS = "bootstrap.servers"
 # The Python types a client's keyword argument may have to be settable from the command line.

@@ -1,4 +1,4 @@
-"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local_cluster.py).
+"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
                           [--netns]
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from chaos import netns
-from minibroker.cluster_file import ClusterFileError
-from minibroker.local_cluster import ClusterError, LocalCluster, ProcessStatus
+from minibroker.local.cluster import ClusterError, LocalCluster, ProcessStatus
+from minibroker.local.cluster_file import ClusterFileError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 from broker.log.dump import dump_file
 from client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 from minibroker import cli
-from minibroker.cluster_file import ClusterFileError
-from minibroker.local_cluster import ClusterError, LocalCluster
+from minibroker.local.cluster import ClusterError, LocalCluster
+from minibroker.local.cluster_file import ClusterFileError
 from proto.errors import ErrorCode
 
 TOPIC = "demo"

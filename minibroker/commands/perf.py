@@ -25,7 +25,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from broker.malloc import tune_malloc
+from broker.server.malloc import tune_malloc
 from client import Admin, Consumer, ConsumerRecord, FutureRecordMetadata, KafkaError, NewTopic, Producer, TopicPartition
 from minibroker.commands.client_options import (
     UsageError,
@@ -121,7 +121,7 @@ def tune_runtime() -> None:
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     # And the broker's malloc thresholds: megabyte requests and answers reuse heap pages instead of
-    # faulting in fresh ones each time (broker/malloc.py).
+    # faulting in fresh ones each time (broker/server/malloc.py).
     tune_malloc()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.assignment import assign_replicas_to_brokers
+from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 from test_cli import data_dir, minibroker, ok  # noqa: F401 (data_dir: a fixture)
 
-from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.files import LOG_START_OFFSET_CHECKPOINT
 from client import Admin, Consumer, OffsetOutOfRangeError, Producer, TopicPartition
 from zk.client import KafkaZkClient
 

@@ -26,12 +26,12 @@ from pyspark.sql import SparkSession
 from broker.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.dump import scan_log
 from broker.log.index import decode_offset_index, decode_time_index
-from broker.log.record import BatchHeader, CompressionType, crc32c, patch_base_offset_and_epoch
 from client.admin import Admin, NewTopic
 from client.producer import Producer
+from common.record import BatchHeader, CompressionType, crc32c, patch_base_offset_and_epoch
 from minibroker.cli import main as cli_main
-from minibroker.cluster_file import ClusterInfo
-from minibroker.local_cluster import LocalCluster
+from minibroker.local.cluster import LocalCluster
+from minibroker.local.cluster_file import ClusterInfo
 from proto.types import TopicPartition
 from spark_jobs.audit import main, run_audit, spark_session
 from spark_jobs.checks import Finding

@@ -22,9 +22,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.config import KafkaConfig
-from broker.log.manager import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, META_PROPERTIES
-from broker.log.record import (
+from broker.log.files import CLEAN_SHUTDOWN_FILE, META_PROPERTIES, REPLICATION_OFFSET_CHECKPOINT
+from broker.server.config import KafkaConfig
+from broker.server.kafka_server import KafkaServer
+from common.record import (
     CRC_POS,
     CompressionType,
     ProducerRecord,
@@ -32,7 +33,6 @@ from broker.log.record import (
     build_batch,
     iter_batches,
 )
-from broker.server import KafkaServer
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
@@ -188,7 +188,7 @@ def test_registers_serves_and_shuts_down_cleanly(start_broker: StartBroker, conn
     assert stop(broker) == 0
     assert zk_client.get_broker(1) is None  # the session, and the registration, closed at once
     assert (broker.log_dir / CLEAN_SHUTDOWN_FILE).exists()
-    assert (broker.log_dir / HIGH_WATERMARK_CHECKPOINT).read_text().splitlines() == ["0", "1", f"{TOPIC} 0 2"]
+    assert (broker.log_dir / REPLICATION_OFFSET_CHECKPOINT).read_text().splitlines() == ["0", "1", f"{TOPIC} 0 2"]
 
 
 def test_start_up_refusals(start_broker: StartBroker) -> None:

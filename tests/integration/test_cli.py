@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from minibroker.cluster_file import ClusterInfo
-from minibroker.local_cluster import LocalCluster
+from minibroker.local.cluster import LocalCluster
+from minibroker.local.cluster_file import ClusterInfo
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
-from broker.log.record import ProducerRecord, build_batch, iter_batches
 from client import Producer
 from client.future import FutureRecordMetadata
+from common.record import ProducerRecord, build_batch, iter_batches
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY

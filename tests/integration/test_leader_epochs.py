@@ -28,8 +28,8 @@ from conftest import StartBroker, StartController, WaitUntil, wait_until_serving
 from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 
 from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.manager import HIGH_WATERMARK_CHECKPOINT
-from broker.log.record import iter_headers
+from broker.log.files import REPLICATION_OFFSET_CHECKPOINT
+from common.record import iter_headers
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -77,7 +77,7 @@ def log_bytes(cluster: Cluster, broker_id: int, tp: TopicPartition) -> bytes:
 
 def write_high_watermark(cluster: Cluster, broker_id: int, tp: TopicPartition, high_watermark: int) -> None:
     """What the broker would have checkpointed had it died before learning a later high watermark."""
-    OffsetCheckpointFile(cluster.log_dir(broker_id) / HIGH_WATERMARK_CHECKPOINT).write({tp: high_watermark})
+    OffsetCheckpointFile(cluster.log_dir(broker_id) / REPLICATION_OFFSET_CHECKPOINT).write({tp: high_watermark})
 
 
 def produce_all(cluster: Cluster, tp: TopicPartition, values: list[str]) -> None:

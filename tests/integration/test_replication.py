@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
-from broker.log.record import ProducerRecord, build_batch, iter_batches
+from common.record import ProducerRecord, build_batch, iter_batches
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.cluster_file import ClusterInfo, ZooKeeperEntry
-from minibroker.cluster_network import (
+from minibroker.local.cluster_file import ClusterInfo, ZooKeeperEntry
+from minibroker.local.network import (
     NetworkError,
     ip_failure,
     missing_capabilities,

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, EndPoint, KafkaConfig, Password, config_name
-from broker.properties import parse_properties
+from broker.server.config import EndPoint, KafkaConfig
+from common.config import ConfigError, Password, config_name
+from common.properties import parse_properties
 
 REQUIRED = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import ConfigError
-from broker.properties import format_properties, parse_properties
+from common.config import ConfigError
+from common.properties import format_properties, parse_properties
 from minibroker.container import (
     DEFAULT_ZOO_CFG,
     health_argv,

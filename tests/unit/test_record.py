@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from broker.log import record as rec
-from broker.log.record import CompressionType, ProducerRecord, TimestampType
+from common import record as rec
+from common.record import CompressionType, ProducerRecord, TimestampType
 from proto.errors import ErrorCode, KafkaError
 
 SUPPORTED = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]

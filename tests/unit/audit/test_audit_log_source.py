@@ -6,7 +6,7 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.log.record import ProducerRecord, build_batch
+from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
 from spark_jobs.log_source import ReplicaDir, plan, read_log_dir, read_replica
 

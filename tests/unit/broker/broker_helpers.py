@@ -11,31 +11,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.config import KafkaConfig
-from broker.delayed_fetch import FetchParams, PartitionFetchInfo
-from broker.fetcher_protocol import BrokerEndPoint, InitialFetchState
-from broker.fetcher_thread import PartitionLookup
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher.thread import PartitionLookup
 from broker.log.manager import LogManager
-from broker.log.record import ProducerRecord, build_batch
-from broker.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.metrics import BrokerMetrics
-from broker.partition import FetchIsolation, LeaderAndIsrPartitionState
-from broker.partition_state_store import IsrUpdateResult
-from broker.replica_manager import ReplicaManager
-from broker.topic_config import TopicConfig, TopicConfigs
+from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.config import KafkaConfig
+from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.topic_config import TopicConfig, TopicConfigs
+from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
-from zk.paths import LeaderIsrAndControllerEpoch
+from tests.fakes import FakeClock, FakeStateStore
 
 LOCAL = 1
 TP = TopicPartition("orders", 0)
-
-
-class ManualClock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class _Task:
@@ -50,7 +41,7 @@ class _Task:
 class MockTimer:
     """Kafka's MockTimer: timeouts fire only when the test moves the clock."""
 
-    clock: ManualClock
+    clock: FakeClock
     _queue: list[tuple[int, int, _Task, Callable[[], None]]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -107,30 +98,6 @@ def metadata_state(leader: int = LOCAL, epoch: int = 0,
     return UpdateMetadataPartitionState(1, leader, epoch, isr, 0, isr)
 
 
-class FakeStateStore:
-    """A partition state znode in memory: conditional writes on its version, as ZooKeeper does them."""
-
-    def __init__(self) -> None:
-        self.states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        self.writes: list[tuple[str, LeaderIsrAndControllerEpoch]] = []
-
-    def shrink_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
-        return self._write("shrink", tp, state)
-
-    def expand_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
-        return self._write("expand", tp, state)
-
-    def _write(self, kind: str, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
-        current = self.states.get(tp)
-        version = 0 if current is None else current.zk_version
-        if state.zk_version != version:
-            return IsrUpdateResult(None, current)
-        self.writes.append((kind, state))
-        self.states[tp] = LeaderIsrAndControllerEpoch(state.leader, state.leader_epoch, state.isr,
-                                                      state.controller_epoch, version + 1)
-        return IsrUpdateResult(version + 1)
-
-
 class RecordingFetcherManager:
     """Records what the ReplicaManager hands to (and takes from) the follower side."""
 
@@ -169,7 +136,7 @@ class Harness:
     """A ReplicaManager of broker LOCAL over real logs, a mock timer and a manual clock."""
 
     def __init__(self, tmp_path: Path, min_isr: int = 1, replica_lag_time_max_ms: int = 30_000) -> None:
-        self.clock = ManualClock()
+        self.clock = FakeClock()
         self.timer = MockTimer(self.clock)
         self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
         self.log_manager.startup()

@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 from broker_helpers import broker_config
 
-from broker.admin_manager import AdminManager, NewTopic
-from broker.topic_config import TopicConfigs
-from proto.errors import ErrorCode, KafkaError
-from proto.types import EndPoint
-from zk.paths import BrokerInfo, TopicAssignment
+from broker.server.admin_manager import AdminManager, NewTopic
+from broker.server.topic_config import TopicConfigs
+from proto.errors import ErrorCode
+from tests.fakes import FakeZk
 
 
-class FakeZk:
-    """The KafkaZkClient calls AdminManager makes, in memory."""
-
-    def __init__(self, brokers: tuple[int, ...] = (1, 2, 3), topics: tuple[str, ...] = ()) -> None:
-        self.brokers = brokers
-        self.topics: dict[str, tuple[TopicAssignment, Mapping[str, str]]] = {
-            t: (TopicAssignment.of(t, {0: [1]}), {}) for t in topics}
-        self.deletions: list[str] = []
-
-    def get_all_brokers(self) -> list[BrokerInfo]:
-        return [BrokerInfo(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),)) for b in self.brokers]
-
-    def get_all_topics(self) -> set[str]:
-        return set(self.topics)
-
-    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
-        if assignment.topic in self.topics:
-            raise KafkaError("exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-        self.topics[assignment.topic] = (assignment, dict(config or {}))
-
-    def create_delete_topic_path(self, topic: str) -> bool:
-        self.deletions.append(topic)
-        return True
+def fake_zk(brokers: tuple[int, ...] = (1, 2, 3), topics: tuple[str, ...] = ()) -> FakeZk:
+    zk = FakeZk()
+    zk.add_broker(*brokers)
+    for t in topics:
+        zk.add_topic(t, {0: [1]})
+    return zk
 
 
 def admin(zk: FakeZk, **config: str) -> AdminManager:
@@ -49,12 +29,12 @@ def create(zk: FakeZk, *topics: NewTopic, validate_only: bool = False, **config:
 
 
 def test_defaults_and_explicit_counts() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     results = admin(zk, **{"num.partitions": "4", "default.replication.factor": "2"}).create_topics(
         [NewTopic("a", -1, -1), NewTopic("b", 2, 3)], validate_only=False)
     assert [(r.error, r.num_partitions, r.replication_factor) for r in results] == [
         (ErrorCode.NONE, 4, 2), (ErrorCode.NONE, 2, 3)]
-    assignment, _ = zk.topics["b"]
+    assignment = zk.topics["b"]
     assert sorted(assignment.partitions) == [0, 1] and all(len(set(assignment.replicas(p))) == 3 for p in (0, 1))
 
 
@@ -81,7 +61,7 @@ def test_defaults_and_explicit_counts() -> None:
     (NewTopic("my.topic", 1, 1), ErrorCode.INVALID_TOPIC_EXCEPTION),  # collides with my_topic
 ])
 def test_invalid_topics_are_refused_and_not_written(topic: NewTopic, code: ErrorCode) -> None:
-    zk = FakeZk(topics=("existing", "my_topic"))
+    zk = fake_zk(topics=("existing", "my_topic"))
     [(error, message)] = create(zk, topic)
     assert error is code, message
     assert message
@@ -89,34 +69,34 @@ def test_invalid_topics_are_refused_and_not_written(topic: NewTopic, code: Error
 
 
 def test_explicit_assignment_is_written_as_given() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     [(error, _)] = create(zk, NewTopic("t", -1, -1, assignments=[(1, [3, 1]), (0, [2, 3])]))
     assert error is ErrorCode.NONE
-    assert zk.topics["t"][0].partitions[0].replicas == (2, 3)
+    assert zk.topics["t"].partitions[0].replicas == (2, 3)
 
 
 def test_duplicates_in_one_request_are_all_refused() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     results = create(zk, NewTopic("t", 1, 1), NewTopic("t", 1, 1), NewTopic("u", 1, 1))
     assert [e for e, _ in results] == [ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST, ErrorCode.NONE]
     assert set(zk.topics) == {"u"}
 
 
 def test_validate_only_writes_nothing() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     assert create(zk, NewTopic("t", 3, 2, configs=[("retention.ms", "1000")]), validate_only=True)[0][0] \
         is ErrorCode.NONE
     assert not zk.topics
 
 
 def test_configs_are_stored_with_the_topic() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     create(zk, NewTopic("t", 1, 1, configs=[("min.insync.replicas", "1"), ("retention.ms", "1000")]))
-    assert zk.topics["t"][1] == {"min.insync.replicas": "1", "retention.ms": "1000"}
+    assert zk.topic_configs["t"] == {"min.insync.replicas": "1", "retention.ms": "1000"}
 
 
 def test_auto_create_answers_leader_not_available() -> None:
-    zk = FakeZk(brokers=(1,))
+    zk = fake_zk(brokers=(1,))
     manager = admin(zk, **{"default.replication.factor": "1"})
     assert manager.auto_create_topic("fresh") is ErrorCode.LEADER_NOT_AVAILABLE
     assert manager.auto_create_topic("fresh") is ErrorCode.LEADER_NOT_AVAILABLE  # already there: same answer
@@ -125,11 +105,11 @@ def test_auto_create_answers_leader_not_available() -> None:
 
 
 def test_delete_topics() -> None:
-    zk = FakeZk(topics=("t",))
+    zk = fake_zk(topics=("t",))
     results = admin(zk).delete_topics(["t", "unknown", "a/b", "u", "u"])
     assert [r.error for r in results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                           ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_REQUEST,
                                           ErrorCode.INVALID_REQUEST]
-    assert zk.deletions == ["t"]
+    assert zk.topic_deletions == {"t"}
     disabled = admin(zk, **{"delete.topic.enable": "false"}).delete_topics(["t"])
     assert disabled[0].error is ErrorCode.INVALID_REQUEST

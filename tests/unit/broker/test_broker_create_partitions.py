@@ -6,33 +6,18 @@ from __future__ import annotations
 import pytest
 from broker_helpers import broker_config
 
-from broker.admin_manager import AdminManager, NewPartitions
-from broker.topic_config import TopicConfigs
+from broker.server.admin_manager import AdminManager, NewPartitions
+from broker.server.topic_config import TopicConfigs
 from proto.errors import ErrorCode
-from proto.types import EndPoint
-from zk.paths import BrokerInfo, ReplicaAssignment, TopicAssignment
+from tests.fakes import FakeZk
+from zk.paths import ReplicaAssignment, TopicAssignment
 
 
-class FakeZk:
-    """The KafkaZkClient calls create_partitions makes, in memory."""
-
-    def __init__(self) -> None:
-        self.topics = {"t": TopicAssignment.of("t", {0: [2, 3], 1: [3, 1]})}
-        self.deletions: set[str] = set()
-        self.writes: list[TopicAssignment] = []
-
-    def get_all_brokers(self) -> list[BrokerInfo]:
-        return [BrokerInfo(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),)) for b in (1, 2, 3)]
-
-    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
-        return self.topics.get(topic)
-
-    def is_topic_marked_for_deletion(self, topic: str) -> bool:
-        return topic in self.deletions
-
-    def set_topic_partitions(self, assignment: TopicAssignment) -> None:
-        self.writes.append(assignment)
-        self.topics[assignment.topic] = assignment
+def fake_zk() -> FakeZk:
+    zk = FakeZk()
+    zk.add_broker(1, 2, 3)
+    zk.add_topic("t", {0: [2, 3], 1: [3, 1]})
+    return zk
 
 
 def create(zk: FakeZk, *requests: NewPartitions, validate_only: bool = False) -> list[tuple[ErrorCode, str]]:
@@ -42,7 +27,7 @@ def create(zk: FakeZk, *requests: NewPartitions, validate_only: bool = False) ->
 
 
 def test_new_partitions_continue_the_round_robin_from_partition_0s_leader() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     assert create(zk, NewPartitions("t", 4)) == [(ErrorCode.NONE, "")]
     # Partition 0 starts at broker 2 (index 1), the start index and first shift: partitions 2 and 3 lead on
     # brokers 1 and 2 ((p + 1) mod 3), the shift growing by one as partition 3 wraps the broker list.
@@ -52,7 +37,7 @@ def test_new_partitions_continue_the_round_robin_from_partition_0s_leader() -> N
 
 
 def test_an_explicit_assignment_places_the_new_partitions() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     assert create(zk, NewPartitions("t", 3, [[1, 2]])) == [(ErrorCode.NONE, "")]
     assert zk.topics["t"].replicas(2) == (1, 2)
 
@@ -75,17 +60,17 @@ def test_an_explicit_assignment_places_the_new_partitions() -> None:
 ])
 def test_requests_that_cannot_grow_the_topic_are_refused(request_: NewPartitions, code: ErrorCode,
                                                          message: str) -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     assert create(zk, request_) == [(code, message)]
-    assert zk.writes == []
+    assert zk.topic_partition_writes == []
 
 
 def test_a_topic_being_reassigned_or_deleted_is_refused() -> None:
-    zk = FakeZk()
+    zk = fake_zk()
     zk.topics["r"] = TopicAssignment("r", {0: ReplicaAssignment((1, 2), adding_replicas=(2,))})
-    zk.topics["d"] = TopicAssignment.of("d", {0: [1]})
-    zk.deletions.add("d")
+    zk.add_topic("d", {0: [1]})
+    zk.topic_deletions.add("d")
     assert [code for code, _ in create(zk, NewPartitions("r", 2), NewPartitions("d", 2))] == [
         ErrorCode.REASSIGNMENT_IN_PROGRESS, ErrorCode.INVALID_TOPIC_EXCEPTION]
     assert create(zk, NewPartitions("t", 3), validate_only=True) == [(ErrorCode.NONE, "")]
-    assert zk.writes == []
+    assert zk.topic_partition_writes == []

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from broker_helpers import LOCAL, TP, Answers, Harness, batch, consumer_fetch, produce
 
-from broker.delayed_fetch import FetchParams, PartitionFetchInfo
-from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from broker.partition import FetchIsolation
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.files import LOG_START_OFFSET_CHECKPOINT
+from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.partition import FetchIsolation
 from proto.errors import ErrorCode
 
 FOLLOWER = 2

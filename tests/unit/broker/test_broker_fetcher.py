@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, ManualClock, leader_state, topic_config
+from broker_helpers import LOCAL, TP, leader_state, topic_config
 
-from broker.fetcher_manager import ReplicaFetcherManager, fetcher_id, java_string_hash
-from broker.fetcher_protocol import (
+from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id, java_string_hash
+from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,
@@ -19,8 +19,8 @@ from broker.fetcher_protocol import (
     InitialFetchState,
     ReplicaFetcherConfig,
 )
-from broker.fetcher_thread import FetchState, PartitionLookup, ReplicaFetcherThread
-from broker.fetcher_truncation import (
+from broker.fetcher.thread import FetchState, PartitionLookup, ReplicaFetcherThread
+from broker.fetcher.truncation import (
     EndOffsetForEpoch,
     OffsetTruncationState,
     OutOfRangeAction,
@@ -30,10 +30,11 @@ from broker.fetcher_truncation import (
 )
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.manager import LogManager
-from broker.log.record import ProducerRecord, build_batch
-from broker.partition import FetchIsolation, Partition
+from broker.replication.partition import FetchIsolation, Partition
+from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeClock
 
 LEADER = 2
 LEADER_END_POINT = BrokerEndPoint(LEADER, "127.0.0.1", 9002)
@@ -181,7 +182,7 @@ class Replicas:
     """A leader (broker 2) and a follower (broker 1) of TP, each with its own log dir."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.clock = ManualClock()
+        self.clock = FakeClock()
         self.managers = {}
         for broker_id in (LOCAL, LEADER):
             manager = LogManager([tmp_path / f"broker-{broker_id}"], topic_config().log, broker_id=broker_id,

@@ -7,9 +7,9 @@ from typing import Any
 import grpc
 import pytest
 
-from broker import fetcher_blocking_send
-from broker.fetcher_blocking_send import ReplicaFetcherBlockingSend
-from broker.fetcher_protocol import BrokerEndPoint, ReplicaFetcherConfig
+from broker.fetcher import blocking_send as fetcher_blocking_send
+from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
+from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 
 
 @pytest.mark.parametrize(("fetch_backoff_ms", "expected"), [(250, 250), (0, 1)])

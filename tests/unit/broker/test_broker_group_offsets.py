@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 import pytest
 from broker_helpers import live_broker, metadata_state
 
-from broker.group_offsets import CommittedOffset, OffsetCommit, ZkGroupOffsets
-from broker.metadata_cache import MetadataCache
+from broker.server.group_offsets import CommittedOffset, OffsetCommit, ZkGroupOffsets
+from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk import paths
 
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -27,18 +26,6 @@ def test_paths_and_format() -> None:
         paths.decode_consumer_offset("p", b"not a number")
 
 
-class FakeZk:
-    def __init__(self) -> None:
-        self.offsets: dict[str, dict[TopicPartition, int]] = {}
-
-    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        self.offsets.setdefault(group_id, {}).update(offsets)
-
-    def get_consumer_offsets(self, group_id: str,
-                             partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
-        stored = self.offsets.get(group_id, {})
-        return dict(stored) if partitions is None else {tp: stored[tp] for tp in partitions if tp in stored}
-
 
 def store() -> tuple[ZkGroupOffsets, FakeZk]:
     cache = MetadataCache(1)
@@ -53,7 +40,7 @@ def test_commit_checks_each_partition() -> None:
     result = offsets.commit("g", [OffsetCommit(TP0, 5), OffsetCommit(unknown, 1), OffsetCommit(TP1, 7, "m" * 5000)])
     assert result == [(TP0, ErrorCode.NONE), (unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                       (TP1, ErrorCode.OFFSET_METADATA_TOO_LARGE)]
-    assert zk.offsets == {"g": {TP0: 5}}
+    assert zk.consumer_offsets == {"g": {TP0: 5}}
     assert offsets.commit("a/b", [OffsetCommit(TP0, 1)]) == [(TP0, ErrorCode.INVALID_REQUEST)]
 
 

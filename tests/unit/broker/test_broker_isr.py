@@ -7,16 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, FakeStateStore, ManualClock, batch, leader_state, topic_config
+from broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 
-from broker.isr import is_follower_in_sync, out_of_sync_replicas
-from broker.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
 from broker.log.manager import LogManager
-from broker.partition import Partition
-from broker.partition_state_store import IsrUpdateResult
-from broker.replica import Replica
+from broker.replication.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
+from broker.replication.partition import Partition
+from broker.replication.partition_state_store import IsrUpdateResult
+from broker.replication.replica import Replica
+from broker.replication.rules import is_follower_in_sync, out_of_sync_replicas
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeClock, FakeStateStore
 from zk.paths import LeaderIsrAndControllerEpoch
 
 LAG_MS = 10_000
@@ -31,7 +32,7 @@ class Leader:
     """A leader Partition of ASSIGNMENT with its clock and state znode."""
 
     def __init__(self, tmp_path: Path, isr: tuple[int, ...] = ASSIGNMENT, min_isr: int = 1, epoch: int = 0) -> None:
-        self.clock = ManualClock()
+        self.clock = FakeClock()
         self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
         self.log_manager.startup()
         self.store = FakeStateStore()
@@ -220,7 +221,7 @@ def test_min_insync_replicas_before_and_after_the_append(tmp_path: Path) -> None
 
 
 def test_isr_changes_are_propagated_in_batches() -> None:
-    clock = ManualClock(0)
+    clock = FakeClock(0)
     written: list[list[TopicPartition]] = []
     propagator = IsrChangePropagator(lambda tps: written.append(list(tps)), clock,
                                      IsrChangePropagationConfig(check_interval_ms=100, blackout_ms=500,

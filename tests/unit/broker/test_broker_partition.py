@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, ManualClock, batch, leader_state, topic_config
+from broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 
 from broker.log.manager import LogManager
-from broker.partition import FetchIsolation, Partition
+from broker.replication.partition import FetchIsolation, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeClock
 
 
 def no_checkpoint(_: TopicPartition) -> int | None:
@@ -19,14 +20,14 @@ def no_checkpoint(_: TopicPartition) -> int | None:
 
 @pytest.fixture
 def log_manager(tmp_path: Path) -> LogManager:
-    manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=ManualClock())
+    manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=FakeClock())
     manager.startup()
     return manager
 
 
 def partition(log_manager: LogManager, **config: str) -> Partition:
     return Partition(TP, local_broker_id=LOCAL, log_manager=log_manager, topic_config=topic_config(**config),
-                     time_ms=ManualClock())
+                     time_ms=FakeClock())
 
 
 def test_leader_records_its_epoch_before_the_first_write(log_manager: LogManager) -> None:

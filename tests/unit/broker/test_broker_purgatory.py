@@ -3,9 +3,10 @@ timeout, or at once - never by polling. All on a hand-driven timer: no sleeps.""
 
 from __future__ import annotations
 
-from broker_helpers import ManualClock, MockTimer
+from broker_helpers import MockTimer
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from broker.purgatory.purgatory import DelayedOperation, DelayedOperationPurgatory
+from tests.fakes import FakeClock
 
 
 class Waiting(DelayedOperation):
@@ -26,7 +27,7 @@ class Waiting(DelayedOperation):
 
 
 def purgatory() -> tuple[DelayedOperationPurgatory[Waiting], MockTimer]:
-    timer = MockTimer(ManualClock())
+    timer = MockTimer(FakeClock())
     return DelayedOperationPurgatory("test", timer), timer
 
 

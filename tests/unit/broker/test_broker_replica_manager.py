@@ -21,10 +21,10 @@ from broker_helpers import (
     produce,
 )
 
-from broker.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
-from broker.delayed_produce import ProducePartitionResponse
-from broker.log.record import CRC_POS
-from broker.partition import FetchIsolation
+from broker.purgatory.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
+from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.replication.partition import FetchIsolation
+from common.record import CRC_POS
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

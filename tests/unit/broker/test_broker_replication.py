@@ -19,7 +19,7 @@ from broker_helpers import (
 )
 from prometheus_client import generate_latest
 
-from broker.fetcher_protocol import InitialFetchState
+from broker.fetcher.protocol import InitialFetchState
 from proto.errors import ErrorCode
 from zk.paths import LeaderIsrAndControllerEpoch
 

@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from broker.scheduler import KafkaScheduler
+from broker.server.scheduler import KafkaScheduler
 
 
 def test_runs_periodically_survives_failures_and_waits_for_a_run_in_progress() -> None:

@@ -6,7 +6,7 @@ import pytest
 from broker_helpers import broker_config
 
 from broker.log.config import LogConfig
-from broker.topic_config import LOG_CONFIG_KEYS, TopicConfigs
+from broker.server.topic_config import LOG_CONFIG_KEYS, TopicConfigs
 from proto.errors import ErrorCode, KafkaError
 
 # A value for each key that differs from LogConfig's default.

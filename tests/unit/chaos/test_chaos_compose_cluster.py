@@ -12,6 +12,7 @@ import pytest
 from chaos.cluster import ChaosError
 from chaos.compose import ComposeError, ComposeServices
 from chaos.compose_cluster import ComposeChaosCluster
+from tests.fakes import FakeClock
 
 HOST_PORTS = {"broker-1": (9092, 40001), "broker-2": (9093, 40002), "broker-3": (9094, 40003),
               "zookeeper": (2181, 40181)}
@@ -93,19 +94,9 @@ class FakeZooKeeper:
         self.closed = True
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
 
 def _cluster(engine: FakeEngine, clock: FakeClock | None = None) -> ComposeChaosCluster:
-    clock = clock or FakeClock()
+    clock = clock or FakeClock(0.0)
     return ComposeChaosCluster(ComposeServices("mb", run=engine), zookeeper=FakeZooKeeper, start_timeout=60,
                                stop_grace=10, clock=clock, sleep=clock.sleep)
 
@@ -167,7 +158,7 @@ def test_a_sigterm_gets_its_grace_then_the_container_starts_again() -> None:
 def test_a_sigterm_that_does_not_stop_it_is_followed_by_a_sigkill() -> None:
     engine = FakeEngine()
     engine.sigterm_takes = 1000
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     cluster = _cluster(engine, clock)
     cluster.kill("broker-1", signal.SIGTERM)
     cluster.start("broker-1")

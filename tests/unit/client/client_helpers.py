@@ -10,19 +10,6 @@ from client.structs import BrokerMetadata, PartitionMetadata
 from proto.errors import ErrorCode, KafkaError
 
 
-class FakeClock:
-    """time.monotonic's stand-in: seconds, moved by hand."""
-
-    def __init__(self, now_ms: float = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms / 1000
-
-    def advance(self, ms: float) -> None:
-        self.now_ms += ms
-
-
 def cluster(topics: dict[str, int], leaders: dict[tuple[str, int], int] | None = None,
             nodes: tuple[int, ...] = (1, 2, 3)) -> ClusterMetadata:
     """Metadata with brokers `nodes`; partition p of a topic led by nodes[p % len(nodes)] unless `leaders` says."""

@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from broker.log.record import parse_header, patch_base_offset_and_epoch, validate_batch
 from client.connection import channel_options
+from common.record import parse_header, patch_base_offset_and_epoch, validate_batch
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode

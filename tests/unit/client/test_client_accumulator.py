@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from client_helpers import FakeClock, cluster
+from client_helpers import cluster
 
-from broker.log.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
 from client.accumulator import ProducerBatch, RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
+from common.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
 from proto.types import TopicPartition
+from tests.fakes import FakeMonotonic
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 VALUE = b"v" * 100
 
 
-def make(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
+def make(clock: FakeMonotonic, **kwargs: object) -> RecordAccumulator:
     settings: dict[str, object] = dict(batch_size=1024, linger_ms=10, clock=clock)
     settings.update(kwargs)
     return RecordAccumulator(**settings)  # type: ignore[arg-type]
@@ -28,7 +29,7 @@ def append(acc: RecordAccumulator, tp: TopicPartition = TP0, value: bytes = VALU
 
 
 def test_records_fill_one_batch_until_batch_size() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock)
     futures = [append(acc) for _ in range(12)]
     batches = acc.incomplete_batches()
@@ -42,7 +43,7 @@ def test_records_fill_one_batch_until_batch_size() -> None:
 
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
-    acc = make(FakeClock())
+    acc = make(FakeMonotonic())
     append(acc)
     append(acc, value=b"x" * 5000)
     append(acc)
@@ -50,7 +51,7 @@ def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
 
 
 def test_abort_on_new_batch_returns_none_instead_of_opening_one() -> None:
-    acc = make(FakeClock())
+    acc = make(FakeMonotonic())
     assert append(acc, abort=True) is None  # the sticky partitioner then picks another partition
     assert acc.incomplete_batches() == []
     assert append(acc) is not None
@@ -58,7 +59,7 @@ def test_abort_on_new_batch_returns_none_instead_of_opening_one() -> None:
 
 
 def test_batch_is_ready_after_linger_ms() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=10)
     metadata = cluster({"t": 2})
     append(acc)
@@ -71,7 +72,7 @@ def test_batch_is_ready_after_linger_ms() -> None:
 
 
 def test_full_batch_is_ready_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=10_000)
     for _ in range(9):
         append(acc, tp=TP1)
@@ -79,7 +80,7 @@ def test_full_batch_is_ready_at_once() -> None:
 
 
 def test_flush_and_close_make_everything_ready() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=10_000)
     append(acc)
     acc.begin_flush()
@@ -91,7 +92,7 @@ def test_flush_and_close_make_everything_ready() -> None:
 
 
 def test_unknown_leader_is_reported_for_a_metadata_refresh() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0)
     append(acc, tp=TopicPartition("other", 0))
     result = acc.ready(cluster({"t": 1}), clock.now_ms)
@@ -99,7 +100,7 @@ def test_unknown_leader_is_reported_for_a_metadata_refresh() -> None:
 
 
 def test_drain_takes_one_batch_per_partition_per_node() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0, max_in_flight_per_partition=5)
     metadata = cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
     for _ in range(20):
@@ -110,7 +111,7 @@ def test_drain_takes_one_batch_per_partition_per_node() -> None:
 
 
 def test_drain_respects_max_request_size_but_always_sends_one() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0)
     metadata = cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
     for tp in (TP0, TP1):
@@ -123,7 +124,7 @@ def test_drain_respects_max_request_size_but_always_sends_one() -> None:
 
 
 def test_without_idempotence_one_batch_per_partition_is_in_flight() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0, max_in_flight_per_partition=1)
     metadata = cluster({"t": 1})
     for _ in range(20):
@@ -136,7 +137,7 @@ def test_without_idempotence_one_batch_per_partition_is_in_flight() -> None:
 
 
 def test_with_idempotence_up_to_max_in_flight_batches_per_partition() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0, max_in_flight_per_partition=3)
     metadata = cluster({"t": 1})
     for _ in range(50):
@@ -146,7 +147,7 @@ def test_with_idempotence_up_to_max_in_flight_batches_per_partition() -> None:
 
 
 def test_retried_batch_goes_back_in_creation_order_after_backoff() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0, max_in_flight_per_partition=5, retry_backoff_ms=100)
     metadata = cluster({"t": 1})
     for _ in range(30):
@@ -168,7 +169,7 @@ def test_retried_batch_goes_back_in_creation_order_after_backoff() -> None:
 
 
 def test_batches_expire_after_delivery_timeout() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, linger_ms=0, delivery_timeout_ms=1000)
     append(acc, tp=TP0)
     clock.advance(600)
@@ -182,7 +183,7 @@ def test_batches_expire_after_delivery_timeout() -> None:
 
 
 def test_buffer_memory_blocks_for_max_block_ms_then_times_out() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     acc = make(clock, batch_size=1024, buffer_memory=2048, max_block_ms=0)
     append(acc, tp=TP0)
     append(acc, tp=TP1)

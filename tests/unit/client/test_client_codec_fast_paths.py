@@ -12,8 +12,8 @@ import os
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from broker.log import record as rec
-from broker.log.record import CompressionType, ProducerRecord
+from common import record as rec
+from common.record import CompressionType, ProducerRecord
 
 
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 4095, 4096, 8191, 8192, 1 << 20, -1, -65, -(1 << 40)])

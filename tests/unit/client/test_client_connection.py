@@ -6,18 +6,18 @@ import time
 
 import grpc
 import pytest
-from client_helpers import FakeClock
 
 from client.connection import (
-    MAX_MESSAGE_BYTES,
     BrokerConnection,
     ConnectionPool,
     channel_options,
     error_from_status,
     parse_bootstrap_servers,
 )
+from common.limits import MAX_MESSAGE_BYTES
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
+from tests.fakes import FakeMonotonic
 
 
 def test_bootstrap_servers_in_every_spelling() -> None:
@@ -66,7 +66,7 @@ def test_channel_options_allow_large_messages_and_fast_reconnects() -> None:
 
 
 def test_a_dead_broker_fails_fast_with_network_exception_and_is_backed_off() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     pool = ConnectionPool(request_timeout_ms=2000, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
                           clock=clock)
     # Nothing listens on port 1: the call must fail within its deadline, not hang.

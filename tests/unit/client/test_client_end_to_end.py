@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 from fake_broker import FakeBroker
 
-from broker.log.record import decode_records
 from client import (
     Admin,
     Consumer,
@@ -24,6 +23,7 @@ from client import (
     TopicPartition,
 )
 from client.partitioner import partition_for_key
+from common.record import decode_records
 
 
 @pytest.fixture

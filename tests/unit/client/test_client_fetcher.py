@@ -5,9 +5,12 @@ from __future__ import annotations
 import struct
 
 import pytest
-from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
+from client_helpers import FakeFuture, FakeMetadata, cluster
 
-from broker.log.record import (
+from client.errors import MessageTooLargeError, OffsetOutOfRangeError
+from client.fetcher import Fetcher, parse_records
+from client.subscription import OffsetResetStrategy, SubscriptionState
+from common.record import (
     CONTROL_MASK,
     CRC_POS,
     HEADER_SIZE,
@@ -19,12 +22,10 @@ from broker.log.record import (
     serialized_header_size,
     set_log_append_time,
 )
-from client.errors import MessageTooLargeError, OffsetOutOfRangeError
-from client.fetcher import Fetcher, parse_records
-from client.subscription import OffsetResetStrategy, SubscriptionState
 from proto import minibroker_pb2 as pb
 from proto.errors import CorruptMessageError, ErrorCode, InvalidRecordError, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeMonotonic
 
 TP = TopicPartition("t", 0)
 
@@ -89,7 +90,7 @@ def test_corrupt_batch_is_reported_when_crcs_are_checked() -> None:
 
 class FetchHarness:
     def __init__(self, reset: OffsetResetStrategy | None = OffsetResetStrategy.EARLIEST) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeMonotonic()
         self.metadata = FakeMetadata(cluster({"t": 2}, leaders={("t", 0): 1, ("t", 1): 1}))
         self.subscriptions = SubscriptionState(reset)
         self.subscriptions.assign_from_user([TP, TopicPartition("t", 1)])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from client_helpers import FakeClock, FakePool, cluster
+from client_helpers import FakePool, cluster
 
 from client.metadata import ClusterMetadata, Metadata
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeMonotonic
 
 
 def response() -> pb.MetadataResponse:
@@ -41,7 +42,7 @@ def test_cluster_metadata_from_response() -> None:
     assert c.topic_partitions("missing") is None
 
 
-def make_metadata(clock: FakeClock) -> tuple[Metadata, FakePool]:
+def make_metadata(clock: FakeMonotonic) -> tuple[Metadata, FakePool]:
     pool = FakePool()
     metadata = Metadata(["b1:9092", "b2:9092"], pool, retry_backoff_ms=100, metadata_max_age_ms=10_000,  # type: ignore[arg-type]
                         clock=clock)
@@ -49,7 +50,7 @@ def make_metadata(clock: FakeClock) -> tuple[Metadata, FakePool]:
 
 
 def test_refresh_is_due_when_requested_after_backoff_and_at_max_age() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     metadata, pool = make_metadata(clock)
     assert metadata.time_to_next_update(clock.now_ms) == 0  # nothing known yet
     pool.get("b1:9092").answers["Metadata"] = [response()]  # later calls: every broker is down
@@ -64,7 +65,7 @@ def test_refresh_is_due_when_requested_after_backoff_and_at_max_age() -> None:
 
 
 def test_known_brokers_are_asked_before_bootstrap_and_failed_ones_last() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     metadata, pool = make_metadata(clock)
     assert metadata.candidate_addresses() == ["b1:9092", "b2:9092"]
     pool.get("b1:9092").answers["Metadata"] = [response()]
@@ -75,7 +76,7 @@ def test_known_brokers_are_asked_before_bootstrap_and_failed_ones_last() -> None
 
 
 def test_call_any_moves_on_after_transport_errors_only() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     metadata, pool = make_metadata(clock)
     pool.get("b1:9092").answers["Metadata"] = [KafkaError("down", ErrorCode.NETWORK_EXCEPTION)]
     pool.get("b2:9092").answers["Metadata"] = [response()]
@@ -92,7 +93,7 @@ def test_call_any_moves_on_after_transport_errors_only() -> None:
 
 
 def test_wait_for_topic_raises_unfixable_topic_errors_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic()
     metadata, pool = make_metadata(clock)
     bad = pb.MetadataResponse()
     bad.topics.add(name="bad name", error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)

@@ -14,6 +14,7 @@ from client.retry import (
     produce_decision,
 )
 from proto.errors import ErrorCode, KafkaError, error_for
+from tests.fakes import FakeClock
 
 E = ErrorCode
 
@@ -115,21 +116,9 @@ def test_exponential_backoff_doubles_up_to_the_maximum() -> None:
     assert exponential_backoff_ms(5, 100, 100, rand=middle) == 100  # max <= base: constant
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
 
 def test_call_with_retries_backs_off_between_retriable_errors() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     answers: list[Exception | str] = [KafkaError("x", E.COORDINATOR_NOT_AVAILABLE),
                                       KafkaError("y", E.NETWORK_EXCEPTION), "done"]
 
@@ -145,7 +134,7 @@ def test_call_with_retries_backs_off_between_retriable_errors() -> None:
 
 
 def test_call_with_retries_raises_non_retriable_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
 
     def attempt(remaining_ms: float) -> None:
         raise KafkaError("no", E.TOPIC_ALREADY_EXISTS)
@@ -156,7 +145,7 @@ def test_call_with_retries_raises_non_retriable_at_once() -> None:
 
 
 def test_call_with_retries_times_out_naming_the_last_error() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     remaining_seen: list[float] = []
 
     def attempt(remaining_ms: float) -> None:

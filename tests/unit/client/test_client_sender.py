@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from client_helpers import FakeClock, FakeFuture, FakeMetadata, cluster
+from client_helpers import FakeFuture, FakeMetadata, cluster
 
-from broker.log.record import CompressionType, validate_batch
 from client.accumulator import RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
 from client.idempotence import TransactionManager
 from client.sender import Sender
+from common.record import CompressionType, validate_batch
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.fakes import FakeMonotonic
 
 TP = TopicPartition("t", 0)
 
@@ -21,7 +22,7 @@ TP = TopicPartition("t", 0)
 class Harness:
     def __init__(self, *, idempotent: bool = False, acks: int = -1, retries: int = 10, max_in_flight: int = 5,
                  delivery_timeout_ms: int = 120_000) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeMonotonic()
         self.metadata = FakeMetadata(cluster({"t": 2}))
         self.txn = TransactionManager() if idempotent else None
         self.accumulator = RecordAccumulator(

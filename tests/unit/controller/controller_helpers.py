@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from controller.channel_manager import ControllerChannelManager
@@ -16,8 +16,9 @@ from controller.loggers import state_change_logger
 from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch, ResponseCallback
 from proto import minibroker_pb2 as pb
 from proto.types import EndPoint, TopicPartition
-from zk.client import ControllerMovedError, KafkaZkClient, UpdateLeaderAndIsrResult, Watch
-from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicAssignment
+from tests.fakes import FakeZk
+from zk.client import KafkaZkClient
+from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 CONTROLLER_ID = 1001
 
@@ -129,215 +130,6 @@ class FakeChannelManager:
     def shutdown(self) -> None:
         self.shutdowns += 1
         self.brokers.clear()
-
-
-class FakeZk:
-    """The KafkaZkClient operations the controller uses, in memory, with the same fencing rule: a controller
-    write whose expected /controller_epoch version is not the current one raises ControllerMovedError."""
-
-    def __init__(self) -> None:
-        self.controller: int | None = None
-        self.controller_epoch = 0
-        self.controller_epoch_zk_version = 0
-        self.brokers: dict[int, BrokerInfo] = {}
-        self.topics: dict[str, TopicAssignment] = {}
-        self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        self.isr_notifications: dict[str, set[TopicPartition]] = {}
-        self.topic_configs: dict[str, dict[str, str]] = {}
-        self.topic_deletions: set[str] = set()
-        self.preferred_replica_election: set[TopicPartition] = set()
-        self.partition_reassignment: dict[TopicPartition, tuple[int, ...]] = {}
-        # Partitions whose state znode the controller watches (reassignment), with their callbacks.
-        self.partition_state_watches: dict[TopicPartition, Any] = {}
-        # Partitions whose next conditional update meets a concurrent write (a leader's ISR change) first.
-        self.concurrent_writes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        self.watches: dict[str, Any] = {}
-        self.session_expired_callbacks: list[Any] = []
-        self.new_session_callbacks: list[Any] = []
-        self.fail_next_get_all_brokers: Exception | None = None
-
-    # --- test controls ---
-
-    def elect_other(self, controller_id: int) -> None:
-        """Another controller wins an election (its multi-op bumps the epoch)."""
-        self.controller = controller_id
-        self.controller_epoch += 1
-        self.controller_epoch_zk_version += 1
-
-    def create_topic(self, topic: str, replicas: Mapping[int, Iterable[int]]) -> None:
-        self.topics[topic] = TopicAssignment.of(topic, {p: list(r) for p, r in replicas.items()})
-
-    def _fence(self, expected: int) -> None:
-        if expected != self.controller_epoch_zk_version:
-            raise ControllerMovedError(f"expected /controller_epoch at version {expected}")
-
-    # --- controller ---
-
-    def get_controller_id(self) -> int | None:
-        return self.controller
-
-    def try_create_controller(self, controller_id: int, endpoint: str | None = None) -> tuple[int, int] | None:
-        if self.controller is not None:
-            return None
-        self.controller = controller_id
-        self.controller_epoch += 1
-        self.controller_epoch_zk_version += 1
-        return self.controller_epoch, self.controller_epoch_zk_version
-
-    def delete_controller(self, expected_controller_epoch_zk_version: int) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.controller = None
-
-    # --- brokers and topics ---
-
-    def get_all_brokers(self) -> list[BrokerInfo]:
-        if self.fail_next_get_all_brokers is not None:
-            error, self.fail_next_get_all_brokers = self.fail_next_get_all_brokers, None
-            raise error
-        return [self.brokers[i] for i in sorted(self.brokers)]
-
-    def get_all_topics(self) -> set[str]:
-        return set(self.topics)
-
-    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
-        return {t: self.topics[t] for t in topics if t in self.topics}
-
-    # --- partition state ---
-
-    def get_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
-        return {tp: self.partition_states[tp] for tp in partitions if tp in self.partition_states}
-
-    def create_partition_states(
-        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
-    ) -> set[TopicPartition]:
-        self._fence(expected_controller_epoch_zk_version)
-        created = set()
-        for tp, s in states.items():
-            if tp not in self.partition_states:
-                self.partition_states[tp] = replace(s, zk_version=0)
-                created.add(tp)
-        return created
-
-    def update_partition_states(
-        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_zk_version: int
-    ) -> UpdateLeaderAndIsrResult:
-        self._fence(expected_controller_epoch_zk_version)
-        result = UpdateLeaderAndIsrResult()
-        for tp, s in states.items():
-            if tp in self.concurrent_writes:
-                concurrent = self.concurrent_writes.pop(tp)
-                self.partition_states[tp] = replace(concurrent, zk_version=self.partition_states[tp].zk_version + 1)
-            if self.partition_states[tp].zk_version != s.zk_version:
-                result.to_retry.append(tp)
-            else:
-                self.partition_states[tp] = result.finished[tp] = replace(s, zk_version=s.zk_version + 1)
-        return result
-
-    # --- topic config and deletion ---
-
-    def get_topic_config(self, topic: str) -> dict[str, str]:
-        return dict(self.topic_configs.get(topic, {}))
-
-    def get_topic_deletions(self) -> set[str]:
-        return set(self.topic_deletions)
-
-    def delete_topic_deletions(self, topics: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.topic_deletions -= set(topics)
-
-    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.topics.pop(topic, None)
-        self.topic_configs.pop(topic, None)
-        self.topic_deletions.discard(topic)
-        for tp in [tp for tp in self.partition_states if tp.topic == topic]:
-            del self.partition_states[tp]
-
-    # --- ISR change notifications ---
-
-    def notify_isr_change(self, tp: TopicPartition, new_state: LeaderIsrAndControllerEpoch) -> None:
-        """What a leader does: a conditional write of the state, then a notification."""
-        self.partition_states[tp] = new_state
-        self.isr_notifications[f"{len(self.isr_notifications):010d}"] = {tp}
-
-    def get_isr_change_notifications(self) -> list[str]:
-        return sorted(self.isr_notifications)
-
-    def get_partitions_from_isr_change_notifications(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
-        return set().union(*(self.isr_notifications.get(s, set()) for s in sequence_numbers))
-
-    def delete_isr_change_notifications(
-        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
-    ) -> None:
-        sequence_numbers = list(sequence_numbers)
-        if sequence_numbers:
-            self._fence(expected_controller_epoch_zk_version)
-        for s in sequence_numbers:
-            self.isr_notifications.pop(s, None)
-
-    # --- watches: recorded, never fired (tests call process() with the events instead) ---
-
-    def _watch(self, name: str, callback: Any) -> Watch:
-        self.watches[name] = callback
-        return Watch()
-
-    def watch_controller(self, callback: Any) -> Any:
-        return self._watch("controller", callback)
-
-    def watch_broker_ids(self, callback: Any) -> Any:
-        return self._watch("brokers", callback)
-
-    def watch_topics(self, callback: Any) -> Any:
-        return self._watch("topics", callback)
-
-    def watch_topic_assignment(self, topic: str, callback: Any) -> Any:
-        return self._watch(f"topics/{topic}", callback)
-
-    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
-        return self.topics.get(topic)
-
-    def watch_isr_change_notifications(self, callback: Any) -> Any:
-        return self._watch("isr_change_notification", callback)
-
-    def watch_topic_deletions(self, callback: Any) -> Any:
-        return self._watch("delete_topics", callback)
-
-    def watch_preferred_replica_election(self, callback: Any) -> Any:
-        return self._watch("preferred_replica_election", callback)
-
-    def get_preferred_replica_election(self) -> set[TopicPartition]:
-        return set(self.preferred_replica_election)
-
-    def delete_preferred_replica_election(self, expected_controller_epoch_zk_version: int) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.preferred_replica_election = set()
-
-    def watch_partition_reassignment(self, callback: Any) -> Any:
-        return self._watch("reassign_partitions", callback)
-
-    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
-        return dict(self.partition_reassignment)
-
-    def set_partition_reassignment(
-        self, reassignment: Mapping[TopicPartition, Iterable[int]], expected_controller_epoch_zk_version: int
-    ) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.partition_reassignment = {tp: tuple(r) for tp, r in reassignment.items()}
-
-    def set_topic_assignment(self, assignment: TopicAssignment, expected_controller_epoch_zk_version: int) -> None:
-        self._fence(expected_controller_epoch_zk_version)
-        self.topics[assignment.topic] = assignment
-
-    def watch_partition_state(self, tp: TopicPartition, callback: Any) -> Watch:
-        watch = Watch()
-        self.partition_state_watches[tp] = (watch, callback)
-        return watch
-
-    def on_session_expired(self, callback: Any) -> None:
-        self.session_expired_callbacks.append(callback)
-
-    def on_new_session(self, callback: Any) -> None:
-        self.new_session_callbacks.append(callback)
 
 
 def started_controller(zk: FakeZk, channels: FakeChannelManager, **config: str) -> KafkaController:

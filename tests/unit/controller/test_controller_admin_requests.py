@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, started_controller, state
+from controller_helpers import FakeChannelManager, broker, started_controller, state
 
 from controller.controller import KafkaController
 from controller.events import BrokerChange, PartitionModifications, ReplicaLeaderElection
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.paths import NO_LEADER, TopicAssignment
 
 P0 = TopicPartition("orders", 0)
@@ -21,7 +22,7 @@ P0 = TopicPartition("orders", 0)
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {1: broker(1), 2: broker(2), 3: broker(3)}
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     return zk
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from controller.assignment import assign_replicas_to_brokers
+from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, started_controller, state
+from controller_helpers import FakeChannelManager, broker, started_controller, state
 
 from controller.controller import KafkaController
 from controller.events import BrokerChange
 from controller.states import PartitionState
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.paths import NO_LEADER
 
 P0 = TopicPartition("orders", 0)
@@ -24,7 +25,7 @@ start = started_controller
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {1: broker(1), 2: broker(2), 3: broker(3)}
-    zk.create_topic("orders", {0: [1, 2, 3]})
+    zk.add_topic("orders", {0: [1, 2, 3]})
     return zk
 
 

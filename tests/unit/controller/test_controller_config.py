@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError
+from common.config import ConfigError
 from controller.config import ControllerConfig
 from controller.main import add_arguments, config_from_args, run
 from minibroker.commands import controller as command

@@ -8,7 +8,7 @@ import time
 from typing import Any, cast
 
 import pytest
-from controller_helpers import CONTROLLER_ID, FakeChannelManager, FakeZk, broker, controller_config, state
+from controller_helpers import CONTROLLER_ID, FakeChannelManager, broker, controller_config, state
 
 from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
@@ -24,6 +24,7 @@ from controller.events import (
 from controller.states import PartitionState
 from proto import minibroker_pb2 as pb
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
 
 P0 = TopicPartition("orders", 0)
@@ -100,7 +101,7 @@ def test_a_standby_does_nothing_until_the_seat_is_free(
 
 
 def test_failover_loads_the_cluster_and_tells_every_broker(zk: FakeZk, channels: FakeChannelManager) -> None:
-    zk.create_topic("orders", {0: [1, 2], 1: [2, 3]})
+    zk.add_topic("orders", {0: [1, 2], 1: [2, 3]})
     zk.partition_states[P0] = state(2, [2, 1], leader_epoch=4, controller_epoch=0, zk_version=7)
     zk.isr_notifications["0000000000"] = {P0}
     controller = new_controller(zk, channels)
@@ -141,7 +142,7 @@ def test_failover_loads_the_cluster_and_tells_every_broker(zk: FakeZk, channels:
 def test_a_new_topic_goes_online_and_its_replicas_hear_of_it(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [1, 2, 3], 1: [3, 2, 1]})
+    zk.add_topic("orders", {0: [1, 2, 3], 1: [3, 2, 1]})
     active.process(TopicChange())
     assert zk.partition_states == {P0: state(1, [1, 2]), P1: state(2, [2, 1])}
     assert active.context.all_topics == {"orders"}
@@ -158,7 +159,7 @@ def test_a_new_topic_goes_online_and_its_replicas_hear_of_it(
 
 
 def test_a_topic_znode_that_disappears_is_forgotten(zk: FakeZk, active: KafkaController) -> None:
-    zk.create_topic("orders", {0: [1]})
+    zk.add_topic("orders", {0: [1]})
     active.process(TopicChange())
     del zk.topics["orders"]
     active.process(TopicChange())
@@ -172,7 +173,7 @@ def test_a_topic_znode_that_disappears_is_forgotten(zk: FakeZk, active: KafkaCon
 def test_a_new_broker_learns_everything_and_gets_its_replicas(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [1, 3], 1: [3, 2]})
+    zk.add_topic("orders", {0: [1, 3], 1: [3, 2]})
     active.process(TopicChange())
     channels.sent.clear()
 
@@ -196,7 +197,7 @@ def test_a_new_broker_learns_everything_and_gets_its_replicas(
 def test_a_partition_created_while_its_replicas_were_down_goes_online_when_one_registers(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [3, 4]})
+    zk.add_topic("orders", {0: [3, 4]})
     active.process(TopicChange())
     assert active.context.partition_state(P0) is PartitionState.NewPartition
     zk.brokers[4] = broker(4)
@@ -209,7 +210,7 @@ def test_a_partition_created_while_its_replicas_were_down_goes_online_when_one_r
 def test_a_broker_that_goes_away_is_dropped_and_the_others_told(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     active.process(TopicChange())
     channels.sent.clear()
 
@@ -230,7 +231,7 @@ def test_a_broker_that_goes_away_is_dropped_and_the_others_told(
 def test_a_bounced_broker_is_treated_as_new_with_its_new_epoch(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     active.process(TopicChange())
     channels.sent.clear()
 
@@ -251,7 +252,7 @@ def test_a_bounced_broker_is_treated_as_new_with_its_new_epoch(
 def test_isr_change_notifications_refresh_the_cache_and_reach_every_broker(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController
 ) -> None:
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     active.process(TopicChange())
     channels.sent.clear()
 
@@ -274,7 +275,7 @@ def test_a_fenced_write_makes_the_controller_resign(
     zk: FakeZk, channels: FakeChannelManager, active: KafkaController, caplog: pytest.LogCaptureFixture
 ) -> None:
     zk.elect_other(2002)  # a newer controller, unknown to this one yet
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     with caplog.at_level(logging.INFO):
         active.process(TopicChange())
     assert "Controller moved to another controller when processing TopicChange. Resigning" in caplog.text
@@ -290,7 +291,7 @@ def test_a_fenced_write_makes_the_controller_resign(
 def test_a_fenced_write_while_the_seat_is_free_runs_again(zk: FakeZk, active: KafkaController) -> None:
     zk.elect_other(2002)
     zk.controller = None  # ...which has already gone again
-    zk.create_topic("orders", {0: [1, 2]})
+    zk.add_topic("orders", {0: [1, 2]})
     active.process(TopicChange())
     assert not active.is_active
     # It queued a Reelect: resigned, re-elected with a newer epoch, and the failover picks up the new topic.

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 
 import pytest
-from controller_helpers import CONTROLLER_ID, FakeZk, Sent, batch_for, broker, context_with, state, state_change_log
+from controller_helpers import CONTROLLER_ID, Sent, batch_for, broker, context_with, state, state_change_log
 
 from controller.context import ControllerContext
 from controller.partition_state_machine import PartitionStateMachine, initial_leader_and_isr
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import PartitionState
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import ControllerMovedError
 from zk.paths import LeaderIsrAndControllerEpoch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, controller_config, state
+from controller_helpers import FakeChannelManager, broker, controller_config, state
 
 from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
@@ -21,6 +21,7 @@ from controller.events import (
 from controller.leader_imbalance import leader_imbalance, partitions_to_rebalance
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
 from zk.paths import decode_controller, decode_controller_endpoint, encode_controller
 
@@ -35,8 +36,8 @@ Answer = tuple[int, tuple[TopicPartition, ...]]
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {1: broker(1), 2: broker(2), 3: broker(3)}
-    zk.create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
-    zk.create_topic("single", {0: [1]})
+    zk.add_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    zk.add_topic("single", {0: [1]})
     return zk
 
 

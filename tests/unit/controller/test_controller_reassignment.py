@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, controller_config
+from controller_helpers import FakeChannelManager, broker, controller_config
 
 from controller.channel_manager import ControllerChannelManager
 from controller.context import PartitionAndReplica
@@ -36,6 +36,7 @@ from controller.states import ReplicaState
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
 from zk.paths import ReplicaAssignment
 
@@ -119,7 +120,7 @@ def test_only_finished_requests_leave_the_znode() -> None:
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {b: broker(b) for b in (1, 2, 3, 4)}
-    zk.create_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
+    zk.add_topic("orders", {0: [1, 2, 3], 1: [2, 1, 3]})
     return zk
 
 

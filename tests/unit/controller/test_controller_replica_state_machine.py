@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 
 import pytest
-from controller_helpers import CONTROLLER_ID, FakeZk, Sent, batch_for, broker, context_with, state, state_change_log
+from controller_helpers import CONTROLLER_ID, Sent, batch_for, broker, context_with, state, state_change_log
 
 from controller.context import ControllerContext, PartitionAndReplica
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.states import ReplicaState
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 
 P0 = TopicPartition("orders", 0)
 P1 = TopicPartition("orders", 1)

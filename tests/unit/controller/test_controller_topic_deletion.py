@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from controller_helpers import FakeChannelManager, FakeZk, broker, controller_config
+from controller_helpers import FakeChannelManager, broker, controller_config
 
 from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
@@ -22,6 +22,7 @@ from controller.request_batch import LEADER_DURING_DELETE
 from controller.states import ReplicaState
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
 
 P0 = TopicPartition("doomed", 0)
@@ -33,8 +34,8 @@ KEPT = TopicPartition("kept", 0)
 def zk() -> FakeZk:
     zk = FakeZk()
     zk.brokers = {1: broker(1), 2: broker(2)}
-    zk.create_topic("doomed", {0: [1, 2], 1: [2, 1]})
-    zk.create_topic("kept", {0: [1, 2]})
+    zk.add_topic("doomed", {0: [1, 2], 1: [2, 1]})
+    zk.add_topic("kept", {0: [1, 2]})
     return zk
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.log.log import Log
-from broker.log.record import (
+from common.record import (
     CompressionType,
     ProducerRecord,
     RecordBatch,

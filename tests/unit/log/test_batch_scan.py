@@ -7,7 +7,7 @@ import pytest
 from broker.log.batch_scan import scan_batches
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.index import OffsetPosition, TimestampOffset, decode_offset_index, decode_time_index
-from broker.log.record import HEADER_SIZE, ProducerRecord, build_batch
+from common.record import HEADER_SIZE, ProducerRecord, build_batch
 from proto.types import TopicPartition
 
 

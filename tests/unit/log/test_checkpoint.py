@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.log import checkpoint as cp
+from broker.log import files
 from broker.log.checkpoint import (
     CorruptCheckpointError,
     EpochEntry,
@@ -21,7 +22,7 @@ from proto.types import TopicPartition
 
 
 def test_offset_checkpoint_exact_text_and_round_trip(tmp_path: Path) -> None:
-    path = tmp_path / cp.REPLICATION_OFFSET_CHECKPOINT
+    path = tmp_path / files.REPLICATION_OFFSET_CHECKPOINT
     offsets = {TopicPartition("orders", 1): 987, TopicPartition("orders", 0): 1234, TopicPartition("a-b", 10): 0}
     OffsetCheckpointFile(path).write(offsets)
     assert path.read_text() == "0\n3\na-b 10 0\norders 0 1234\norders 1 987\n"
@@ -29,7 +30,7 @@ def test_offset_checkpoint_exact_text_and_round_trip(tmp_path: Path) -> None:
 
 
 def test_leader_epoch_checkpoint_exact_text_and_round_trip(tmp_path: Path) -> None:
-    path = tmp_path / cp.LEADER_EPOCH_CHECKPOINT
+    path = tmp_path / files.LEADER_EPOCH_CHECKPOINT
     entries = [EpochEntry(0, 0), EpochEntry(3, 120), EpochEntry(7, 4000)]
     LeaderEpochCheckpointFile(path).write(entries)
     assert path.read_text() == "0\n3\n0 0\n3 120\n7 4000\n"
@@ -37,7 +38,7 @@ def test_leader_epoch_checkpoint_exact_text_and_round_trip(tmp_path: Path) -> No
 
 
 def test_empty_checkpoint_round_trip(tmp_path: Path) -> None:
-    path = tmp_path / cp.LOG_START_OFFSET_CHECKPOINT
+    path = tmp_path / files.LOG_START_OFFSET_CHECKPOINT
     OffsetCheckpointFile(path).write({})
     assert path.read_text() == "0\n0\n"
     assert OffsetCheckpointFile(path).read() == {}
@@ -73,7 +74,7 @@ def test_reads_kafka_written_whitespace_and_no_final_newline(tmp_path: Path) -> 
     ],
 )
 def test_malformed_offset_checkpoint_names_file_and_line(tmp_path: Path, text: str, detail: str) -> None:
-    path = tmp_path / cp.RECOVERY_POINT_OFFSET_CHECKPOINT
+    path = tmp_path / files.RECOVERY_POINT_OFFSET_CHECKPOINT
     path.write_text(text)
     with pytest.raises(CorruptCheckpointError) as info:
         OffsetCheckpointFile(path).read()
@@ -83,7 +84,7 @@ def test_malformed_offset_checkpoint_names_file_and_line(tmp_path: Path, text: s
 
 
 def test_malformed_epoch_line(tmp_path: Path) -> None:
-    path = tmp_path / cp.LEADER_EPOCH_CHECKPOINT
+    path = tmp_path / files.LEADER_EPOCH_CHECKPOINT
     path.write_text("0\n2\n0 0\n1 2 3\n")
     with pytest.raises(CorruptCheckpointError, match=r"line 4: malformed entry '1 2 3': expected 2 fields"):
         LeaderEpochCheckpointFile(path).read()
@@ -97,7 +98,7 @@ def test_non_utf8_file_is_corrupt(tmp_path: Path) -> None:
 
 
 def test_leftover_tmp_is_ignored_and_overwritten(tmp_path: Path) -> None:
-    path = tmp_path / cp.REPLICATION_OFFSET_CHECKPOINT
+    path = tmp_path / files.REPLICATION_OFFSET_CHECKPOINT
     checkpoint = OffsetCheckpointFile(path)
     checkpoint.write({TopicPartition("t", 0): 5})
     Path(f"{path}.tmp").write_text("garbage from a crashed write")
@@ -108,7 +109,7 @@ def test_leftover_tmp_is_ignored_and_overwritten(tmp_path: Path) -> None:
 
 
 def test_crash_before_rename_leaves_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / cp.REPLICATION_OFFSET_CHECKPOINT
+    path = tmp_path / files.REPLICATION_OFFSET_CHECKPOINT
     checkpoint = OffsetCheckpointFile(path)
     checkpoint.write({TopicPartition("t", 0): 5})
 

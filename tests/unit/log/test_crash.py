@@ -14,7 +14,7 @@ from crash_writer import CONFIG, RECORDS_PER_BATCH, batch_for, batches_per_appen
 from log_helpers import read_raw
 
 from broker.log.log import Log, RecoveryActionKind
-from broker.log.record import patch_base_offset_and_epoch
+from common.record import patch_base_offset_and_epoch
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 ROUNDS = 8

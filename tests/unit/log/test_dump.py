@@ -9,7 +9,7 @@ import pytest
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.record import ProducerRecord, build_batch
+from common.record import ProducerRecord, build_batch
 from minibroker.cli import main
 
 

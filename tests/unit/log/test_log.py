@@ -12,7 +12,7 @@ from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
 from broker.log.config import LogConfig
 from broker.log.log import Log, UnexpectedAppendOffsetError
-from broker.log.record import CompressionType, TimestampType, iter_batches, iter_headers
+from common.record import CompressionType, TimestampType, iter_batches, iter_headers
 from proto.errors import (
     CorruptMessageError,
     ErrorCode,
@@ -22,26 +22,18 @@ from proto.errors import (
     RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
+from tests.fakes import FakeClock
 
 OpenLog = Callable[..., Log]
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-def open_log(tmp_path: Path, clock: Clock) -> OpenLog:
+def open_log(tmp_path: Path, clock: FakeClock) -> OpenLog:
     def opener(cache: RecordingEpochCache | None = None, **settings: object) -> Log:
         config = {"segment_bytes": 2000, "index_interval_bytes": 200, "max_index_size": 400, **settings}
         return Log.open(tmp_path / "orders-3", LogConfig(**config), time=clock,  # type: ignore[arg-type]
@@ -90,7 +82,7 @@ def test_leader_append_patches_a_writable_buffer_in_place_and_copies_bytes(open_
     assert next(iter_headers(writable))[1].base_offset == 6
 
 
-def test_log_append_time_stamps_batches_with_the_broker_clock(open_log: OpenLog, clock: Clock) -> None:
+def test_log_append_time_stamps_batches_with_the_broker_clock(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(message_timestamp_type="LogAppendTime")
     clock.now = 123_456
     info = log.append_as_leader(make_batch(records=2, timestamp=5) + make_batch(records=2, timestamp=9), 0)
@@ -145,7 +137,7 @@ def test_a_bad_batch_anywhere_rejects_the_whole_request(open_log: OpenLog, bad: 
 
 
 def with_header_field(batch: bytes, position: int, value: bytes) -> bytes:
-    from broker.log.record import crc32c
+    from common.record import crc32c
 
     data = bytearray(batch)
     data[position:position + len(value)] = value
@@ -326,7 +318,7 @@ def test_slice_goes_out_with_sendfile(open_log: OpenLog) -> None:
     assert received == info.records.read()
 
 
-def test_slice_outlives_the_deletion_of_its_segment(open_log: OpenLog, clock: Clock) -> None:
+def test_slice_outlives_the_deletion_of_its_segment(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(segment_bytes=2 * batch_size(records=2), retention_ms=1000)
     fill(log, 4)
     info = log.read(0, 1 << 20)
@@ -370,7 +362,7 @@ def test_roll_on_segment_ms_by_record_timestamps(open_log: OpenLog) -> None:
     assert [s.base_offset for s in log.segments] == [0, 3]
 
 
-def test_roll_on_segment_ms_by_wall_clock_when_records_have_no_timestamp(open_log: OpenLog, clock: Clock) -> None:
+def test_roll_on_segment_ms_by_wall_clock_when_records_have_no_timestamp(open_log: OpenLog, clock: FakeClock) -> None:
     from test_segment import without_timestamps
 
     log = open_log(segment_ms=10_000)
@@ -459,7 +451,7 @@ def test_truncate_fully_and_start_at(open_log: OpenLog) -> None:
 
 
 def test_retention_by_time_uses_the_newest_timestamp_and_spares_the_active_segment(
-        open_log: OpenLog, clock: Clock) -> None:
+        open_log: OpenLog, clock: FakeClock) -> None:
     cache = RecordingEpochCache()
     log = open_log(cache, segment_bytes=2 * batch_size(records=2), retention_ms=10_000)
     for i in range(5):
@@ -516,7 +508,7 @@ def test_flush_interval_messages(open_log: OpenLog) -> None:
     assert log.recovery_point == 6 == log.log_end_offset
 
 
-def test_flush_interval_ms_with_the_injected_clock(open_log: OpenLog, clock: Clock) -> None:
+def test_flush_interval_ms_with_the_injected_clock(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(flush_interval_ms=1000)
     fill(log, 1)
     log.maybe_flush()

@@ -8,7 +8,7 @@ import pytest
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.record import ProducerRecord, build_batch
+from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 
 PID = 4000

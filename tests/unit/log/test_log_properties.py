@@ -13,7 +13,7 @@ from log_helpers import make_batch, read_raw
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.record import iter_headers, patch_base_offset_and_epoch
+from common.record import iter_headers, patch_base_offset_and_epoch
 
 
 @dataclass(frozen=True)

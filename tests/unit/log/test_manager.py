@@ -8,29 +8,21 @@ import pytest
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.config import LogConfig
-from broker.log.manager import (
+from broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
-    HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
-    RECOVERY_POINT_CHECKPOINT,
-    LogDirOwnedError,
-    LogManager,
-    read_meta_properties,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
 )
-from broker.log.record import ProducerRecord, build_batch
+from broker.log.manager import LogDirOwnedError, LogManager, read_meta_properties
+from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
+from tests.fakes import FakeClock
 
 TP0 = TopicPartition("orders", 0)
 TP1 = TopicPartition("my-topic", 1)
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def batch(n: int) -> bytes:
@@ -62,7 +54,7 @@ def test_logs_spread_over_dirs_and_reload_after_clean_shutdown(tmp_path: Path) -
     lm.shutdown()
     for d in dirs:
         assert (d / CLEAN_SHUTDOWN_FILE).exists()
-    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / RECOVERY_POINT_CHECKPOINT).read() == {TP0: 10}
+    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {TP0: 10}
 
     again = manager(dirs)
     again.startup()
@@ -100,7 +92,7 @@ def test_high_watermark_checkpoint_per_dir(tmp_path: Path) -> None:
     lm.get_or_create_log(TP1)
     lm.write_high_watermarks([(TP0, 7), (TP1, 2), (TopicPartition("gone", 0), 5)])
     assert lm.read_high_watermarks() == {TP0: 7, TP1: 2}
-    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / HIGH_WATERMARK_CHECKPOINT).read() == {TP0: 7}
+    assert OffsetCheckpointFile(lm.log_dir_of(TP0) / REPLICATION_OFFSET_CHECKPOINT).read() == {TP0: 7}
 
 
 def test_delete_log_removes_dir_and_checkpoint_entries(tmp_path: Path) -> None:

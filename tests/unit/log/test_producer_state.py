@@ -10,7 +10,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from broker.log import record as rec
+from broker.log.files import snapshot_file_name
 from broker.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -21,8 +21,8 @@ from broker.log.producer_state import (
     UnknownProducerIdError,
     decrement_sequence,
     read_snapshot,
-    snapshot_file_name,
 )
+from common import record as rec
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

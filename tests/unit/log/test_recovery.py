@@ -13,7 +13,7 @@ from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
 from broker.log.config import LogConfig
 from broker.log.log import Log, RecoveryAction, RecoveryActionKind
-from broker.log.record import iter_headers
+from common.record import iter_headers
 
 BATCH = len(make_batch(records=2, value_size=40))
 # Three batches (6 offsets) per segment; an index entry for every batch after the first.

@@ -9,9 +9,10 @@ import pytest
 from log_helpers import make_batch
 
 from broker.log.config import LogConfig
+from broker.log.files import filename_prefix_from_offset
 from broker.log.index import OffsetPosition, TimestampOffset
-from broker.log.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
-from broker.log.segment import BatchSpan, LogSegment, filename_prefix_from_offset
+from broker.log.segment import BatchSpan, LogSegment
+from common.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
 from proto.errors import CorruptMessageError
 
 

@@ -1,0 +1,532 @@
+"""KafkaApis: the gRPC adapter between the wire contract (proto/minibroker.proto) and the broker's parts
+(Kafka 2.x's server/KafkaApis.scala).
+
+Each handler turns a request into plain values, calls the ReplicaManager,
+AdminManager, ... and turns their answers back into a response. Every bad
+input is answered with a Kafka error code in the response, per partition where
+the contract has one; gRPC status codes are left to transport failures. Calls
+that block on ZooKeeper run in worker threads, so the event loop never waits
+on it; answers that come later (delayed produce, fetch, create topics) arrive
+through a callback that resolves the handler's future, from whichever thread
+completes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from broker.fetcher.protocol import BrokerEndPoint
+from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
+from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
+from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation, LeaderAndIsrPartitionState
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.admin_manager import AdminManager, CreateTopicResult, NewPartitions, NewTopic
+from broker.server.config import KafkaConfig
+from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
+from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.topic_config import TopicConfig, TopicConfigs
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import carries_cluster_credential
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+from zk.client import KafkaZkClient
+from zk.paths import validate_topic
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext[Any, Any]
+
+CONSUMER_REPLICA_ID = -1
+NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker epochs: not checked
+
+
+class _Completion(Generic[T]):
+    """A callback resolving a future on the event loop, callable from any thread, at most once useful."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
+        self.future: asyncio.Future[T] = loop.create_future()
+        self._loop = loop
+        self._loop_thread = loop_thread
+
+    def __call__(self, value: T) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._set(value)
+        else:
+            self._loop.call_soon_threadsafe(self._set, value)
+
+    def _set(self, value: T) -> None:
+        # Done already when the client went away and gRPC cancelled the handler.
+        if not self.future.done():
+            self.future.set_result(value)
+
+
+def _group_by_topic(items: Iterable[tuple[TopicPartition, T]]) -> dict[str, list[tuple[int, T]]]:
+    """Per topic, in first-seen order, the partitions' values in request order."""
+    grouped: dict[str, list[tuple[int, T]]] = {}
+    for tp, value in items:
+        grouped.setdefault(tp.topic, []).append((tp.partition, value))
+    return grouped
+
+
+def _duplicates(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+    seen: set[TopicPartition] = set()
+    duplicates = set()
+    for tp in tps:
+        if tp in seen:
+            duplicates.add(tp)
+        seen.add(tp)
+    return duplicates
+
+
+class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
+    def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 admin_manager: AdminManager, group_offsets: ZkGroupOffsets, producer_ids: ProducerIdManager,
+                 topic_configs: TopicConfigs, zk: KafkaZkClient,
+                 topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
+                 cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics, listener_name: str) -> None:
+        self._config = config
+        # The listener these APIs are served on: Metadata describes the brokers as reached on it.
+        self._listener_name = listener_name
+        self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
+        self._replica_manager = replica_manager
+        self._metadata_cache = metadata_cache
+        self._admin_manager = admin_manager
+        self._group_offsets = group_offsets
+        self._producer_ids = producer_ids
+        self._topic_configs = topic_configs
+        self._zk = zk
+        self._topic_purgatory = topic_purgatory
+        self._broker_epoch = broker_epoch
+        self._cluster_id = cluster_id
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._metrics = metrics
+
+    def _completion(self) -> _Completion[Any]:
+        return _Completion(self._loop, self._loop_thread)
+
+    # ------------------------------------------------------------------ authorization
+
+    def _authorize_cluster_action(self, context: Context) -> bool:
+        """The shared cluster credential in the call's metadata (proto/auth.py); anyone, if none is configured."""
+        return carries_cluster_credential(context.invocation_metadata(), self._credential)
+
+    def _is_broker_epoch_stale(self, broker_epoch: int) -> bool:
+        """Kafka's isBrokerEpochStale: a request meant for this broker's previous registration (a restart
+        faster than the controller noticed) must not be applied to this one."""
+        return broker_epoch != NO_BROKER_EPOCH and broker_epoch < self._broker_epoch()
+
+    # ------------------------------------------------------------------ Produce
+
+    async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        began = time.monotonic()
+        response = await self._produce(request)
+        self._metrics.record_request("Produce", (time.monotonic() - began) * 1000)
+        return response
+
+    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        entries: list[tuple[TopicPartition, bytes]] = []
+        order: list[TopicPartition] = []
+        refused: dict[TopicPartition, ProducePartitionResponse] = {}
+        partitions = [(TopicPartition(topic.name, p.index), p) for topic in request.topics for p in topic.partitions]
+        duplicates = _duplicates(tp for tp, _ in partitions)
+        for tp, data in partitions:
+            order.append(tp)
+            if tp in duplicates:
+                refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_REQUEST,
+                                                       error_message=f"{tp} appears more than once in the request")
+            elif not self._metadata_cache.contains(tp):
+                refused[tp] = ProducePartitionResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                       error_message=f"Unknown topic or partition {tp}")
+            else:
+                # Read once: each access to a bytes field copies it out of the message.
+                entries.append((tp, data.records))
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        if entries:
+            completion: _Completion[dict[TopicPartition, ProducePartitionResponse]] = self._completion()
+            self._replica_manager.append_records(request.timeout_ms, request.acks, entries, completion)
+            results = await completion.future
+        results.update(refused)
+        response = pb.ProduceResponse()
+        if request.acks == 0:
+            # Kafka sends nothing back for acks=0 and closes the connection on an error so the
+            # producer refreshes its metadata; here the errors come back and nothing else does.
+            order = [tp for tp in order if results[tp].error is not ErrorCode.NONE]
+        for topic, partition_results in _group_by_topic((tp, results[tp]) for tp in order).items():
+            topic_response = response.responses.add(name=topic)
+            for index, result in partition_results:
+                topic_response.partitions.add(
+                    index=index, error_code=result.error, base_offset=result.base_offset,
+                    log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
+                    error_message=result.error_message,
+                )
+        return response
+
+    # ------------------------------------------------------------------ Fetch
+
+    async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+        began = time.monotonic()
+        response = await self._fetch(request, context)
+        # Kafka's request metric names: a follower's long poll is not a consumer's.
+        self._metrics.record_request("FetchFollower" if request.replica_id >= 0 else "FetchConsumer",
+                                     (time.monotonic() - began) * 1000)
+        return response
+
+    async def _fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+        is_follower = request.replica_id >= 0
+        requested = [(TopicPartition(topic.topic, p.partition), p) for topic in request.topics
+                     for p in topic.partitions]
+        if is_follower and not self._authorize_cluster_action(context):
+            return self._fetch_response(
+                ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        infos: list[PartitionFetchInfo] = []
+        slots: list[TopicPartition | LogReadResult] = []
+        for tp, p in requested:
+            if self._metadata_cache.contains(tp):
+                infos.append(PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
+                                                p.current_leader_epoch))
+                slots.append(tp)
+            else:
+                slots.append(LogReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        params = FetchParams(
+            replica_id=request.replica_id if is_follower else CONSUMER_REPLICA_ID,
+            max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes, max_bytes=request.max_bytes,
+            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.HIGH_WATERMARK,
+            fetch_only_from_leader=True,
+        )
+        results: FetchResults = []
+        if infos:
+            completion: _Completion[FetchResults] = self._completion()
+            self._replica_manager.fetch_messages(params, infos, completion)
+            results = await completion.future
+        read = iter(results)
+        answered = ((tp, slot) if isinstance(slot, LogReadResult) else (slot, next(read)[1])
+                    for (tp, _), slot in zip(requested, slots))
+        return self._fetch_response(answered, ErrorCode.NONE)
+
+    @staticmethod
+    def _fetch_response(results: Iterable[tuple[TopicPartition, LogReadResult]],
+                        error: ErrorCode) -> pb.FetchResponse:
+        response = pb.FetchResponse(error_code=error)
+        for topic, partition_results in _group_by_topic(results).items():
+            topic_response = response.responses.add(topic=topic)
+            for index, result in partition_results:
+                topic_response.partitions.add(
+                    partition_index=index, error_code=result.error, high_watermark=result.high_watermark,
+                    last_stable_offset=result.high_watermark, log_start_offset=result.log_start_offset,
+                    # gRPC cannot sendfile: one pread per partition into the response.
+                    records=result.records.read() if result.records is not None and result.size else b"",
+                )
+        return response
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Context) -> pb.ListOffsetsResponse:
+        is_replica = request.replica_id >= 0
+        authorized = not is_replica or self._authorize_cluster_action(context)
+        isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
+        requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
+        duplicates = _duplicates(tp for tp, _ in requested)
+        response = pb.ListOffsetsResponse()
+        for topic, partitions in _group_by_topic(requested).items():
+            topic_response = response.topics.add(name=topic)
+            for index, p in partitions:
+                tp = TopicPartition(topic, index)
+                error, timestamp, offset, epoch = ErrorCode.NONE, -1, -1, -1
+                if not authorized:
+                    error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                elif tp in duplicates or p.timestamp < EARLIEST_TIMESTAMP:
+                    error = ErrorCode.INVALID_REQUEST
+                else:
+                    try:
+                        found = self._replica_manager.fetch_offset_for_timestamp(
+                            tp, p.timestamp, isolation, p.current_leader_epoch)
+                    except KafkaError as e:
+                        error = e.code
+                    else:
+                        if found is not None:
+                            timestamp, offset, epoch = found
+                topic_response.partitions.add(partition_index=index, error_code=error, timestamp=timestamp,
+                                              offset=offset, leader_epoch=epoch)
+        return response
+
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
+        requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
+                     for p in t.partitions]
+        duplicates = _duplicates(tp for tp, _ in requested)
+        answers: dict[TopicPartition, tuple[int, ErrorCode]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, offset in requested:
+            if tp in duplicates:
+                answers[tp] = (-1, ErrorCode.INVALID_REQUEST)
+            elif not self._metadata_cache.contains(tp):
+                answers[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                offsets[tp] = offset
+        if offsets:
+            completion: _Completion[dict[TopicPartition, DeleteRecordsPartitionStatus]] = self._completion()
+            # Off the event loop: the leader writes its log-start-offset-checkpoint (an fsync) before waiting.
+            await asyncio.to_thread(self._replica_manager.delete_records, request.timeout_ms, offsets, completion)
+            for tp, status in (await completion.future).items():
+                answers[tp] = (status.low_watermark, status.error)
+        response = pb.DeleteRecordsResponse()
+        for topic, partitions in _group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
+            topic_response = response.topics.add(name=topic)
+            for index, (low_watermark, error) in dict(partitions).items():
+                topic_response.partitions.add(partition_index=index, low_watermark=low_watermark, error_code=error)
+        return response
+
+    # ------------------------------------------------------------------ Metadata
+
+    async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
+        cache = self._metadata_cache
+        names = list(dict.fromkeys(request.topics)) or sorted(cache.get_all_topics())
+        known = {t.name: t for t in cache.get_topic_metadata(names, self._listener_name)}
+        unknown: dict[str, ErrorCode] = {}
+        to_create = []
+        for name in names:
+            if name in known:
+                continue
+            try:
+                validate_topic(name)
+            except KafkaError as e:
+                unknown[name] = e.code
+                continue
+            if request.allow_auto_topic_creation and self._config.auto_create_topics_enable:
+                to_create.append(name)
+            else:
+                unknown[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if to_create:
+            created = await asyncio.to_thread(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create])
+            unknown.update(zip(to_create, created))
+        response = pb.MetadataResponse(cluster_id=self._cluster_id,
+                                       controller_id=-1 if cache.controller_id is None else cache.controller_id)
+        for node in cache.get_alive_brokers(self._listener_name):
+            broker = response.brokers.add(node_id=node.id, host=node.host, port=node.port)
+            if node.rack is not None:
+                broker.rack = node.rack
+        for name in names:
+            metadata = known.get(name)
+            if metadata is None:
+                response.topics.add(error_code=unknown[name], name=name)
+                continue
+            topic = response.topics.add(error_code=metadata.error, name=name)
+            for p in metadata.partitions:
+                topic.partitions.add(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
+                                     leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                                     offline_replicas=p.offline_replicas)
+        return response
+
+    # ------------------------------------------------------------------ CreateTopics / DeleteTopics
+
+    async def CreateTopics(self, request: pb.CreateTopicsRequest, context: Context) -> pb.CreateTopicsResponse:
+        topics = [
+            NewTopic(
+                t.name, t.num_partitions, t.replication_factor,
+                [(a.partition_index, tuple(a.broker_ids)) for a in t.assignments],
+                [(c.name, c.value if c.HasField("value") else None) for c in t.configs],
+            )
+            for t in request.topics
+        ]
+        results = await asyncio.to_thread(self._admin_manager.create_topics, topics, request.validate_only)
+        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
+        response = pb.CreateTopicsResponse()
+        for r in results:
+            response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
+                                num_partitions=r.num_partitions, replication_factor=r.replication_factor)
+        return response
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
+                               context: Context) -> pb.CreatePartitionsResponse:
+        requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
+                    for t in request.topics]
+        results = await asyncio.to_thread(self._admin_manager.create_partitions, requests, request.validate_only)
+        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
+        response = pb.CreatePartitionsResponse()
+        for r in results:
+            response.results.add(name=r.name, error_code=r.error, error_message=r.message)
+        return response
+
+    async def _await_leaders(self, results: list[CreateTopicResult], timeout_ms: int,
+                             validate_only: bool) -> list[CreateTopicResult]:
+        """Kafka's DelayedCreatePartitions: answer once every partition written has a leader here, or at
+        the timeout."""
+        if timeout_ms <= 0 or validate_only or not any(r.error is ErrorCode.NONE for r in results):
+            return results
+        completion: _Completion[list[CreateTopicResult]] = self._completion()
+        delayed = DelayedCreateTopics(timeout_ms, results, self._metadata_cache, completion)
+        self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
+        return await completion.future
+
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
+        results = await asyncio.to_thread(self._admin_manager.delete_topics, list(request.topic_names))
+        response = pb.DeleteTopicsResponse()
+        for r in results:
+            response.responses.add(name=r.name, error_code=r.error, error_message=r.message)
+        return response
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    async def InitProducerId(self, request: pb.InitProducerIdRequest,
+                             context: Context) -> pb.InitProducerIdResponse:
+        if request.HasField("transactional_id"):
+            # Idempotence only: there is no transaction coordinator to hand a transactional id to.
+            return pb.InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        try:
+            producer_id = await asyncio.to_thread(self._producer_ids.generate_producer_id)
+        except Exception:
+            logger.exception("Failed to allocate a producer id")
+            return pb.InitProducerIdResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1,
+                                             producer_epoch=-1)
+        return pb.InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+    # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
+
+    async def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Context) -> pb.OffsetCommitResponse:
+        commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset, p.committed_metadata)
+                   for t in request.topics for p in t.partitions]
+        try:
+            errors = await asyncio.to_thread(self._group_offsets.commit, request.group_id, commits)
+        except Exception:
+            logger.exception("Failed to commit offsets of group %r", request.group_id)
+            errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]
+        response = pb.OffsetCommitResponse()
+        for topic, partition_errors in _group_by_topic(errors).items():
+            topic_response = response.topics.add(name=topic)
+            for index, error in partition_errors:
+                topic_response.partitions.add(partition_index=index, error_code=error)
+        return response
+
+    async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
+        partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+                      if request.topics else None)
+        try:
+            committed = await asyncio.to_thread(self._group_offsets.fetch, request.group_id, partitions)
+        except KafkaError as e:
+            return pb.OffsetFetchResponse(error_code=e.code)
+        except Exception:
+            logger.exception("Failed to fetch offsets of group %r", request.group_id)
+            return pb.OffsetFetchResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        response = pb.OffsetFetchResponse(error_code=ErrorCode.NONE)
+        for topic, offsets in _group_by_topic((c.topic_partition, c) for c in committed).items():
+            topic_response = response.topics.add(name=topic)
+            for index, c in offsets:
+                topic_response.partitions.add(partition_index=index, committed_offset=c.offset,
+                                              committed_leader_epoch=-1, error_code=c.error)
+        return response
+
+    # ------------------------------------------------------------------ cluster API
+
+    async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context: Context) -> pb.LeaderAndIsrResponse:
+        tps = [TopicPartition(s.topic_name, s.partition_index) for s in request.partition_states]
+        refused = self._refuse_controller_request(context, request.broker_epoch)
+        if refused is not None:
+            return pb.LeaderAndIsrResponse(error_code=refused, partition_errors=self._partition_errors(
+                (tp, refused) for tp in tps))
+        states = [
+            (tp, LeaderAndIsrPartitionState(s.controller_epoch, s.leader, s.leader_epoch, tuple(s.isr), s.zk_version,
+                                            tuple(s.replicas), s.is_new))
+            for tp, s in zip(tps, request.partition_states)
+        ]
+        new_topics = {tp.topic for tp in tps if self._replica_manager.get_partition(tp) is None}
+        topic_configs = await asyncio.to_thread(self._load_topic_configs, new_topics)
+        result = self._replica_manager.become_leader_or_follower(
+            request.controller_id, request.controller_epoch, states,
+            [BrokerEndPoint(b.broker_id, b.host_name, b.port) for b in request.live_leaders], topic_configs)
+        return pb.LeaderAndIsrResponse(error_code=result.error,
+                                       partition_errors=self._partition_errors(result.partition_errors.items()))
+
+    def _load_topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        configs = {}
+        for topic in topics:
+            try:
+                validate_topic(topic)
+            except KafkaError:
+                continue  # refused by the ReplicaManager, with its error code
+            configs[topic] = self._topic_configs.load(topic, self._zk.get_topic_config(topic))
+        return configs
+
+    async def UpdateMetadata(self, request: pb.UpdateMetadataRequest,
+                             context: Context) -> pb.UpdateMetadataResponse:
+        refused = self._refuse_controller_request(context, request.broker_epoch)
+        if refused is not None:
+            return pb.UpdateMetadataResponse(error_code=refused)
+        states = [
+            (TopicPartition(s.topic_name, s.partition_index),
+             UpdateMetadataPartitionState(s.controller_epoch, s.leader, s.leader_epoch, tuple(s.isr), s.zk_version,
+                                          tuple(s.replicas), tuple(s.offline_replicas)))
+            for s in request.partition_states
+        ]
+        brokers = [
+            LiveBroker(b.id, {e.listener: EndPoint(e.host, e.port) for e in b.endpoints},
+                       b.rack if b.HasField("rack") else None)
+            for b in request.live_brokers
+        ]
+        error = self._replica_manager.maybe_update_metadata_cache(
+            request.controller_id, request.controller_epoch, states, brokers)
+        if error is ErrorCode.NONE:
+            for topic in {tp.topic for tp, _ in states}:
+                self._topic_purgatory.check_and_complete(topic)
+        return pb.UpdateMetadataResponse(error_code=error)
+
+    async def StopReplica(self, request: pb.StopReplicaRequest, context: Context) -> pb.StopReplicaResponse:
+        tps = [TopicPartition(p.topic_name, p.partition_index) for p in request.partitions]
+        refused = self._refuse_controller_request(context, request.broker_epoch)
+        if refused is not None:
+            return pb.StopReplicaResponse(error_code=refused, partition_errors=self._partition_errors(
+                (tp, refused) for tp in tps))
+        result = self._replica_manager.stop_replicas(request.controller_id, request.controller_epoch,
+                                                     request.delete_partitions, tps)
+        return pb.StopReplicaResponse(error_code=result.error,
+                                      partition_errors=self._partition_errors(result.partition_errors.items()))
+
+    def _refuse_controller_request(self, context: Context, broker_epoch: int) -> ErrorCode | None:
+        if not self._authorize_cluster_action(context):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if self._is_broker_epoch_stale(broker_epoch):
+            logger.info("Received a controller request with broker epoch %d, smaller than the current broker"
+                        " epoch %d", broker_epoch, self._broker_epoch())
+            return ErrorCode.STALE_BROKER_EPOCH
+        return None
+
+    @staticmethod
+    def _partition_errors(errors: Iterable[tuple[TopicPartition, ErrorCode]]) -> Sequence[pb.TopicPartitionError]:
+        return [pb.TopicPartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=error)
+                for tp, error in errors]
+
+    async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest,
+                                    context: Context) -> pb.OffsetsForLeaderEpochResponse:
+        authorized = self._authorize_cluster_action(context)
+        response = pb.OffsetsForLeaderEpochResponse()
+        for t in request.topics:
+            topic_response = response.topics.add(topic=t.topic)
+            for p in t.partitions:
+                error, epoch, end_offset = ErrorCode.NONE, -1, -1
+                if not authorized:
+                    error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                else:
+                    try:
+                        epoch, end_offset = self._replica_manager.last_offset_for_leader_epoch(
+                            TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+                    except KafkaError as e:
+                        error = e.code
+                topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,
+                                              end_offset=end_offset)
+        return response

@@ -1,0 +1,111 @@
+"""The leader over gRPC, as a fetcher thread calls it (Kafka 2.x's ReplicaFetcherBlockingSend).
+
+One channel per fetcher thread, synchronous calls (the thread has nothing
+else to do while it waits), every call carrying the cluster credential and
+replica.socket.timeout.ms as its deadline. Closing the channel fails a call in
+flight at once, which is how a fetcher blocked in a long poll is stopped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import grpc
+
+from broker.fetcher.protocol import (
+    BrokerEndPoint,
+    EpochEndOffset,
+    EpochRequest,
+    FetchRequestPartition,
+    FetchResponsePartition,
+    ReplicaFetcherConfig,
+)
+from common.limits import MESSAGE_SIZE_OPTIONS
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+
+_READ_UNCOMMITTED = 0
+
+
+class ReplicaFetcherBlockingSend:
+    def __init__(self, source_broker: BrokerEndPoint, broker_id: int, credential: str | None,
+                 config: ReplicaFetcherConfig) -> None:
+        self._broker_id = broker_id
+        self._config = config
+        host = f"[{source_broker.host}]" if ":" in source_broker.host else source_broker.host
+        # Kafka's ReplicaFetcherBlockingSend reconnects with no backoff of its own: the fetcher thread waits
+        # replica.fetch.backoff.ms after a failure. gRPC's default (up to 120 s between attempts) would
+        # leave a restarted leader's followers, and its way back into the ISR, waiting long after it serves.
+        backoff_ms = max(config.fetch_backoff_ms, 1)
+        self._channel = grpc.insecure_channel(f"{host}:{source_broker.port}", options=[
+            *MESSAGE_SIZE_OPTIONS,
+            ("grpc.initial_reconnect_backoff_ms", backoff_ms),
+            ("grpc.min_reconnect_backoff_ms", backoff_ms),
+            ("grpc.max_reconnect_backoff_ms", backoff_ms),
+        ])
+        self._client = pb_grpc.KafkaClientStub(self._channel)
+        self._cluster = pb_grpc.KafkaClusterStub(self._channel)
+        self._metadata = () if credential is None else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        # The leader may hold the fetch for replica.fetch.wait.max.ms; the socket timeout bounds the rest.
+        self._timeout_s = (config.socket_timeout_ms + config.fetch_wait_max_ms) / 1000
+
+    def fetch(self, partitions: list[FetchRequestPartition]) -> dict[TopicPartition, FetchResponsePartition]:
+        config = self._config
+        request = pb.FetchRequest(replica_id=self._broker_id, max_wait_ms=config.fetch_wait_max_ms,
+                                  min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_response_max_bytes,
+                                  isolation_level=_READ_UNCOMMITTED)
+        by_topic: dict[str, list[FetchRequestPartition]] = defaultdict(list)
+        for p in partitions:
+            by_topic[p.topic_partition.topic].append(p)
+        for topic, topic_partitions in by_topic.items():
+            request.topics.add(topic=topic, partitions=[
+                pb.FetchRequest.FetchPartition(partition=p.topic_partition.partition,
+                                               current_leader_epoch=p.current_leader_epoch,
+                                               fetch_offset=p.fetch_offset, log_start_offset=p.log_start_offset,
+                                               partition_max_bytes=p.max_bytes)
+                for p in topic_partitions])
+        response = self._client.Fetch(request, timeout=self._timeout_s, metadata=self._metadata)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError("replica fetch refused", ErrorCode(response.error_code))
+        return {
+            TopicPartition(t.topic, p.partition_index): FetchResponsePartition(
+                ErrorCode(p.error_code), p.high_watermark, p.log_start_offset, p.records)
+            for t in response.responses for p in t.partitions
+        }
+
+    def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, EpochRequest]
+                                 ) -> dict[TopicPartition, EpochEndOffset]:
+        request = pb.OffsetsForLeaderEpochRequest(replica_id=self._broker_id)
+        by_topic: dict[str, list[tuple[int, EpochRequest]]] = defaultdict(list)
+        for tp, epochs in partitions.items():
+            by_topic[tp.topic].append((tp.partition, epochs))
+        for topic, entries in by_topic.items():
+            request.topics.add(topic=topic, partitions=[
+                pb.OffsetsForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=index, current_leader_epoch=e.current_leader_epoch, leader_epoch=e.leader_epoch)
+                for index, e in entries])
+        response = self._cluster.OffsetsForLeaderEpoch(request, timeout=self._config.socket_timeout_ms / 1000,
+                                                       metadata=self._metadata)
+        return {
+            TopicPartition(t.topic, p.partition): EpochEndOffset(ErrorCode(p.error_code), p.leader_epoch,
+                                                                 p.end_offset)
+            for t in response.topics for p in t.partitions
+        }
+
+    def list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
+        request = pb.ListOffsetsRequest(replica_id=self._broker_id, isolation_level=_READ_UNCOMMITTED)
+        request.topics.add(name=tp.topic).partitions.add(partition_index=tp.partition,
+                                                         current_leader_epoch=current_leader_epoch,
+                                                         timestamp=timestamp)
+        response = self._client.ListOffsets(request, timeout=self._config.socket_timeout_ms / 1000,
+                                            metadata=self._metadata)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            raise KafkaError(f"ListOffsets for {tp} failed", ErrorCode(answer.error_code))
+        return int(answer.offset)
+
+    def close(self) -> None:
+        self._channel.close()

@@ -1,0 +1,142 @@
+"""ReplicaFetcherManager: which fetcher thread replicates which partition (Kafka 2.x's AbstractFetcherManager
+and ReplicaFetcherManager).
+
+num.replica.fetchers threads per source broker; a partition goes to fetcher
+`getFetcherId` (Kafka's hash, Java String.hashCode included, so the same
+partition lands on the same fetcher id as in Kafka). Threads are named
+`ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>`. LeaderAndIsr adds
+partitions (become-follower) and removes them (become-leader, StopReplica); a
+thread left without partitions is shut down by shutdown_idle_fetcher_threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState, LeaderEndPoint, ReplicaFetcherConfig
+from broker.fetcher.thread import PartitionLookup, ReplicaFetcherThread
+from proto.types import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+LeaderEndPointFactory = Callable[[BrokerEndPoint], LeaderEndPoint]
+FetcherThreadFactory = Callable[..., ReplicaFetcherThread]
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _int32(n: int) -> int:
+    n &= 0xFFFFFFFF
+    return n - (1 << 32) if n >= 1 << 31 else n
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's getFetcherId: Utils.abs(31 * topic.hashCode + partition) % numFetchers, in Java int arithmetic
+    (Utils.abs maps Integer.MIN_VALUE to 0)."""
+    n = _int32(31 * java_string_hash(tp.topic) + tp.partition)
+    return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, config: ReplicaFetcherConfig, leader_end_point: LeaderEndPointFactory,
+                 partitions: PartitionLookup, create_thread: FetcherThreadFactory = ReplicaFetcherThread) -> None:
+        self._broker_id = broker_id
+        self._config = config
+        self._leader_end_point = leader_end_point
+        self._partitions = partitions
+        self._create_thread = create_thread
+        self._lock = threading.Lock()
+        # (source broker id, fetcher id) -> thread
+        self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
+        # Its own lock: threads report failures while holding their partition lock, which _lock waits for.
+        self._failed_lock = threading.Lock()
+        self._failed_partitions: set[TopicPartition] = set()
+
+    def get_fetcher_id(self, tp: TopicPartition) -> int:
+        return fetcher_id(tp, self._config.num_replica_fetchers)
+
+    def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
+        with self._lock:
+            grouped: dict[tuple[BrokerEndPoint, int], dict[TopicPartition, InitialFetchState]] = defaultdict(dict)
+            for tp, state in initial.items():
+                grouped[(state.leader, self.get_fetcher_id(tp))][tp] = state
+            for (leader, fid), states in grouped.items():
+                key = (leader.id, fid)
+                thread = self._threads.get(key)
+                if thread is not None and thread.source_broker != leader:
+                    # The broker came back at another address: its old connection is useless.
+                    thread.shutdown()
+                    thread = None
+                if thread is None:
+                    thread = self._add_and_start_fetcher_thread(key, leader)
+                with self._failed_lock:
+                    self._failed_partitions.difference_update(states)
+                thread.add_partitions(states)
+                logger.info("Added fetcher to broker %s for partitions %s", leader,
+                            {str(tp): (s.init_offset, s.current_leader_epoch) for tp, s in states.items()})
+
+    def _add_and_start_fetcher_thread(self, key: tuple[int, int], leader: BrokerEndPoint) -> ReplicaFetcherThread:
+        source_id, fid = key
+        thread = self._create_thread(
+            f"ReplicaFetcherThread-{fid}-{source_id}", self._broker_id, fid, leader, self._leader_end_point(leader),
+            self._partitions, self._config, self._mark_failed)
+        self._threads[key] = thread
+        thread.start()
+        return thread
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        tps = set(tps)
+        if not tps:
+            return
+        with self._lock:
+            for thread in self._threads.values():
+                thread.remove_partitions(tps)
+        with self._failed_lock:
+            self._failed_partitions.difference_update(tps)
+        logger.info("Removed fetcher for partitions %s", sorted(str(tp) for tp in tps))
+
+    def shutdown_idle_fetcher_threads(self) -> None:
+        with self._lock:
+            idle = [key for key, thread in self._threads.items() if thread.partition_count <= 0]
+            for key in idle:
+                self._threads.pop(key).shutdown()
+
+    def shutdown(self) -> None:
+        logger.info("shutting down")
+        with self._lock:
+            threads = list(self._threads.values())
+            self._threads.clear()
+        for thread in threads:
+            thread.initiate_shutdown()
+        for thread in threads:
+            thread.shutdown()
+        logger.info("shutdown completed")
+
+    def _mark_failed(self, tp: TopicPartition) -> None:
+        with self._failed_lock:
+            self._failed_partitions.add(tp)
+
+    # ------------------------------------------------------------------ observability
+
+    def fetcher_threads(self) -> dict[tuple[int, int], ReplicaFetcherThread]:
+        with self._lock:
+            return dict(self._threads)
+
+    @property
+    def failed_partitions_count(self) -> int:
+        with self._failed_lock:
+            return len(self._failed_partitions)
+
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of any fetched partition."""
+        return max((thread.max_lag() for thread in self.fetcher_threads().values()), default=0)

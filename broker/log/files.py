@@ -1,0 +1,54 @@
+"""Every file and directory name the broker writes on disk, in one place (Kafka keeps them in `object Log`,
+LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same names from here.
+
+    <log.dir>/
+      meta.properties                     version=0, broker.id=N: which broker owns the dir
+      .kafka_cleanshutdown                present only between a clean shutdown and the next start
+      recovery-point-offset-checkpoint    per partition: everything below it has been fsynced
+      log-start-offset-checkpoint         per partition: the first offset still readable
+      replication-offset-checkpoint       per partition: the high watermark (the ReplicaManager's)
+      <topic>-<partition>/                one Log
+        00000000000000000000.log          a segment: RecordBatch v2 as received, named by its base offset
+        00000000000000000000.index        sparse offset index: (4-byte relative offset, 4-byte position)
+        00000000000000000000.timeindex    sparse time index: (8-byte timestamp, 4-byte relative offset)
+        00000000000000000000.snapshot     producer state (idempotence) at that offset
+        leader-epoch-checkpoint           (leader epoch, start offset) pairs
+      <topic>-<partition>.<uuid>-delete/  a deleted partition, renamed before it is removed
+    *.deleted  a segment file being deleted;  *.cleaned  left by Kafka's log cleaner (not here);
+    *.tmp  a checkpoint being written (temp file, fsync, rename)
+"""
+
+from __future__ import annotations
+
+# The log dir's own files.
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+# A partition's files.
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+# Files and directories on their way out.
+DELETED_FILE_SUFFIX = ".deleted"
+# Left by Kafka's log cleaner, which minibroker does not have; discarded like `.deleted`.
+CLEANED_FILE_SUFFIX = ".cleaned"
+# A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
+# (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
+DELETE_DIR_SUFFIX = "-delete"
+# A checkpoint is written to `<name>.tmp`, fsynced, then renamed over `<name>`.
+TMP_SUFFIX = ".tmp"
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """Kafka's Log.filenamePrefixFromOffset: 20 digits, so names sort as offsets do."""
+    return f"{offset:020d}"
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{filename_prefix_from_offset(offset)}{SNAPSHOT_SUFFIX}"

@@ -1,0 +1,9 @@
+"""Delayed operations (Kafka's DelayedOperationPurgatory): requests that wait for an event, not a poll.
+
+  purgatory.py              DelayedOperation and the purgatory: watch keys, try-complete on events, expire
+  timer.py                  the timer operations expire on
+  delayed_produce.py        acks=all produce: until the HW passes its last offset (min.insync.replicas
+                            is checked by broker/replication/rules.py)
+  delayed_fetch.py          fetch long poll: until min_bytes or max_wait_ms
+  delayed_create_topics.py  CreateTopics waiting for its partitions' leaders
+"""

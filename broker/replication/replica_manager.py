@@ -1,0 +1,510 @@
+"""ReplicaManager: the partitions this broker hosts and the requests that touch them (Kafka 2.x's
+server/ReplicaManager.scala).
+
+- LeaderAndIsr (becomeLeaderOrFollower): fenced by the controller epoch, then
+  per partition by the leader epoch; makes partitions leaders or followers.
+- StopReplica: stops hosting partitions, deleting their logs when asked.
+- UpdateMetadata: stale-checked here, stored in the MetadataCache.
+- DeleteRecords (delete_records): the leaders move their log start offsets
+  and wait in a purgatory until their in-sync followers have moved theirs.
+- Produce (append_records) and Fetch (fetch_messages), with acks=all produces
+  and long-polling fetches parked in purgatories and completed by the events
+  that satisfy them: appends, high watermark moves, ISR changes and
+  leadership changes.
+- Replication: become-follower hands partitions to the ReplicaFetcherManager
+  (become-leader and StopReplica take them back); a follower's fetch updates
+  its state at the leader, and may let it rejoin the ISR; the periodic
+  maybe_shrink_isr drops followers that lag (replica.lag.time.max.ms).
+
+Requests run in the caller's thread without I/O other than the logs'; the
+gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. ISR writes go
+to ZooKeeper, so an expansion found on the request path is done on the
+`isr_update_executor`, and shrinking runs on the scheduler's worker thread.
+Answers go to callbacks, which may run inside the call (the common case) or
+later, from whatever completes a delayed operation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
+from broker.fetcher.thread import PartitionLookup
+from broker.log.log import TimestampAndOffset
+from broker.log.manager import LogManager
+from broker.purgatory.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsPartitionStatus,
+    DeleteRecordsResponseCallback,
+)
+from broker.purgatory.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchResponseCallback,
+    FetchResults,
+    LogReadResult,
+    PartitionFetchInfo,
+)
+from broker.purgatory.delayed_produce import (
+    DelayedProduce,
+    ProducePartitionResponse,
+    ProducePartitionStatus,
+    ProduceResponseCallback,
+)
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.purgatory.timer import Timer
+from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
+from broker.replication.partition_state_store import PartitionStateStore
+from broker.server.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metrics import BrokerMetrics
+from broker.server.topic_config import TopicConfig
+from proto.errors import ErrorCode, KafkaError
+from proto.types import TopicPartition
+from zk.paths import validate_topic
+
+logger = logging.getLogger(__name__)
+state_change_logger = logging.getLogger("state.change.logger")
+
+INITIAL_CONTROLLER_EPOCH = 0
+VALID_ACKS = (-1, 0, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResponse:
+    """The outcome of a LeaderAndIsr / StopReplica: a request-level error, then one per partition."""
+
+    error: ErrorCode
+    partition_errors: dict[TopicPartition, ErrorCode]
+
+
+class FetcherManager(Protocol):
+    """What the ReplicaManager asks of the follower side (broker/fetcher/manager.py)."""
+
+    def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None: ...
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def shutdown_idle_fetcher_threads(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def max_lag(self) -> int: ...
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, *, log_manager: LogManager, metadata_cache: MetadataCache,
+                 default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int],
+                 fetcher_manager: Callable[[PartitionLookup], FetcherManager], state_store: PartitionStateStore,
+                 replica_lag_time_max_ms: int, isr_update_executor: Executor, metrics: BrokerMetrics) -> None:
+        self.broker_id = broker_id
+        self.controller_epoch = INITIAL_CONTROLLER_EPOCH
+        self._log_manager = log_manager
+        self._metadata_cache = metadata_cache
+        self._default_topic_config = default_topic_config
+        self._time_ms = time_ms
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.replica_fetcher_manager = fetcher_manager(self._partitions.get)
+        self._state_store = state_store
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._isr_update_executor = isr_update_executor
+        metrics.bind_replica_manager(
+            under_replicated=lambda: sum(p.is_under_replicated for p in self.hosted_partitions()),
+            under_min_isr=lambda: sum(p.is_under_min_isr for p in self.hosted_partitions()),
+            leader_count=lambda: sum(p.is_leader for p in self.hosted_partitions()),
+            partition_count=lambda: len(self._partitions))
+        metrics.bind_fetcher_max_lag(self.replica_fetcher_manager.max_lag)
+        self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
+            "Produce", timer)
+        self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch", timer)
+        self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
+            DelayedOperationPurgatory("DeleteRecords", timer)
+        # Kafka starts checkpointing high watermarks at the first LeaderAndIsr: before it, no partition
+        # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
+        self._high_watermark_checkpointing = False
+
+    # ------------------------------------------------------------------ partitions
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def hosted_partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            return partition
+        if self._metadata_cache.contains(tp):
+            # The topic exists but this broker is not a replica: the client's metadata is stale.
+            raise KafkaError(f"Broker {self.broker_id} is not a replica of {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        raise KafkaError(f"This server does not host this topic-partition: {tp}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    # ------------------------------------------------------------------ controller requests
+
+    def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                  partition_states: Sequence[tuple[TopicPartition, LeaderAndIsrPartitionState]],
+                                  live_leaders: Iterable[BrokerEndPoint],
+                                  topic_configs: Mapping[str, TopicConfig]) -> ControllerResponse:
+        """Apply a LeaderAndIsr. `topic_configs` holds the configs of topics whose partitions are new here;
+        `live_leaders` are the leaders of its partitions that are alive, and where to fetch from them."""
+        if controller_epoch < self.controller_epoch:
+            state_change_logger.warning(
+                "Ignoring LeaderAndIsr request from controller %d with epoch %d since its controller epoch is"
+                " older than the latest epoch %d", controller_id, controller_epoch, self.controller_epoch)
+            return ControllerResponse(ErrorCode.STALE_CONTROLLER_EPOCH, {})
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        to_apply: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        for tp, state in partition_states:
+            error = _invalid_partition(tp)
+            if error is not None:
+                errors[tp] = error
+                continue
+            partition = self._partitions.get(tp)
+            if partition is None:
+                partition = self._new_partition(tp, topic_configs.get(tp.topic, self._default_topic_config))
+            if state.leader_epoch > partition.leader_epoch:
+                if self.broker_id in state.replicas:
+                    to_apply.append((partition, state))
+                else:
+                    state_change_logger.warning(
+                        "Ignoring LeaderAndIsr request from controller %d with epoch %d for partition %s as itself"
+                        " is not in assigned replica list %s", controller_id, controller_epoch, tp,
+                        list(state.replicas))
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                # Kafka 2.x answers both an older and an equal leader epoch this way: the request is late.
+                state_change_logger.warning(
+                    "Ignoring LeaderAndIsr request from controller %d with epoch %d for partition %s since its"
+                    " associated leader epoch %d is not higher than the current leader epoch %d", controller_id,
+                    controller_epoch, tp, state.leader_epoch, partition.leader_epoch)
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+        checkpoints = self._lazy_high_watermark_checkpoints()
+        live = {leader.id: leader for leader in live_leaders}
+        to_fetch: dict[TopicPartition, InitialFetchState] = {}
+        # Kafka's order: makeLeaders, then makeFollowers.
+        to_apply.sort(key=lambda item: item[1].leader != self.broker_id)
+        for partition, state in to_apply:
+            errors[partition.topic_partition] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+        if to_fetch:
+            self.replica_fetcher_manager.add_fetcher_for_partitions(to_fetch)
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        self._high_watermark_checkpointing = True
+        return ControllerResponse(ErrorCode.NONE, errors)
+
+    def _new_partition(self, tp: TopicPartition, topic_config: TopicConfig) -> Partition:
+        partition = Partition(tp, local_broker_id=self.broker_id, log_manager=self._log_manager,
+                              topic_config=topic_config, time_ms=self._time_ms)
+        self._partitions[tp] = partition
+        return partition
+
+    def _apply_state(self, partition: Partition, state: LeaderAndIsrPartitionState,
+                     live_leaders: Mapping[int, BrokerEndPoint], checkpoints: HighWatermarkCheckpoints,
+                     to_fetch: dict[TopicPartition, InitialFetchState]) -> ErrorCode:
+        tp = partition.topic_partition
+        try:
+            if state.leader == self.broker_id:
+                # No fetcher may append a late response once this replica leads.
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
+                _, high_watermark_moved = partition.make_leader(state, checkpoints)
+                if high_watermark_moved:
+                    self._complete_delayed_requests(tp)
+            elif (leader := live_leaders.get(state.leader)) is not None:
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
+                if partition.make_follower(state, checkpoints):
+                    # From the high watermark: where truncation falls back to when epochs cannot decide.
+                    to_fetch[tp] = InitialFetchState(leader, state.leader_epoch, partition.high_watermark)
+                # Requests waiting on this broker as leader will not be satisfied here any more.
+                self._complete_delayed_requests(tp)
+            else:
+                # Kafka (KAFKA-1647): host the replica anyway, so its high watermark stays checkpointed.
+                state_change_logger.error(
+                    "Cannot make %s a follower of broker %d in leader epoch %d: the leader is not alive",
+                    tp, state.leader, state.leader_epoch)
+                partition.create_log_if_not_exists(checkpoints)
+        except KafkaError as e:
+            state_change_logger.error("Failed to apply the state of %s: %s", tp, e)
+            return e.code
+        except OSError as e:
+            state_change_logger.error("Storage error applying the state of %s: %s", tp, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _lazy_high_watermark_checkpoints(self) -> HighWatermarkCheckpoints:
+        """Kafka's LazyOffsetCheckpoints: the files are read once, and only if a new log needs them."""
+        cache: dict[TopicPartition, int] | None = None
+
+        def lookup(tp: TopicPartition) -> int | None:
+            nonlocal cache
+            if cache is None:
+                cache = self._log_manager.read_high_watermarks()
+            return cache.get(tp)
+
+        return lookup
+
+    def stop_replicas(self, controller_id: int, controller_epoch: int, delete_partitions: bool,
+                      partitions: Iterable[TopicPartition]) -> ControllerResponse:
+        if controller_epoch < self.controller_epoch:
+            state_change_logger.warning(
+                "Ignoring StopReplica request from controller %d with epoch %d since its controller epoch is"
+                " older than the latest epoch %d", controller_id, controller_epoch, self.controller_epoch)
+            return ControllerResponse(ErrorCode.STALE_CONTROLLER_EPOCH, {})
+        self.controller_epoch = controller_epoch
+        partitions = list(partitions)
+        state_change_logger.info(
+            "Handling StopReplica request from controller %d epoch %d for %d partitions (delete=%s): %s",
+            controller_id, controller_epoch, len(partitions), str(delete_partitions).lower(),
+            ",".join(map(str, partitions)))
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(partitions)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            error = _invalid_partition(tp)
+            if error is None:
+                try:
+                    self._stop_replica(tp, delete_partitions)
+                    error = ErrorCode.NONE
+                except OSError as e:
+                    state_change_logger.error("Storage error stopping replica %s: %s", tp, e)
+                    error = ErrorCode.KAFKA_STORAGE_ERROR
+            errors[tp] = error
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        return ControllerResponse(ErrorCode.NONE, errors)
+
+    def _stop_replica(self, tp: TopicPartition, delete_partition: bool) -> None:
+        if delete_partition:
+            partition = self._partitions.pop(tp, None)
+            if partition is not None:
+                partition.delete()
+            elif self._log_manager.get_log(tp) is not None:
+                # A topic deleted while this broker was down: its log is here but no partition hosts it.
+                self._log_manager.delete_log(tp)
+        # Waiting requests fail now (not leader / unknown) instead of at their timeout.
+        self._complete_delayed_requests(tp)
+
+    def maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
+                                    partition_states: Iterable[tuple[TopicPartition, UpdateMetadataPartitionState]],
+                                    live_brokers: Iterable[LiveBroker]) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            state_change_logger.warning(
+                "Ignoring UpdateMetadata request from controller %d with epoch %d since its controller epoch is"
+                " older than the latest epoch %d", controller_id, controller_epoch, self.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        deleted = self._metadata_cache.update_metadata(controller_id, partition_states, live_brokers)
+        self.controller_epoch = controller_epoch
+        if deleted:
+            logger.info("Deleted partitions from the metadata cache: %s", [str(tp) for tp in deleted])
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ produce
+
+    def append_records(self, timeout_ms: int, required_acks: int, entries: Sequence[tuple[TopicPartition, bytes]],
+                       response_callback: ProduceResponseCallback) -> None:
+        """Append to the leader logs; answer now, or once the high watermark passes the appends (acks=-1)."""
+        if required_acks not in VALID_ACKS:
+            response_callback({tp: ProducePartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS)
+                               for tp, _ in entries})
+            return
+        status: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, records in entries:
+            status[tp] = self._append_to_local_log(tp, records, required_acks)
+        any_appended = any(s.response.error is ErrorCode.NONE for s in status.values())
+        if required_acks == -1 and any_appended:
+            delayed = DelayedProduce(timeout_ms, status, self.get_partition_or_error, response_callback)
+            self.delayed_produce_purgatory.try_complete_else_watch(delayed, status)
+        else:
+            response_callback({tp: s.response for tp, s in status.items()})
+
+    def _append_to_local_log(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProducePartitionStatus:
+        try:
+            if not records:
+                raise KafkaError("Produce requests must have at least one record batch", ErrorCode.INVALID_RECORD)
+            partition = self.get_partition_or_error(tp)
+            info, high_watermark_moved = partition.append_records_to_leader(records, required_acks)
+            log_start_offset = partition.log.log_start_offset if partition.log is not None else -1
+        except KafkaError as e:
+            return ProducePartitionStatus(-1, ProducePartitionResponse(e.code, error_message=str(e)))
+        except Exception as e:
+            logger.exception("Error processing append operation on partition %s", tp)
+            return ProducePartitionStatus(-1, ProducePartitionResponse(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                                       error_message=repr(e)))
+        if high_watermark_moved:
+            self._complete_delayed_requests(tp)
+        else:
+            # Followers long-polling at the old log end can read now.
+            self.delayed_fetch_purgatory.check_and_complete(tp)
+        return ProducePartitionStatus(
+            info.last_offset + 1,
+            ProducePartitionResponse(ErrorCode.NONE, info.first_offset, info.log_append_time, log_start_offset),
+        )
+
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        self.delayed_produce_purgatory.check_and_complete(tp)
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+        self.delayed_delete_records_purgatory.check_and_complete(tp)
+
+    # ------------------------------------------------------------------ delete records
+
+    def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int],
+                       response_callback: DeleteRecordsResponseCallback) -> None:
+        """Kafka's deleteRecords: each leader moves its log start offset to the offset (-1: its high
+        watermark); the answer waits until the low watermark reaches it on every in-sync replica. Writes the
+        log-start-offset-checkpoint (an fsync) before returning: call it off an event loop."""
+        status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                requested, low_watermark = self.get_partition_or_error(tp).delete_records_on_leader(offset)
+                status[tp] = DeleteRecordsPartitionStatus(requested, low_watermark, ErrorCode.NONE)
+            except KafkaError as e:
+                status[tp] = DeleteRecordsPartitionStatus(-1, -1, e.code)
+            except OSError as e:
+                logger.error("Storage error deleting records of %s: %s", tp, e)
+                status[tp] = DeleteRecordsPartitionStatus(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
+        if any(s.error is ErrorCode.NONE for s in status.values()):
+            # Kafka leaves this to the periodic checkpoint; written now, a leader restarted at once does not
+            # bring the deleted records back.
+            self._log_manager.checkpoint_log_offsets()
+            delayed = DelayedDeleteRecords(timeout_ms, status, self.get_partition_or_error, response_callback)
+            self.delayed_delete_records_purgatory.try_complete_else_watch(delayed, status)
+        else:
+            response_callback(status)
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                       response_callback: FetchResponseCallback) -> None:
+        """Read now, or park the fetch until min_bytes are readable or max_wait_ms passes."""
+        results = self.read_from_local_log(params, infos)
+        if params.is_from_follower:
+            self._update_follower_fetch_state(params.replica_id, results)
+        bytes_readable = sum(result.size for _, result in results)
+        errored = any(result.error is not ErrorCode.NONE for _, result in results)
+        if params.max_wait_ms <= 0 or not infos or bytes_readable >= params.min_bytes or errored:
+            response_callback(results)
+            return
+        status = [(info, result.fetch_offset_metadata) for info, result in results
+                  if result.fetch_offset_metadata is not None]
+        delayed = DelayedFetch(params, status, self, response_callback)
+        self.delayed_fetch_purgatory.try_complete_else_watch(delayed, [info.topic_partition for info in infos])
+
+    def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults:
+        """Read each partition in request order within the response's max_bytes.
+
+        KIP-74: until some partition returned data, the first batch comes
+        whole even when larger than the limits, so a big batch cannot block a
+        consumer forever.
+        """
+        limit = max(params.max_bytes, 0)
+        min_one_message = True
+        results: FetchResults = []
+        for info in infos:
+            result = self._read(params, info, limit, min_one_message)
+            if result.size > 0:
+                min_one_message = False
+            limit = max(0, limit - result.size)
+            results.append((info, result))
+        return results
+
+    def _read(self, params: FetchParams, info: PartitionFetchInfo, limit: int, min_one_message: bool) -> LogReadResult:
+        tp = info.topic_partition
+        partition: Partition | None = None
+        try:
+            partition = self.get_partition_or_error(tp)
+            read = partition.read_records(info.fetch_offset, info.current_leader_epoch,
+                                          min(max(info.max_bytes, 0), limit), params.isolation,
+                                          params.fetch_only_from_leader, min_one_message)
+        except KafkaError as e:
+            if e.code is ErrorCode.OFFSET_OUT_OF_RANGE and partition is not None and partition.log is not None:
+                # The valid range, so the consumer can reset without another round trip.
+                return LogReadResult(e.code, high_watermark=partition.high_watermark,
+                                     log_start_offset=partition.log.log_start_offset, error_message=str(e))
+            return LogReadResult(e.code, error_message=str(e))
+        except Exception as e:
+            logger.exception("Error processing fetch with max size %d from %s for partition %s", info.max_bytes,
+                             "consumer" if info.log_start_offset < 0 else "replica", tp)
+            return LogReadResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(e))
+        return LogReadResult(ErrorCode.NONE, read.fetched_data.records, read.high_watermark, read.log_start_offset,
+                             read.log_end_offset, read.fetched_data.fetch_offset_metadata)
+
+    def _update_follower_fetch_state(self, replica_id: int, results: FetchResults) -> None:
+        now = self._time_ms()
+        for info, result in results:
+            partition = self._partitions.get(info.topic_partition)
+            if partition is None or result.error is not ErrorCode.NONE or result.fetch_offset_metadata is None:
+                continue
+            update = partition.update_follower_fetch_state(replica_id, result.fetch_offset_metadata,
+                                                           info.log_start_offset, now, result.leader_log_end_offset)
+            if update.high_watermark_moved:
+                self._complete_delayed_requests(info.topic_partition)
+            elif update.log_start_offset_moved:
+                self.delayed_delete_records_purgatory.check_and_complete(info.topic_partition)
+            if update.needs_isr_expand:
+                self._isr_update_executor.submit(self._maybe_expand_isr, partition, replica_id)
+
+    # ------------------------------------------------------------------ the ISR
+
+    def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
+        try:
+            partition.maybe_expand_isr(replica_id, self._state_store)
+        except Exception:
+            # A ZooKeeper hiccup: the follower's next fetch tries again.
+            logger.exception("Failed to expand the ISR of %s with replica %d", partition.topic_partition, replica_id)
+        self._complete_delayed_requests(partition.topic_partition)
+
+    def maybe_shrink_isr(self) -> None:
+        """The isr-expiration task (every replica.lag.time.max.ms / 2): drop lagging followers everywhere."""
+        for partition in self.hosted_partitions():
+            try:
+                high_watermark_moved = partition.maybe_shrink_isr(self.replica_lag_time_max_ms, self._state_store)
+            except Exception:
+                logger.exception("Failed to shrink the ISR of %s", partition.topic_partition)
+                continue
+            if high_watermark_moved:
+                # Waiting acks=all produces complete, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if now below min ISR.
+                self._complete_delayed_requests(partition.topic_partition)
+
+    # ------------------------------------------------------------------ offsets
+
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation: FetchIsolation | None,
+                                   current_leader_epoch: int) -> TimestampAndOffset | None:
+        return self.get_partition_or_error(tp).fetch_offset_for_timestamp(timestamp, isolation, current_leader_epoch)
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        return self.get_partition_or_error(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    # ------------------------------------------------------------------ periodic work and shutdown
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """For retention: never delete what the high watermark has not passed."""
+        partition = self._partitions.get(tp)
+        return None if partition is None or partition.log is None else partition.high_watermark
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write `replication-offset-checkpoint` in every log dir (replica.high.watermark.checkpoint.interval.ms)."""
+        if not self._high_watermark_checkpointing:
+            return
+        self._log_manager.write_high_watermarks(
+            (p.topic_partition, p.high_watermark) for p in list(self._partitions.values()) if p.log is not None)
+
+    def shutdown(self) -> None:
+        """Stop replicating, answer every waiting request, then checkpoint the high watermarks."""
+        self.replica_fetcher_manager.shutdown()
+        self._isr_update_executor.shutdown(wait=True)
+        self.delayed_produce_purgatory.complete_all()
+        self.delayed_fetch_purgatory.complete_all()
+        self.delayed_delete_records_purgatory.complete_all()
+        self.checkpoint_high_watermarks()
+
+
+def _invalid_partition(tp: TopicPartition) -> ErrorCode | None:
+    """A partition the controller should never send: its name would not even make a log directory."""
+    try:
+        validate_topic(tp.topic)
+    except KafkaError as e:
+        return e.code
+    return ErrorCode.INVALID_REQUEST if tp.partition < 0 else None

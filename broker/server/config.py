@@ -1,0 +1,411 @@
+"""KafkaConfig: the broker's configuration, with Kafka's names, types and defaults.
+
+Every key a broker here reads, named and defaulted as in Kafka 2.8's
+KafkaConfig.scala (the last 2.x; so zookeeper.session.timeout.ms=18000 and
+replica.lag.time.max.ms=30000 from KIP-537 in 2.5, message.max.bytes=1048588
+from 2.4), plus `producer.id.expiration.ms` (Kafka 3.4, KIP-854) and two keys of
+our own, `cluster.credential` and `metrics.port`. Validators are Kafka's, plus a
+lower bound where Kafka has none but a value below it could only fail later
+(e.g. num.replica.fetchers=0).
+
+Each key is one dataclass field whose name is the key with '.' -> '_'
+(`config.log_retention_hours` is `log.retention.hours`), so readers get typed
+attributes and the dump gets the Kafka names back. Unlike Kafka, an unknown key
+is an error, not a warning: a misspelt `min.insync.replica` must not silently
+leave acks=all writes less durable than the operator asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from common.config import (
+    DEFAULT_INTER_BROKER_LISTENER_NAME,
+    DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+    LONG_MAX,
+    REQUIRED,
+    ConfigError,
+    ConfigKey,
+    Password,
+    Type,
+    at_least,
+    between,
+    config_name,
+    define,
+    java_string,
+    one_of,
+    parse_csv,
+    parse_endpoints,
+    parse_security_protocol_map,
+    read_properties,
+    typed_values,
+)
+from common.record import HEADER_SIZE
+from proto.types import EndPoint
+
+T = TypeVar("T")
+
+_MS_PER_MINUTE = 60 * 1000
+_MS_PER_HOUR = 60 * _MS_PER_MINUTE
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaConfig:
+    # ZooKeeper
+    zookeeper_connect: str = define(
+        Type.STRING, REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"
+    )
+    zookeeper_session_timeout_ms: int = define(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
+    zookeeper_connection_timeout_ms: int | None = define(
+        Type.INT, None, "Max wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset", at_least(1)
+    )
+
+    # General
+    broker_id: int = define(
+        Type.INT,
+        -1,
+        "The broker id for this server, unique in the cluster",
+        lambda v: None if v >= 0 else "broker.id must be set to a unique id >= 0 (ids are not generated here)",
+    )
+    broker_id_generation_enable: bool = define(
+        Type.BOOLEAN,
+        False,
+        "Generate broker ids in ZooKeeper: not supported here, set broker.id",
+        lambda v: "broker id generation is not supported; set broker.id" if v else None,
+    )
+    message_max_bytes: int = define(
+        Type.INT, 1048588, "Largest record batch size allowed (topic config max.message.bytes)", at_least(0)
+    )
+    request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
+
+    # Listeners
+    listeners: str = define(Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on")
+    advertised_listeners: str | None = define(
+        Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset"
+    )
+    listener_security_protocol_map: str = define(
+        Type.STRING, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, "Listener name -> security protocol, NAME:PROTOCOL,..."
+    )
+    inter_broker_listener_name: str | None = define(
+        Type.STRING,
+        None,
+        f"Listener other brokers and controllers use (set the controllers' key alike: they pick it);"
+        f" {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset",
+    )
+    broker_rack: str | None = define(Type.STRING, None, "Rack of the broker")
+
+    # Log
+    num_partitions: int = define(Type.INT, 1, "Default number of partitions per topic", at_least(1))
+    log_dir: str = define(Type.STRING, "/tmp/kafka-logs", "Log data directory (supplemental for log.dirs)")
+    log_dirs: str | None = define(Type.STRING, None, "Comma-separated log data directories; log.dir if unset")
+    # Kafka's floor is one v0 record (14 bytes); a segment here must hold a v2 batch header.
+    log_segment_bytes: int = define(Type.INT, 1 << 30, "Maximum size of a single log segment", at_least(HEADER_SIZE))
+    log_roll_ms: int | None = define(
+        Type.LONG, None, "Maximum age of a segment before it rolls; log.roll.hours if unset"
+    )
+    log_roll_hours: int = define(
+        Type.INT, 168, "Maximum age of a segment before it rolls, secondary to log.roll.ms", at_least(1)
+    )
+    log_retention_ms: int | None = define(
+        Type.LONG, None, "Time to keep a log segment (-1: forever); log.retention.minutes if unset"
+    )
+    log_retention_minutes: int | None = define(
+        Type.INT, None, "Time to keep a log segment, secondary to log.retention.ms; log.retention.hours if unset"
+    )
+    log_retention_hours: int = define(Type.INT, 168, "Time to keep a log segment, tertiary to log.retention.ms")
+    log_retention_bytes: int = define(Type.LONG, -1, "Maximum size of a partition's log before deleting (-1: no limit)")
+    log_retention_check_interval_ms: int = define(
+        Type.LONG, 300000, "How often logs are checked for segments to delete", at_least(1)
+    )
+    log_index_size_max_bytes: int = define(Type.INT, 10 * 1024 * 1024, "Maximum size of an offset index", at_least(4))
+    log_index_interval_bytes: int = define(Type.INT, 4096, "Bytes of log between two offset index entries", at_least(0))
+    log_flush_interval_messages: int = define(
+        Type.LONG, LONG_MAX, "Records appended to a partition before it is flushed", at_least(1)
+    )
+    log_flush_interval_ms: int | None = define(
+        Type.LONG, None, "Maximum time a record stays unflushed; log.flush.scheduler.interval.ms if unset"
+    )
+    log_flush_scheduler_interval_ms: int = define(
+        Type.LONG, LONG_MAX, "How often the log flusher checks whether a log needs flushing", at_least(1)
+    )
+    log_flush_offset_checkpoint_interval_ms: int = define(
+        Type.INT, 60000, "How often the recovery point checkpoint is written", at_least(0)
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = define(
+        Type.INT, 60000, "How often the log start offset checkpoint is written", at_least(0)
+    )
+    log_message_timestamp_type: str = define(
+        Type.STRING,
+        "CreateTime",
+        "Record timestamps: the producer's or the broker's",
+        one_of("CreateTime", "LogAppendTime"),
+    )
+    log_message_timestamp_difference_max_ms: int = define(
+        Type.LONG, LONG_MAX, "Largest CreateTime distance from the broker's clock accepted", at_least(0)
+    )
+    num_recovery_threads_per_data_dir: int = define(
+        Type.INT, 1, "Threads per data directory for log recovery at startup", at_least(1)
+    )
+    auto_create_topics_enable: bool = define(Type.BOOLEAN, True, "Create unknown topics on metadata requests")
+    min_insync_replicas: int = define(Type.INT, 1, "Minimum ISR size for acks=all writes to succeed", at_least(1))
+    delete_topic_enable: bool = define(Type.BOOLEAN, True, "Allow topics to be deleted")
+
+    # Replication
+    default_replication_factor: int = define(
+        Type.INT, 1, "Replication factor of automatically created topics", at_least(1)
+    )
+    replica_lag_time_max_ms: int = define(
+        Type.LONG, 30000, "A follower not caught up for this long is removed from the ISR", at_least(1)
+    )
+    replica_socket_timeout_ms: int = define(
+        Type.INT, 30000, "Timeout of replica fetch requests; at least replica.fetch.wait.max.ms", at_least(1)
+    )
+    replica_fetch_max_bytes: int = define(Type.INT, 1024 * 1024, "Bytes per partition a follower fetches", at_least(0))
+    replica_fetch_response_max_bytes: int = define(
+        Type.INT, 10 * 1024 * 1024, "Bytes a follower's whole fetch response may carry", at_least(0)
+    )
+    replica_fetch_wait_max_ms: int = define(
+        Type.INT, 500, "Longest a follower's fetch waits at the leader; <= replica.lag.time.max.ms", at_least(0)
+    )
+    replica_fetch_min_bytes: int = define(Type.INT, 1, "Bytes a follower's fetch waits for", at_least(0))
+    replica_fetch_backoff_ms: int = define(Type.INT, 1000, "Sleep after a failed replica fetch", at_least(0))
+    num_replica_fetchers: int = define(Type.INT, 1, "Fetcher threads per source broker", at_least(1))
+    replica_high_watermark_checkpoint_interval_ms: int = define(
+        Type.LONG, 5000, "How often high watermarks are checkpointed", at_least(1)
+    )
+    auto_leader_rebalance_enable: bool = define(
+        Type.BOOLEAN, True, "Move leadership back to preferred replicas periodically"
+    )
+    leader_imbalance_check_interval_seconds: int = define(
+        Type.LONG, 300, "How often the controller checks leader balance", at_least(1)
+    )
+    leader_imbalance_per_broker_percentage: int = define(
+        Type.INT, 10, "Leader imbalance per broker (%) that triggers a rebalance", between(0, 100)
+    )
+    unclean_leader_election_enable: bool = define(
+        Type.BOOLEAN, False, "Elect a leader outside the ISR as a last resort, losing data"
+    )
+
+    # Controlled shutdown
+    controlled_shutdown_enable: bool = define(Type.BOOLEAN, True, "Move leadership away before shutting down")
+    controlled_shutdown_max_retries: int = define(Type.INT, 3, "Controlled shutdown attempts", at_least(0))
+    controlled_shutdown_retry_backoff_ms: int = define(
+        Type.LONG, 5000, "Wait between controlled shutdown attempts", at_least(0)
+    )
+
+    # Offsets and producer ids
+    offsets_retention_minutes: int = define(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
+    transactional_id_expiration_ms: int = define(
+        Type.INT, 7 * 24 * _MS_PER_HOUR, "Idle time after which a transactional id expires", at_least(1)
+    )
+    producer_id_expiration_ms: int = define(
+        Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
+    )
+
+    # minibroker's own
+    cluster_credential: Password | None = define(  # noqa: RUF009 (_key returns a dataclasses.field)
+        Type.PASSWORD,
+        None,
+        "Shared secret cluster actions carry as gRPC metadata x-cluster-credential; unset: not checked",
+    )
+    metrics_port: int = define(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535))
+
+    def __post_init__(self) -> None:
+        for key, value in self.values().items():
+            spec = _KEYS[key]
+            if value is None:
+                if spec.required:
+                    raise ConfigError(key, None, "Missing required configuration which has no default value")
+                continue
+            if spec.validator is not None and (reason := spec.validator(value)) is not None:
+                raise ConfigError(key, value, reason)
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        # Kafka's KafkaConfig.validateValues, for the keys this broker has.
+        if self.log_roll_time_millis < 1:
+            raise ConfigError("log.roll.ms", self.log_roll_time_millis, "log.roll.ms must be at least 1")
+        retention = self.log_retention_time_millis
+        if retention != -1 and retention < 1:
+            raise ConfigError("log.retention.ms", retention, "must be unlimited (-1) or at least 1")
+        if not self.log_dir_paths:
+            raise ConfigError(
+                "log.dirs",
+                self.log_dirs or self.log_dir,
+                "at least one log directory must be defined via log.dirs or log.dir",
+            )
+        if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms,
+                "must not exceed replica.socket.timeout.ms, or replica fetches time out for no reason",
+            )
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms,
+                "must not exceed replica.lag.time.max.ms, or idle followers keep leaving the ISR",
+            )
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        # KafkaConfig.validateValues' listener rules; each parse raises on a malformed value.
+        protocols = self._parsed("listener.security.protocol.map", self.listener_security_protocol_map,
+                                 parse_security_protocol_map)
+        listener_names = [e.listener_name for e in self._parsed(
+            "listeners", self.listeners, lambda text: parse_endpoints(text, protocols, require_distinct_ports=True))]
+        advertised = self.advertised_endpoints if self.advertised_listeners is None else self._parsed(
+            "advertised.listeners", self.advertised_listeners, lambda text: parse_endpoints(text, protocols))
+        advertised_names = [e.listener_name for e in advertised]
+        if not set(advertised_names) <= set(listener_names):
+            raise ConfigError(
+                "advertised.listeners",
+                self.advertised_listeners,
+                f"advertised.listeners listener names must be equal to or a subset of the ones defined in listeners."
+                f" Found {','.join(advertised_names)}. The valid options based on the current configuration are"
+                f" {','.join(listener_names)}",
+            )
+        if any(e.host == "0.0.0.0" for e in advertised):
+            raise ConfigError(
+                "advertised.listeners",
+                self.advertised_listeners or self.listeners,
+                "cannot advertise the nonroutable meta-address 0.0.0.0; use a routable IP address",
+            )
+        if self.inter_broker_listener not in advertised_names:
+            raise ConfigError(
+                "inter.broker.listener.name",
+                self.inter_broker_listener_name,
+                "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid"
+                f" options based on currently configured listeners are {','.join(advertised_names)}",
+            )
+
+    @staticmethod
+    def _parsed(key: str, text: str, parse: Callable[[str], T]) -> T:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise ConfigError(key, text, str(e)) from None
+
+    # Values resolved from several keys, as KafkaConfig.scala resolves them.
+
+    @property
+    def zookeeper_connection_timeout_millis(self) -> int:
+        if self.zookeeper_connection_timeout_ms is not None:
+            return self.zookeeper_connection_timeout_ms
+        return self.zookeeper_session_timeout_ms
+
+    @property
+    def log_dir_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(d) for d in parse_csv(self.log_dirs if self.log_dirs is not None else self.log_dir))
+
+    @property
+    def log_roll_time_millis(self) -> int:
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * _MS_PER_HOUR
+
+    @property
+    def log_retention_time_millis(self) -> int:
+        """log.retention.ms, else .minutes, else .hours; any negative value means unlimited (-1)."""
+        if self.log_retention_ms is not None:
+            millis = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            millis = self.log_retention_minutes * _MS_PER_MINUTE
+        else:
+            millis = self.log_retention_hours * _MS_PER_HOUR
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_flush_interval_millis(self) -> int:
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
+
+    @property
+    def listener_endpoints(self) -> tuple[EndPoint, ...]:
+        return parse_endpoints(self.listeners, self.listener_security_protocols)
+
+    @property
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        if self.advertised_listeners is None:
+            return self.listener_endpoints
+        return parse_endpoints(self.advertised_listeners, self.listener_security_protocols)
+
+    @property
+    def listener_security_protocols(self) -> dict[str, str]:
+        return parse_security_protocol_map(self.listener_security_protocol_map)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name resolved (Kafka's interBrokerListenerName)."""
+        name = self.inter_broker_listener_name
+        return DEFAULT_INTER_BROKER_LISTENER_NAME if name is None else name.upper()
+
+    # Construction
+
+    @classmethod
+    def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> KafkaConfig:
+        """The broker's config from a server.properties file and `key=value` overrides
+        (kafka-server-start's --override), which win over the file."""
+        props = read_properties(path, overrides, _loggable)
+        return cls.from_props(props)
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
+        """The config from Kafka-named string properties; every value is trimmed, as Kafka does."""
+        values = typed_values(props, _KEYS, lambda key, text: ConfigError(key, _loggable(key, text),
+                                                                           _unknown_key_reason(key)))
+        return cls(**{key.replace(".", "_"): value for key, value in values.items()})
+
+    # Output
+
+    def values(self) -> dict[str, Any]:
+        """Kafka key -> typed value, for every key."""
+        return {config_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def dump(self) -> str:
+        """The start-up dump, as Kafka's AbstractConfig.logAll prints it."""
+        lines = [f"\t{key} = {java_string(value)}\n" for key, value in sorted(self.values().items())]
+        return "KafkaConfig values: \n" + "".join(lines)
+
+    def log_properties(self) -> dict[str, str]:
+        """The broker-wide defaults of topic (log) configs, under their broker names,
+        for broker/log/config.py's LogConfig.from_properties: what Kafka's
+        KafkaServer.copyKafkaConfigToLog hands LogConfig. Durations come resolved
+        (log.retention.ms over .minutes over .hours, log.roll.ms over .hours)."""
+        values: dict[str, object] = {
+            "log.segment.bytes": self.log_segment_bytes,
+            "log.roll.ms": self.log_roll_time_millis,
+            "log.retention.ms": self.log_retention_time_millis,
+            "log.retention.bytes": self.log_retention_bytes,
+            "log.index.size.max.bytes": self.log_index_size_max_bytes,
+            "log.index.interval.bytes": self.log_index_interval_bytes,
+            "log.flush.interval.messages": self.log_flush_interval_messages,
+            "log.flush.interval.ms": self.log_flush_interval_millis,
+            "log.message.timestamp.type": self.log_message_timestamp_type,
+            "log.message.timestamp.difference.max.ms": self.log_message_timestamp_difference_max_ms,
+            "message.max.bytes": self.message_max_bytes,
+            "min.insync.replicas": self.min_insync_replicas,
+            "unclean.leader.election.enable": self.unclean_leader_election_enable,
+        }
+        return {key: java_string(value) for key, value in values.items()}
+
+
+_KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)}
+
+
+def _loggable(key: str, text: str) -> object:
+    """Kafka's KafkaConfig.loggableValue: secrets, and values of unknown keys (a
+    misspelt secret, perhaps), print as [hidden]."""
+    spec = _KEYS.get(key)
+    return text if spec is not None and spec.type is not Type.PASSWORD else Password(text)
+
+
+def _unknown_key_reason(key: str) -> str:
+    close = difflib.get_close_matches(key, _KEYS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"not a broker configuration minibroker knows{hint}"

@@ -1,0 +1,419 @@
+"""KafkaServer: one broker process's start-up and shutdown sequence (Kafka 2.x's server/KafkaServer.scala).
+
+Start-up, in Kafka's order where it has one:
+ 1. malloc thresholds (broker/server/malloc.py);
+ 2. ZooKeeper: connect, create the persistent paths, get or create the cluster id;
+ 3. wait out the registration of a previous incarnation of this broker id (a
+    kill -9 leaves it until its session expires), and refuse to start while
+    another live broker holds the id, before touching any log;
+ 4. LogManager: meta.properties ownership, then load and recover every log;
+ 5. ReplicaManager, MetadataCache, purgatories, AdminManager, ...;
+ 6. one gRPC server per listener (KafkaClient, KafkaCluster, grpc.health.v1:
+    NOT_SERVING), as Kafka has one acceptor per listener: a request's listener
+    is the server it came to, and Metadata answers with that listener's endpoints;
+ 7. register /brokers/ids/<id> with the advertised listeners (port 0: the bound
+    port of that listener; no host: this host's name): the czxid is the broker
+    epoch; health turns SERVING; re-register whenever a new ZooKeeper session
+    replaces an expired one;
+ 8. periodic tasks: retention, flush, recovery-point and high watermark
+    checkpoints, ISR expiration (every replica.lag.time.max.ms / 2) and
+    ISR-change propagation;
+ 9. the Prometheus endpoint, if metrics.port is set.
+
+Shutdown (SIGTERM / SIGINT): with controlled.shutdown.enable, ask the active
+controller (its endpoint is in /controller) to move leadership away; NOT_SERVING, stop taking requests, answer those
+waiting in purgatory, stop the fetcher threads, checkpoint high watermarks,
+shut the logs down cleanly (which writes the clean-shutdown marker), close the
+ZooKeeper session (the registration goes with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.api.grpc_apis import KafkaApis
+from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
+from broker.fetcher.manager import ReplicaFetcherManager
+from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
+from broker.fetcher.thread import PartitionLookup
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.purgatory.timer import AsyncioTimer
+from broker.replication.isr_change_propagation import (
+    KAFKA_ISR_CHANGE_PROPAGATION,
+    IsrChangePropagationConfig,
+    IsrChangePropagator,
+)
+from broker.replication.partition_state_store import ZkPartitionStateStore
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.admin_manager import AdminManager
+from broker.server.config import KafkaConfig
+from broker.server.group_offsets import ZkGroupOffsets
+from broker.server.malloc import tune_malloc
+from broker.server.metadata_cache import MetadataCache
+from broker.server.metrics import BrokerMetrics
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.scheduler import KafkaScheduler
+from broker.server.topic_config import TopicConfigs
+from common.limits import MESSAGE_SIZE_OPTIONS
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.errors import ErrorCode, KafkaError, error_for
+from zk.client import DuplicateBrokerIdError, KafkaZkClient
+from zk.paths import BrokerInfo
+
+logger = logging.getLogger(__name__)
+
+# Kafka's KafkaServer/LogManager InitialTaskDelayMs: let start-up settle before background work.
+INITIAL_TASK_DELAY_MS = 30_000
+SHUTDOWN_GRACE_S = 5.0
+# How often to look whether a previous incarnation's registration has expired.
+_REGISTRATION_POLL_S = 0.2
+
+_GRPC_OPTIONS = [
+    *MESSAGE_SIZE_OPTIONS,
+    # gRPC binds with SO_REUSEPORT by default: a second broker on the same port would
+    # silently share it instead of failing to start.
+    ("grpc.so_reuseport", 0),
+    # Clients and followers keep idle connections alive with pings; do not punish them for it.
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
+    return ReplicaFetcherConfig(
+        fetch_max_bytes=config.replica_fetch_max_bytes,
+        fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        fetch_min_bytes=config.replica_fetch_min_bytes,
+        fetch_backoff_ms=config.replica_fetch_backoff_ms,
+        socket_timeout_ms=config.replica_socket_timeout_ms,
+        num_replica_fetchers=config.num_replica_fetchers,
+    )
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig, time_ms: Callable[[], int] = _now_ms,
+                 isr_change_propagation: IsrChangePropagationConfig = KAFKA_ISR_CHANGE_PROPAGATION) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self._time_ms = time_ms
+        self._isr_change_propagation = isr_change_propagation
+        self.metrics = BrokerMetrics()
+        self._isr_change_propagator: IsrChangePropagator | None = None
+        self.broker_epoch = -1
+        self._shutdown_requested: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._zk: KafkaZkClient | None = None
+        self._log_manager: LogManager | None = None
+        self._replica_manager: ReplicaManager | None = None
+        self._topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics] | None = None
+        self._grpc_servers: list[grpc.aio.Server] = []
+        self._health: health.aio.HealthServicer | None = None
+        self._scheduler: KafkaScheduler | None = None
+        self._registration: BrokerInfo | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, handle_signals: bool = True) -> None:
+        """Start, serve until SIGTERM / SIGINT (or request_shutdown), shut down. Start-up errors propagate
+        after whatever had started is stopped again. Signals can only be handled on the main thread."""
+        self._loop = asyncio.get_running_loop()
+        self._shutdown_requested = asyncio.Event()
+        if handle_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(signum, self.request_shutdown)
+        try:
+            await self.startup()
+            await self._shutdown_requested.wait()
+        finally:
+            await self.shutdown()
+
+    @property
+    def zk_client(self) -> KafkaZkClient | None:
+        return self._zk
+
+    def request_shutdown(self) -> None:
+        """Thread-safe: ask run() to shut the broker down."""
+        if self._loop is not None and self._shutdown_requested is not None:
+            self._loop.call_soon_threadsafe(self._shutdown_requested.set)
+
+    async def startup(self) -> None:
+        config = self.config
+        logger.info("starting")
+        logger.info("%s", config.dump())
+        tune_malloc()
+        zk, cluster_id = await self._connect_zookeeper()
+        await asyncio.to_thread(self._await_stale_registration, zk)
+        topic_configs = TopicConfigs(config)
+        log_manager = LogManager(config.log_dir_paths, topic_configs.default.log, broker_id=self.broker_id,
+                                 time_ms=self._time_ms, recovery_threads=config.num_recovery_threads_per_data_dir)
+        await asyncio.to_thread(log_manager.startup, _StartupTopicConfigs(zk, topic_configs))
+        # Only now may shutdown close the logs: a clean-shutdown marker written after a failed
+        # start-up would make the next one skip recovering logs that were never recovered.
+        self._log_manager = log_manager
+
+        loop = asyncio.get_running_loop()
+        timer = AsyncioTimer(loop)
+        metadata_cache = MetadataCache(self.broker_id)
+        self._isr_change_propagator = IsrChangePropagator(zk.propagate_isr_changes, self._time_ms,
+                                                          self._isr_change_propagation)
+        self._replica_manager = replica_manager = ReplicaManager(
+            self.broker_id, log_manager=log_manager, metadata_cache=metadata_cache,
+            default_topic_config=topic_configs.default, timer=timer, time_ms=self._time_ms,
+            fetcher_manager=self._replica_fetcher_manager,
+            state_store=ZkPartitionStateStore(zk, self._isr_change_propagator, self.metrics),
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
+        self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
+        apis = functools.partial(
+            KafkaApis,
+            config, replica_manager=replica_manager, metadata_cache=metadata_cache,
+            admin_manager=AdminManager(config, zk, topic_configs),
+            group_offsets=ZkGroupOffsets(zk, metadata_cache),
+            producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
+            topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
+            broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, loop=loop, metrics=self.metrics,
+        )
+        health_servicer = health.aio.HealthServicer()
+        self._health = health_servicer
+        bound_ports = await self._start_grpc_servers(apis, health_servicer)
+        await self._register(zk, bound_ports)
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._scheduler = KafkaScheduler()
+        self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
+        if config.metrics_port:
+            self.metrics.serve(config.metrics_port)
+        logger.info("[KafkaServer id=%d] started (broker epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _replica_fetcher_manager(self, partitions: PartitionLookup) -> ReplicaFetcherManager:
+        config = self.config
+        fetcher_config = replica_fetcher_config(config)
+        credential = None if config.cluster_credential is None else config.cluster_credential.value
+
+        def connect(leader: BrokerEndPoint) -> ReplicaFetcherBlockingSend:
+            return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config)
+
+        return ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
+
+    async def _connect_zookeeper(self) -> tuple[KafkaZkClient, str]:
+        config = self.config
+        logger.info("Connecting to zookeeper on %s", config.zookeeper_connect)
+        timeout_ms = config.zookeeper_connection_timeout_millis
+        try:
+            self._zk = zk = await asyncio.to_thread(KafkaZkClient.connect, config.zookeeper_connect,
+                                                    config.zookeeper_session_timeout_ms, timeout_ms / 1000)
+        except KazooTimeoutError:
+            raise BrokerStartupError(f"cannot connect to ZooKeeper at {config.zookeeper_connect} within"
+                                     f" {timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
+        await asyncio.to_thread(zk.ensure_persistent_paths)
+        cluster_id = await asyncio.to_thread(zk.get_or_create_cluster_id)
+        logger.info("Cluster ID = %s", cluster_id)
+        return zk, cluster_id
+
+    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis],
+                                  health_servicer: health.aio.HealthServicer) -> dict[str, int]:
+        """On every listener, serve the client and cluster APIs and health checking (NOT_SERVING until
+        registered); the bound port by listener name."""
+        await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        bound_ports = {}
+        for listener in self.config.listener_endpoints:
+            server = grpc.aio.server(options=_GRPC_OPTIONS)
+            # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
+            listener_apis = apis(listener_name=listener.listener_name)
+            pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
+            pb_grpc.add_KafkaClusterServicer_to_server(listener_apis, server)
+            health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+            address = _grpc_address(listener.host or "0.0.0.0", listener.port)
+            try:
+                port = server.add_insecure_port(address)
+            except RuntimeError as e:
+                raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
+            if not port:
+                raise BrokerStartupError(f"cannot listen on {address}: the port is taken or the address is not local")
+            await server.start()
+            self._grpc_servers.append(server)
+            bound_ports[listener.listener_name] = port
+            logger.info("Listening on %s for listener %s (port %d)", address, listener.listener_name, port)
+        return bound_ports
+
+    async def _register(self, zk: KafkaZkClient, bound_ports: Mapping[str, int]) -> None:
+        """/brokers/ids/<id> with the advertised endpoints; its czxid is the broker epoch."""
+        self._registration = BrokerInfo(
+            id=self.broker_id,
+            endpoints=tuple(
+                # Kafka advertises the canonical host name when the listener names no host.
+                e._replace(host=e.host or socket.getfqdn(), port=e.port or bound_ports[e.listener_name])
+                for e in self.config.advertised_endpoints
+            ),
+            rack=self.config.broker_rack,
+        )
+        self.broker_epoch = await asyncio.to_thread(zk.register_broker, self._registration)
+        zk.on_new_session(self._reregister)
+
+    def _schedule_periodic_tasks(self, scheduler: KafkaScheduler, log_manager: LogManager,
+                                 replica_manager: ReplicaManager, propagator: IsrChangePropagator) -> None:
+        config = self.config
+        scheduler.schedule("kafka-log-retention",
+                           lambda: log_manager.cleanup_logs(replica_manager.high_watermark),
+                           INITIAL_TASK_DELAY_MS, config.log_retention_check_interval_ms)
+        scheduler.schedule("kafka-log-flusher", log_manager.flush_dirty_logs,
+                           INITIAL_TASK_DELAY_MS, config.log_flush_scheduler_interval_ms)
+        scheduler.schedule("kafka-recovery-point-checkpoint", log_manager.checkpoint_log_offsets,
+                           INITIAL_TASK_DELAY_MS, config.log_flush_offset_checkpoint_interval_ms)
+        hw_interval = config.replica_high_watermark_checkpoint_interval_ms
+        scheduler.schedule("highwatermark-checkpoint", replica_manager.checkpoint_high_watermarks,
+                           hw_interval, hw_interval)
+        isr_expiration_ms = config.replica_lag_time_max_ms // 2
+        scheduler.schedule("isr-expiration", replica_manager.maybe_shrink_isr, isr_expiration_ms, isr_expiration_ms)
+        propagation_ms = propagator.config.check_interval_ms
+        scheduler.schedule("isr-change-propagation", propagator.maybe_propagate_isr_changes, propagation_ms,
+                           propagation_ms)
+
+    def _await_stale_registration(self, zk: KafkaZkClient) -> None:
+        """Wait until no other session holds /brokers/ids/<id>, or give up at the session timeout.
+
+        After a kill -9 the previous incarnation's ephemeral znode lives until its
+        session times out; a broker that is really running keeps it alive, and
+        starting a second one on the same id (and likely the same log dirs) must
+        fail before any log is opened.
+        """
+        timeout_s = self.config.zookeeper_session_timeout_ms / 1000 + 2 * _REGISTRATION_POLL_S + 1
+        deadline = time.monotonic() + timeout_s
+        existing = zk.get_broker(self.broker_id)
+        if existing is None:
+            return
+        logger.info("broker id %d is registered by another ZooKeeper session (%s): waiting up to %.1fs for it to"
+                    " expire", self.broker_id, existing.connection_strings, timeout_s)
+        while zk.get_broker(self.broker_id) is not None:
+            if time.monotonic() >= deadline:
+                raise DuplicateBrokerIdError(
+                    f"broker id {self.broker_id} is registered in ZooKeeper by a live session (endpoint"
+                    f" {existing.connection_strings}): is another broker running with broker.id={self.broker_id}?")
+            time.sleep(_REGISTRATION_POLL_S)
+
+    def _reregister(self) -> None:
+        """On a new ZooKeeper session (kazoo's thread): the old one took the registration with it."""
+        if self._zk is None or self._registration is None:
+            return
+        try:
+            self.broker_epoch = self._zk.register_broker(self._registration)
+            logger.info("Re-registered broker %d after a new ZooKeeper session, broker epoch %d", self.broker_id,
+                        self.broker_epoch)
+        except Exception:
+            logger.exception("Failed to re-register broker %d; shutting down", self.broker_id)
+            self.request_shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop whatever was started, in reverse; safe after a failed start-up."""
+        logger.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        # While still serving: the new leaders' followers (this broker among them) keep fetching meanwhile.
+        if self._registration is not None and self.config.controlled_shutdown_enable:
+            await asyncio.to_thread(self._controlled_shutdown)
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self._scheduler is not None:
+            await self._scheduler.shutdown()
+        stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers))
+        # Requests parked in purgatory are answered now rather than cut off by the grace period.
+        if self._topic_purgatory is not None:
+            self._topic_purgatory.complete_all()
+        if self._replica_manager is not None:
+            self._replica_manager.delayed_produce_purgatory.complete_all()
+            self._replica_manager.delayed_fetch_purgatory.complete_all()
+        await stopping
+        if self._replica_manager is not None:
+            await asyncio.to_thread(self._replica_manager.shutdown)
+        if self._log_manager is not None:
+            await asyncio.to_thread(self._log_manager.shutdown)
+        self.metrics.close()
+        if self._zk is not None:
+            await asyncio.to_thread(self._zk.close)
+        logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+
+    def _controlled_shutdown(self) -> None:
+        """Kafka's KafkaServer.controlledShutdown: ask the active controller to move this broker's leadership
+        away, up to controlled.shutdown.max.retries times, until it leads nothing the others could lead. Clients
+        then meet a leader change (retriable) instead of a dead leader (a session timeout's wait)."""
+        assert self._zk is not None
+        config = self.config
+        credential = None if config.cluster_credential is None else config.cluster_credential.value
+        metadata = () if credential is None else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        request = pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+        logger.info("Starting controlled shutdown")
+        for attempt in range(config.controlled_shutdown_max_retries):
+            if attempt:
+                logger.warning("Retrying controlled shutdown after the previous attempt failed...")
+                time.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            endpoint = self._zk.get_controller_endpoint()
+            if endpoint is None:
+                logger.warning("No controller registered while requesting controlled shutdown")
+                continue
+            try:
+                with grpc.insecure_channel(endpoint) as channel:
+                    response = pb_grpc.KafkaControllerStub(channel).ControlledShutdown(
+                        request, metadata=metadata, timeout=config.request_timeout_ms / 1000
+                    )
+            except grpc.RpcError as e:
+                logger.warning("Error during controlled shutdown, possibly because leader movement took longer than "
+                               "the configured request.timeout.ms: %s", e.details() if isinstance(e, grpc.Call) else e)
+                continue
+            if response.error_code == ErrorCode.NONE and not response.remaining_partitions:
+                logger.info("Controlled shutdown succeeded")
+                return
+            remaining = [f"{tp.topic_name}-{tp.partition_index}" for tp in response.remaining_partitions]
+            logger.info("Remaining partitions to move: %s", ",".join(remaining))
+            logger.info("Error from controller: %s", error_for(response.error_code))
+        logger.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start; the message says why."""
+
+
+class _StartupTopicConfigs:
+    """Each topic's LogConfig for LogManager.startup, read from ZooKeeper once per topic (recovery threads
+    call it concurrently)."""
+
+    def __init__(self, zk: KafkaZkClient, topic_configs: TopicConfigs) -> None:
+        self._zk = zk
+        self._topic_configs = topic_configs
+        self._lock = threading.Lock()
+        self._cache: dict[str, LogConfig] = {}
+
+    def __call__(self, topic: str) -> LogConfig:
+        with self._lock:
+            config = self._cache.get(topic)
+            if config is None:
+                try:
+                    overrides = self._zk.get_topic_config(topic)
+                except KafkaError:  # a directory name no topic can have: its log gets the defaults
+                    overrides = {}
+                config = self._topic_configs.load(topic, overrides).log
+                self._cache[topic] = config
+            return config
+
+
+def _grpc_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,61 @@
+"""The broker's Prometheus metrics, named after Kafka's JMX MBeans (`kafka.server:type=ReplicaManager,
+name=UnderReplicatedPartitions` becomes `kafka_server_ReplicaManager_UnderReplicatedPartitions`).
+
+Kafka's *PerSec meters are Prometheus counters (rates come from `rate()`), its
+gauges are computed when scraped, and request latency is a histogram per
+request kind. Each broker has its own registry, so several brokers in one
+process (tests) do not collide; `metrics.port` serves it over HTTP (0: off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from common.metrics import MetricsEndpoint
+
+# Produce with acks=all waits for replication; fetches long-poll up to their max wait.
+_LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+class BrokerMetrics(MetricsEndpoint):
+    def __init__(self) -> None:
+        super().__init__()
+        registry = self.registry
+        rm = "kafka_server_ReplicaManager_"
+        self.isr_shrinks = Counter(f"{rm}IsrShrinksPerSec", "ISR shrinks written by this leader",
+                                   registry=registry)
+        self.isr_expands = Counter(f"{rm}IsrExpandsPerSec", "ISR expansions written by this leader",
+                                   registry=registry)
+        self.failed_isr_updates = Counter(f"{rm}FailedIsrUpdatesPerSec",
+                                          "ISR writes refused because the state znode moved on", registry=registry)
+        self._under_replicated = Gauge(f"{rm}UnderReplicatedPartitions",
+                                       "Partitions led here whose ISR is smaller than their assignment",
+                                       registry=registry)
+        self._under_min_isr = Gauge(f"{rm}UnderMinIsrPartitionCount",
+                                    "Partitions led here whose ISR is below min.insync.replicas", registry=registry)
+        self._leader_count = Gauge(f"{rm}LeaderCount", "Partitions led by this broker", registry=registry)
+        self._partition_count = Gauge(f"{rm}PartitionCount", "Partitions hosted by this broker", registry=registry)
+        self._fetcher_max_lag = Gauge("kafka_server_ReplicaFetcherManager_MaxLag",
+                                      "Largest lag, in records, of a partition this broker follows",
+                                      ["clientId"], registry=registry)
+        self.requests = Counter("kafka_network_RequestMetrics_RequestsPerSec", "Requests handled",
+                                ["request"], registry=registry)
+        self.request_time_ms = Histogram("kafka_network_RequestMetrics_TotalTimeMs",
+                                         "Time from receiving a request to answering it", ["request"],
+                                         buckets=_LATENCY_BUCKETS_MS, registry=registry)
+
+    def bind_replica_manager(self, *, under_replicated: Callable[[], int], under_min_isr: Callable[[], int],
+                             leader_count: Callable[[], int], partition_count: Callable[[], int]) -> None:
+        self._under_replicated.set_function(under_replicated)
+        self._under_min_isr.set_function(under_min_isr)
+        self._leader_count.set_function(leader_count)
+        self._partition_count.set_function(partition_count)
+
+    def bind_fetcher_max_lag(self, max_lag: Callable[[], int]) -> None:
+        self._fetcher_max_lag.labels(clientId="Replica").set_function(max_lag)
+
+    def record_request(self, request: str, elapsed_ms: float) -> None:
+        self.requests.labels(request=request).inc()
+        self.request_time_ms.labels(request=request).observe(elapsed_ms)

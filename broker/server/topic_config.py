@@ -1,0 +1,108 @@
+"""A topic's effective configuration: its `/config/topics/<t>` overrides over the broker's defaults.
+
+Topic keys are Kafka's (`retention.ms`, `min.insync.replicas`, ...). The storage
+ones go to LogConfig, which already knows topic-over-broker precedence; the two
+replication ones the log does not use are kept here. Kafka topic configs this
+broker does not implement are refused rather than silently ignored, except at
+the one value that describes what it does anyway (`cleanup.policy=delete`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker.log.config import LogConfig
+from broker.server.config import KafkaConfig
+from proto.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+
+# The topic-level names LogConfig reads (broker/log/config.py); a unit test keeps the two in step.
+LOG_CONFIG_KEYS = frozenset({
+    "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+    "retention.ms", "retention.bytes", "flush.messages", "flush.ms", "message.timestamp.type", "preallocate",
+})
+# Kafka topic configs accepted only at the value that matches this broker's behaviour.
+_FIXED = {"cleanup.policy": "delete", "compression.type": "producer"}
+
+TOPIC_CONFIG_KEYS = LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE} | set(_FIXED)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    log: LogConfig
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+
+
+class TopicConfigs:
+    """Turns a topic's overrides into its TopicConfig, with the broker's values as defaults."""
+
+    def __init__(self, broker: KafkaConfig) -> None:
+        self.default = TopicConfig(
+            LogConfig.from_properties(broker.log_properties()),
+            broker.min_insync_replicas,
+            broker.unclean_leader_election_enable,
+        )
+
+    def validate(self, overrides: Mapping[str, str]) -> TopicConfig:
+        """The config the overrides give; KafkaError(INVALID_CONFIG) naming the first bad key."""
+        for key, value in overrides.items():
+            if key not in TOPIC_CONFIG_KEYS:
+                raise KafkaError(f"Unknown topic config name: {key}", ErrorCode.INVALID_CONFIG)
+            fixed = _FIXED.get(key)
+            if fixed is not None and value.strip() != fixed:
+                raise KafkaError(f"Invalid value {value} for configuration {key}: only {fixed} is supported",
+                                 ErrorCode.INVALID_CONFIG)
+        try:
+            log_config = LogConfig.from_properties(
+                {k: v for k, v in overrides.items() if k in LOG_CONFIG_KEYS}, defaults=self.default.log
+            )
+            min_isr = self._min_insync_replicas(overrides)
+            unclean = self._unclean_leader_election(overrides)
+        except ValueError as e:
+            raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
+        return TopicConfig(log_config, min_isr, unclean)
+
+    def load(self, topic: str, overrides: Mapping[str, str]) -> TopicConfig:
+        """The config of an existing topic: overrides ZooKeeper should never hold fall back to the defaults,
+        since refusing to host the partition would not make them valid."""
+        try:
+            return self.validate(overrides)
+        except KafkaError as e:
+            log.error("Ignoring the config overrides of topic %s, using the broker defaults: %s", topic, e)
+            return self.default
+
+    def _min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
+        text = overrides.get(MIN_INSYNC_REPLICAS)
+        if text is None:
+            return self.default.min_insync_replicas
+        value = _java_int(text.strip())
+        if value is None or value < 1:
+            raise ValueError(f"Invalid value {text} for configuration {MIN_INSYNC_REPLICAS}: must be an integer >= 1")
+        return value
+
+    def _unclean_leader_election(self, overrides: Mapping[str, str]) -> bool:
+        text = overrides.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if text is None:
+            return self.default.unclean_leader_election_enable
+        lowered = text.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ValueError(
+                f"Invalid value {text} for configuration {UNCLEAN_LEADER_ELECTION_ENABLE}: expected true or false"
+            )
+        return lowered == "true"
+
+
+def _java_int(text: str) -> int | None:
+    """Integer.parseInt: optional sign, ASCII digits, 32 bits."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None

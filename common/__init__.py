@@ -1,0 +1,10 @@
+"""What the broker, the controller and the client share (Kafka keeps it in the clients' `common`).
+It imports none of them (tests/unit/test_import_contracts.py).
+
+  record.py      RecordBatch v2 (magic 2), byte for byte: header, CRC-32C, varint records, compression
+  config.py      Kafka's ConfigDef machinery: types, validators, ConfigError, listeners, --override
+  properties.py  the Java .properties reader and writer
+  assignment.py  replica assignment (AdminUtils.assignReplicasToBrokers: racks, preferred leaders)
+  limits.py      wire limits (the 100 MiB gRPC message limit)
+  metrics.py     MetricsEndpoint: a Prometheus registry served over HTTP
+"""

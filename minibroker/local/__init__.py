@@ -1,0 +1,8 @@
+"""A cluster of real processes on this machine, as a library: what `minibroker cluster`, `minibroker demo`,
+the chaos tooling, the benches and the audit use to start, find and reach one. The command line
+(minibroker/cli.py, minibroker/commands/) is built on it; nothing here imports the command line.
+
+  cluster.py       LocalCluster: ZooKeeper, controllers and brokers started, stopped, killed (SIGKILL)
+  cluster_file.py  cluster.json: what a running cluster's data dir says about its processes and addresses
+  network.py       the virtual network of `cluster up --netns`: a network namespace per broker
+"""

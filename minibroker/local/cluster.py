@@ -1,0 +1,622 @@
+"""The launcher behind `minibroker cluster up | status | down | restart-broker`: a whole cluster on this machine.
+
+Every process runs detached (a session of its own, stdin closed, output to
+`<data dir>/logs/<name>.log`), so the cluster outlives the command that
+started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
+
+    cluster.json                           what runs where (minibroker/local/cluster_file.py)
+    logs/<name>.log                        each process's output
+    zookeeper/                             LocalZooKeeper's zoo.cfg, data and pid file
+    controller-<id>/controller.properties
+    broker-<id>/server.properties          and broker-<id>/data, its log.dirs
+    partitions.json                        brokers cut off by chaos/netns.py (with --netns)
+
+With `--netns` every host (ZooKeeper and the controllers together, each broker)
+runs in a network namespace of its own on a bridge (minibroker/local/network.py):
+brokers listen on their own address at port 9092, as on separate machines.
+
+A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
+process's own config file: the kernel may have given a dead process's pid to
+something else. `cluster up` on a stopped cluster's data dir starts it again
+on its old data (new ports, same topics and logs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.server.config import KafkaConfig
+from common.config import ConfigError, config_name
+from controller.config import ControllerConfig
+from minibroker.local import network as cluster_network
+from minibroker.local.cluster_file import (
+    PARTITIONS_FILE,
+    BrokerEntry,
+    ClusterInfo,
+    ControllerEntry,
+    NetworkEntry,
+    ZooKeeperEntry,
+)
+from minibroker.local.network import CORE, NetworkError, broker_host
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from zk.client import KafkaZkClient
+from zk.paths import BrokerInfo
+from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, free_port
+
+HOST = "127.0.0.1"
+# Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
+CONTROLLER_ID_BASE = 1000
+# An --override of a key the controller reads goes to the controllers as well as to the brokers, as it would
+# in Kafka, where the controller is a broker with the same config; but not `listeners` or `metrics.port`: each
+# process has its own.
+SHARED_WITH_CONTROLLERS = frozenset(config_name(f.name) for f in dataclasses.fields(ControllerConfig)) - {
+    "listeners", "metrics.port"}
+_LOG_TAIL_LINES = 20
+_POLL_S = 0.1
+_READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                          ("grpc.max_reconnect_backoff_ms", 100)]
+_KILL_GRACE_S = 10.0
+
+Report = Callable[[str], None]
+T = TypeVar("T")
+
+
+class ClusterError(Exception):
+    """The cluster cannot be started, stopped or found; the message says why and where to look."""
+
+
+@dataclass
+class ProcessStatus:
+    name: str
+    pid: int | None
+    running: bool
+    detail: str
+    healthy: bool
+
+
+@contextlib.contextmanager
+def scratch_cluster(prefix: str, keep: bool = False, **up: Any) -> Iterator[tuple[LocalCluster, ClusterInfo]]:
+    """A cluster in a fresh temporary data dir for one benchmark: up on entry (LocalCluster.up's arguments),
+    down on exit, and its data dir removed unless `keep`."""
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix=prefix)))
+    try:
+        yield cluster, cluster.up(**up)
+    finally:
+        try:
+            if ClusterInfo.exists(cluster.data_dir):
+                cluster.down()
+        finally:
+            if keep:
+                print(f"data dir and process logs kept in {cluster.data_dir}", flush=True)
+            else:
+                shutil.rmtree(cluster.data_dir, ignore_errors=True)
+
+
+class LocalCluster:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.resolve()
+        # Children started by this object: polled for their exit code, and reaped, while we wait for them.
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def zookeeper_dir(self) -> Path:
+        return self.data_dir / "zookeeper"
+
+    def log_file(self, name: str) -> Path:
+        return self.logs_dir / f"{name}.log"
+
+    def broker_config(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}" / "server.properties"
+
+    def controller_config(self, controller_id: int) -> Path:
+        return self.data_dir / f"controller-{controller_id}" / "controller.properties"
+
+    def load(self) -> ClusterInfo:
+        return ClusterInfo.load(self.data_dir)
+
+    # ------------------------------------------------------------------ up
+
+    def up(self, brokers: int = 3, controllers: int = 2, zookeeper: str | None = None,
+           overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
+           netns: bool = False) -> ClusterInfo:
+        """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
+        broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
+        each host gets a network namespace of its own first (root only).
+
+        On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
+        failed, with the last lines of its log.
+        """
+        if brokers < 1 or controllers < 1:
+            raise ClusterError("a cluster needs at least one broker and one controller")
+        if netns:
+            if zookeeper is not None:
+                raise ClusterError("--netns starts ZooKeeper on the cluster's own network: it cannot use --zookeeper")
+            _network_call(cluster_network.check_privileges)
+        if ClusterInfo.exists(self.data_dir):
+            previous = self.load()
+            running = [p for p in self._processes(previous) if self._running(p)]
+            if running:
+                raise ClusterError(
+                    f"a cluster is already running from {self.data_dir} ("
+                    + ", ".join(f"{p.name} pid {p.pid}" for p in running)
+                    + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
+        else:
+            previous = None
+        props = _key_values(overrides)
+        _check_broker_overrides(props)
+        if previous is not None and previous.network is not None:
+            # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
+            self._remove_network(previous.network)
+        deadline = time.monotonic() + timeout
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        credential = secrets.token_urlsafe(24)
+        info = ClusterInfo(ZooKeeperEntry(connect=zookeeper or "", pid=None))
+        try:
+            if netns:
+                network = self._create_network(info, range(1, brokers + 1))
+                report(f"Created network {network.subnet} on bridge {network.bridge}: namespaces "
+                       + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
+            if zookeeper is None:
+                info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network)
+                report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
+            info.save(self.data_dir)
+            shared = {k: v for k, v in props.items() if k in SHARED_WITH_CONTROLLERS}
+            if info.network is not None:
+                # ControlledShutdown must be reachable from the brokers' namespaces.
+                shared["listeners"] = f"PLAINTEXT://{info.network.addresses[CORE]}:0"
+            for controller_id in range(CONTROLLER_ID_BASE + 1, CONTROLLER_ID_BASE + controllers + 1):
+                pid = self._start_controller(controller_id, info.network, {
+                    "controller.id": str(controller_id), "zookeeper.connect": info.zookeeper.connect,
+                    "cluster.credential": credential, **shared})
+                info.controllers.append(ControllerEntry(controller_id, pid))
+                info.save(self.data_dir)
+                report(f"Started controller {controller_id} (pid {pid})")
+            for broker_id in range(1, brokers + 1):
+                host, port = ((HOST, free_port(HOST)) if info.network is None
+                              else (info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT))
+                broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
+                                     log_dir=str(self.data_dir / f"broker-{broker_id}" / "data"))
+                broker.pid = self._start_broker(broker_id, info.network, {
+                    "broker.id": str(broker_id), "listeners": f"PLAINTEXT://{broker.address}",
+                    "log.dirs": broker.log_dir, "zookeeper.connect": info.zookeeper.connect,
+                    "cluster.credential": credential, **props})
+                info.brokers.append(broker)
+                info.save(self.data_dir)
+                report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid}), log dir {broker.log_dir}")
+            self._wait_ready(info, info.brokers, deadline, timeout)
+        except BaseException:
+            # Ctrl-C included: a half-started cluster is of no use to anyone.
+            with contextlib.suppress(ClusterError):
+                self._stop(info, kill=False, timeout=_KILL_GRACE_S)
+            raise
+        return info
+
+    def _create_network(self, info: ClusterInfo, broker_ids: Iterable[int]) -> NetworkEntry:
+        """Namespaces, veths and a bridge for `info`, recorded in cluster.json before any of it exists."""
+        tag = cluster_network.network_tag(self.data_dir)
+        # Leftovers of a run from this data dir whose cluster.json is gone would hold our names and subnet.
+        self._remove_network(None)
+        with cluster_network.allocation_lock():
+            info.network = _network_call(cluster_network.plan_network, tag, broker_ids,
+                                         _network_call(cluster_network.routed_networks))
+            info.save(self.data_dir)
+            _network_call(cluster_network.create, info.network)
+        return info.network
+
+    def _start_zookeeper(self, timeout: float, network: NetworkEntry | None) -> ZooKeeperEntry:
+        server = (LocalZooKeeper(self.zookeeper_dir) if network is None else
+                  LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
+                                 launcher=cluster_network.exec_prefix(network, CORE)))
+        try:
+            pid = server.start(timeout=timeout, detached=True)
+        except ZooKeeperStartError as e:
+            raise ClusterError(str(e)) from None
+        link = self.log_file("zookeeper")
+        if not link.is_symlink():
+            # One place to look for every process's output; the server itself writes in its own dir.
+            link.unlink(missing_ok=True)
+            link.symlink_to(os.path.relpath(server.log_file, self.logs_dir))
+        return ZooKeeperEntry(connect=server.connect_string, pid=pid)
+
+    def _start_controller(self, controller_id: int, network: NetworkEntry | None,
+                          props: dict[str, str] | None = None) -> int:
+        """Write its controller.properties from `props`, or start it on the one it has."""
+        config = self.controller_config(controller_id)
+        if props is not None:
+            _write_properties(config, props)
+        launcher = [] if network is None else cluster_network.exec_prefix(network, CORE)
+        return self._spawn(f"controller-{controller_id}", [*launcher, sys.executable, "-m", "controller.main",
+                                                           "--config", str(config)])
+
+    def _start_broker(self, broker_id: int, network: NetworkEntry | None, props: dict[str, str] | None = None) -> int:
+        """Write its server.properties from `props`, or start it on the one it has."""
+        config = self.broker_config(broker_id)
+        if props is not None:
+            _write_properties(config, props)
+        launcher = [] if network is None else cluster_network.exec_prefix(network, broker_host(broker_id))
+        return self._spawn(f"broker-{broker_id}", [*launcher, sys.executable, "-m", "minibroker.commands.broker",
+                                                   "--config", str(config)])
+
+    def _spawn(self, name: str, argv: list[str]) -> int:
+        with self.log_file(name).open("ab") as log:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._children[child.pid] = child
+        return child.pid
+
+    # ------------------------------------------------------------------ readiness
+
+    def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float) -> None:
+        """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
+        active controller from the controller's UpdateMetadata: what a client needs before it can use them."""
+        processes = self._processes(info)
+        try:
+            zk = KafkaZkClient.connect(info.zookeeper.connect, timeout=max(deadline - time.monotonic(), 1.0))
+        except KazooTimeoutError:
+            raise ClusterError(f"cannot connect to ZooKeeper at {info.zookeeper.connect}") from None
+        # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
+        # between attempts, long after a broker serves (and channels share connections process-wide).
+        channels = {b.id: grpc.insecure_channel(b.address, options=_READY_CHANNEL_OPTIONS) for b in brokers}
+        try:
+            while True:
+                for process in processes:
+                    if not self._running(process):
+                        raise ClusterError(f"{process.name} exited{self._exit_code(process)} before the cluster was"
+                                           f" ready{self._log_tail(process.name)}")
+                pending = _not_ready(zk, info, brokers, channels)
+                if not pending:
+                    return
+                if time.monotonic() >= deadline:
+                    raise ClusterError(f"the cluster is not ready after {timeout:g} s: "
+                                       + "; ".join(f"{name} {why}" for name, why in pending.items())
+                                       + "".join(self._log_tail(name) for name in pending))
+                time.sleep(_POLL_S)
+        finally:
+            for channel in channels.values():
+                channel.close()
+            zk.close()
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> tuple[ClusterInfo, list[ProcessStatus]]:
+        info = self.load()
+        processes = self._processes(info)
+        # Our ZooKeeper stopped: do not wait out a connection timeout to learn that it is unreachable.
+        zk_down = any(p.kind == "zookeeper" and not self._running(p) for p in processes)
+        zk_state = None if zk_down else _zookeeper_state(info.zookeeper.connect)
+        statuses = []
+        for process in processes:
+            running = self._running(process)
+            detail, healthy = process.describe(zk_state) if running else (process.address, False)
+            statuses.append(ProcessStatus(process.name, process.pid, running, detail, healthy))
+        if info.zookeeper.pid is None:  # external: not ours to watch, but the cluster needs it
+            statuses.insert(0, ProcessStatus("zookeeper", None, zk_state is not None,
+                                             f"external, {info.zookeeper.connect}"
+                                             + ("" if zk_state is not None else ", unreachable"),
+                                             zk_state is not None))
+        return info, statuses
+
+    # ------------------------------------------------------------------ down
+
+    def down(self, kill: bool = False, timeout: float = 30.0, report: Report = lambda _: None) -> list[str]:
+        """Stop every process of the cluster: SIGTERM (SIGKILL with `kill`, or after `timeout`), brokers first,
+        ZooKeeper last, and wait until every pid is gone; then remove its network, if it has one. Returns the
+        names of the processes stopped."""
+        return self._stop(self.load(), kill, timeout, report)
+
+    def _stop(self, info: ClusterInfo, kill: bool, timeout: float, report: Report = lambda _: None) -> list[str]:
+        processes = self._processes(info)
+        processes += self._unrecorded(processes)
+        if info.network is not None and not kill and (self.data_dir / PARTITIONS_FILE).exists():
+            # A broker cut off from the controller would wait out its controlled shutdown, then get SIGKILLed.
+            _network_call(cluster_network.reconnect_all, info.network)
+        stopped: list[str] = []
+        # Brokers close their ZooKeeper sessions on the way down, so ZooKeeper goes last.
+        for kind in ("broker", "controller", "zookeeper"):
+            group = [p for p in processes if p.kind == kind and self._running(p)]
+            self._terminate(group, kill, timeout)
+            stopped.extend(p.name for p in group)
+        if info.network is not None:
+            removed = self._remove_network(info.network)
+            if removed:
+                report(f"Removed {', '.join(removed)}")
+        return stopped
+
+    def _remove_network(self, recorded: NetworkEntry | None) -> list[str]:
+        """The network of this data dir (as recorded, and whatever else carries its tag), and its partitions."""
+        removed = _network_call(cluster_network.remove, cluster_network.network_tag(self.data_dir), recorded)
+        (self.data_dir / PARTITIONS_FILE).unlink(missing_ok=True)
+        return removed
+
+    def _terminate(self, processes: list[_Process], kill: bool, timeout: float) -> None:
+        for process in processes:
+            self._signal(process, signal.SIGKILL if kill else signal.SIGTERM)
+        if self._wait_gone(processes, timeout):
+            return
+        for process in processes:
+            self._signal(process, signal.SIGKILL)
+        if not self._wait_gone(processes, _KILL_GRACE_S):
+            alive = [f"{p.name} (pid {p.pid})" for p in processes if self._running(p)]
+            raise ClusterError(f"still running after SIGKILL: {', '.join(alive)}")
+
+    def _signal(self, process: _Process, signum: int) -> None:
+        if process.pid is not None and self._running(process):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)
+
+    def _wait_gone(self, processes: list[_Process], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while any(self._running(p) for p in processes):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    # ------------------------------------------------------------------ restart-broker
+
+    def restart_broker(self, broker_id: int, kill: bool = False, timeout: float = 60.0,
+                       report: Report = lambda _: None) -> BrokerEntry:
+        """Stop one broker (SIGTERM, or SIGKILL with `kill`) and start it again on its config, port and logs;
+        returns once it serves again with the cluster's metadata."""
+        info = self.load()
+        broker = info.broker(broker_id)
+        process = next(p for p in self._processes(info) if p.name == f"broker-{broker_id}")
+        if self._running(process):
+            self._terminate([process], kill, _KILL_GRACE_S)
+            report(f"Stopped broker {broker_id} (pid {broker.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
+        broker.pid = self._start_broker(broker_id, info.network)
+        info.save(self.data_dir)
+        report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid})")
+        self._wait_ready(info, [broker], time.monotonic() + timeout, timeout)
+        return broker
+
+    # ------------------------------------------------------------------ one process (chaos/cluster.py)
+
+    def restart_controller(self, controller_id: int, kill: bool = False, timeout: float = 60.0,
+                           report: Report = lambda _: None) -> ControllerEntry:
+        """Stop one controller (SIGTERM, or SIGKILL with `kill`) and start it again on its config; returns once
+        a controller of the cluster is active (this one or another: a standby has nothing to show)."""
+        info = self.load()
+        entry = next((c for c in info.controllers if c.id == controller_id), None)
+        if entry is None:
+            raise ClusterError(f"the cluster has no controller {controller_id} (controllers: "
+                               f"{', '.join(str(c.id) for c in info.controllers)})")
+        process = self._process(info, f"controller-{controller_id}")
+        if self._running(process):
+            self._terminate([process], kill, _KILL_GRACE_S)
+            report(f"Stopped controller {controller_id} (pid {entry.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
+        entry.pid = self._start_controller(controller_id, info.network)
+        info.save(self.data_dir)
+        report(f"Started controller {controller_id} (pid {entry.pid})")
+        self._wait_ready(info, [], time.monotonic() + timeout, timeout)
+        return entry
+
+    def running(self, name: str) -> bool:
+        """Whether the process `name` ("broker-1", "controller-1001", "zookeeper") of cluster.json runs."""
+        return self._running(self._process(self.load(), name))
+
+    def send_signal(self, name: str, signum: int) -> int:
+        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+        process = self._process(self.load(), name)
+        if process.pid is None or not self._running(process):
+            raise ClusterError(f"{name} is not running")
+        os.kill(process.pid, signum)
+        return process.pid
+
+    def _process(self, info: ClusterInfo, name: str) -> _Process:
+        for process in self._processes(info):
+            if process.name == name:
+                return process
+        raise ClusterError(f"the cluster in {self.data_dir} has no process {name}")
+
+    # ------------------------------------------------------------------ processes
+
+    def _processes(self, info: ClusterInfo) -> list[_Process]:
+        processes = []
+        if info.zookeeper.pid is not None:
+            processes.append(_Process("zookeeper", "zookeeper", info.zookeeper.pid,
+                                      str((self.zookeeper_dir / "zoo.cfg").resolve()), info.zookeeper.connect))
+        processes += [_Process("controller", f"controller-{c.id}", c.pid, str(self.controller_config(c.id)),
+                               controller_id=c.id) for c in info.controllers]
+        processes += [_Process("broker", f"broker-{b.id}", b.pid, str(self.broker_config(b.id)), broker=b)
+                      for b in info.brokers]
+        return processes
+
+    def _unrecorded(self, recorded: list[_Process]) -> list[_Process]:
+        """Processes started on this data dir's configs that cluster.json does not name: an `up` killed between
+        a spawn and the save of its pid leaves one, and only its command line still says whose it is."""
+        kinds = {"server.properties": "broker", "controller.properties": "controller", "zoo.cfg": "zookeeper"}
+        known = {p.pid for p in recorded}
+        prefix = str(self.data_dir) + os.sep
+        found = []
+        for entry in Path("/proc").glob("[0-9]*"):
+            pid = int(entry.name)
+            if pid in known or pid == os.getpid():
+                continue
+            try:
+                args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            # The config file as a broker's or controller's --config, or as ZooKeeper's last argument: not an
+            # editor or a pager that happens to have one open.
+            configs = [arg for before, arg in itertools.pairwise(args) if before in ("--config", ZOOKEEPER_MAIN_CLASS)]
+            for arg in configs:
+                path = Path(arg)
+                if arg.startswith(prefix) and path.name in kinds:
+                    found.append(_Process(kinds[path.name], path.parent.name, pid, arg))
+                    break
+        return found
+
+    def _running(self, process: _Process) -> bool:
+        pid = process.pid
+        if pid is None:
+            return False
+        child = self._children.get(pid)
+        if child is not None and child.poll() is not None:  # reaped here: a zombie would still "exist"
+            return False
+        return _runs(pid, process.marker)
+
+    def _exit_code(self, process: _Process) -> str:
+        child = self._children.get(process.pid or -1)
+        return "" if child is None or child.returncode is None else f" with code {child.returncode}"
+
+    def _log_tail(self, name: str) -> str:
+        path = self.log_file(name)
+        try:
+            lines = path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+        except OSError:
+            return f"\n(no log at {path})"
+        return f"\n--- last lines of {path} ---\n" + "\n".join(lines)
+
+
+@dataclass
+class _Process:
+    kind: str  # "zookeeper", "controller" or "broker"
+    name: str
+    pid: int | None
+    marker: str  # in the process's command line: its config file
+    connect: str = ""
+    controller_id: int | None = None
+    broker: BrokerEntry | None = None
+
+    @property
+    def address(self) -> str:
+        return self.broker.address if self.broker is not None else self.connect
+
+    def describe(self, zk: _ZooKeeperState | None) -> tuple[str, bool]:
+        """What ZooKeeper says about this process, and whether that is as it should be."""
+        if self.kind == "zookeeper":
+            return self.connect, zk is not None
+        if zk is None:
+            return "ZooKeeper unreachable", False
+        if self.broker is not None:
+            registration = zk.brokers.get(self.broker.id)
+            if registration is None:
+                return f"not registered, {self.broker.address}", False
+            return f"registered, {registration.connection_strings}, log dir {self.broker.log_dir}", True
+        if zk.controller_id == self.controller_id:
+            return f"active controller (controller epoch {zk.controller_epoch})", True
+        return "standby", zk.controller_id is not None
+
+
+@dataclass
+class _ZooKeeperState:
+    brokers: dict[int, BrokerInfo]
+    controller_id: int | None
+    controller_epoch: int | None
+
+
+def _not_ready(zk: KafkaZkClient, info: ClusterInfo, brokers: list[BrokerEntry],
+               channels: dict[int, grpc.Channel]) -> dict[str, str]:
+    """Process name -> why it is not ready yet; empty when the cluster is."""
+    pending: dict[str, str] = {}
+    if zk.get_controller_id() not in {c.id for c in info.controllers}:
+        pending.update((f"controller-{c.id}", "is not active, nor is any other controller") for c in info.controllers)
+    registered = {b.id: b for b in zk.get_all_brokers()}
+    for broker in brokers:
+        name = f"broker-{broker.id}"
+        registration = registered.get(broker.id)
+        if registration is None or broker.port not in {e.port for e in registration.endpoints}:
+            pending[name] = "is not registered in ZooKeeper"
+            continue
+        channel = channels[broker.id]
+        try:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+            metadata = pb_grpc.KafkaClientStub(channel).Metadata(pb.MetadataRequest(), timeout=1)
+        except grpc.RpcError as e:
+            pending[name] = f"does not answer ({e.code().name})"
+            continue
+        if health.status != health_pb2.HealthCheckResponse.SERVING:
+            pending[name] = "is not SERVING"
+        elif {b.node_id for b in metadata.brokers} != set(registered) or metadata.controller_id < 0:
+            pending[name] = "has no cluster metadata from the controller yet"
+    return pending
+
+
+def _zookeeper_state(connect: str) -> _ZooKeeperState | None:
+    """Registrations and the controller as ZooKeeper has them, or None if it cannot be reached."""
+    try:
+        zk = KafkaZkClient.connect(connect, timeout=5)
+    except KazooTimeoutError:
+        return None
+    with zk:
+        epoch = zk.get_controller_epoch()
+        return _ZooKeeperState({b.id: b for b in zk.get_all_brokers()}, zk.get_controller_id(),
+                               None if epoch is None else epoch[0])
+
+
+def _runs(pid: int, marker: str) -> bool:
+    """Whether `pid` is alive and is the process whose command line contains `marker`."""
+    if not Path("/proc").is_dir():  # not Linux: the pid is all we have
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return marker.encode() in cmdline
+
+
+def _network_call(func: Callable[..., T], *args: Any) -> T:
+    try:
+        return func(*args)
+    except NetworkError as e:
+        raise ClusterError(str(e)) from None
+
+
+def _check_broker_overrides(props: dict[str, str]) -> None:
+    """Refuse a bad --override before anything starts: a misspelt key must not cost a ZooKeeper start-up."""
+    try:
+        KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": HOST, **props})
+    except ConfigError as e:
+        raise ClusterError(f"--override: {e}") from None
+
+
+def _key_values(items: Iterable[str]) -> dict[str, str]:
+    """`key=value` overrides, as kafka-server-start's --override takes them."""
+    props = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ClusterError(f"an override must be key=value, not {item!r}")
+        props[key.strip()] = value
+    return props
+
+
+def _write_properties(path: Path, props: dict[str, str]) -> None:
+    """A .properties file readable by its owner only: it holds the cluster credential."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in props.items())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

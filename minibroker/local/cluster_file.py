@@ -1,0 +1,129 @@
+"""`<data dir>/cluster.json`: what `minibroker cluster up` started and where it listens.
+
+Written by the launcher (minibroker/local/cluster.py) and read by every command
+that takes `--data-dir`, so its shape is a contract: `bootstrap_servers`,
+`zookeeper` {connect, pid}, `controllers` [{id, pid}], `brokers` [{id, host,
+port, pid, log_dir}], and `network` (null unless `cluster up --netns`): {bridge,
+subnet, gateway, namespaces {host: namespace}, addresses {host: IP}, veths},
+where a host is "core" (ZooKeeper and the controllers) or "broker-<id>". A pid
+is null for a process that is not ours to manage (an external ZooKeeper given
+with `--zookeeper`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CLUSTER_FILE = "cluster.json"
+# chaos/netns.py's record of the brokers it cut off; it means nothing once the network is gone.
+PARTITIONS_FILE = "partitions.json"
+
+
+class ClusterFileError(Exception):
+    """No usable cluster.json; the message says what to do."""
+
+
+@dataclass
+class ZooKeeperEntry:
+    connect: str
+    pid: int | None
+
+
+@dataclass
+class ControllerEntry:
+    id: int
+    pid: int | None
+
+
+@dataclass
+class BrokerEntry:
+    id: int
+    host: str
+    port: int
+    pid: int | None
+    log_dir: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class NetworkEntry:
+    """The virtual network of `cluster up --netns` (minibroker/local/network.py): recorded before any of it
+    is created, so `cluster down` can remove what a crashed `up` left behind."""
+
+    bridge: str
+    subnet: str
+    gateway: str  # the bridge's address in the root namespace: where clients on this machine come from
+    namespaces: dict[str, str]
+    addresses: dict[str, str]
+    veths: dict[str, str]  # host -> its veth's root-namespace end; the other end is `eth0` in its namespace
+
+    def namespace(self, host: str) -> str:
+        try:
+            return self.namespaces[host]
+        except KeyError:
+            raise ClusterFileError(f"the cluster network has no host {host!r} (hosts: "
+                                   f"{', '.join(self.namespaces)})") from None
+
+
+@dataclass
+class ClusterInfo:
+    zookeeper: ZooKeeperEntry
+    controllers: list[ControllerEntry] = field(default_factory=list)
+    brokers: list[BrokerEntry] = field(default_factory=list)
+    network: NetworkEntry | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerEntry:
+        for broker in self.brokers:
+            if broker.id == broker_id:
+                return broker
+        raise ClusterFileError(f"the cluster has no broker {broker_id} (brokers: "
+                               f"{', '.join(str(b.id) for b in self.brokers)})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterInfo:
+        return cls(
+            zookeeper=ZooKeeperEntry(**data["zookeeper"]),
+            controllers=[ControllerEntry(**c) for c in data["controllers"]],
+            brokers=[BrokerEntry(**b) for b in data["brokers"]],
+            network=None if data.get("network") is None else NetworkEntry(**data["network"]),
+        )
+
+    def save(self, data_dir: Path) -> None:
+        """Atomically: a reader never sees half a file, even if `cluster up` is killed while writing."""
+        path = data_dir / CLUSTER_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> ClusterInfo:
+        path = data_dir / CLUSTER_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterFileError(f"no cluster in {data_dir} ({path} does not exist): start one with"
+                                   f" `minibroker cluster up --data-dir {data_dir}`") from None
+        except (OSError, ValueError) as e:
+            raise ClusterFileError(f"cannot read {path}: {e}") from None
+        try:
+            return cls.from_json(data)
+        except (KeyError, TypeError) as e:
+            raise ClusterFileError(f"{path} is not a cluster file minibroker wrote: {e!r}") from None
+
+    @classmethod
+    def exists(cls, data_dir: Path) -> bool:
+        return (data_dir / CLUSTER_FILE).is_file()

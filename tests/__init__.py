@@ -1,0 +1,1 @@
+"""The test suite: tests/unit, tests/integration, tests/system; shared fakes in tests/fakes.py."""
