@@ -10,6 +10,7 @@ from client.consumer import Consumer
 from client.errors import (
     CorruptMessageError,
     ErrorCode,
+    IllegalStateError,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
@@ -44,6 +45,7 @@ __all__ = [
     "DefaultPartitioner",
     "ErrorCode",
     "FutureRecordMetadata",
+    "IllegalStateError",
     "InvalidRecordError",
     "KafkaError",
     "KafkaStorageError",

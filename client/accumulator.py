@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from client.errors import KafkaTimeoutError
+from client.errors import IllegalStateError, KafkaTimeoutError
 from client.future import FutureRecordMetadata, ProduceRequestResult
 from client.metadata import ClusterMetadata
 from client.structs import Header
@@ -197,7 +197,7 @@ class RecordAccumulator:
         """
         with self._lock:
             if self.closed:
-                raise KafkaError("producer is closed")
+                raise IllegalStateError("Cannot perform operation after producer has been closed")
             dq = self._batches.get(tp)
             if dq:
                 last = dq[-1]

@@ -66,10 +66,10 @@ def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[str]:
         else:
             host, port = text, ""
         if port and not port.isdigit():
-            raise ValueError(f"bad port in bootstrap server {item!r}")
+            raise ValueError(f"Invalid url in bootstrap.servers: {item}")
         out.append(format_address(host, int(port) if port else DEFAULT_PORT))
     if not out:
-        raise ValueError("bootstrap_servers names no server")
+        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
     return out
 
 

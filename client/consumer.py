@@ -19,14 +19,14 @@ from typing import Any
 import grpc
 
 from client.connection import ConnectionPool, parse_bootstrap_servers
-from client.errors import NoOffsetForPartitionError
+from client.errors import KafkaTimeoutError, NoOffsetForPartitionError
 from client.fetcher import Deserializer, Fetcher, parse_isolation_level
 from client.metadata import ClusterMetadata, Metadata
 from client.retry import call_with_retries
 from client.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 from client.subscription import OffsetResetStrategy, SubscriptionState
 from proto import minibroker_pb2 as pb
-from proto.errors import KafkaError, error_for
+from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -266,7 +266,8 @@ class Consumer:
 
     def _require_group(self) -> str:
         if self.group_id is None:
-            raise ValueError("committed offsets need a group_id")
+            raise ValueError("To use the group management or offset commit APIs, you must provide a valid group.id"
+                             " in the consumer configuration.")
         return self.group_id
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
@@ -369,11 +370,38 @@ class Consumer:
 
     # ------------------------------------------------------------------ topics
 
-    def topics(self) -> set[str]:
-        return self._metadata.fetch((), self._request_timeout_ms).topics
+    def topics(self, timeout_ms: float | None = None) -> set[str]:
+        """Every topic's name, waiting up to default_api_timeout_ms for a broker to answer (Kafka's listTopics)."""
+        return self._fetch_metadata((), timeout_ms).topics
 
-    def partitions_for_topic(self, topic: str) -> set[int] | None:
-        return self._metadata.fetch([topic], self._request_timeout_ms).partitions_for_topic(topic)
+    def partitions_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int] | None:
+        """The topic's partition numbers, None if it does not exist (Kafka's partitionsFor).
+
+        Waits up to default_api_timeout_ms for a broker to answer, then raises
+        KafkaTimeoutError; a topic name that cannot exist raises its error at once.
+        """
+        cluster = self._fetch_metadata([topic], timeout_ms)
+        code = cluster.topic_errors.get(topic, ErrorCode.NONE)
+        if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            raise error_for(code, f"topic {topic!r}")
+        return cluster.partitions_for_topic(topic)
+
+    def _fetch_metadata(self, topics: Iterable[str], timeout_ms: float | None) -> ClusterMetadata:
+        """One Metadata answer, retrying unreachable brokers until the timeout (Kafka's "Timeout expired while
+        fetching topic metadata")."""
+        timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = self._now_ms() + timeout
+        while True:
+            remaining = deadline - self._now_ms()
+            try:
+                return self._metadata.fetch(topics, min(max(remaining, 0.0), self._request_timeout_ms))
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                if self._now_ms() + self._retry_backoff_ms >= deadline:
+                    raise KafkaTimeoutError(f"Timeout expired while fetching topic metadata after {timeout:.0f} ms"
+                                            f" (last error: {exc})") from None
+            time.sleep(self._retry_backoff_ms / 1000)
 
     # ------------------------------------------------------------------ close
 

@@ -29,6 +29,14 @@ class KafkaTimeoutError(KafkaError):
     code = ErrorCode.REQUEST_TIMED_OUT
 
 
+class IllegalStateError(KafkaError):
+    """A call the client's state does not allow, e.g. send() after close() (Java's IllegalStateException,
+    kafka-python's IllegalStateError). A mistake in the caller, not a broker's answer: no error code shown."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class NoOffsetForPartitionError(KafkaError):
     """auto_offset_reset='none' and the partition has no committed offset (Kafka's NoOffsetForPartitionException)."""
 
@@ -38,6 +46,7 @@ class NoOffsetForPartitionError(KafkaError):
 __all__ = [
     "CorruptMessageError",
     "ErrorCode",
+    "IllegalStateError",
     "InvalidRecordError",
     "KafkaError",
     "KafkaStorageError",

@@ -51,7 +51,8 @@ def parse_isolation_level(isolation_level: str | int) -> int:
         return READ_UNCOMMITTED
     if isolation_level in ("read_committed", READ_COMMITTED):
         return READ_COMMITTED
-    raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', not {isolation_level!r}")
+    raise ValueError(f"Invalid value {isolation_level} for configuration isolation.level:"
+                     " String must be one of: read_committed, read_uncommitted")
 
 
 def parse_records(

@@ -18,7 +18,7 @@ import grpc
 
 from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, RecordAccumulator, RecordCallback
 from client.connection import ConnectionPool, parse_bootstrap_servers
-from client.errors import KafkaTimeoutError, MessageTooLargeError
+from client.errors import IllegalStateError, KafkaTimeoutError, MessageTooLargeError
 from client.future import FutureRecordMetadata
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
@@ -34,18 +34,60 @@ _MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5  # the broker remembers the last five batche
 
 def parse_acks(acks: int | str) -> int:
     """acks as Kafka spells it: 0, 1, or 'all' / -1."""
-    value = -1 if acks == "all" else int(acks)
+    value = -1 if str(acks).strip().lower() == "all" else _int_or_none(acks)
     if value not in (-1, 0, 1):
-        raise ValueError(f"acks must be 0, 1 or 'all', not {acks!r}")
+        raise ValueError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
     return value
+
+
+def _int_or_none(value: int | str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def idempotence_enabled(enable_idempotence: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
+    """Kafka 3's rule (KIP-679, ProducerConfig.postProcessAndValidateIdempotenceConfigs): idempotence is on
+    unless asked otherwise; left unset, it quietly turns off where acks, retries or
+    max.in.flight.requests.per.connection rule it out; set to true explicitly, those are errors."""
+    if enable_idempotence is None:
+        return acks == -1 and retries > 0 and max_in_flight <= _MAX_IN_FLIGHT_WITH_IDEMPOTENCE
+    if enable_idempotence:
+        if acks != -1:
+            raise ValueError("Must set acks to all in order to use the idempotent producer"
+                             " (enable.idempotence=true requires acks=all)")
+        if retries <= 0:
+            raise ValueError("Must set retries to non-zero when using the idempotent producer"
+                             " (enable.idempotence=true requires retries > 0)")
+        if max_in_flight > _MAX_IN_FLIGHT_WITH_IDEMPOTENCE:
+            raise ValueError("Must set max.in.flight.requests.per.connection to at most 5 to use the idempotent"
+                             " producer (enable.idempotence=true)")
+    return enable_idempotence
+
+
+def _check_bytes(name: str, data: object, serializer: str) -> None:
+    """kafka-python's check, with the parameter and the way out named (the encoder would fail deep inside)."""
+    if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{name} must be bytes (or None), not {type(data).__name__}: pass bytes or give the producer"
+                        f" a {serializer} (e.g. {serializer}=str.encode)")
+
+
+def _check_headers(headers: Sequence[Any]) -> None:
+    for header in headers:
+        if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)
+                and (header[1] is None or isinstance(header[1], (bytes, bytearray, memoryview)))):
+            raise TypeError(f"headers must be (str, bytes or None) pairs, not {header!r}")
 
 
 class Producer:
     """Publishes records to topics; thread-safe, one instance is meant to be shared.
 
-    `acks`: 0 (no answer), 1 (the leader's append) or 'all' (the whole ISR).
-    `enable_idempotence` needs acks='all' and at most 5 requests in flight per
-    broker: the broker then drops retried duplicates by sequence number.
+    `acks`: 0 (no answer), 1 (the leader's append) or 'all' (the whole ISR), by
+    default 'all'. `enable_idempotence` (the broker drops retried duplicates by
+    sequence number) is on by default where acks='all' allows it, as in Kafka 3
+    and kafka-python 3; set to True explicitly, it needs acks='all' and at most 5
+    requests in flight per broker.
     """
 
     def __init__(
@@ -55,7 +97,7 @@ class Producer:
         client_id: str | None = None,
         key_serializer: Callable[[Any], bytes] | None = None,
         value_serializer: Callable[[Any], bytes] | None = None,
-        acks: int | str = 1,
+        acks: int | str = "all",
         compression_type: str | None = None,
         retries: int = 2147483647,
         batch_size: int = 16384,
@@ -71,22 +113,15 @@ class Producer:
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
         max_in_flight_requests_per_connection: int = 5,
-        enable_idempotence: bool = False,
+        enable_idempotence: bool | None = None,
         channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
     ) -> None:
         self.acks = parse_acks(acks)
         self.compression = CompressionType.from_name(compression_type)
-        if self.compression == CompressionType.SNAPPY:
-            raise ValueError("compression_type 'snappy' is not supported: use 'gzip', 'lz4' or 'zstd'")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
-            raise ValueError("delivery_timeout_ms must be >= linger_ms + request_timeout_ms")
-        if enable_idempotence:
-            if self.acks != -1:
-                raise ValueError("enable_idempotence requires acks='all'")
-            if retries <= 0:
-                raise ValueError("enable_idempotence requires retries > 0")
-            if max_in_flight_requests_per_connection > _MAX_IN_FLIGHT_WITH_IDEMPOTENCE:
-                raise ValueError("enable_idempotence requires max_in_flight_requests_per_connection <= 5")
+            raise ValueError("delivery.timeout.ms should be equal to or larger than linger.ms + request.timeout.ms")
+        self.enable_idempotence = idempotence_enabled(enable_idempotence, self.acks, retries,
+                                                      max_in_flight_requests_per_connection)
         self.client_id = client_id
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
@@ -109,7 +144,7 @@ class Producer:
             max_block_ms=max_block_ms,
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
-            max_in_flight_per_partition=max_in_flight_requests_per_connection if enable_idempotence else 1,
+            max_in_flight_per_partition=max_in_flight_requests_per_connection if self.enable_idempotence else 1,
             wakeup=self._wakeup,
         )
         self._sender = Sender(
@@ -123,7 +158,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
-            transaction_manager=TransactionManager() if enable_idempotence else None,
+            transaction_manager=TransactionManager() if self.enable_idempotence else None,
         )
         self._closed = False
         self._sender.start()
@@ -150,13 +185,19 @@ class Producer:
         but cheaper, as it is attached while the record's batch is still open.
         """
         if self._closed:
-            raise KafkaError("cannot send after the producer is closed")
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        if timestamp_ms is not None and timestamp_ms < 0:
+            raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be non-negative or null.")
         key_bytes = key if key is None or self._key_serializer is None else self._key_serializer(key)
         value_bytes = value if value is None or self._value_serializer is None else self._value_serializer(value)
+        if type(value_bytes) is not bytes or (key_bytes is not None and type(key_bytes) is not bytes):
+            _check_bytes("value", value_bytes, "value_serializer")
+            _check_bytes("key", key_bytes, "key_serializer")
         key_size = -1 if key_bytes is None else len(key_bytes)
         value_size = -1 if value_bytes is None else len(value_bytes)
         if headers:
             headers = tuple(headers)
+            _check_headers(headers)
             header_size = serialized_header_size(headers)
         else:
             headers, header_size = (), -1
@@ -199,6 +240,8 @@ class Producer:
                                     header_size, False, callback)
             assert future is not None
             return future
+        except IllegalStateError:
+            raise  # closed while this send was on its way: misuse, as before the try
         except KafkaError as exc:
             failed = FutureRecordMetadata.failed_with(TopicPartition(topic, -1 if partition is None else partition),
                                                       exc)
@@ -240,12 +283,14 @@ class Producer:
             self._accumulator.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
-        """Send what is queued, then stop; after `timeout` seconds, fail what is left and stop anyway."""
-        if self._closed:
-            return
-        self._closed = True
-        self._accumulator.close()
-        self._sender.initiate_close()
+        """Send what is queued, then stop; after `timeout` seconds, fail what is left and stop anyway.
+
+        Calling it again bounds a close still under way (one interrupted by KeyboardInterrupt, say).
+        """
+        if not self._closed:
+            self._closed = True
+            self._accumulator.close()
+            self._sender.initiate_close()
         if not self._sender.join(timeout):
             self._sender.force_close()
             self._sender.join()

@@ -85,6 +85,7 @@ class Sender:
         self._next_producer_id_attempt_ms = 0.0
         self._running = True
         self._forced = False
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="minibroker-producer-network-thread", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -106,10 +107,17 @@ class Sender:
         self.initiate_close()
 
     def join(self, timeout_s: float | None = None) -> bool:
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        # An Event, not Thread.join: a KeyboardInterrupt inside Thread.join (Ctrl-C while a producer closes)
+        # leaves the thread marked stopped while it runs on (bpo-45274's fix), so a second close would not wait.
+        return self._stopped.wait(timeout_s)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._stopped.set()
+
+    def _loop(self) -> None:
         while self._running:
             self._run_once_guarded()
         while not self._forced and self._has_work():

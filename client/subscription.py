@@ -30,7 +30,8 @@ class OffsetResetStrategy(enum.IntEnum):
         if name == "none":
             return None
         if name not in ("earliest", "latest"):
-            raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', not {auto_offset_reset!r}")
+            raise ValueError(f"Invalid value {auto_offset_reset} for configuration auto.offset.reset:"
+                             " String must be one of: latest, earliest, none")
         return cls[name.upper()]
 
 

@@ -182,6 +182,10 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
         return data
     if codec == CompressionType.GZIP:
         return gzip.compress(data, compresslevel=6, mtime=0)
+    if codec == CompressionType.SNAPPY:
+        from common import snappy
+
+        return snappy.compress(data)
     if codec == CompressionType.LZ4:
         import lz4.frame
 
@@ -200,6 +204,10 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
             return bytes(data)
         if codec == CompressionType.GZIP:
             return gzip.decompress(bytes(data))
+        if codec == CompressionType.SNAPPY:
+            from common import snappy
+
+            return snappy.decompress(data)
         if codec == CompressionType.LZ4:
             import lz4.frame
 

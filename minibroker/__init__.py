@@ -1,6 +1,8 @@
 """minibroker: a mini Kafka (ZooKeeper-era replication) in Python.
 
-The public face: the Python client (kafka-python's shapes) and the `minibroker` command line (minibroker/cli.py).
+The public face: the Python client (kafka-python's shapes: Producer, Consumer,
+Admin, OffsetAndMetadata, the error classes... every name of `client.__all__`)
+and the `minibroker` command line (minibroker/cli.py).
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from client import Admin, Consumer, NewTopic, Producer, TopicPartition
-
-__all__ = ["Admin", "Consumer", "NewTopic", "Producer", "TopicPartition"]
+    from client import *  # noqa: F403
 
 
 def __getattr__(name: str) -> Any:
     # The client is imported on first use, not with the package: every broker and controller
     # process starts as `python -m minibroker.…` and has no use for it (a third of its start-up).
-    if name in __all__:
-        return getattr(importlib.import_module("client"), name)
+    # Dunder look-ups other than __all__ (import machinery, tools) must not pull it in.
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    client = importlib.import_module("client")
+    if name == "__all__":
+        return client.__all__
+    if name in client.__all__:
+        return getattr(client, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ from typing import Any
 from broker.replication.partition_state_store import IsrUpdateResult
 from proto.errors import ErrorCode, KafkaError
 from proto.types import EndPoint, TopicPartition
+from zk import paths
 from zk.client import ControllerMovedError, UpdateLeaderAndIsrResult, Watch
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, TopicAssignment
 
@@ -95,7 +96,7 @@ class FakeZk:
         self.session_expired_callbacks: list[Any] = []
         self.new_session_callbacks: list[Any] = []
         self.fail_next_get_all_brokers: Exception | None = None
-        self.consumer_offsets: dict[str, dict[TopicPartition, int]] = {}
+        self.consumer_offsets: dict[str, dict[TopicPartition, paths.ConsumerOffset]] = {}
         self.topic_partition_writes: list[TopicAssignment] = []
 
     # --- test controls ---
@@ -206,11 +207,12 @@ class FakeZk:
 
     # --- committed consumer offsets (ZkGroupOffsets) ---
 
-    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, paths.ConsumerOffset]) -> None:
         self.consumer_offsets.setdefault(group_id, {}).update(offsets)
 
     def get_consumer_offsets(self, group_id: str,
-                             partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+                             partitions: Iterable[TopicPartition] | None = None
+                             ) -> dict[TopicPartition, paths.ConsumerOffset]:
         stored = self.consumer_offsets.get(group_id, {})
         return dict(stored) if partitions is None else {tp: stored[tp] for tp in partitions if tp in stored}
 

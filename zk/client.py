@@ -820,11 +820,11 @@ class KafkaZkClient:
 
     # --- consumer offsets (Kafka 0.8's ZooKeeper offset storage) ---
 
-    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, paths.ConsumerOffset]) -> None:
         """Write committed offsets under /consumers/<group>/offsets, creating the znodes as needed; pipelined."""
         items = [
-            (paths.consumer_offset_path(group_id, tp), paths.encode_consumer_offset(offset))
-            for tp, offset in offsets.items()
+            (paths.consumer_offset_path(group_id, tp), paths.encode_consumer_offset(committed))
+            for tp, committed in offsets.items()
         ]
 
         def write_all() -> None:
@@ -846,8 +846,8 @@ class KafkaZkClient:
 
     def get_consumer_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, int]:
-        """Committed offsets of the group (of `partitions` only, if given); partitions without one are absent."""
+    ) -> dict[TopicPartition, paths.ConsumerOffset]:
+        """The group's committed offsets and metadata (of `partitions` only, if given); those without one are absent."""
         if partitions is None:
             root = paths.consumer_offsets_path(group_id)
             partitions = [

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from proto.errors import ErrorCode, KafkaError
 from proto.types import SECURITY_PROTOCOL_IDS, EndPoint, TopicPartition
@@ -570,11 +570,23 @@ def consumer_offset_path(group_id: str, tp: TopicPartition) -> str:
     return f"{consumer_offsets_path(group_id)}/{tp.topic}/{tp.partition}"
 
 
-def encode_consumer_offset(offset: int) -> bytes:
-    """Kafka 0.8 wrote the bare offset as a decimal string, and nothing else (metadata was not kept)."""
-    return str(offset).encode()
+class ConsumerOffset(NamedTuple):
+    """A committed offset and the metadata string committed with it."""
+
+    offset: int
+    metadata: str = ""
 
 
-def decode_consumer_offset(path: str, data: bytes) -> int:
+def encode_consumer_offset(committed: ConsumerOffset) -> bytes:
+    """Kafka 0.8 wrote the bare offset and dropped the metadata; this keeps both, as JSON like the other znodes."""
+    return _dumps({"version": 1, "offset": committed.offset, "metadata": committed.metadata})
+
+
+def decode_consumer_offset(path: str, data: bytes) -> ConsumerOffset:
+    """The JSON form, or the bare decimal offset Kafka 0.8 (and minibroker before it kept metadata) wrote."""
     with _decoding(path, data):
-        return int(data.decode().strip())
+        text = data.decode().strip()
+        if text.lstrip("-").isdigit():
+            return ConsumerOffset(int(text))
+        fields = _loads(data)
+        return ConsumerOffset(_int(fields["offset"]), _str(fields["metadata"]))

@@ -429,7 +429,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             topic_response = response.topics.add(name=topic)
             for index, c in offsets:
                 topic_response.partitions.add(partition_index=index, committed_offset=c.offset,
-                                              committed_leader_epoch=-1, error_code=c.error)
+                                              committed_leader_epoch=-1, metadata=c.metadata, error_code=c.error)
         return response
 
     # ------------------------------------------------------------------ cluster API

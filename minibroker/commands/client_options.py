@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,8 @@ def load_config_file(path: Path | None) -> dict[str, str]:
 
 def client_kwargs(client_class: type, props: Mapping[str, str]) -> dict[str, Any]:
     """Kafka-named client settings as keyword arguments of `client_class` (Producer, Consumer), typed by
-    the parameters' annotations. An unknown name is an error, not a warning: a misspelt `acks` must not
-    quietly leave the default."""
+    the parameters' annotations. A name the client does not know is warned about and left out, as Kafka's
+    clients do (AbstractConfig.logUnused); a known one with a bad value is an error."""
     parameters = inspect.signature(client_class).parameters
     kwargs: dict[str, Any] = {}
     for key, text in props.items():
@@ -103,10 +104,8 @@ def client_kwargs(client_class: type, props: Mapping[str, str]) -> dict[str, Any
         parameter = parameters.get(key.replace(".", "_"))
         types = _annotation_types(parameter)
         if parameter is None or not types or not types <= _SETTABLE:
-            known = sorted(name.replace("_", ".") for name, p in parameters.items()
-                           if name != "bootstrap_servers" and (_annotation_types(p) or {"?"}) <= _SETTABLE)
-            raise UsageError(f"{key} is not a {client_class.__name__.lower()} config minibroker knows;"
-                             f" known: {', '.join(known)}")
+            print(f"WARN The configuration '{key}' was supplied but isn't a known config.", file=sys.stderr)
+            continue
         kwargs[parameter.name] = _typed(key, text.strip(), types)
     return kwargs
 

@@ -1,23 +1,33 @@
 """`minibroker console-consumer`: Kafka's kafka-console-consumer.sh, records to standard output.
 
-    minibroker console-consumer --topic T (--bootstrap-server H:P | --data-dir D) [--from-beginning]
-        [--max-messages N] [--timeout-ms N] [--partition P [--offset O|earliest|latest]] [--group G]
-        [--property print.key=true --property print.timestamp=true --property key.separator=: ...]
+    minibroker console-consumer (--topic T | --include REGEX) (--bootstrap-server H:P | --data-dir D)
+        [--from-beginning] [--max-messages N] [--timeout-ms N] [--partition P [--offset O|earliest|latest]]
+        [--group G] [--property print.key=true --property print.timestamp=true --property key.separator=: ...]
 
 Lines are Kafka's DefaultMessageFormatter's: timestamp, partition, offset,
 headers, key, value - those asked for, in that order, joined by key.separator
 (`CreateTime:1700000000000\tPartition:0\tOffset:5\tkey\tvalue`). At the end
 `Processed a total of N messages` goes to stderr. --timeout-ms ends the run
-(exit code 0, as in Kafka) when no record came for that long.
+(exit code 0, as in Kafka) when no record came for that long; --max-messages
+-1 (or none) means no limit. Before reading, the topic's metadata is fetched
+within default.api.timeout.ms (60 s; --consumer-property to change it): an
+unreachable cluster, an invalid topic name or a partition the topic does not
+have ends the run with an ERROR line and exit code 1. An --offset outside the
+partition's log is said on stderr, then auto.offset.reset applies (latest,
+unless --consumer-property auto.offset.reset=none makes it an error), as the
+Java consumer does. --include subscribes to the topics that exist and whose
+names match the regular expression in full (Kafka 3's --include, formerly
+--whitelist).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from client import Consumer, ConsumerRecord, KafkaError, TopicPartition
+from client import Consumer, ConsumerRecord, ErrorCode, KafkaError, TopicPartition
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
@@ -28,23 +38,32 @@ from minibroker.commands.client_options import (
 )
 
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+DEFAULT_FORMATTER = "kafka.tools.DefaultMessageFormatter"
+# Its names in Kafka 2 and in Kafka 3.5+ (moved to the tools module), and the short one.
+_FORMATTERS = {DEFAULT_FORMATTER, "org.apache.kafka.tools.consumer.DefaultMessageFormatter", "DefaultMessageFormatter"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("console-consumer", help="print records of a topic",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_options(parser)
-    parser.add_argument("--topic", required=True, help="The topic to consume on.")
+    topics = parser.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic", help="The topic to consume on.")
+    topics.add_argument("--include", "--whitelist", dest="include", metavar="REGEX",
+                        help="Regular expression of the topics to consume (--whitelist is its old name).")
     parser.add_argument("--partition", type=int, help="The partition to consume from; all of them if not given.")
     parser.add_argument("--offset", help="With --partition: the offset to start from, a number, 'earliest' or"
                                          " 'latest' (default: latest, or earliest with --from-beginning).")
     parser.add_argument("--from-beginning", action="store_true",
                         help="Without a committed offset, start with the earliest record instead of the latest.")
-    parser.add_argument("--max-messages", type=int, metavar="N",
-                        help="The number of messages to consume before exiting; without it, consume for ever.")
+    parser.add_argument("--max-messages", type=int, default=-1, metavar="N",
+                        help="The number of messages to consume before exiting; without it (or -1), consume for ever.")
     parser.add_argument("--timeout-ms", type=int, metavar="MS",
                         help="Exit if no message is available for consumption for this long.")
     parser.add_argument("--group", help="The consumer group id: where committed offsets are kept.")
+    parser.add_argument("--formatter", default=DEFAULT_FORMATTER, metavar="CLASS",
+                        help="The message formatter: Kafka's DefaultMessageFormatter, the only one (configured with"
+                             " --property).")
     parser.add_argument("--property", action="append", default=[], metavar="PROP=VALUE",
                         help="Formatter properties: print.timestamp, print.partition, print.offset, print.headers,"
                              " print.key, print.value (true/false), key.separator, line.separator,"
@@ -57,6 +76,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _check_args(args: argparse.Namespace) -> None:
+    if args.partition is not None and args.topic is None:
+        raise UsageError("The topic is required when partition is specified.")
+    if args.include is not None:
+        try:
+            re.compile(args.include)
+        except re.error as e:
+            raise UsageError(f"--include {args.include!r} is not a regular expression: {e}") from None
+    if args.formatter not in _FORMATTERS:
+        raise UsageError(f"formatter {args.formatter} is not available: only {DEFAULT_FORMATTER}")
     if args.offset is not None and args.partition is None:
         raise UsageError("The partition is required when offset is specified.")
     if args.partition is not None and args.group is not None:
@@ -91,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
     processed = 0
     out = sys.stdout.buffer
     try:
-        _assign(consumer, args)
+        _assign(consumer, args, props.get("auto.offset.reset", "latest"))
         poll_timeout_ms = float("inf") if args.timeout_ms is None else args.timeout_ms
-        while args.max_messages is None or processed < args.max_messages:
-            wanted = None if args.max_messages is None else args.max_messages - processed
+        while args.max_messages < 0 or processed < args.max_messages:
+            wanted = None if args.max_messages < 0 else args.max_messages - processed
             batches = consumer.poll(timeout_ms=poll_timeout_ms, max_records=wanted)
             if not batches:
                 print(f"ERROR Error processing message, terminating consumer process: TimeoutException: no message"
@@ -114,10 +142,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
+def _assign(consumer: Consumer, args: argparse.Namespace, reset: str) -> None:
+    """Subscribe or assign as ConsoleConsumer's ConsumerWrapper does, after checking the topic exists
+    (within default.api.timeout.ms: an unreachable cluster must not leave the tool waiting for ever)."""
+    if args.include is not None:
+        pattern = re.compile(args.include)
+        matched = sorted(t for t in consumer.topics() if pattern.fullmatch(t))
+        if not matched:
+            print(f"WARN No topic matches --include {args.include!r}", file=sys.stderr)
+        consumer.subscribe(matched)
+        return
+    partitions = consumer.partitions_for_topic(args.topic)
+    if partitions is None:
+        print(f"WARN Topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION)", file=sys.stderr)
     if args.partition is None:
         consumer.subscribe([args.topic])
         return
+    if partitions is None or args.partition not in partitions:
+        count = 0 if partitions is None else len(partitions)
+        raise KafkaError(f"partition {args.partition} of topic {args.topic!r} does not exist (it has {count}"
+                         " partitions)", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     tp = TopicPartition(args.topic, args.partition)
     consumer.assign([tp])
     offset = args.offset or ("earliest" if args.from_beginning else "latest")
@@ -126,7 +170,18 @@ def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
     elif offset == "latest":
         consumer.seek_to_end(tp)
     else:
-        consumer.seek(tp, int(offset))
+        _seek(consumer, tp, int(offset), reset)
+
+
+def _seek(consumer: Consumer, tp: TopicPartition, offset: int, reset: str) -> None:
+    """Seek, saying so when the offset is outside the log: the first fetch would quietly reset it."""
+    start = consumer.beginning_offsets([tp])[tp]
+    end = consumer.end_offsets([tp])[tp]
+    if not start <= offset <= end:
+        print(f"WARN Fetch position offset={offset} is out of range for partition {tp.topic}-{tp.partition}"
+              f" (log start offset {start}, log end offset {end}), resetting offset per auto.offset.reset={reset}",
+              file=sys.stderr, flush=True)
+    consumer.seek(tp, offset)
 
 
 class DefaultMessageFormatter:

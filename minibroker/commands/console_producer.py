@@ -1,24 +1,31 @@
 """`minibroker console-producer`: Kafka's kafka-console-producer.sh, standard input lines to records.
 
-    minibroker console-producer --topic T (--bootstrap-server H:P | --data-dir D)
-        [--property parse.key=true --property key.separator=:] [--producer-property acks=all ...]
-        [--compression-codec lz4] [--request-required-acks all] [--sync]
+    minibroker console-producer --topic T (--bootstrap-server H:P | --broker-list H:P | --data-dir D)
+        [--property parse.key=true --property key.separator=:] [--property parse.headers=true ...]
+        [--producer-property acks=all ...] [--compression-codec snappy] [--request-required-acks all]
+        [--message-send-max-retries 3] [--sync]
 
-Each line is one record (LineMessageReader): its value, or with
-parse.key=true its key and value split at the first key.separator (a tab by
-default). At end of input every record is flushed. A record that fails is
-reported on stderr, as Kafka's ErrorLoggingCallback does, and the exit code
-is 1 if any failed.
+Each line is one record (LineMessageReader): its value, or with parse.key=true
+its key and value split at the first key.separator (a tab by default); with
+parse.headers=true the line starts with headers (`h1:v1,h2:v2`, then
+headers.delimiter, a tab by default). The producer is Kafka 3's: acks=all and
+idempotent, giving up on a record after --message-send-max-retries retries.
+At end of input every record is flushed. A record that fails is reported on
+stderr, as Kafka's ErrorLoggingCallback does, and the exit code is 1 if any
+failed. Ctrl-C flushes for at most request.timeout.ms, says on stderr how many
+records were not acknowledged, and exits with 130 (128 + SIGINT).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import signal
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from client import FutureRecordMetadata, KafkaError, Producer
 from minibroker.commands.client_options import (
@@ -31,19 +38,24 @@ from minibroker.commands.client_options import (
 )
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 class LineFormatError(Exception):
-    """A line without the key separator while parse.key=true (Kafka's "No key found on line N")."""
+    """A line the reader cannot split (Kafka's "No key separator found on line number N")."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("console-producer", help="send standard input lines as records",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_options(parser)
+    parser.add_argument("--broker-list", dest="bootstrap_server", metavar="HOST:PORT[,HOST:PORT]",
+                        help="The old name of --bootstrap-server (Kafka's console producer before 2.5).")
     parser.add_argument("--topic", required=True, help="The topic to produce messages to.")
     parser.add_argument("--property", action="append", default=[], metavar="PROP=VALUE",
-                        help="Line reader properties: parse.key (false), key.separator (a tab), ignore.error (false).")
+                        help="Line reader properties: parse.key (false), key.separator (a tab), parse.headers"
+                             " (false), headers.delimiter (a tab), headers.separator (','), headers.key.separator"
+                             " (':'), null.marker (none), ignore.error (false).")
     parser.add_argument("--producer-property", action="append", default=[], metavar="PROP=VALUE",
                         help="A producer config, Kafka's name (acks=all, linger.ms=5, ...); repeatable.")
     parser.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE",
@@ -51,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--compression-codec", nargs="?", const="gzip", choices=_CODECS,
                         help="Compression codec: none, gzip, snappy, lz4 or zstd; gzip if given without a value.")
     parser.add_argument("--request-required-acks", metavar="ACKS",
-                        help="The acks the producer asks for: 0, 1 or all (default 1).")
+                        help="The acks the producer asks for: 0, 1 or all (default all, as in Kafka 3).")
+    parser.add_argument("--message-send-max-retries", type=int, metavar="N",
+                        help="retries: how often a failed send is retried before the record is given up (default 3).")
     parser.add_argument("--timeout", type=int, metavar="MS",
                         help="linger.ms: how long a record may wait for more to share its batch (default 1000).")
     parser.add_argument("--request-timeout-ms", type=int, metavar="MS",
@@ -66,7 +80,8 @@ def producer_props(args: argparse.Namespace) -> dict[str, str]:
     props = load_config_file(args.producer_config) | parse_key_values(args.producer_property)
     props.setdefault("client.id", "console-producer")
     for key, value, default in (
-        ("acks", args.request_required_acks, "1"),
+        ("acks", args.request_required_acks, "-1"),
+        ("retries", args.message_send_max_retries, 3),
         ("linger.ms", args.timeout, 1000),
         ("request.timeout.ms", args.request_timeout_ms, 1500),
         ("compression.type", args.compression_codec, None),
@@ -89,67 +104,153 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ValueError) as e:
         print(f"minibroker console-producer: {e}", file=sys.stderr)
         return 1
-    errors = _ErrorLogger(args.topic)
+    outcomes = _Outcomes(args.topic)
+    interrupted = False
     try:
-        if sys.stdin.isatty():
+        try:
+            _produce(producer, reader, args, outcomes)
+        except LineFormatError as e:
+            print(f"ERROR {e}", file=sys.stderr)
+            outcomes.failed += 1
+        producer.close()  # every record: acknowledged, or failed after its retries or delivery.timeout.ms
+    except KeyboardInterrupt:
+        interrupted = True
+    if not interrupted:
+        return 1 if outcomes.failed else 0
+    # Ctrl-C (while reading or while closing): flush for one more answer's worth at most; a second Ctrl-C
+    # must not cut that short and lose the count.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timeout_ms = kwargs["request_timeout_ms"]
+    producer.close(timeout=timeout_ms / 1000)
+    unacknowledged = outcomes.sent - outcomes.acknowledged
+    if unacknowledged:
+        print(f"ERROR {unacknowledged} of {outcomes.sent} records sent were not acknowledged: interrupted, the"
+              f" producer was closed after request.timeout.ms ({timeout_ms} ms)", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def _produce(producer: Producer, reader: LineMessageReader, args: argparse.Namespace, outcomes: _Outcomes) -> None:
+    prompt = sys.stdin.isatty()
+    if prompt:
+        print(">", end="", flush=True)
+    for record in reader.read(sys.stdin.buffer):
+        outcomes.sent += 1
+        future = producer.send(args.topic, value=record.value, key=record.key, headers=record.headers,
+                               callback=outcomes.done)
+        if args.sync:
+            _wait(future)
+        if prompt:
             print(">", end="", flush=True)
-        for key, value in reader.read(sys.stdin.buffer):
-            future = producer.send(args.topic, value=value, key=key)
-            future.add_errback(errors.log, key, value)
-            if args.sync:
-                _wait(future)
-            if sys.stdin.isatty():
-                print(">", end="", flush=True)
-    except LineFormatError as e:
-        print(f"ERROR {e}", file=sys.stderr)
-        errors.failed += 1
-    finally:
-        producer.close()
-    return 1 if errors.failed else 0
 
 
 def _wait(future: FutureRecordMetadata) -> None:
-    # The errback reports a failure; --sync only has to wait for it.
+    # The callback reports a failure; --sync only has to wait for it.
     try:
         future.get()
     except KafkaError:
         pass
 
 
+class LineRecord(NamedTuple):
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
 class LineMessageReader:
-    """Kafka's ConsoleProducer.LineMessageReader: one record per line, the key split off with parse.key."""
+    """Kafka's LineMessageReader: one record per line, headers and key split off with parse.headers/parse.key.
+
+    Lines are UTF-8 as in Kafka; bytes that are not pass through unchanged (surrogateescape).
+    """
 
     def __init__(self, props: dict[str, str]) -> None:
-        self.parse_key = props.get("parse.key", "false").strip().lower() == "true"
-        self.key_separator = props.get("key.separator", "\t").encode()
-        self.ignore_error = props.get("ignore.error", "false").strip().lower() == "true"
+        def flag(name: str) -> bool:
+            return props.get(name, "false").strip().lower() == "true"
 
-    def read(self, stream: BinaryIO) -> Iterator[tuple[bytes | None, bytes]]:
+        self.parse_key = flag("parse.key")
+        self.key_separator = props.get("key.separator", "\t")
+        self.parse_headers = flag("parse.headers")
+        self.headers_delimiter = props.get("headers.delimiter", "\t")
+        self.headers_separator = props.get("headers.separator", ",")
+        self.headers_key_separator = props.get("headers.key.separator", ":")
+        self.ignore_error = flag("ignore.error")
+        self.null_marker = props.get("null.marker")
+        try:
+            self._headers_pattern = re.compile(self.headers_separator)  # a regular expression, as in Kafka
+        except re.error as e:
+            raise UsageError(f"headers.separator {self.headers_separator!r} is not a regular expression: {e}") from None
+        for (a, a_name), (b, b_name) in (
+            ((self.headers_delimiter, "headers.delimiter"), (self.headers_separator, "headers.separator")),
+            ((self.headers_delimiter, "headers.delimiter"), (self.headers_key_separator, "headers.key.separator")),
+            ((self.headers_separator, "headers.separator"), (self.headers_key_separator, "headers.key.separator")),
+            ((self.null_marker, "null.marker"), (self.key_separator, "key.separator")),
+            ((self.null_marker, "null.marker"), (self.headers_separator, "headers.separator")),
+            ((self.null_marker, "null.marker"), (self.headers_delimiter, "headers.delimiter")),
+            ((self.null_marker, "null.marker"), (self.headers_key_separator, "headers.key.separator")),
+        ):
+            if a == b:
+                raise UsageError(f"{a_name} and {b_name} may not be equal")
+
+    def read(self, stream: BinaryIO) -> Iterator[LineRecord]:
         for line_number, raw in enumerate(stream, start=1):
-            line = raw.rstrip(b"\n").removesuffix(b"\r")
-            if not self.parse_key:
-                yield None, line
-                continue
-            key, sep, value = line.partition(self.key_separator)
-            if sep:
-                yield key, value
-            elif self.ignore_error:
-                yield None, line
+            line = raw.rstrip(b"\n").removesuffix(b"\r").decode(errors="surrogateescape")
+            headers = self._part(self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter", line_number)
+            start = 0 if headers is None else len(headers) + len(self.headers_delimiter)
+            key = self._part(self.parse_key, line, start, self.key_separator, "key separator", line_number)
+            if key is not None:
+                start += len(key) + len(self.key_separator)
+            parsed_headers = [] if headers is None or headers == self.null_marker else \
+                self._split_headers(headers, line_number)
+            yield LineRecord(self._bytes(key), self._bytes(line[start:]), parsed_headers)
+
+    def _part(self, enabled: bool, line: str, start: int, separator: str, name: str, line_number: int) -> str | None:
+        if not enabled:
+            return None
+        index = line.find(separator, start)
+        if index >= 0:
+            return line[start:index]
+        if self.ignore_error:
+            return None
+        raise LineFormatError(f"No {name} found on line number {line_number}: '{line}'")
+
+    def _split_headers(self, headers: str, line_number: int) -> list[tuple[str, bytes | None]]:
+        parsed: list[tuple[str, bytes | None]] = []
+        for pair in self._headers_pattern.split(headers):
+            key, separator, value = pair.partition(self.headers_key_separator)
+            if not separator:
+                if not self.ignore_error:
+                    raise LineFormatError(f"No header key separator found in pair '{pair}' on line number"
+                                          f" {line_number}")
+                parsed.append((pair, None))
+            elif key == self.null_marker:
+                raise LineFormatError(f"Header keys should not be equal to the null marker '{self.null_marker}'"
+                                      " as they can't be null")
             else:
-                raise LineFormatError(f"No key found on line {line_number}: {line.decode(errors='replace')}")
+                parsed.append((key, self._bytes(value)))
+        return parsed
+
+    def _bytes(self, text: str | None) -> bytes | None:
+        return None if text is None or text == self.null_marker else text.encode(errors="surrogateescape")
 
 
-class _ErrorLogger:
-    """Kafka's ErrorLoggingCallback: one line per failed record, on the producer's I/O thread."""
+class _Outcomes:
+    """Counts what was sent and acknowledged; logs each failed record as Kafka's ErrorLoggingCallback does,
+    on the producer's I/O thread."""
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
+        self.sent = 0
+        self.acknowledged = 0
         self.failed = 0
         self._lock = threading.Lock()
 
-    def log(self, key: bytes | None, value: bytes, error: Exception) -> None:
-        key_text = "null" if key is None else f"{len(key)} bytes"
+    def done(self, future: FutureRecordMetadata) -> None:
+        error = future.exception(0)
         with self._lock:
+            if error is None:
+                self.acknowledged += 1
+                return
             self.failed += 1
+            key_text = "null" if future.key_size < 0 else f"{future.key_size} bytes"
             print(f"ERROR Error when sending message to topic {self.topic} with key: {key_text},"
-                  f" value: {len(value)} bytes with error: {error}", file=sys.stderr, flush=True)
+                  f" value: {max(future.value_size, 0)} bytes with error: {error}", file=sys.stderr, flush=True)

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "audited"
 PARTITIONS = 3
-CODECS = (None, "gzip", "lz4", "zstd")
+CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_PRODUCER = 150
 
 
@@ -69,7 +69,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
         admin.close()
         counts = dict.fromkeys(range(PARTITIONS), 0)
-        settings = [{"compression_type": codec, "acks": "all"} for codec in CODECS]
+        # Idempotence off (Kafka 3's default is on) but for the last producer: one producer id on disk.
+        settings: list[dict[str, object]] = [{"compression_type": codec, "acks": "all", "enable_idempotence": False}
+                                             for codec in CODECS]
         settings.append({"acks": "all", "enable_idempotence": True})
         for n, options in enumerate(settings):
             producer = Producer(bootstrap_servers=info.bootstrap_servers, linger_ms=5, **options)
@@ -173,7 +175,7 @@ def test_batch_and_record_rows_for_sql(spark: SparkSession,
         spark.read.format(FORMAT).option("paths", paths).option("rows", rows).load().createOrReplaceTempView(rows)
     sql = spark.sql
     codecs = {r.codec for r in sql("SELECT DISTINCT codec FROM batches").collect()}
-    assert codecs == {"NONE", "GZIP", "LZ4", "ZSTD"}
+    assert codecs == {"NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD"}
     assert sql("SELECT count(*) FROM batches WHERE crc != computed_crc OR problem IS NOT NULL").first()[0] == 0
     assert sql("SELECT count(DISTINCT producer_id) FROM batches WHERE producer_id >= 0").first()[0] == 1
     per_replica = sql("SELECT broker, partition, count(*) AS n, min(offset) AS lo, max(offset) AS hi,"

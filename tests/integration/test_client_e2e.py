@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kafka.partitioner.default import murmur2
 
-from client import Admin, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
+from client import Admin, Consumer, ConsumerRecord, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from proto.errors import ErrorCode, KafkaError
 from tests.integration.conftest import CLUSTER_CREDENTIAL, StartBroker, StartProcess
 
@@ -111,6 +111,9 @@ def test_idempotent_producer_and_committed_offsets(bootstrap: str) -> None:
     consumer.close()
     again = Consumer(bootstrap_servers=bootstrap, group_id="g1")
     assert again.committed(tp) == 500
+    # The commit's metadata string is kept with the offset (Kafka 0.8's znode dropped it).
+    again.commit({tp: OffsetAndMetadata(42, "meta")})
+    assert again.committed(tp, metadata=True) == OffsetAndMetadata(42, "meta", -1)
     again.close()
 
 

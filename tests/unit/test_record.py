@@ -13,10 +13,11 @@ from common import record as rec
 from common.record import CompressionType, ProducerRecord, TimestampType
 from proto.errors import ErrorCode, KafkaError
 
-SUPPORTED = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]
+SUPPORTED = list(CompressionType)
 KAFKA_PYTHON_CODEC = {
     CompressionType.NONE: DefaultRecordBatch.CODEC_NONE,
     CompressionType.GZIP: DefaultRecordBatch.CODEC_GZIP,
+    CompressionType.SNAPPY: DefaultRecordBatch.CODEC_SNAPPY,
     CompressionType.LZ4: DefaultRecordBatch.CODEC_LZ4,
     CompressionType.ZSTD: DefaultRecordBatch.CODEC_ZSTD,
 }

@@ -17,7 +17,11 @@ TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 def test_paths_and_format() -> None:
     assert paths.consumer_offset_path("g", TP1) == "/consumers/g/offsets/orders/1"
-    assert paths.decode_consumer_offset("p", paths.encode_consumer_offset(42)) == 42
+    committed = paths.ConsumerOffset(42, "meta")
+    assert paths.decode_consumer_offset("p", paths.encode_consumer_offset(committed)) == committed
+    assert paths.encode_consumer_offset(committed) == b'{"version":1,"offset":42,"metadata":"meta"}'
+    # Kafka 0.8's format (and minibroker's before it kept metadata): the bare offset.
+    assert paths.decode_consumer_offset("p", b"17") == paths.ConsumerOffset(17, "")
     for bad in ("", ".", "..", "a/b", "nul\x00"):
         with pytest.raises(KafkaError) as e:
             paths.consumer_offsets_path(bad)
@@ -40,15 +44,15 @@ def test_commit_checks_each_partition() -> None:
     result = offsets.commit("g", [OffsetCommit(TP0, 5), OffsetCommit(unknown, 1), OffsetCommit(TP1, 7, "m" * 5000)])
     assert result == [(TP0, ErrorCode.NONE), (unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                       (TP1, ErrorCode.OFFSET_METADATA_TOO_LARGE)]
-    assert zk.consumer_offsets == {"g": {TP0: 5}}
+    assert zk.consumer_offsets == {"g": {TP0: paths.ConsumerOffset(5)}}
     assert offsets.commit("a/b", [OffsetCommit(TP0, 1)]) == [(TP0, ErrorCode.INVALID_REQUEST)]
 
 
 def test_fetch_unknown_offsets_are_minus_one() -> None:
     offsets, _ = store()
-    offsets.commit("g", [OffsetCommit(TP1, 9)])
+    offsets.commit("g", [OffsetCommit(TP1, 9, "meta")])
     assert offsets.fetch("g", [TP0, TP1, TopicPartition("bad/topic", 0)]) == [
-        CommittedOffset(TP0, -1), CommittedOffset(TP1, 9),
-        CommittedOffset(TopicPartition("bad/topic", 0), -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
-    assert offsets.fetch("g", None) == [CommittedOffset(TP1, 9)]
+        CommittedOffset(TP0, -1), CommittedOffset(TP1, 9, "meta"),
+        CommittedOffset(TopicPartition("bad/topic", 0), -1, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert offsets.fetch("g", None) == [CommittedOffset(TP1, 9, "meta")]
     assert offsets.fetch("other", None) == []

@@ -208,15 +208,13 @@ def test_compressed_records_with_headers_and_timestamps_round_trip(broker: FakeB
 
 
 def test_bad_configurations_are_refused_up_front() -> None:
-    with pytest.raises(ValueError):
-        Producer("127.0.0.1:1", compression_type="snappy")
-    with pytest.raises(ValueError):
-        Producer("127.0.0.1:1", enable_idempotence=True)  # acks=1: the broker could lose what it acknowledged
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"enable.idempotence=true requires acks=all"):
+        Producer("127.0.0.1:1", acks=1, enable_idempotence=True)  # the broker could lose what it acknowledged
+    with pytest.raises(ValueError, match=r"max.in.flight.requests.per.connection"):
         Producer("127.0.0.1:1", acks="all", enable_idempotence=True, max_in_flight_requests_per_connection=6)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Invalid value 2 for configuration acks"):
         Producer("127.0.0.1:1", acks=2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"delivery.timeout.ms should be equal to or larger than"):
         Producer("127.0.0.1:1", delivery_timeout_ms=1000, request_timeout_ms=30000)
     with pytest.raises(ValueError):
         Consumer(bootstrap_servers="127.0.0.1:1", auto_offset_reset="smallest-ish")
