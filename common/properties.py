@@ -52,8 +52,12 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """(first line number, text) of each logical line, comments and blanks dropped."""
-    natural = _LINE_BREAK.split(text)
-    lines: list[tuple[int, str]] = []
+    return [(start + 1, line) for start, _, line in _logical_spans(_LINE_BREAK.split(text))]
+
+
+def _logical_spans(natural: list[str]) -> list[tuple[int, int, str]]:
+    """(first, past-the-last natural line index, text) of each logical line of `natural`."""
+    lines: list[tuple[int, int, str]] = []
     i = 0
     while i < len(natural):
         start = i
@@ -71,7 +75,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
             if not continuation:  # Properties.load ends the logical line at an empty one
                 break
             line += continuation
-        lines.append((start + 1, line))
+        lines.append((start, i, line))
     return lines
 
 
@@ -135,6 +139,33 @@ def _unescape(text: str) -> str:
 def format_properties(props: dict[str, str]) -> str:
     """`key=value` lines that parse_properties (and Java) reads back as `props`, as Properties.store escapes."""
     return "".join(f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}\n" for key, value in props.items())
+
+
+def update_properties(text: str, changes: dict[str, str]) -> str:
+    """`text` (a .properties file) with the keys of `changes` set to their values, everything else as it was:
+    comments, order, blank lines and the spelling of untouched entries. A changed key's entry is rewritten in
+    place (each one, if it repeats); a key the file does not have is appended."""
+    natural = _LINE_BREAK.split(text)
+    if natural and natural[-1] == "":
+        natural.pop()  # the file's final line break
+    replaced: dict[int, tuple[int, str]] = {}  # first natural line -> (past its last, the new line)
+    seen: set[str] = set()
+    for start, end, line in _logical_spans(natural):
+        key = _unescape(_split(line)[0])
+        if key in changes:
+            replaced[start] = (end, format_properties({key: changes[key]}).rstrip("\n"))
+            seen.add(key)
+    out: list[str] = []
+    i = 0
+    while i < len(natural):
+        if i in replaced:
+            i, new_line = replaced[i]
+            out.append(new_line)
+            continue
+        out.append(natural[i])
+        i += 1
+    out += [format_properties({key: value}).rstrip("\n") for key, value in changes.items() if key not in seen]
+    return "".join(line + "\n" for line in out)
 
 
 def _escape(text: str, is_key: bool) -> str:

@@ -63,6 +63,9 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.config is not None and not args.config.is_file():
+        print(f"minibroker controller: config file {args.config} does not exist", file=sys.stderr)
+        return 1
     try:
         config = config_from_args(args)
     except ConfigError as e:

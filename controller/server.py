@@ -7,6 +7,8 @@ brokers send it on its `listeners` address (port 0: any free port) and
 advertises where in the /controller znode it wins. The handler checks the
 cluster credential, queues the request on the controller's event thread and
 waits for the answer: a broker asks once per attempt and waits for the moves.
+It also serves grpc.health.v1, SERVING for "" and for KafkaController, so a
+healthcheck can tell a controller from a broker (proto/types.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.config import parse_endpoints
 from controller.config import ControllerConfig
@@ -23,7 +26,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode
-from proto.types import TopicPartition
+from proto.types import CONTROLLER_SERVICE, TopicPartition
 
 # Kafka's ElectionType ids.
 ELECTION_TYPE_PREFERRED = 0
@@ -104,6 +107,10 @@ def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:
 def serve(server: grpc.Server, controller: KafkaController, config: ControllerConfig) -> None:
     apis = ControllerApis(controller, config.cluster_credential_value, config.controller_socket_timeout_ms / 1000)
     pb_grpc.add_KafkaControllerServicer_to_server(apis, server)
+    health_servicer = health.HealthServicer()
+    for service in ("", CONTROLLER_SERVICE):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     server.start()
 
 

@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from minibroker.commands.usage import CommandLineError
+
 # Each module defines `register(subparsers)`, which adds its subcommand and sets
 # `func` on the parser's defaults; func(args) returns the exit code.
 COMMAND_MODULES = (
@@ -29,18 +31,45 @@ COMMAND_MODULES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports arguments it does not know itself. argparse leaves a subcommand's unknown
+    arguments to the top-level parser, whose error shows `usage: minibroker [-h] COMMAND ...` instead of the
+    subcommand's usage; subparsers inherit this class (add_subparsers' parser_class defaults to the parent's)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minibroker", description=__doc__)
+    parser = _Parser(prog="minibroker", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Every leaf (sub)command's parser in its own defaults, so a CommandLineError is reported with its usage."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        parser.set_defaults(command_parser=parser)
+    for action in actions:
+        for subparser in action.choices.values():
+            _remember_parsers(subparser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except CommandLineError as e:
+        args.command_parser.error(str(e))  # exits 2
+        raise
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

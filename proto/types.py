@@ -42,3 +42,9 @@ class EndPoint(NamedTuple):
         """`NAME://host:port`, an IPv6 host in brackets so it parses back."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.listener_name}://{host}:{self.port}"
+
+
+# The controller's gRPC service by its full name (package minibroker), as grpc.health.v1 is asked about it: a
+# controller reports it SERVING, a broker's health service does not know it (NOT_FOUND), so `minibroker health
+# --controller` pointed at a broker says so instead of calling it healthy.
+CONTROLLER_SERVICE = "minibroker.KafkaController"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -107,6 +109,45 @@ def _op_error(results: Sequence[Any]) -> Exception | None:
         if isinstance(result, Exception) and not isinstance(result, RolledBackError | RuntimeInconsistency):
             return result
     return None
+
+
+_ZOOKEEPER_PORT = 2181
+
+
+def unreachable_reason(hosts: str, timeout: float = 2.0) -> str | None:
+    """Why no server of the connect string `hosts` accepts a TCP connection ("127.0.0.1:2181: Connection
+    refused"), or None once one does. Cheap and at once where kazoo retries until its connect timeout: a tool can
+    say that nothing listens there before it starts anything, or waits."""
+    servers, _ = _split_chroot(hosts)
+    reasons = []
+    for server in (s.strip() for s in servers.split(",") if s.strip()):
+        host, sep, port = server.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = server, str(_ZOOKEEPER_PORT)
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except OSError as e:
+            reasons.append(f"{server}: {e.strerror or e}")
+    return "; ".join(reasons) or "no server in the connect string"
+
+
+class ZooKeeperUnreachableError(Exception):
+    """No ZooKeeper session could be had; the message says why (nothing listening, or no answer in time)."""
+
+
+def connect_checked(hosts: str, timeout: float) -> KafkaZkClient:
+    """A session for a short-lived tool: at once ZooKeeperUnreachableError when nothing listens at `hosts`, and
+    after `timeout` when what listens does not answer as ZooKeeper. The session timeout is as short, since
+    kazoo's reads from a server that never answers wait that long."""
+    reason = unreachable_reason(hosts)
+    if reason is not None:
+        raise ZooKeeperUnreachableError(reason)
+    try:
+        return KafkaZkClient.connect(hosts, session_timeout_ms=max(int(timeout * 1000), 1), timeout=timeout)
+    except KazooTimeoutError:
+        raise ZooKeeperUnreachableError(
+            f"something listens there, but no ZooKeeper session within {timeout:g} s") from None
 
 
 def _split_chroot(hosts: str) -> tuple[str, str]:
@@ -550,6 +591,24 @@ class KafkaZkClient:
             return False, -1
         except NoNodeError:
             return False, -1
+
+    def ephemeral_owner(self, path: str) -> int | None:
+        """The session id that owns the ephemeral znode `path`; None if there is none (or it is persistent)."""
+        node = self._get(path)
+        return None if node is None or not node[1].ephemeralOwner else int(node[1].ephemeralOwner)
+
+    def delete_ephemeral_of(self, path: str, owner: int) -> bool:
+        """Delete the ephemeral `path` if session `owner` still owns it (conditional on the version read): for a
+        launcher that knows the owner's process is gone and will not wait for the session to expire. False if the
+        znode went, or changed hands, meanwhile."""
+        node = self._get(path)
+        if node is None or node[1].ephemeralOwner != owner:
+            return False
+        try:
+            self._call(self._zk.delete, path, version=node[1].version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
 
     # --- controller ---
 

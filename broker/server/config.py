@@ -10,9 +10,12 @@ lower bound where Kafka has none but a value below it could only fail later
 
 Each key is one dataclass field whose name is the key with '.' -> '_'
 (`config.log_retention_hours` is `log.retention.hours`), so readers get typed
-attributes and the dump gets the Kafka names back. Unlike Kafka, an unknown key
-is an error, not a warning: a misspelt `min.insync.replica` must not silently
-leave acks=all writes less durable than the operator asked.
+attributes and the dump gets the Kafka names back. An unknown key in a broker's
+server.properties (or its --override) is a warning, as in Kafka, so Kafka's own
+config/server.properties starts a broker: all of them in one line, Kafka's
+"These configurations '[...]' were supplied but are not used yet.", with a
+"did you mean" for a likely misspelling. Everywhere else (`cluster up
+--override`, KAFKA_* variables, tests) an unknown key is an error.
 """
 
 from __future__ import annotations
@@ -348,10 +351,15 @@ class KafkaConfig:
     # Construction
 
     @classmethod
-    def from_properties(cls, path: Path | None, overrides: Iterable[str] = ()) -> KafkaConfig:
+    def from_properties(cls, path: Path | None, overrides: Iterable[str] = (),
+                        unused: list[str] | None = None) -> KafkaConfig:
         """The broker's config from a server.properties file and `key=value` overrides
-        (kafka-server-start's --override), which win over the file."""
+        (kafka-server-start's --override), which win over the file. With `unused`, keys this
+        broker does not know are skipped and listed there (for unused_configs_warning)."""
         props = read_properties(path, overrides, _loggable)
+        if unused is not None:
+            unused += [key for key in props if key not in _KEYS]
+            props = {key: value for key, value in props.items() if key in _KEYS}
         return cls.from_props(props)
 
     @classmethod
@@ -403,6 +411,16 @@ def _loggable(key: str, text: str) -> object:
     misspelt secret, perhaps), print as [hidden]."""
     spec = _KEYS.get(key)
     return text if spec is not None and spec.type is not Type.PASSWORD else Password(text)
+
+
+def unused_configs_warning(keys: Iterable[str]) -> str:
+    """Kafka's AbstractConfig.logUnused line for keys a broker was given but does not know, with a hint for
+    each one that looks like a misspelt known key."""
+    keys = list(keys)
+    hints = [f"{key}: did you mean {close[0]}?" for key in keys
+             if (close := difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.9))]
+    return (f"These configurations '[{', '.join(keys)}]' were supplied but are not used yet."
+            + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def _unknown_key_reason(key: str) -> str:

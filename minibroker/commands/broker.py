@@ -1,7 +1,9 @@
 """`minibroker broker --config server.properties [--override key=value ...]`: run one broker.
 
 Like kafka-server-start.sh: the config file plus overrides, which win over
-it; the process runs until SIGTERM or Ctrl-C and then shuts down cleanly.
+it; keys a broker here does not use (Kafka's num.network.threads,
+socket.send.buffer.bytes ...) are named in one warning, as Kafka does. The
+process runs until SIGTERM or Ctrl-C and then shuts down cleanly.
 Exit code 1, with the reason on stderr, for a configuration or start-up error.
 """
 
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 from broker.log.manager import LogDirOwnedError
-from broker.server.config import KafkaConfig
+from broker.server.config import KafkaConfig, unused_configs_warning
 from broker.server.kafka_server import BrokerStartupError, KafkaServer
 from common.config import ConfigError
 from zk.client import DuplicateBrokerIdError
@@ -39,14 +41,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.config.is_file():
         print(f"minibroker broker: config file {args.config} does not exist", file=sys.stderr)
         return 1
+    unused: list[str] = []
     try:
-        config = KafkaConfig.from_properties(args.config, args.override)
+        config = KafkaConfig.from_properties(args.config, args.override, unused)
     except (ConfigError, OSError) as e:
         print(f"minibroker broker: {e}", file=sys.stderr)
         return 1
+    if unused:
+        logger.warning("%s", unused_configs_warning(unused))
     try:
         asyncio.run(KafkaServer(config).run())
-    except (BrokerStartupError, DuplicateBrokerIdError, LogDirOwnedError) as e:
+    except (BrokerStartupError, DuplicateBrokerIdError, LogDirOwnedError, OSError) as e:
+        # OSError: a log dir that cannot be created or written, a port that is taken; the message names it.
         logger.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", e)
         return 1
     except Exception as e:

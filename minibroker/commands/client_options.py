@@ -16,8 +16,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from client.connection import parse_bootstrap_servers
 from common.properties import load_properties
 from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
+from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
 
 BOOTSTRAP_SERVERS = "bootstrap.servers"
 # The Python types a client's keyword argument may have to be settable from the command line.
@@ -39,13 +41,24 @@ def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] 
     """--bootstrap-server, else bootstrap.servers among the client properties (where Kafka's perf tools take
     it), else the brokers of --data-dir's cluster."""
     if args.bootstrap_server:
-        return str(args.bootstrap_server)
+        return _checked_servers(str(args.bootstrap_server))
     if client_props and client_props.get(BOOTSTRAP_SERVERS):
-        return client_props[BOOTSTRAP_SERVERS]
+        return _checked_servers(client_props[BOOTSTRAP_SERVERS])
     if args.data_dir is not None:
         return cluster_info(args).bootstrap_servers
     raise UsageError('Missing required argument "[bootstrap-server]" (or --data-dir DIR of a cluster started by'
                      " `minibroker cluster up`)")
+
+
+def _checked_servers(servers: str) -> str:
+    """Each address parsed as the client will parse it, so a bad one is a usage error here, not a traceback later
+    (Kafka's ClientUtils.parseAndValidateAddresses message)."""
+    for item in servers.split(","):
+        try:
+            parse_bootstrap_servers(item)
+        except ValueError:
+            raise UsageError(f"Invalid url in bootstrap.servers: {item}") from None
+    return servers
 
 
 def add_zookeeper_option(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +75,15 @@ def zookeeper_connect(args: argparse.Namespace, request: str, api: str) -> str:
         return cluster_info(args).zookeeper.connect
     raise UsageError(f"the {request} is requested through ZooKeeper: give --zookeeper H:P or --data-dir DIR"
                      f" (the brokers have no {api} API for --bootstrap-server yet)")
+
+
+def connect_zookeeper(connect: str, timeout: float = 15.0) -> KafkaZkClient:
+    """A session with the cluster's ZooKeeper for an admin command; a UsageError, at once when nothing listens
+    there, after `timeout` when what listens does not answer as ZooKeeper."""
+    try:
+        return connect_checked(connect, timeout)
+    except ZooKeeperUnreachableError as e:
+        raise UsageError(f"cannot connect to ZooKeeper at {connect}: {e}") from None
 
 
 def cluster_info(args: argparse.Namespace) -> ClusterInfo:

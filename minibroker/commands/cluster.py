@@ -1,7 +1,7 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
-                          [--netns]
+                          [--port-base N] [--netns]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
@@ -9,7 +9,13 @@
     minibroker cluster heal --data-dir D
 
 `up` prints progress on stderr and the bootstrap servers on stdout, so
-`BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script.
+`BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script. The
+addresses stay: `up` on a data dir that ran before listens where it did (ports
+from the brokers' server.properties and cluster.json), `--port-base N` puts
+ZooKeeper on N and broker <id> on N+<id>. The brokers' and controllers'
+.properties files in D are kept as the user left them; `up` changes only the
+keys it must (zookeeper.connect, listeners for a new --port-base, this run's
+--override keys) and says which.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import time
 from pathlib import Path
 
 from chaos import netns
-from minibroker.local.cluster import ClusterError, LocalCluster, ProcessStatus
+from minibroker.commands.usage import CommandLineError
+from minibroker.local.cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
 from minibroker.local.cluster_file import ClusterFileError
 
 
@@ -32,15 +39,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     up = actions.add_parser("up", help="start ZooKeeper, controllers and brokers; wait until they serve")
     _data_dir(up)
-    up.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers, ids 1..N (default 3)")
-    up.add_argument("--controllers", type=int, default=2, metavar="N",
-                    help="number of controller processes, ids 1001.. (default 2)")
+    up.add_argument("--brokers", type=int, metavar="N",
+                    help="number of brokers, ids 1..N (default: as many as the data dir had, else 3)")
+    up.add_argument("--controllers", type=int, metavar="N",
+                    help="number of controller processes, ids 1001.. (default: as many as the data dir had, else 2)")
     up.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                     help="use this ZooKeeper instead of starting one")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config key=value (repeatable); keys a controller knows go to the controllers too")
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="how long to wait for the cluster to be ready (default 60)")
+    up.add_argument("--port-base", type=int, metavar="N",
+                    help="ZooKeeper on port N, broker <id> on N+<id> (default: the ports this data dir had, else"
+                         " free ones)")
     up.add_argument("--netns", action="store_true",
                     help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
                          " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it)")
@@ -99,7 +110,10 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
-                          overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns)
+                          overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns,
+                          port_base=args.port_base)
+    except ClusterUsageError as e:
+        raise CommandLineError(str(e)) from None
     except (ClusterError, ClusterFileError) as e:
         print(f"minibroker cluster up: {e}", file=sys.stderr)
         return 1

@@ -6,9 +6,11 @@
 A broker is healthy when grpc.health.v1 says SERVING (it turns SERVING only once
 registered) and, given --broker-id and --zookeeper, /brokers/ids/<id> exists
 right now (a broker whose ZooKeeper session expired still serves, unregistered).
-A controller is healthy when its KafkaController service accepts a connection
-(it binds only after connecting to ZooKeeper). Exit 0 when healthy, else 1 with
-the reason on stderr.
+A controller is healthy when grpc.health.v1 says its KafkaController service is
+SERVING (it serves only after connecting to ZooKeeper); a broker's address given
+as --controller is not a controller and says so. Exit 0 with one line on stdout
+when healthy ("broker 1 at H:P is healthy: SERVING, registered"), else 1 with the
+reason on stderr; 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
+from minibroker.commands.usage import CommandLineError
+from proto.types import CONTROLLER_SERVICE
 from zk.client import KafkaZkClient
 
 
@@ -37,14 +41,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     if (args.broker_id is None) != (args.zookeeper is None):
-        print("minibroker health: --broker-id and --zookeeper go together", file=sys.stderr)
-        return 2
+        raise CommandLineError("--broker-id and --zookeeper go together")
+    if args.timeout_ms <= 0:
+        raise CommandLineError(f"--timeout-ms must be positive, not {args.timeout_ms}")
     timeout_s = args.timeout_ms / 1000
-    problem = (controller_problem(args.controller, timeout_s) if args.controller is not None
-               else broker_problem(args.bootstrap_server, args.broker_id, args.zookeeper, timeout_s))
+    if args.controller is not None:
+        problem = controller_problem(args.controller, timeout_s)
+        healthy = f"controller at {args.controller} is healthy: SERVING"
+    else:
+        problem = broker_problem(args.bootstrap_server, args.broker_id, args.zookeeper, timeout_s)
+        healthy = (f"broker at {args.bootstrap_server} is healthy: SERVING" if args.broker_id is None else
+                   f"broker {args.broker_id} at {args.bootstrap_server} is healthy: SERVING, registered")
     if problem is not None:
         print(f"minibroker health: {problem}", file=sys.stderr)
         return 1
+    print(healthy)
     return 0
 
 
@@ -72,9 +83,20 @@ def broker_problem(address: str, broker_id: int | None, zookeeper: str | None, t
 
 
 def controller_problem(address: str, timeout_s: float) -> str | None:
+    """Why the controller at `address` is not healthy, or None."""
     with grpc.insecure_channel(address) as channel:
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:
             return f"controller {address} does not accept connections"
+        try:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=CONTROLLER_SERVICE), timeout=timeout_s)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED):
+                return (f"{address} is not a controller: it does not serve {CONTROLLER_SERVICE}"
+                        " (a broker's address?)")
+            return f"controller {address} does not answer health checks ({e.code().name})"
+    if status.status != health_pb2.HealthCheckResponse.SERVING:
+        return f"controller {address} is {health_pb2.HealthCheckResponse.ServingStatus.Name(status.status)}"
     return None

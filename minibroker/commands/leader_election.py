@@ -33,6 +33,7 @@ from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     add_zookeeper_option,
+    connect_zookeeper,
     zookeeper_connect,
 )
 from proto import minibroker_pb2 as pb
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect = zookeeper_connect(args, "election", "ElectLeaders")
         requested = _requested_partitions(args)
-        with KafkaZkClient.connect(connect, timeout=15) as zk:
+        with connect_zookeeper(connect) as zk:
             if args.election_type == UNCLEAN:
                 outcome = elect_leaders_through_controller(zk, UNCLEAN, requested, args.timeout)
             else:

@@ -335,7 +335,10 @@ CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.cons
 
 
 def _consume(args: argparse.Namespace) -> int:
-    props = load_config_file(args.consumer_config)
+    try:
+        props = load_config_file(args.consumer_config)
+    except UsageError as e:
+        return _fail("consume", e)
     props.setdefault("group.id", args.group or f"perf-consumer-{random.randrange(100000)}")
     props.setdefault("auto.offset.reset", "latest" if args.from_latest else "earliest")
     props.setdefault("max.partition.fetch.bytes", str(args.fetch_size))

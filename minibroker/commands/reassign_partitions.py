@@ -26,6 +26,7 @@ from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     add_zookeeper_option,
+    connect_zookeeper,
     zookeeper_connect,
 )
 from minibroker.commands.reassignment_json import (
@@ -87,14 +88,14 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             topics = parse_topics_data(_read(args.topics_to_move_json_file))
             brokers = parse_broker_list(args.broker_list)
-            with KafkaZkClient.connect(connect, timeout=15) as zk:
+            with connect_zookeeper(connect) as zk:
                 generate_assignment(zk, topics, brokers)
             return 0
         if args.reassignment_json_file is None:
             action = "--execute" if args.execute else "--verify"
             raise UsageError(f"{action} needs --reassignment-json-file")
         entries = parse_partition_reassignment_data(_read(args.reassignment_json_file))
-        with KafkaZkClient.connect(connect, timeout=15) as zk:
+        with connect_zookeeper(connect) as zk:
             if args.execute:
                 execute_assignment(zk, validated_reassignments(entries))
             else:

@@ -30,9 +30,9 @@ from minibroker.commands.client_options import (
     add_cluster_options,
     bootstrap_servers,
     cluster_info,
+    connect_zookeeper,
 )
 from proto.errors import ErrorCode
-from zk.client import KafkaZkClient
 
 _MAX_REPLICATION_FACTOR = 32767  # Kafka's: a short
 _COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_')"
@@ -282,7 +282,7 @@ def _topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, dic
             raise UsageError("--topics-with-overrides needs --data-dir: the brokers have no DescribeConfigs API yet,"
                              " so the overrides are read from ZooKeeper")
         return {}
-    with KafkaZkClient.connect(cluster_info(args).zookeeper.connect, timeout=15) as zk:
+    with connect_zookeeper(cluster_info(args).zookeeper.connect) as zk:
         return {topic: zk.get_topic_config(topic) for topic in topics}
 
 

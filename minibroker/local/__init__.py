@@ -5,4 +5,7 @@ the chaos tooling, the benches and the audit use to start, find and reach one. T
   cluster.py       LocalCluster: ZooKeeper, controllers and brokers started, stopped, killed (SIGKILL)
   cluster_file.py  cluster.json: what a running cluster's data dir says about its processes and addresses
   network.py       the virtual network of `cluster up --netns`: a network namespace per broker
+  ports.py         which ports `cluster up` listens on: as before, or --port-base's layout
+  configs.py       the brokers' and controllers' .properties files, kept as the user edited them
+  stale_sessions.py  the ZooKeeper registrations a killed cluster left, removed by the next `up`
 """

@@ -18,13 +18,16 @@ brokers listen on their own address at port 9092, as on separate machines.
 A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
 process's own config file: the kernel may have given a dead process's pid to
 something else. `cluster up` on a stopped cluster's data dir starts it again
-on its old data (new ports, same topics and logs).
+on its old data: the same ports (minibroker/local/ports.py), its configs as
+the user left them (minibroker/local/configs.py), the same topics and logs,
+without waiting for a killed run's ZooKeeper sessions (minibroker/local/stale_sessions.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import itertools
 import os
 import secrets
@@ -46,7 +49,10 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.server.config import KafkaConfig
 from common.config import ConfigError, config_name
 from controller.config import ControllerConfig
+from minibroker.local import configs as cluster_configs
 from minibroker.local import network as cluster_network
+from minibroker.local import ports as cluster_ports
+from minibroker.local import stale_sessions
 from minibroker.local.cluster_file import (
     PARTITIONS_FILE,
     BrokerEntry,
@@ -58,9 +64,9 @@ from minibroker.local.cluster_file import (
 from minibroker.local.network import CORE, NetworkError, broker_host
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from zk.client import KafkaZkClient
+from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
 from zk.paths import BrokerInfo
-from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, free_port
+from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError
 
 HOST = "127.0.0.1"
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
@@ -75,6 +81,9 @@ _POLL_S = 0.1
 _READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                           ("grpc.max_reconnect_backoff_ms", 100)]
 _KILL_GRACE_S = 10.0
+_EXIT_CODE_WAIT_S = 1.0
+# How long `up --zookeeper H:P` gives a server that accepts connections to answer as ZooKeeper.
+_ZOOKEEPER_CHECK_S = 10.0
 
 Report = Callable[[str], None]
 T = TypeVar("T")
@@ -82,6 +91,10 @@ T = TypeVar("T")
 
 class ClusterError(Exception):
     """The cluster cannot be started, stopped or found; the message says why and where to look."""
+
+
+class ClusterUsageError(ClusterError):
+    """Arguments no cluster can be started with (a bad --override, no brokers): a usage error."""
 
 
 @dataclass
@@ -141,40 +154,64 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ up
 
-    def up(self, brokers: int = 3, controllers: int = 2, zookeeper: str | None = None,
+    def up(self, brokers: int | None = None, controllers: int | None = None, zookeeper: str | None = None,
            overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
-           netns: bool = False) -> ClusterInfo:
+           netns: bool = False, port_base: int | None = None) -> ClusterInfo:
         """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
-        each host gets a network namespace of its own first (root only).
+        each host gets a network namespace of its own first (root only). Ports as minibroker/local/ports.py
+        plans them; the configs of a data dir that ran before are kept (minibroker/local/configs.py). The
+        numbers of brokers and controllers default to those the data dir had, else 3 and 2.
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
         """
+        previous = self.load() if ClusterInfo.exists(self.data_dir) else None
+        if brokers is None:
+            brokers = len(previous.brokers) if previous is not None and previous.brokers else 3
+        if controllers is None:
+            controllers = len(previous.controllers) if previous is not None and previous.controllers else 2
         if brokers < 1 or controllers < 1:
-            raise ClusterError("a cluster needs at least one broker and one controller")
+            raise ClusterUsageError("a cluster needs at least one broker and one controller")
+        if port_base is not None:
+            if netns:
+                raise ClusterUsageError("--port-base and --netns: with --netns every broker listens on port"
+                                        f" {cluster_network.BROKER_PORT} of an address of its own")
+            if (problem := cluster_ports.port_base_problem(port_base, brokers)) is not None:
+                raise ClusterUsageError(problem)
         if netns:
             if zookeeper is not None:
                 raise ClusterError("--netns starts ZooKeeper on the cluster's own network: it cannot use --zookeeper")
             _network_call(cluster_network.check_privileges)
-        if ClusterInfo.exists(self.data_dir):
-            previous = self.load()
-            running = [p for p in self._processes(previous) if self._running(p)]
+        try:
+            if self.data_dir.exists() and not self.data_dir.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.logs_dir.mkdir(exist_ok=True)
+        except OSError as e:
+            raise ClusterError(f"cannot use {self.data_dir} as the cluster's data dir: {e.strerror}") from None
+        if previous is not None:
+            recorded = self._processes(previous)
+            # Unrecorded ones too: stale_sessions.py relies on no process of this data dir running.
+            running = [p for p in recorded if self._running(p)] + self._unrecorded(recorded)
             if running:
                 raise ClusterError(
                     f"a cluster is already running from {self.data_dir} ("
                     + ", ".join(f"{p.name} pid {p.pid}" for p in running)
                     + f"): stop it first with `minibroker cluster down --data-dir {self.data_dir}`")
-        else:
-            previous = None
         props = _key_values(overrides)
         _check_broker_overrides(props)
+        if zookeeper is not None:
+            _check_zookeeper_answers(zookeeper, min(timeout, _ZOOKEEPER_CHECK_S))
+        ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report)
         if previous is not None and previous.network is not None:
             # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
             self._remove_network(previous.network)
         deadline = time.monotonic() + timeout
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        credential = secrets.token_urlsafe(24)
+        credential = (cluster_configs.existing_credential(
+            [self.broker_config(i) for i in range(1, brokers + 1)]
+            + [self.controller_config(CONTROLLER_ID_BASE + i) for i in range(1, controllers + 1)])
+                      or secrets.token_urlsafe(24))
         info = ClusterInfo(ZooKeeperEntry(connect=zookeeper or "", pid=None))
         try:
             if netns:
@@ -182,29 +219,41 @@ class LocalCluster:
                 report(f"Created network {network.subnet} on bridge {network.bridge}: namespaces "
                        + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
             if zookeeper is None:
-                info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network)
+                info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network,
+                                                       0 if ports is None else ports.zookeeper)
                 report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
             info.save(self.data_dir)
+            if previous is not None and info.network is None:  # nothing to probe from here with --netns
+                self._remove_stale_registrations(info.zookeeper.connect, previous, deadline, report)
             shared = {k: v for k, v in props.items() if k in SHARED_WITH_CONTROLLERS}
             if info.network is not None:
                 # ControlledShutdown must be reachable from the brokers' namespaces.
                 shared["listeners"] = f"PLAINTEXT://{info.network.addresses[CORE]}:0"
             for controller_id in range(CONTROLLER_ID_BASE + 1, CONTROLLER_ID_BASE + controllers + 1):
-                pid = self._start_controller(controller_id, info.network, {
+                self._write_config(self.controller_config(controller_id), {
                     "controller.id": str(controller_id), "zookeeper.connect": info.zookeeper.connect,
-                    "cluster.credential": credential, **shared})
+                    "cluster.credential": credential, **shared}, report)
+                pid = self._start_controller(controller_id, info.network)
                 info.controllers.append(ControllerEntry(controller_id, pid))
                 info.save(self.data_dir)
                 report(f"Started controller {controller_id} (pid {pid})")
             for broker_id in range(1, brokers + 1):
-                host, port = ((HOST, free_port(HOST)) if info.network is None
-                              else (info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT))
+                if ports is not None:
+                    host, port = HOST, ports.brokers[broker_id]
+                else:  # --netns: an address of its own
+                    assert info.network is not None
+                    host, port = info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT
+                config = self.broker_config(broker_id)
+                launcher = {"broker.id": str(broker_id), "zookeeper.connect": info.zookeeper.connect,
+                            "cluster.credential": credential}
+                if cluster_configs.first_listener(config) != (host, port):
+                    launcher["listeners"] = f"PLAINTEXT://{host}:{port}"
+                if not config.exists():
+                    launcher["log.dirs"] = str(self.data_dir / f"broker-{broker_id}" / "data")
+                self._write_config(config, {**launcher, **props}, report)
                 broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
-                                     log_dir=str(self.data_dir / f"broker-{broker_id}" / "data"))
-                broker.pid = self._start_broker(broker_id, info.network, {
-                    "broker.id": str(broker_id), "listeners": f"PLAINTEXT://{broker.address}",
-                    "log.dirs": broker.log_dir, "zookeeper.connect": info.zookeeper.connect,
-                    "cluster.credential": credential, **props})
+                                     log_dir=cluster_configs.first_log_dir(config) or "")
+                broker.pid = self._start_broker(broker_id, info.network)
                 info.brokers.append(broker)
                 info.save(self.data_dir)
                 report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid}), log dir {broker.log_dir}")
@@ -228,14 +277,40 @@ class LocalCluster:
             _network_call(cluster_network.create, info.network)
         return info.network
 
-    def _start_zookeeper(self, timeout: float, network: NetworkEntry | None) -> ZooKeeperEntry:
-        server = (LocalZooKeeper(self.zookeeper_dir) if network is None else
+    def _plan_ports(self, previous: ClusterInfo | None, brokers: int, port_base: int | None, own_zookeeper: bool,
+                    report: Report) -> cluster_ports.PortPlan:
+        plan = cluster_ports.plan_ports(previous, range(1, brokers + 1), port_base, self.broker_config,
+                                        cluster_configs.first_listener, HOST)
+        if not own_zookeeper:
+            plan.zookeeper = 0
+        taken = cluster_ports.taken(plan, HOST)
+        if taken:
+            raise ClusterError(f"ports in use by another process: {', '.join(taken)} ({plan.chosen}); stop what"
+                               " listens there, or choose other ports with --port-base N")
+        report(f"Ports ({plan.chosen}): " + ", ".join(
+            ([f"zookeeper {plan.zookeeper}"] if plan.zookeeper else [])
+            + [f"broker-{i} {port}" for i, port in plan.brokers.items()]))
+        return plan
+
+    def _remove_stale_registrations(self, connect: str, previous: ClusterInfo, deadline: float,
+                                    report: Report) -> None:
+        try:
+            zk = KafkaZkClient.connect(connect, timeout=max(deadline - time.monotonic(), 1.0))
+        except KazooTimeoutError:
+            raise ClusterError(f"cannot connect to ZooKeeper at {connect}") from None
+        with zk:
+            stale_sessions.remove_stale_registrations(zk, previous, report)
+
+    def _start_zookeeper(self, timeout: float, network: NetworkEntry | None, port: int = 0) -> ZooKeeperEntry:
+        server = (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else
                   LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
                                  launcher=cluster_network.exec_prefix(network, CORE)))
         try:
             pid = server.start(timeout=timeout, detached=True)
         except ZooKeeperStartError as e:
             raise ClusterError(str(e)) from None
+        except OSError as e:
+            raise ClusterError(f"cannot start ZooKeeper in {self.zookeeper_dir}: {e.filename}: {e.strerror}") from None
         link = self.log_file("zookeeper")
         if not link.is_symlink():
             # One place to look for every process's output; the server itself writes in its own dir.
@@ -243,24 +318,28 @@ class LocalCluster:
             link.symlink_to(os.path.relpath(server.log_file, self.logs_dir))
         return ZooKeeperEntry(connect=server.connect_string, pid=pid)
 
-    def _start_controller(self, controller_id: int, network: NetworkEntry | None,
-                          props: dict[str, str] | None = None) -> int:
-        """Write its controller.properties from `props`, or start it on the one it has."""
+    def _start_controller(self, controller_id: int, network: NetworkEntry | None) -> int:
+        """Start it on its controller.properties."""
         config = self.controller_config(controller_id)
-        if props is not None:
-            _write_properties(config, props)
         launcher = [] if network is None else cluster_network.exec_prefix(network, CORE)
         return self._spawn(f"controller-{controller_id}", [*launcher, sys.executable, "-m", "controller.main",
                                                            "--config", str(config)])
 
-    def _start_broker(self, broker_id: int, network: NetworkEntry | None, props: dict[str, str] | None = None) -> int:
-        """Write its server.properties from `props`, or start it on the one it has."""
+    def _start_broker(self, broker_id: int, network: NetworkEntry | None) -> int:
+        """Start it on its server.properties."""
         config = self.broker_config(broker_id)
-        if props is not None:
-            _write_properties(config, props)
         launcher = [] if network is None else cluster_network.exec_prefix(network, broker_host(broker_id))
         return self._spawn(f"broker-{broker_id}", [*launcher, sys.executable, "-m", "minibroker.commands.broker",
                                                    "--config", str(config)])
+
+    def _write_config(self, path: Path, props: dict[str, str], report: Report) -> None:
+        try:
+            changed = cluster_configs.write_config(path, props)
+        except ConfigError as e:
+            raise ClusterError(str(e)) from None
+        if changed:
+            # Whatever else the user wrote there stays.
+            report(f"Kept {path.relative_to(self.data_dir)}, set {', '.join(changed)}")
 
     def _spawn(self, name: str, argv: list[str]) -> int:
         with self.log_file(name).open("ab") as log:
@@ -385,6 +464,7 @@ class LocalCluster:
         returns once it serves again with the cluster's metadata."""
         info = self.load()
         broker = info.broker(broker_id)
+        _check_zookeeper(info)
         process = next(p for p in self._processes(info) if p.name == f"broker-{broker_id}")
         if self._running(process):
             self._terminate([process], kill, _KILL_GRACE_S)
@@ -406,6 +486,7 @@ class LocalCluster:
         if entry is None:
             raise ClusterError(f"the cluster has no controller {controller_id} (controllers: "
                                f"{', '.join(str(c.id) for c in info.controllers)})")
+        _check_zookeeper(info)
         process = self._process(info, f"controller-{controller_id}")
         if self._running(process):
             self._terminate([process], kill, _KILL_GRACE_S)
@@ -483,7 +564,12 @@ class LocalCluster:
 
     def _exit_code(self, process: _Process) -> str:
         child = self._children.get(process.pid or -1)
-        return "" if child is None or child.returncode is None else f" with code {child.returncode}"
+        if child is None:
+            return ""
+        # A zombie's /proc entry has no command line any more: it can look gone before poll() reaps it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=_EXIT_CODE_WAIT_S)
+        return "" if child.returncode is None else f" with code {child.returncode}"
 
     def _log_tail(self, name: str) -> str:
         path = self.log_file(name)
@@ -570,6 +656,22 @@ def _zookeeper_state(connect: str) -> _ZooKeeperState | None:
                                None if epoch is None else epoch[0])
 
 
+def _check_zookeeper_answers(connect: str, timeout: float) -> None:
+    """Before anything is started on it: a ZooKeeper answers at `connect` (and its chroot exists)."""
+    try:
+        connect_checked(connect, timeout).close()
+    except ZooKeeperUnreachableError as e:
+        raise ClusterError(f"cannot connect to ZooKeeper at {connect}: {e}; nothing was started") from None
+
+
+def _check_zookeeper(info: ClusterInfo) -> None:
+    """At once, rather than after a process started on it gave up: the cluster's ZooKeeper must be up."""
+    reason = unreachable_reason(info.zookeeper.connect)
+    if reason is not None:
+        raise ClusterError(f"cannot connect to the cluster's ZooKeeper at {info.zookeeper.connect} ({reason}): start"
+                           " the cluster with `minibroker cluster up`")
+
+
 def _runs(pid: int, marker: str) -> bool:
     """Whether `pid` is alive and is the process whose command line contains `marker`."""
     if not Path("/proc").is_dir():  # not Linux: the pid is all we have
@@ -599,7 +701,7 @@ def _check_broker_overrides(props: dict[str, str]) -> None:
     try:
         KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": HOST, **props})
     except ConfigError as e:
-        raise ClusterError(f"--override: {e}") from None
+        raise ClusterUsageError(f"--override: {e}") from None
 
 
 def _key_values(items: Iterable[str]) -> dict[str, str]:
@@ -608,15 +710,6 @@ def _key_values(items: Iterable[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ClusterError(f"an override must be key=value, not {item!r}")
+            raise ClusterUsageError(f"an override must be key=value, not {item!r}")
         props[key.strip()] = value
     return props
-
-
-def _write_properties(path: Path, props: dict[str, str]) -> None:
-    """A .properties file readable by its owner only: it holds the cluster credential."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in props.items())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)

@@ -20,6 +20,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 
+from minibroker.local.cluster import LocalCluster
+from minibroker.local.cluster_file import ClusterInfo
 from zk.client import KafkaZkClient
 from zk.server import LocalZooKeeper, free_port
 
@@ -150,6 +152,18 @@ def processes(tmp_path: Path) -> Iterator[StartProcess]:
         if process.popen.poll() is None:
             process.popen.kill()
         process.popen.wait(30)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A `cluster up` data dir; whatever cluster runs from it at the end is SIGKILLed (and its network, with
+    --netns, removed), even if the test failed."""
+    path = tmp_path / "cluster"
+    try:
+        yield path
+    finally:
+        if ClusterInfo.exists(path):
+            LocalCluster(path).down(kill=True)
 
 
 # --- brokers ---

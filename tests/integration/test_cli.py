@@ -8,14 +8,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -53,17 +50,6 @@ def cluster_pids(data_dir: Path) -> list[int]:
     info = json.loads((data_dir / "cluster.json").read_text())
     pids = [info["zookeeper"]["pid"], *(p["pid"] for p in info["controllers"] + info["brokers"])]
     return [pid for pid in pids if pid is not None]
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A cluster's data dir; whatever cluster runs from it at the end is SIGKILLed, even if the test failed."""
-    path = tmp_path / "cluster"
-    try:
-        yield path
-    finally:
-        if ClusterInfo.exists(path):
-            LocalCluster(path).down(kill=True)
 
 
 def test_cluster_topics_console_and_perf(data_dir: Path, wait_until: WaitUntil) -> None:
@@ -142,7 +128,7 @@ def test_cluster_topics_console_and_perf(data_dir: Path, wait_until: WaitUntil) 
 def test_down_kill_and_start_up_failures(data_dir: Path, zk_connect: str, wait_until: WaitUntil) -> None:
     d = ("--data-dir", str(data_dir))
     refused = minibroker("cluster", "up", *d, "--override", "min.insync.replica=2")
-    assert refused.returncode == 1 and "did you mean min.insync.replicas?" in refused.stderr
+    assert refused.returncode == 2 and "did you mean min.insync.replicas?" in refused.stderr
     assert not (data_dir / "cluster.json").exists()
 
     # A broker that cannot start: named, with its log, and nothing is left running.
@@ -153,7 +139,13 @@ def test_down_kill_and_start_up_failures(data_dir: Path, zk_connect: str, wait_u
     assert f"last lines of {data_dir.resolve() / 'logs' / 'broker-1.log'}" in failed.stderr
     assert all(gone(pid) for pid in cluster_pids(data_dir))
 
-    ok("cluster", "up", *d, "--brokers", "1", "--controllers", "1")
+    assert "Traceback" not in (data_dir / "logs" / "broker-1.log").read_text()
+
+    # The data dir's configs are kept, the failed --override with them: this run's --override replaces it.
+    log_dir = data_dir.resolve() / "broker-1" / "data"
+    again = minibroker("cluster", "up", *d, "--brokers", "1", "--controllers", "1", "--override", f"log.dirs={log_dir}")
+    assert again.returncode == 0, again.stderr
+    assert "Kept broker-1/server.properties, set zookeeper.connect, log.dirs\n" in again.stderr
     pids = cluster_pids(data_dir)
     assert ok("cluster", "down", *d, "--kill").startswith("Stopped broker-1, controller-1001, zookeeper")
     wait_until(lambda: all(gone(pid) for pid in pids), timeout=10, message=f"every process of {pids} to be gone")

@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,17 +47,6 @@ OVERRIDES = (
 )
 # Session timeout (4 s) + election + metadata, on a loaded 2-core machine.
 DEADLINE_S = 30.0
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A cluster's data dir; whatever runs from it at the end is SIGKILLed and its network removed."""
-    path = tmp_path / "cluster"
-    try:
-        yield path
-    finally:
-        if ClusterInfo.exists(path):
-            LocalCluster(path).down(kill=True)
 
 
 def minibroker(*args: str, prefix: tuple[str, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.server.config import EndPoint, KafkaConfig
+from broker.server.config import EndPoint, KafkaConfig, unused_configs_warning
 from common.config import ConfigError, Password, config_name
-from common.properties import parse_properties
+from common.properties import parse_properties, update_properties
 
 REQUIRED = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
 
@@ -380,3 +380,39 @@ def test_a_kafka_server_properties_file(tmp_path: Path) -> None:
     )
     c = KafkaConfig.from_properties(path)
     assert (c.broker_id, c.zookeeper_connect, c.listener_endpoints[0].port) == (0, "localhost:2181", 9092)
+
+
+def test_update_properties_changes_only_the_given_keys() -> None:
+    text = ("# The id of the broker.\n"
+            "broker.id=0\n"
+            "\n"
+            "log.dirs=/tmp/a,\\\n"
+            "    /tmp/b\n"
+            "num.network.threads  3\n"
+            "zookeeper.connect=old:2181\n")
+    updated = update_properties(text, {"log.dirs": "/data", "zookeeper.connect": "new:2181", "metrics.port": "9404"})
+    assert updated == ("# The id of the broker.\n"
+                       "broker.id=0\n"
+                       "\n"
+                       "log.dirs=/data\n"
+                       "num.network.threads  3\n"
+                       "zookeeper.connect=new:2181\n"
+                       "metrics.port=9404\n")
+    assert parse_properties(updated) == {"broker.id": "0", "log.dirs": "/data", "num.network.threads": "3",
+                                         "zookeeper.connect": "new:2181", "metrics.port": "9404"}
+    assert update_properties(text, {}) == text
+
+
+def test_unknown_keys_of_a_server_properties_are_listed_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=0\nzookeeper.connect=localhost:2181\nnum.network.threads=3\n"
+                    "min.insync.replica=2\nsocket.send.buffer.bytes=102400\n")
+    unused: list[str] = []
+    config = KafkaConfig.from_properties(path, ["num.io.threads=8"], unused)
+    assert config.broker_id == 0
+    assert unused == ["num.network.threads", "min.insync.replica", "socket.send.buffer.bytes", "num.io.threads"]
+    assert unused_configs_warning(unused) == (
+        "These configurations '[num.network.threads, min.insync.replica, socket.send.buffer.bytes, num.io.threads]'"
+        " were supplied but are not used yet. (min.insync.replica: did you mean min.insync.replicas?)")
+    with pytest.raises(ConfigError, match=r"num\.network\.threads"):
+        KafkaConfig.from_properties(path)

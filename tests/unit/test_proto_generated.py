@@ -16,6 +16,7 @@ import pytest
 
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
+from proto.types import CONTROLLER_SERVICE
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ["minibroker_pb2.py", "minibroker_pb2_grpc.py", "minibroker_pb2.pyi", "minibroker_pb2_grpc.pyi"]
@@ -73,3 +74,7 @@ def test_records_survive_a_round_trip_byte_for_byte() -> None:
     parsed = pb.ProduceRequest.FromString(request.SerializeToString())
     assert parsed.topics[0].partitions[0].records == batch
     assert not parsed.HasField("transactional_id")  # Kafka's null, distinct from ""
+
+
+def test_the_controller_service_name_is_the_generated_one() -> None:
+    assert pb.DESCRIPTOR.services_by_name["KafkaController"].full_name == CONTROLLER_SERVICE

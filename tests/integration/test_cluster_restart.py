@@ -1,0 +1,142 @@
+"""A local cluster started again on its data dir, as a user's scripts do: the same addresses, the user's edits to
+the brokers' server.properties kept, no wait for the sessions a SIGKILLed cluster left in ZooKeeper; and a broker
+started on Kafka's own config/server.properties."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.integration.conftest import broker_argv, wait_until_serving
+from zk.server import free_port, port_in_use
+
+if TYPE_CHECKING:
+    from conftest import StartProcess
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Kafka 2.8's config/server.properties, comments shortened, with the listener on a port of the test's own.
+KAFKA_SERVER_PROPERTIES = """\
+############################# Server Basics #############################
+# The id of the broker. This must be set to a unique integer for each broker.
+broker.id=0
+
+############################# Socket Server Settings #############################
+listeners=PLAINTEXT://127.0.0.1:{port}
+# The number of threads that the server uses for receiving requests from the network
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+
+############################# Log Basics #############################
+log.dirs={log_dirs}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+
+############################# Internal Topic Settings  #############################
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+
+############################# Log Retention Policy #############################
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+
+############################# Zookeeper #############################
+zookeeper.connect={zookeeper}
+zookeeper.connection.timeout.ms=18000
+
+############################# Group Coordinator Settings #############################
+group.initial.rebalance.delay.ms=0
+cluster.credential=s3cret-of-the-cluster
+"""
+UNUSED = ("num.network.threads, num.io.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
+          " socket.request.max.bytes, offsets.topic.replication.factor, transaction.state.log.replication.factor,"
+          " transaction.state.log.min.isr, group.initial.rebalance.delay.ms")
+
+
+def minibroker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "minibroker.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT)
+
+
+def ok(*args: str) -> subprocess.CompletedProcess[str]:
+    result = minibroker(*args)
+    assert result.returncode == 0, f"minibroker {' '.join(args)}: exit {result.returncode}\n{result.stderr}"
+    return result
+
+
+def free_port_base(brokers: int) -> int:
+    """N such that N .. N+brokers are all free right now."""
+    while True:
+        base = free_port()
+        if base + brokers <= 65535 and not any(port_in_use("127.0.0.1", base + i) for i in range(brokers + 1)):
+            return base
+
+
+def test_up_again_keeps_addresses_and_edits_and_does_not_wait_for_dead_sessions(data_dir: Path) -> None:
+    d = ("--data-dir", str(data_dir))
+    base = free_port_base(2)
+    first = ok("cluster", "up", *d, "--brokers", "2", "--controllers", "1", "--port-base", str(base))
+    bootstrap = f"127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
+    assert first.stdout == bootstrap + "\n"
+    assert json.loads((data_dir / "cluster.json").read_text())["zookeeper"]["connect"] == f"127.0.0.1:{base}"
+
+    # The user edits broker 1's config: Kafka keys this broker does not use, a comment, a setting of their own.
+    config = data_dir / "broker-1" / "server.properties"
+    edited = (config.read_text()
+              + "# mine\nnum.network.threads=3\nsocket.send.buffer.bytes=102400\nlog.retention.hours=1\n")
+    config.write_text(edited)
+    ok("cluster", "down", *d, "--kill")
+
+    started = time.monotonic()
+    again = ok("cluster", "up", *d)  # no --port-base: the ports it had
+    elapsed = time.monotonic() - started
+    assert again.stdout == bootstrap + "\n"
+    assert config.read_text() == edited, "cluster up rewrote the user's server.properties"
+    # The SIGKILLed brokers' and controller's sessions had not expired (18 s): their znodes were removed instead.
+    assert "Removed /brokers/ids/1: broker 1 " in again.stderr and "Removed /brokers/ids/2: broker 2 " in again.stderr
+    assert "Removed /controller: controller 1001 " in again.stderr
+    log = (data_dir / "logs" / "broker-1.log").read_text()
+    for broker_log in (log, (data_dir / "logs" / "broker-2.log").read_text()):
+        assert "is registered by another ZooKeeper session" not in broker_log  # no broker waited for its old one
+    # Waiting would have taken the session timeout, 18 s.
+    assert elapsed < 17, f"the second up took {elapsed:.1f} s:\n{again.stderr}"
+    assert ("These configurations '[num.network.threads, socket.send.buffer.bytes]' were supplied but are not used"
+            " yet.") in log
+    assert "\tlog.retention.hours = 1\n" in log
+
+    # An explicit --port-base moves them, and says what it changed in the kept configs.
+    ok("cluster", "down", *d)
+    other = free_port_base(2)
+    moved = ok("cluster", "up", *d, "--port-base", str(other))
+    assert moved.stdout == f"127.0.0.1:{other + 1},127.0.0.1:{other + 2}\n"
+    assert "Kept broker-1/server.properties, set zookeeper.connect, listeners\n" in moved.stderr
+    assert "# mine\nnum.network.threads=3\n" in config.read_text()
+
+
+def test_a_broker_starts_on_kafkas_server_properties(processes: StartProcess, zk_connect: str,
+                                                      tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(KAFKA_SERVER_PROPERTIES.format(port=port, log_dirs=tmp_path / "kafka-logs",
+                                                     zookeeper=zk_connect))
+    broker = processes("kafka-config-broker", broker_argv(config))
+    wait_until_serving(f"127.0.0.1:{port}", broker)
+    log = broker.log()
+    assert f"WARNING These configurations '[{UNUSED}]' were supplied but are not used yet. (" in log
+    # The dump hides the password-type key only.
+    assert "\tcluster.credential = [hidden]\n" in log and "s3cret-of-the-cluster" not in log
+    assert f"\tlog.dirs = {tmp_path / 'kafka-logs'}\n" in log
+    assert f"\tzookeeper.connect = {zk_connect}\n" in log
+    assert "\tzookeeper.connection.timeout.ms = 18000\n" in log

@@ -1,0 +1,51 @@
+"""What `cluster up` decides from a data dir before it starts anything: its ports and its config files."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from minibroker.local import configs, ports
+from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
+
+
+def _previous(tmp_path: Path) -> ClusterInfo:
+    return ClusterInfo(ZooKeeperEntry("127.0.0.1:2000", pid=42),
+                       brokers=[BrokerEntry(1, "127.0.0.1", 2001, None, str(tmp_path / "b1")),
+                                BrokerEntry(2, "127.0.0.1", 2002, None, str(tmp_path / "b2"))])
+
+
+def test_port_base_layout() -> None:
+    plan = ports.plan_ports(None, [1, 2, 3], 9000, lambda i: Path("/nonexistent"), configs.first_listener,
+                            "127.0.0.1")
+    assert (plan.zookeeper, plan.brokers, plan.chosen) == (9000, {1: 9001, 2: 9002, 3: 9003}, "--port-base 9000")
+    assert ports.port_base_problem(65533, 3) == (
+        "--port-base 65533 leaves no room for 3 brokers: ports 65533..65536 must be at most 65535")
+    assert ports.port_base_problem(65532, 3) is None
+    assert ports.port_base_problem(0, 3) == "--port-base must be a port number, not 0"
+
+
+def test_ports_as_before_an_edited_listener_wins_and_new_brokers_get_free_ones(tmp_path: Path) -> None:
+    edited = tmp_path / "broker-2" / "server.properties"
+    edited.parent.mkdir()
+    edited.write_text("listeners=PLAINTEXT://127.0.0.1:3002\n")
+    plan = ports.plan_ports(_previous(tmp_path), [1, 2, 3], None,
+                            lambda i: tmp_path / f"broker-{i}" / "server.properties", configs.first_listener,
+                            "127.0.0.1")
+    assert plan.zookeeper == 2000 and plan.chosen == "as before"
+    assert plan.brokers[1] == 2001 and plan.brokers[2] == 3002
+    assert plan.brokers[3] not in (0, 2000, 2001, 3002)
+
+
+def test_write_config_keeps_the_users_file(tmp_path: Path) -> None:
+    path = tmp_path / "broker-1" / "server.properties"
+    assert configs.write_config(path, {"broker.id": "1", "cluster.credential": "s3cret"}) == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.write_text(path.read_text() + "# mine\nnum.network.threads=3\n")
+    edited = path.read_text()
+    assert configs.write_config(path, {"broker.id": "1", "cluster.credential": "s3cret"}) == []
+    assert path.read_text() == edited
+    assert configs.write_config(path, {"broker.id": "1", "zookeeper.connect": "h:1"}) == ["zookeeper.connect"]
+    assert path.read_text() == edited + "zookeeper.connect=h:1\n"
+    assert configs.existing_credential([tmp_path / "missing.properties", path]) == "s3cret"
+    assert configs.first_log_dir(path) is None
