@@ -129,6 +129,9 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError('Option "[if-exists]" can only be used with option "[alter],[describe],[delete]"')
     if args.topics_with_overrides and not args.describe:
         raise UsageError('Option "[topics-with-overrides]" can only be used with option "[describe]"')
+    if args.topics_with_overrides and args.data_dir is None:
+        raise UsageError("--topics-with-overrides needs --data-dir: the brokers have no DescribeConfigs API yet,"
+                         " so the overrides are read from ZooKeeper")
     if args.topics_with_overrides and (args.under_replicated_partitions or args.unavailable_partitions):
         raise UsageError('Option "[topics-with-overrides]" can\'t be used with option'
                          ' "[under-replicated-partitions],[unavailable-partitions]"')
@@ -278,9 +281,6 @@ def _partition_line(topic: str, p: PartitionInfo) -> str:
 def _topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, dict[str, str]]:
     """Each topic's config overrides (/config/topics/<topic>), when --data-dir says where ZooKeeper is."""
     if args.data_dir is None:
-        if args.topics_with_overrides:
-            raise UsageError("--topics-with-overrides needs --data-dir: the brokers have no DescribeConfigs API yet,"
-                             " so the overrides are read from ZooKeeper")
         return {}
     with connect_zookeeper(cluster_info(args).zookeeper.connect) as zk:
         return {topic: zk.get_topic_config(topic) for topic in topics}
