@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_cli import data_dir, minibroker, ok  # noqa: F401 (data_dir: a fixture)
+from test_cli import minibroker, ok
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import LOG_START_OFFSET_CHECKPOINT
@@ -190,7 +190,7 @@ def test_unclean_election_brings_back_a_partition_with_no_live_isr_member(
     assert ok(*election, "--election-type", "unclean") == "Valid replica already elected for partitions stale-0\n"
 
 
-def test_topics_with_overrides_and_perf_payload_file(data_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_topics_with_overrides_and_perf_payload_file(data_dir: Path, tmp_path: Path) -> None:
     d = ("--data-dir", str(data_dir))
     bootstrap = ok("cluster", "up", *d, "--brokers", "1", "--controllers", "1").strip()
     ok("topics", *d, "--create", "--topic", "plain", "--partitions", "1")
