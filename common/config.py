@@ -80,11 +80,16 @@ def one_of(*allowed: str) -> Validator:
 # Only PLAINTEXT is served until TLS lands.
 SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
 SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
-# Kafka's default listener.security.protocol.map: each protocol is a listener name of its own.
-DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-# What inter.broker.listener.name means when unset (Kafka: the listener named after
-# security.inter.broker.protocol, PLAINTEXT by default).
-DEFAULT_INTER_BROKER_LISTENER_NAME = "PLAINTEXT"
+# The listener name of minibroker's gRPC front door (its own client, follower fetches, controller
+# requests): listeners named in grpc.listener.names speak gRPC, every other one Apache Kafka's protocol.
+GRPC_LISTENER_NAME = "GRPC"
+# Kafka's default listener.security.protocol.map (each protocol is a listener name of its own), plus
+# the gRPC listener's name, a plaintext one too.
+DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = ",".join(
+    [f"{p}:{p}" for p in SECURITY_PROTOCOLS] + [f"{GRPC_LISTENER_NAME}:PLAINTEXT"])
+# What inter.broker.listener.name means when unset. Kafka: the listener named after
+# security.inter.broker.protocol; here the brokers and controllers talk gRPC, so the gRPC listener.
+DEFAULT_INTER_BROKER_LISTENER_NAME = GRPC_LISTENER_NAME
 # EndPoint.scala's uriParseExp: an IPv6 host sits in brackets.
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 

@@ -71,9 +71,10 @@ def health_argv(role: str, env: Mapping[str, str]) -> list[str]:
     """`minibroker health` arguments for the process `env` configures; ValueError if it cannot be checked."""
     if role == "broker":
         config = KafkaConfig.from_props(kafka_properties(env))
-        listener = config.listener_endpoints[0]
+        # The health service is gRPC's: the first listener that speaks it.
+        listener = next(e for e in config.listener_endpoints if config.speaks_grpc(e.listener_name))
         if not listener.port:
-            raise ValueError("the broker's first listener has no fixed port to check")
+            raise ValueError("the broker's first gRPC listener has no fixed port to check")
         return ["--bootstrap-server", _local_address(listener.host, listener.port),
                 "--broker-id", str(config.broker_id), "--zookeeper", config.zookeeper_connect]
     if role == "controller":

@@ -62,10 +62,12 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     CLUSTER_AUTHORIZATION_FAILED = 31
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
+    FETCH_SESSION_ID_NOT_FOUND = 70
     LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -96,6 +98,7 @@ _RETRIABLE = frozenset(
         ErrorCode.NOT_CONTROLLER,
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.LISTENER_NOT_FOUND,
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.OFFSET_NOT_AVAILABLE,
@@ -206,6 +209,7 @@ NotEnoughReplicasAfterAppendError = _error_class(ErrorCode.NOT_ENOUGH_REPLICAS_A
 InvalidRequiredAcksError = _error_class(ErrorCode.INVALID_REQUIRED_ACKS)
 IllegalGenerationError = _error_class(ErrorCode.ILLEGAL_GENERATION)
 ClusterAuthorizationFailedError = _error_class(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TransactionalIdAuthorizationFailedError = _error_class(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 InvalidTimestampError = _error_class(ErrorCode.INVALID_TIMESTAMP)
 UnsupportedVersionError = _error_class(ErrorCode.UNSUPPORTED_VERSION)
 TopicAlreadyExistsError = _error_class(ErrorCode.TOPIC_ALREADY_EXISTS)
@@ -224,6 +228,7 @@ KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
 LogDirNotFoundError = _error_class(ErrorCode.LOG_DIR_NOT_FOUND)
 UnknownProducerIdError = _error_class(ErrorCode.UNKNOWN_PRODUCER_ID)
 ReassignmentInProgressError = _error_class(ErrorCode.REASSIGNMENT_IN_PROGRESS)
+FetchSessionIdNotFoundError = _error_class(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
 ListenerNotFoundError = _error_class(ErrorCode.LISTENER_NOT_FOUND)
 FencedLeaderEpochError = _error_class(ErrorCode.FENCED_LEADER_EPOCH)
 UnknownLeaderEpochError = _error_class(ErrorCode.UNKNOWN_LEADER_EPOCH)

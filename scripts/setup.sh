@@ -18,6 +18,8 @@ command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 # `cluster up --netns` and its partitions (chaos/netns.py): iproute2's `ip` and nftables' `nft`.
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
+# kcat: the Kafka listener's tests (and the README) use it as a Kafka user would.
+command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     echo "setup: installing ${apt_missing[*]} with apt-get" >&2
     SUDO=""

@@ -1,5 +1,6 @@
 """Request adapters: requests in, calls on the layers below, responses out; no rule of their own.
 
-  grpc_apis.py  KafkaApis: the gRPC front door (client API and the controller's cluster API)
-  kafka/        (next) Kafka's own wire protocol, beside gRPC, over the same layers
+  operations.py  BrokerOperations: what both front doors ask of the broker, in plain values
+  grpc_apis.py   KafkaApis: the gRPC front door (client API and the controller's cluster API)
+  kafka/         Kafka's own wire protocol, beside gRPC, over the same operations
 """

@@ -15,27 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import grpc
 
+from broker.api.operations import BrokerOperations, duplicates, group_by_topic
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
-from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
-from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
-from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
-from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation, LeaderAndIsrPartitionState
-from broker.replication.replica_manager import ReplicaManager
-from broker.server.admin_manager import AdminManager, CreateTopicResult, NewPartitions, NewTopic
+from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
-from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
-from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -47,77 +43,30 @@ from zk.paths import validate_topic
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Context = grpc.aio.ServicerContext[Any, Any]
 
-CONSUMER_REPLICA_ID = -1
 NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker epochs: not checked
 
 
-class _Completion(Generic[T]):
-    """A callback resolving a future on the event loop, callable from any thread, at most once useful."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
-        self.future: asyncio.Future[T] = loop.create_future()
-        self._loop = loop
-        self._loop_thread = loop_thread
-
-    def __call__(self, value: T) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self._set(value)
-        else:
-            self._loop.call_soon_threadsafe(self._set, value)
-
-    def _set(self, value: T) -> None:
-        # Done already when the client went away and gRPC cancelled the handler.
-        if not self.future.done():
-            self.future.set_result(value)
-
-
-def _group_by_topic(items: Iterable[tuple[TopicPartition, T]]) -> dict[str, list[tuple[int, T]]]:
-    """Per topic, in first-seen order, the partitions' values in request order."""
-    grouped: dict[str, list[tuple[int, T]]] = {}
-    for tp, value in items:
-        grouped.setdefault(tp.topic, []).append((tp.partition, value))
-    return grouped
-
-
-def _duplicates(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
-    seen: set[TopicPartition] = set()
-    duplicates = set()
-    for tp in tps:
-        if tp in seen:
-            duplicates.add(tp)
-        seen.add(tp)
-    return duplicates
-
-
 class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
-    def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
-                 admin_manager: AdminManager, group_offsets: ZkGroupOffsets, producer_ids: ProducerIdManager,
+    def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_offsets: ZkGroupOffsets,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
-                 cluster_id: str, loop: asyncio.AbstractEventLoop, metrics: BrokerMetrics, listener_name: str) -> None:
+                 cluster_id: str, metrics: BrokerMetrics, listener_name: str) -> None:
         self._config = config
         # The listener these APIs are served on: Metadata describes the brokers as reached on it.
         self._listener_name = listener_name
         self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
-        self._replica_manager = replica_manager
-        self._metadata_cache = metadata_cache
-        self._admin_manager = admin_manager
+        self._operations = operations
+        self._replica_manager = operations.replica_manager
+        self._metadata_cache = operations.metadata_cache
         self._group_offsets = group_offsets
-        self._producer_ids = producer_ids
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory
         self._broker_epoch = broker_epoch
         self._cluster_id = cluster_id
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
         self._metrics = metrics
-
-    def _completion(self) -> _Completion[Any]:
-        return _Completion(self._loop, self._loop_thread)
 
     # ------------------------------------------------------------------ authorization
 
@@ -139,34 +88,16 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         return response
 
     async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
-        entries: list[tuple[TopicPartition, bytes]] = []
-        order: list[TopicPartition] = []
-        refused: dict[TopicPartition, ProducePartitionResponse] = {}
-        partitions = [(TopicPartition(topic.name, p.index), p) for topic in request.topics for p in topic.partitions]
-        duplicates = _duplicates(tp for tp, _ in partitions)
-        for tp, data in partitions:
-            order.append(tp)
-            if tp in duplicates:
-                refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_REQUEST,
-                                                       error_message=f"{tp} appears more than once in the request")
-            elif not self._metadata_cache.contains(tp):
-                refused[tp] = ProducePartitionResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                       error_message=f"Unknown topic or partition {tp}")
-            else:
-                # Read once: each access to a bytes field copies it out of the message.
-                entries.append((tp, data.records))
-        results: dict[TopicPartition, ProducePartitionResponse] = {}
-        if entries:
-            completion: _Completion[dict[TopicPartition, ProducePartitionResponse]] = self._completion()
-            self._replica_manager.append_records(request.timeout_ms, request.acks, entries, completion)
-            results = await completion.future
-        results.update(refused)
+        # Read once: each access to a bytes field copies it out of the message.
+        order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
+        results = await self._operations.produce(request.timeout_ms, request.acks, order)
+        tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:
             # Kafka sends nothing back for acks=0 and closes the connection on an error so the
             # producer refreshes its metadata; here the errors come back and nothing else does.
-            order = [tp for tp in order if results[tp].error is not ErrorCode.NONE]
-        for topic, partition_results in _group_by_topic((tp, results[tp]) for tp in order).items():
+            tps = [tp for tp in tps if results[tp].error is not ErrorCode.NONE]
+        for topic, partition_results in group_by_topic((tp, results[tp]) for tp in tps).items():
             topic_response = response.responses.add(name=topic)
             for index, result in partition_results:
                 topic_response.partitions.add(
@@ -194,36 +125,17 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             return self._fetch_response(
                 ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        infos: list[PartitionFetchInfo] = []
-        slots: list[TopicPartition | LogReadResult] = []
-        for tp, p in requested:
-            if self._metadata_cache.contains(tp):
-                infos.append(PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
-                                                p.current_leader_epoch))
-                slots.append(tp)
-            else:
-                slots.append(LogReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        params = FetchParams(
-            replica_id=request.replica_id if is_follower else CONSUMER_REPLICA_ID,
-            max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes, max_bytes=request.max_bytes,
-            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.HIGH_WATERMARK,
-            fetch_only_from_leader=True,
-        )
-        results: FetchResults = []
-        if infos:
-            completion: _Completion[FetchResults] = self._completion()
-            self._replica_manager.fetch_messages(params, infos, completion)
-            results = await completion.future
-        read = iter(results)
-        answered = ((tp, slot) if isinstance(slot, LogReadResult) else (slot, next(read)[1])
-                    for (tp, _), slot in zip(requested, slots))
+        answered = await self._operations.fetch(
+            request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+            [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
+                                p.current_leader_epoch) for tp, p in requested])
         return self._fetch_response(answered, ErrorCode.NONE)
 
     @staticmethod
     def _fetch_response(results: Iterable[tuple[TopicPartition, LogReadResult]],
                         error: ErrorCode) -> pb.FetchResponse:
         response = pb.FetchResponse(error_code=error)
-        for topic, partition_results in _group_by_topic(results).items():
+        for topic, partition_results in group_by_topic(results).items():
             topic_response = response.responses.add(topic=topic)
             for index, result in partition_results:
                 topic_response.partitions.add(
@@ -241,28 +153,22 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         authorized = not is_replica or self._authorize_cluster_action(context)
         isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
-        duplicates = _duplicates(tp for tp, _ in requested)
+        repeated = duplicates(tp for tp, _ in requested)
         response = pb.ListOffsetsResponse()
-        for topic, partitions in _group_by_topic(requested).items():
+        for topic, partitions in group_by_topic(requested).items():
             topic_response = response.topics.add(name=topic)
             for index, p in partitions:
                 tp = TopicPartition(topic, index)
-                error, timestamp, offset, epoch = ErrorCode.NONE, -1, -1, -1
                 if not authorized:
-                    error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                elif tp in duplicates or p.timestamp < EARLIEST_TIMESTAMP:
-                    error = ErrorCode.INVALID_REQUEST
-                else:
-                    try:
-                        found = self._replica_manager.fetch_offset_for_timestamp(
-                            tp, p.timestamp, isolation, p.current_leader_epoch)
-                    except KafkaError as e:
-                        error = e.code
-                    else:
-                        if found is not None:
-                            timestamp, offset, epoch = found
-                topic_response.partitions.add(partition_index=index, error_code=error, timestamp=timestamp,
-                                              offset=offset, leader_epoch=epoch)
+                    topic_response.partitions.add(partition_index=index,
+                                                  error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, timestamp=-1,
+                                                  offset=-1, leader_epoch=-1)
+                    continue
+                found = self._operations.list_offset(tp, p.timestamp, isolation, p.current_leader_epoch,
+                                                     tp in repeated)
+                topic_response.partitions.add(partition_index=index, error_code=found.error,
+                                              timestamp=found.timestamp, offset=found.offset,
+                                              leader_epoch=found.leader_epoch)
         return response
 
     # ------------------------------------------------------------------ DeleteRecords
@@ -270,24 +176,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
         requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
                      for p in t.partitions]
-        duplicates = _duplicates(tp for tp, _ in requested)
-        answers: dict[TopicPartition, tuple[int, ErrorCode]] = {}
-        offsets: dict[TopicPartition, int] = {}
-        for tp, offset in requested:
-            if tp in duplicates:
-                answers[tp] = (-1, ErrorCode.INVALID_REQUEST)
-            elif not self._metadata_cache.contains(tp):
-                answers[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            else:
-                offsets[tp] = offset
-        if offsets:
-            completion: _Completion[dict[TopicPartition, DeleteRecordsPartitionStatus]] = self._completion()
-            # Off the event loop: the leader writes its log-start-offset-checkpoint (an fsync) before waiting.
-            await asyncio.to_thread(self._replica_manager.delete_records, request.timeout_ms, offsets, completion)
-            for tp, status in (await completion.future).items():
-                answers[tp] = (status.low_watermark, status.error)
+        answers = await self._operations.delete_records(request.timeout_ms, requested)
         response = pb.DeleteRecordsResponse()
-        for topic, partitions in _group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
+        for topic, partitions in group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
             topic_response = response.topics.add(name=topic)
             for index, (low_watermark, error) in dict(partitions).items():
                 topic_response.partitions.add(partition_index=index, low_watermark=low_watermark, error_code=error)
@@ -297,38 +188,17 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
-        names = list(dict.fromkeys(request.topics)) or sorted(cache.get_all_topics())
-        known = {t.name: t for t in cache.get_topic_metadata(names, self._listener_name)}
-        unknown: dict[str, ErrorCode] = {}
-        to_create = []
-        for name in names:
-            if name in known:
-                continue
-            try:
-                validate_topic(name)
-            except KafkaError as e:
-                unknown[name] = e.code
-                continue
-            if request.allow_auto_topic_creation and self._config.auto_create_topics_enable:
-                to_create.append(name)
-            else:
-                unknown[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if to_create:
-            created = await asyncio.to_thread(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create])
-            unknown.update(zip(to_create, created))
+        found = await self._operations.metadata(list(request.topics) or None, request.allow_auto_topic_creation,
+                                                self._listener_name)
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
-        for node in cache.get_alive_brokers(self._listener_name):
+        for node in found.brokers:
             broker = response.brokers.add(node_id=node.id, host=node.host, port=node.port)
             if node.rack is not None:
                 broker.rack = node.rack
-        for name in names:
-            metadata = known.get(name)
-            if metadata is None:
-                response.topics.add(error_code=unknown[name], name=name)
-                continue
-            topic = response.topics.add(error_code=metadata.error, name=name)
-            for p in metadata.partitions:
+        for name, error, metadata in found.topics:
+            topic = response.topics.add(error_code=error, name=name)
+            for p in () if metadata is None else metadata.partitions:
                 topic.partitions.add(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
                                      leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
                                      offline_replicas=p.offline_replicas)
@@ -345,8 +215,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             )
             for t in request.topics
         ]
-        results = await asyncio.to_thread(self._admin_manager.create_topics, topics, request.validate_only)
-        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
+        results = await self._operations.create_topics(topics, request.validate_only, request.timeout_ms)
         response = pb.CreateTopicsResponse()
         for r in results:
             response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
@@ -357,26 +226,14 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                                context: Context) -> pb.CreatePartitionsResponse:
         requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
                     for t in request.topics]
-        results = await asyncio.to_thread(self._admin_manager.create_partitions, requests, request.validate_only)
-        results = await self._await_leaders(results, request.timeout_ms, request.validate_only)
+        results = await self._operations.create_partitions(requests, request.validate_only, request.timeout_ms)
         response = pb.CreatePartitionsResponse()
         for r in results:
             response.results.add(name=r.name, error_code=r.error, error_message=r.message)
         return response
 
-    async def _await_leaders(self, results: list[CreateTopicResult], timeout_ms: int,
-                             validate_only: bool) -> list[CreateTopicResult]:
-        """Kafka's DelayedCreatePartitions: answer once every partition written has a leader here, or at
-        the timeout."""
-        if timeout_ms <= 0 or validate_only or not any(r.error is ErrorCode.NONE for r in results):
-            return results
-        completion: _Completion[list[CreateTopicResult]] = self._completion()
-        delayed = DelayedCreateTopics(timeout_ms, results, self._metadata_cache, completion)
-        self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
-        return await completion.future
-
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
-        results = await asyncio.to_thread(self._admin_manager.delete_topics, list(request.topic_names))
+        results = await self._operations.delete_topics(request.topic_names)
         response = pb.DeleteTopicsResponse()
         for r in results:
             response.responses.add(name=r.name, error_code=r.error, error_message=r.message)
@@ -386,16 +243,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
 
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
-        if request.HasField("transactional_id"):
-            # Idempotence only: there is no transaction coordinator to hand a transactional id to.
-            return pb.InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
-        try:
-            producer_id = await asyncio.to_thread(self._producer_ids.generate_producer_id)
-        except Exception:
-            logger.exception("Failed to allocate a producer id")
-            return pb.InitProducerIdResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1,
-                                             producer_epoch=-1)
-        return pb.InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+        error, producer_id, epoch = await self._operations.init_producer_id(
+            request.transactional_id if request.HasField("transactional_id") else None)
+        return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
@@ -408,7 +258,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             logger.exception("Failed to commit offsets of group %r", request.group_id)
             errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]
         response = pb.OffsetCommitResponse()
-        for topic, partition_errors in _group_by_topic(errors).items():
+        for topic, partition_errors in group_by_topic(errors).items():
             topic_response = response.topics.add(name=topic)
             for index, error in partition_errors:
                 topic_response.partitions.add(partition_index=index, error_code=error)
@@ -425,7 +275,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             logger.exception("Failed to fetch offsets of group %r", request.group_id)
             return pb.OffsetFetchResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         response = pb.OffsetFetchResponse(error_code=ErrorCode.NONE)
-        for topic, offsets in _group_by_topic((c.topic_partition, c) for c in committed).items():
+        for topic, offsets in group_by_topic((c.topic_partition, c) for c in committed).items():
             topic_response = response.topics.add(name=topic)
             for index, c in offsets:
                 topic_response.partitions.add(partition_index=index, committed_offset=c.offset,
@@ -518,15 +368,11 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         for t in request.topics:
             topic_response = response.topics.add(topic=t.topic)
             for p in t.partitions:
-                error, epoch, end_offset = ErrorCode.NONE, -1, -1
-                if not authorized:
-                    error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                if authorized:
+                    error, epoch, end_offset = self._operations.offset_for_leader_epoch(
+                        TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
                 else:
-                    try:
-                        epoch, end_offset = self._replica_manager.last_offset_for_leader_epoch(
-                            TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
-                    except KafkaError as e:
-                        error = e.code
+                    error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,
                                               end_offset=end_offset)
         return response

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+    GRPC_LISTENER_NAME,
     LONG_MAX,
     REQUIRED,
     ConfigError,
@@ -86,7 +87,16 @@ class KafkaConfig:
     request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
 
     # Listeners
-    listeners: str = define(Type.STRING, "PLAINTEXT://127.0.0.1:9092", "Comma-separated URIs to listen on")
+    listeners: str = define(
+        Type.STRING, f"PLAINTEXT://127.0.0.1:9092,{GRPC_LISTENER_NAME}://127.0.0.1:9192",
+        "Comma-separated URIs to listen on; the ones named in grpc.listener.names serve gRPC, the others"
+        " Apache Kafka's wire protocol",
+    )
+    grpc_listener_names: str = define(
+        Type.STRING, GRPC_LISTENER_NAME,
+        "Listener names served with minibroker's gRPC API (its own client, follower fetches, controller requests);"
+        " inter.broker.listener.name must be one of them. Every other listener speaks Kafka's wire protocol",
+    )
     advertised_listeners: str | None = define(
         Type.STRING, None, "Listeners published in ZooKeeper for clients; listeners if unset"
     )
@@ -100,6 +110,18 @@ class KafkaConfig:
         f" {DEFAULT_INTER_BROKER_LISTENER_NAME} if unset",
     )
     broker_rack: str | None = define(Type.STRING, None, "Rack of the broker")
+
+    # Socket server (the Kafka-protocol listeners)
+    socket_request_max_bytes: int = define(
+        Type.INT, 104857600, "The maximum number of bytes in a socket request", at_least(1))
+    connections_max_idle_ms: int = define(
+        Type.LONG, 600000, "Idle connections timeout: connections idle longer than this are closed", at_least(1))
+    max_connections: int = define(
+        Type.INT, 2147483647, "The maximum number of connections the broker allows on its Kafka listeners",
+        at_least(0))
+    max_connections_per_ip: int = define(
+        Type.INT, 2147483647, "The maximum number of connections the broker allows from each ip address",
+        at_least(0))
 
     # Log
     num_partitions: int = define(Type.INT, 1, "Default number of partitions per topic", at_least(1))
@@ -285,6 +307,13 @@ class KafkaConfig:
                 "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid"
                 f" options based on currently configured listeners are {','.join(advertised_names)}",
             )
+        if self.inter_broker_listener not in self.grpc_listeners:
+            raise ConfigError(
+                "inter.broker.listener.name",
+                self.inter_broker_listener_name,
+                "inter.broker.listener.name must name a gRPC listener (grpc.listener.names:"
+                f" {','.join(sorted(self.grpc_listeners))}): brokers and controllers talk gRPC to each other",
+            )
 
     @staticmethod
     def _parsed(key: str, text: str, parse: Callable[[str], T]) -> T:
@@ -337,6 +366,14 @@ class KafkaConfig:
         if self.advertised_listeners is None:
             return self.listener_endpoints
         return parse_endpoints(self.advertised_listeners, self.listener_security_protocols)
+
+    @property
+    def grpc_listeners(self) -> frozenset[str]:
+        """grpc.listener.names, upper-cased as listener names are."""
+        return frozenset(name.upper() for name in parse_csv(self.grpc_listener_names))
+
+    def speaks_grpc(self, listener_name: str) -> bool:
+        return listener_name.upper() in self.grpc_listeners
 
     @property
     def listener_security_protocols(self) -> dict[str, str]:

@@ -8,9 +8,11 @@ Start-up, in Kafka's order where it has one:
     another live broker holds the id, before touching any log;
  4. LogManager: meta.properties ownership, then load and recover every log;
  5. ReplicaManager, MetadataCache, purgatories, AdminManager, ...;
- 6. one gRPC server per listener (KafkaClient, KafkaCluster, grpc.health.v1:
-    NOT_SERVING), as Kafka has one acceptor per listener: a request's listener
-    is the server it came to, and Metadata answers with that listener's endpoints;
+ 6. one server per listener, as Kafka has one acceptor per listener: a request's
+    listener is the server it came to, and Metadata answers with that listener's
+    endpoints. Listeners named in grpc.listener.names serve gRPC (KafkaClient,
+    KafkaCluster, grpc.health.v1: NOT_SERVING); the others Apache Kafka's wire
+    protocol (broker/api/kafka/), onto the same ReplicaManager;
  7. register /brokers/ids/<id> with the advertised listeners (port 0: the bound
     port of that listener; no host: this host's name): the czxid is the broker
     epoch; health turns SERVING; re-register whenever a new ZooKeeper session
@@ -41,9 +43,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.api.grpc_apis import KafkaApis
+from broker.api.kafka.context import KafkaContext
+from broker.api.kafka.listener import KafkaListener
+from broker.api.operations import BrokerOperations
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
@@ -129,6 +135,7 @@ class KafkaServer:
         self._replica_manager: ReplicaManager | None = None
         self._topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics] | None = None
         self._grpc_servers: list[grpc.aio.Server] = []
+        self._kafka_listeners: list[KafkaListener] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
         self._registration: BrokerInfo | None = None
@@ -186,18 +193,24 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
-        apis = functools.partial(
-            KafkaApis,
+        # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
+        operations = BrokerOperations(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
             admin_manager=AdminManager(config, zk, topic_configs),
-            group_offsets=ZkGroupOffsets(zk, metadata_cache),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
+            topic_purgatory=self._topic_purgatory, loop=loop)
+        apis = functools.partial(
+            KafkaApis,
+            config, operations=operations, group_offsets=ZkGroupOffsets(zk, metadata_cache),
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
-            broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, loop=loop, metrics=self.metrics,
+            broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
+        kafka_context = functools.partial(
+            KafkaContext, config, operations, topic_configs, zk.get_topic_config, cluster_id, self.metrics)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
+        bound_ports.update(await self._start_kafka_listeners(kafka_context))
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         self._scheduler = KafkaScheduler()
@@ -238,8 +251,9 @@ class KafkaServer:
         await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         bound_ports = {}
         for listener in self.config.listener_endpoints:
+            if not self.config.speaks_grpc(listener.listener_name):
+                continue
             server = grpc.aio.server(options=_GRPC_OPTIONS)
-            # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
             listener_apis = apis(listener_name=listener.listener_name)
             pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
             pb_grpc.add_KafkaClusterServicer_to_server(listener_apis, server)
@@ -254,7 +268,26 @@ class KafkaServer:
             await server.start()
             self._grpc_servers.append(server)
             bound_ports[listener.listener_name] = port
-            logger.info("Listening on %s for listener %s (port %d)", address, listener.listener_name, port)
+            logger.info("Listening on %s for listener %s (port %d, gRPC)", address, listener.listener_name, port)
+        return bound_ports
+
+    async def _start_kafka_listeners(self, context: Callable[[str], KafkaContext]) -> dict[str, int]:
+        """Apache Kafka's wire protocol on every listener not named in grpc.listener.names; the bound port by
+        listener name."""
+        bound_ports = {}
+        for listener in self.config.listener_endpoints:
+            if self.config.speaks_grpc(listener.listener_name):
+                continue
+            server = KafkaListener(context(listener.listener_name), listener.host or "0.0.0.0", listener.port)
+            address = _grpc_address(listener.host or "0.0.0.0", listener.port)
+            try:
+                port = await server.start()
+            except OSError as e:
+                raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
+            self._kafka_listeners.append(server)
+            bound_ports[listener.listener_name] = port
+            logger.info("Listening on %s for listener %s (port %d, Kafka protocol)", address,
+                        listener.listener_name, port)
         return bound_ports
 
     async def _register(self, zk: KafkaZkClient, bound_ports: Mapping[str, int]) -> None:
@@ -334,7 +367,8 @@ class KafkaServer:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
             await self._scheduler.shutdown()
-        stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers))
+        stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers),
+                                  *(listener.stop() for listener in self._kafka_listeners))
         # Requests parked in purgatory are answered now rather than cut off by the grace period.
         if self._topic_purgatory is not None:
             self._topic_purgatory.complete_all()
@@ -366,7 +400,12 @@ class KafkaServer:
             if attempt:
                 logger.warning("Retrying controlled shutdown after the previous attempt failed...")
                 time.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
-            endpoint = self._zk.get_controller_endpoint()
+            try:
+                endpoint = self._zk.get_controller_endpoint()
+            except KazooException as e:
+                # A session that expired while this broker was cut off: kazoo opens a new one meanwhile.
+                logger.warning("Error during controlled shutdown, cannot read the controller from ZooKeeper: %r", e)
+                continue
             if endpoint is None:
                 logger.warning("No controller registered while requesting controlled shutdown")
                 continue

@@ -119,6 +119,8 @@ def _up(args: argparse.Namespace) -> int:
         return 1
     _report(f"Cluster ready in {time.monotonic() - started:.1f} s; cluster file {cluster.data_dir / 'cluster.json'},"
             f" logs in {cluster.logs_dir}")
+    _report(f"Kafka bootstrap servers (kcat, confluent-kafka, kafka-python): {info.kafka_bootstrap_servers}")
+    _report(f"gRPC bootstrap servers (minibroker's client and commands): {info.bootstrap_servers}")
     print(info.bootstrap_servers)
     return 0
 
@@ -133,6 +135,7 @@ def _status(args: argparse.Namespace) -> int:
     for s in statuses:
         print(_status_line(s, width))
     print(f"bootstrap servers: {info.bootstrap_servers}")
+    print(f"kafka bootstrap servers: {info.kafka_bootstrap_servers}")
     if info.network is not None:
         print(f"network: {info.network.subnet} on bridge {info.network.bridge}, clients from {info.network.gateway}")
         try:

@@ -60,7 +60,9 @@ The cluster keeps running. Go on with:
   {prog} console-producer --data-dir {data_dir} --topic {TOPIC}
   {prog} perf produce --data-dir {data_dir} --topic perf --num-records 100000 --record-size 100 --throughput -1
   {prog} cluster status --data-dir {data_dir}
-  {prog} cluster down --data-dir {data_dir}""")
+  {prog} cluster down --data-dir {data_dir}
+Kafka's own tools talk to the brokers' Kafka listeners:
+  kcat -b {cluster.load().kafka_bootstrap_servers} -L""")
     return 0
 
 

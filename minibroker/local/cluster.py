@@ -47,7 +47,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.server.config import KafkaConfig
-from common.config import ConfigError, config_name
+from common.config import GRPC_LISTENER_NAME, ConfigError, config_name
 from controller.config import ControllerConfig
 from minibroker.local import configs as cluster_configs
 from minibroker.local import network as cluster_network
@@ -239,24 +239,27 @@ class LocalCluster:
                 report(f"Started controller {controller_id} (pid {pid})")
             for broker_id in range(1, brokers + 1):
                 if ports is not None:
-                    host, port = HOST, ports.brokers[broker_id]
+                    host, port, kafka_port = HOST, ports.brokers[broker_id], ports.kafka[broker_id]
                 else:  # --netns: an address of its own
                     assert info.network is not None
-                    host, port = info.network.addresses[broker_host(broker_id)], cluster_network.BROKER_PORT
+                    host, port, kafka_port = (info.network.addresses[broker_host(broker_id)],
+                                              cluster_network.BROKER_PORT, cluster_network.KAFKA_BROKER_PORT)
                 config = self.broker_config(broker_id)
                 launcher = {"broker.id": str(broker_id), "zookeeper.connect": info.zookeeper.connect,
                             "cluster.credential": credential}
-                if cluster_configs.first_listener(config) != (host, port):
-                    launcher["listeners"] = f"PLAINTEXT://{host}:{port}"
+                if (cluster_configs.first_listener(config) != (host, port)
+                        or cluster_configs.kafka_listener_port(config) != kafka_port):
+                    launcher["listeners"] = f"{GRPC_LISTENER_NAME}://{host}:{port},PLAINTEXT://{host}:{kafka_port}"
                 if not config.exists():
                     launcher["log.dirs"] = str(self.data_dir / f"broker-{broker_id}" / "data")
                 self._write_config(config, {**launcher, **props}, report)
                 broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
-                                     log_dir=cluster_configs.first_log_dir(config) or "")
+                                     log_dir=cluster_configs.first_log_dir(config) or "", kafka_port=kafka_port)
                 broker.pid = self._start_broker(broker_id, info.network)
                 info.brokers.append(broker)
                 info.save(self.data_dir)
-                report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid}), log dir {broker.log_dir}")
+                report(f"Started broker {broker_id} on {broker.address} (gRPC), {broker.kafka_address} (Kafka)"
+                       f" (pid {broker.pid}), log dir {broker.log_dir}")
             self._wait_ready(info, info.brokers, deadline, timeout)
         except BaseException:
             # Ctrl-C included: a half-started cluster is of no use to anyone.
@@ -280,7 +283,7 @@ class LocalCluster:
     def _plan_ports(self, previous: ClusterInfo | None, brokers: int, port_base: int | None, own_zookeeper: bool,
                     report: Report) -> cluster_ports.PortPlan:
         plan = cluster_ports.plan_ports(previous, range(1, brokers + 1), port_base, self.broker_config,
-                                        cluster_configs.first_listener, HOST)
+                                        cluster_configs.first_listener, HOST, cluster_configs.kafka_listener_port)
         if not own_zookeeper:
             plan.zookeeper = 0
         taken = cluster_ports.taken(plan, HOST)
@@ -289,7 +292,7 @@ class LocalCluster:
                                " listens there, or choose other ports with --port-base N")
         report(f"Ports ({plan.chosen}): " + ", ".join(
             ([f"zookeeper {plan.zookeeper}"] if plan.zookeeper else [])
-            + [f"broker-{i} {port}" for i, port in plan.brokers.items()]))
+            + [f"broker-{i} {port} (Kafka {plan.kafka[i]})" for i, port in plan.brokers.items()]))
         return plan
 
     def _remove_stale_registrations(self, connect: str, previous: ClusterInfo, deadline: float,

@@ -1,9 +1,11 @@
 """`<data dir>/cluster.json`: what `minibroker cluster up` started and where it listens.
 
 Written by the launcher (minibroker/local/cluster.py) and read by every command
-that takes `--data-dir`, so its shape is a contract: `bootstrap_servers`,
-`zookeeper` {connect, pid}, `controllers` [{id, pid}], `brokers` [{id, host,
-port, pid, log_dir}], and `network` (null unless `cluster up --netns`): {bridge,
+that takes `--data-dir`, so its shape is a contract: `bootstrap_servers` (the
+brokers' gRPC listeners), `kafka_bootstrap_servers` (their Kafka-protocol
+listeners, for kcat, confluent-kafka, kafka-python...), `zookeeper` {connect,
+pid}, `controllers` [{id, pid}], `brokers` [{id, host, port, pid, log_dir,
+kafka_port}], and `network` (null unless `cluster up --netns`): {bridge,
 subnet, gateway, namespaces {host: namespace}, addresses {host: IP}, veths},
 where a host is "core" (ZooKeeper and the controllers) or "broker-<id>". A pid
 is null for a process that is not ours to manage (an external ZooKeeper given
@@ -46,10 +48,17 @@ class BrokerEntry:
     port: int
     pid: int | None
     log_dir: str
+    # The Kafka-protocol listener's port; None in a cluster.json written before brokers had one.
+    kafka_port: int | None = None
 
     @property
     def address(self) -> str:
+        """The gRPC listener."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        return None if self.kafka_port is None else f"{self.host}:{self.kafka_port}"
 
 
 @dataclass
@@ -83,6 +92,10 @@ class ClusterInfo:
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers)
 
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return ",".join(address for b in self.brokers if (address := b.kafka_address) is not None)
+
     def broker(self, broker_id: int) -> BrokerEntry:
         for broker in self.brokers:
             if broker.id == broker_id:
@@ -91,7 +104,8 @@ class ClusterInfo:
                                f"{', '.join(str(b.id) for b in self.brokers)})")
 
     def to_json(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.bootstrap_servers, **asdict(self)}
+        return {"bootstrap_servers": self.bootstrap_servers, "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
+                **asdict(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClusterInfo:

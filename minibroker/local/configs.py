@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from common.config import ConfigError, parse_endpoints
+from common.config import GRPC_LISTENER_NAME, ConfigError, parse_endpoints
 from common.properties import PropertiesSyntaxError, format_properties, load_properties, update_properties
 
 CREDENTIAL = "cluster.credential"
@@ -66,6 +66,19 @@ def first_listener(path: Path) -> tuple[str, int] | None:
     except ValueError:
         return None
     return endpoints[0].host, endpoints[0].port
+
+
+def kafka_listener_port(path: Path) -> int | None:
+    """The port of the Kafka-protocol listener (PLAINTEXT) in a broker's server.properties that also has the
+    gRPC one; None in a file written before brokers had both (its PLAINTEXT listener was the gRPC one)."""
+    if not path.is_file():
+        return None
+    listeners = read_config(path).get("listeners")
+    try:
+        endpoints = {e.listener_name: e.port for e in parse_endpoints(listeners or "")}
+    except ValueError:
+        return None
+    return endpoints.get("PLAINTEXT") if GRPC_LISTENER_NAME in endpoints else None
 
 
 def first_log_dir(path: Path) -> str | None:

@@ -181,14 +181,19 @@ def broker_argv(config_path: Path, *extra: str) -> list[str]:
 @dataclass
 class BrokerProcess:
     broker_id: int
-    port: int
+    port: int  # the gRPC listener (GRPC)
     log_dir: Path
     config_path: Path
     process: LoggedProcess
+    kafka_port: int  # the Kafka-protocol listener (PLAINTEXT)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def kafka_address(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
 
 
 def wait_until_serving(address: str, process: LoggedProcess, timeout: float = 30.0) -> None:
@@ -219,16 +224,18 @@ def start_broker(processes: StartProcess, zk_connect: str, tmp_path: Path) -> St
     chroot, on a free port it keeps across restarts, with the cluster credential CLUSTER_CREDENTIAL.
     With wait, returns once it is SERVING."""
     ports: dict[int, int] = {}
+    kafka_ports: dict[int, int] = {}
     starts: dict[int, int] = {}
 
     def start(broker_id: int = 1, overrides: Mapping[str, str] | None = None, *, wait: bool = True) -> BrokerProcess:
         port = ports.setdefault(broker_id, free_port())
+        kafka_port = kafka_ports.setdefault(broker_id, free_port())
         log_dir = tmp_path / f"broker-{broker_id}-logs"
         config_path = tmp_path / f"broker-{broker_id}.properties"
         props = {
             "broker.id": str(broker_id),
             "zookeeper.connect": zk_connect,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"GRPC://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}",
             "log.dirs": str(log_dir),
             "cluster.credential": CLUSTER_CREDENTIAL,
             "zookeeper.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
@@ -237,7 +244,7 @@ def start_broker(processes: StartProcess, zk_connect: str, tmp_path: Path) -> St
         config_path.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
         starts[broker_id] = starts.get(broker_id, 0) + 1
         process = processes(f"broker-{broker_id}-{starts[broker_id]}", broker_argv(config_path))
-        broker = BrokerProcess(broker_id, port, log_dir, config_path, process)
+        broker = BrokerProcess(broker_id, port, log_dir, config_path, process, kafka_port)
         if wait:
             wait_until_serving(broker.address, process)
         return broker

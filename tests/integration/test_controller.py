@@ -109,7 +109,7 @@ def brokers() -> Iterator[Callable[..., RecordingBroker]]:
 def register(zk_clients: Connect, broker_id: int, port: int) -> tuple[KafkaZkClient, int]:
     """A broker's registration in its own session; returns the session and the broker epoch."""
     session = zk_clients()
-    info = BrokerInfo(id=broker_id, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", port),))
+    info = BrokerInfo(id=broker_id, endpoints=(EndPoint("GRPC", "127.0.0.1", port),))
     return session, session.register_broker(info)
 
 

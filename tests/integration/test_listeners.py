@@ -43,6 +43,7 @@ def test_clients_are_told_the_endpoints_of_the_listener_they_connected_to(
             "advertised.listeners": f"INTERNAL://127.0.0.1:{internal[b]},EXTERNAL://localhost:{external[b]}",
             "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
             "inter.broker.listener.name": "INTERNAL",
+            "grpc.listener.names": "INTERNAL,EXTERNAL",
             "replica.fetch.wait.max.ms": "200",
         })
         wait_until_serving(f"127.0.0.1:{external[b]}", broker.process)

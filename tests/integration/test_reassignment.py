@@ -248,7 +248,7 @@ def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
 ) -> None:
     """The command alone (in this process) against a real ZooKeeper: registrations and a topic, no controller."""
     for broker_id in (1, 2, 3, 4):
-        zk_client.register_broker(BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", 9090 + broker_id),)))
+        zk_client.register_broker(BrokerInfo(broker_id, (EndPoint("GRPC", "127.0.0.1", 9090 + broker_id),)))
     zk_client.create_topic(TopicAssignment.of("t", {0: [1, 2, 3], 1: [2, 3, 1]}))
     connect = ["--zookeeper", zk_client.hosts]
 

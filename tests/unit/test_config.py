@@ -29,7 +29,9 @@ def error(**overrides: str) -> ConfigError:
 def test_defaults_are_kafka_2_8s() -> None:
     c = config()
     assert c.broker_id == 1
-    assert c.listeners == "PLAINTEXT://127.0.0.1:9092"
+    assert c.listeners == "PLAINTEXT://127.0.0.1:9092,GRPC://127.0.0.1:9192"
+    assert c.grpc_listeners == {"GRPC"}
+    assert c.inter_broker_listener == "GRPC"
     assert c.advertised_listeners is None
     assert c.zookeeper_session_timeout_ms == 18000
     assert c.num_partitions == 1
@@ -76,7 +78,8 @@ def test_resolved_defaults() -> None:
     assert c.log_roll_time_millis == 168 * 3600 * 1000
     assert c.log_flush_interval_millis == 2**63 - 1
     assert c.zookeeper_connection_timeout_millis == 18000
-    assert c.listener_endpoints == (EndPoint("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT"),)
+    assert c.listener_endpoints == (EndPoint("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT"),
+                                    EndPoint("GRPC", "127.0.0.1", 9192, "PLAINTEXT"))
     assert c.advertised_endpoints == c.listener_endpoints
 
 
@@ -200,6 +203,10 @@ def test_unknown_key_names_it_suggests_and_hides_the_value() -> None:
          "inter.broker.listener.name", "must be a listener name defined in advertised.listeners. The valid options"
          " based on currently configured listeners are INTERNAL"),
         ({"metrics_port": "65536"}, "metrics.port", "no more than 65535"),
+        # Replication and the controller speak gRPC: a Kafka-protocol listener cannot carry them.
+        ({"listeners": "PLAINTEXT://a:1,GRPC://a:2", "inter_broker_listener_name": "PLAINTEXT"},
+         "inter.broker.listener.name", "must name a gRPC listener (grpc.listener.names: GRPC)"),
+        ({"socket_request_max_bytes": "0"}, "socket.request.max.bytes", "at least 1"),
     ],
 )
 def test_invalid_values(overrides: dict[str, str], key: str, reason: str) -> None:
@@ -219,10 +226,13 @@ def test_missing_zookeeper_connect() -> None:
 
 
 def test_advertised_listeners() -> None:
-    c = config(listeners="plaintext://0.0.0.0:0", advertised_listeners="PLAINTEXT://[::1]:9092")
-    assert c.listener_endpoints == (EndPoint("PLAINTEXT", "0.0.0.0", 0, "PLAINTEXT"),)
-    assert c.advertised_endpoints == (EndPoint("PLAINTEXT", "::1", 9092, "PLAINTEXT"),)
-    assert config(listeners="PLAINTEXT://:9092").listener_endpoints[0].host == ""
+    c = config(listeners="plaintext://0.0.0.0:0,grpc://0.0.0.0:0",
+               advertised_listeners="PLAINTEXT://[::1]:9092,GRPC://[::1]:9192")
+    assert c.listener_endpoints == (EndPoint("PLAINTEXT", "0.0.0.0", 0, "PLAINTEXT"),
+                                    EndPoint("GRPC", "0.0.0.0", 0, "PLAINTEXT"))
+    assert c.advertised_endpoints == (EndPoint("PLAINTEXT", "::1", 9092, "PLAINTEXT"),
+                                      EndPoint("GRPC", "::1", 9192, "PLAINTEXT"))
+    assert config(listeners="PLAINTEXT://:9092,GRPC://:9192").listener_endpoints[0].host == ""
 
 
 def test_two_listeners_named_through_the_security_protocol_map() -> None:
@@ -231,6 +241,7 @@ def test_two_listeners_named_through_the_security_protocol_map() -> None:
         advertised_listeners="INTERNAL://broker-1:29092,EXTERNAL://localhost:9092",
         listener_security_protocol_map="INTERNAL:PLAINTEXT,external:plaintext",
         inter_broker_listener_name="internal",
+        grpc_listener_names="internal",
     )
     assert c.listener_endpoints == (EndPoint("INTERNAL", "0.0.0.0", 29092), EndPoint("EXTERNAL", "0.0.0.0", 9092))
     assert [e.connection_string for e in c.advertised_endpoints] == [
@@ -239,8 +250,8 @@ def test_two_listeners_named_through_the_security_protocol_map() -> None:
     ]
     assert c.inter_broker_listener == "INTERNAL"
     # Any number of listeners may take a free port.
-    assert len(config(listeners="PLAINTEXT://:0,SSL://:0", listener_security_protocol_map="PLAINTEXT:PLAINTEXT,"
-                      "SSL:PLAINTEXT").listener_endpoints) == 2
+    assert len(config(listeners="PLAINTEXT://:0,SSL://:0,GRPC://:0", listener_security_protocol_map="PLAINTEXT:"
+                      "PLAINTEXT,SSL:PLAINTEXT,GRPC:PLAINTEXT").listener_endpoints) == 3
 
 
 def test_secrets_never_print() -> None:
@@ -268,7 +279,13 @@ def test_dump_is_kafkas_logall_format() -> None:
         "\tbroker.id = 1",
         "\tbroker.rack = r1",
         "\tcluster.credential = [hidden]",
-        "\tlisteners = PLAINTEXT://127.0.0.1:9092",
+        # Which listener speaks what, in the dump: PLAINTEXT is Kafka's protocol, GRPC minibroker's.
+        "\tlisteners = PLAINTEXT://127.0.0.1:9092,GRPC://127.0.0.1:9192",
+        "\tgrpc.listener.names = GRPC",
+        "\tinter.broker.listener.name = null",
+        "\tsocket.request.max.bytes = 104857600",
+        "\tmax.connections.per.ip = 2147483647",
+        "\tconnections.max.idle.ms = 600000",
         "\tunclean.leader.election.enable = false",
     ):
         assert line in entries
@@ -368,7 +385,8 @@ def test_a_kafka_server_properties_file(tmp_path: Path) -> None:
         "############################# Server Basics #############################\n"
         "# The id of the broker. This must be set to a unique integer for each broker.\n"
         "broker.id=0\n"
-        "listeners=PLAINTEXT://:9092\n"
+        # Kafka's file plus the gRPC listener brokers and controllers talk to each other on.
+        "listeners=PLAINTEXT://:9092,GRPC://:9192\n"
         "log.dirs=/tmp/kafka-logs\n"
         "num.partitions=1\n"
         "num.recovery.threads.per.data.dir=1\n"

@@ -22,6 +22,7 @@ BROKER_ENV = {
     "KAFKA_ADVERTISED_LISTENERS": "INTERNAL://broker-2:29092,EXTERNAL://localhost:9093",
     "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
     "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
+    "KAFKA_GRPC_LISTENER_NAMES": "INTERNAL",
     "PATH": "/usr/bin",
     "HOSTNAME": "broker-2",
 }
@@ -45,7 +46,7 @@ def test_only_kafka_variables_become_broker_properties() -> None:
     props = kafka_properties(BROKER_ENV)
     assert props["inter.broker.listener.name"] == "INTERNAL"
     assert "path" not in props and "hostname" not in props
-    assert len(props) == 6
+    assert len(props) == 7
     # What the entrypoint writes reads back unchanged.
     assert parse_properties(format_properties(props)) == props
 

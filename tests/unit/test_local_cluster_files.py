@@ -11,7 +11,7 @@ from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEnt
 
 def _previous(tmp_path: Path) -> ClusterInfo:
     return ClusterInfo(ZooKeeperEntry("127.0.0.1:2000", pid=42),
-                       brokers=[BrokerEntry(1, "127.0.0.1", 2001, None, str(tmp_path / "b1")),
+                       brokers=[BrokerEntry(1, "127.0.0.1", 2001, None, str(tmp_path / "b1"), kafka_port=2101),
                                 BrokerEntry(2, "127.0.0.1", 2002, None, str(tmp_path / "b2"))])
 
 
@@ -19,22 +19,28 @@ def test_port_base_layout() -> None:
     plan = ports.plan_ports(None, [1, 2, 3], 9000, lambda i: Path("/nonexistent"), configs.first_listener,
                             "127.0.0.1")
     assert (plan.zookeeper, plan.brokers, plan.chosen) == (9000, {1: 9001, 2: 9002, 3: 9003}, "--port-base 9000")
-    assert ports.port_base_problem(65533, 3) == (
-        "--port-base 65533 leaves no room for 3 brokers: ports 65533..65536 must be at most 65535")
-    assert ports.port_base_problem(65532, 3) is None
+    assert plan.kafka == {1: 9101, 2: 9102, 3: 9103}, "the Kafka listeners, 100 above"
+    assert ports.port_base_problem(65433, 3) == (
+        "--port-base 65433 leaves no room for 3 brokers: ports 65433..65536 must be at most 65535")
+    assert ports.port_base_problem(65432, 3) is None
     assert ports.port_base_problem(0, 3) == "--port-base must be a port number, not 0"
 
 
 def test_ports_as_before_an_edited_listener_wins_and_new_brokers_get_free_ones(tmp_path: Path) -> None:
     edited = tmp_path / "broker-2" / "server.properties"
     edited.parent.mkdir()
-    edited.write_text("listeners=PLAINTEXT://127.0.0.1:3002\n")
+    edited.write_text("listeners=GRPC://127.0.0.1:3002,PLAINTEXT://127.0.0.1:3102\n")
     plan = ports.plan_ports(_previous(tmp_path), [1, 2, 3], None,
                             lambda i: tmp_path / f"broker-{i}" / "server.properties", configs.first_listener,
-                            "127.0.0.1")
+                            "127.0.0.1", configs.kafka_listener_port)
     assert plan.zookeeper == 2000 and plan.chosen == "as before"
     assert plan.brokers[1] == 2001 and plan.brokers[2] == 3002
     assert plan.brokers[3] not in (0, 2000, 2001, 3002)
+    assert plan.kafka[1] == 2101 and plan.kafka[2] == 3102, "cluster.json's, then the edited file's"
+    assert plan.kafka[3] not in (0, 2000, 2001, 2101, 3002, 3102)
+    # A file from before brokers had a Kafka listener: its PLAINTEXT listener was the gRPC one.
+    edited.write_text("listeners=PLAINTEXT://127.0.0.1:3002\n")
+    assert configs.kafka_listener_port(edited) is None
 
 
 def test_write_config_keeps_the_users_file(tmp_path: Path) -> None:

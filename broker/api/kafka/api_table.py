@@ -1,0 +1,23 @@
+"""The APIs and versions this broker serves on its Kafka listeners, and nothing more (ApiVersions
+advertises exactly this). librdkafka turns record batch v2 on only when Produce >= 3 and Fetch >= 4 are
+advertised, and the idempotent producer only with InitProducerId."""
+
+from __future__ import annotations
+
+from broker.api.kafka import admin, api_versions, fetch, metadata, offsets, produce, producer_id
+from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
+
+API_TABLE: list[ApiSpec] = [
+    ApiSpec(0, "Produce", 3, 8, produce.handle_produce),
+    ApiSpec(1, "Fetch", 4, 11, fetch.handle_fetch),
+    ApiSpec(2, "ListOffsets", 1, 5, offsets.handle_list_offsets),
+    ApiSpec(3, "Metadata", 0, 8, metadata.handle_metadata),
+    ApiSpec(19, "CreateTopics", 2, 4, admin.handle_create_topics),
+    ApiSpec(20, "DeleteTopics", 1, 3, admin.handle_delete_topics),
+    ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
+    ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
+    ApiSpec(32, "DescribeConfigs", 1, 3, admin.handle_describe_configs),
+]
+API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
+API_TABLE.sort(key=lambda spec: spec.key)
+APIS = {spec.key: spec for spec in API_TABLE}

@@ -1,0 +1,57 @@
+"""ListOffsets 1-5 and OffsetForLeaderEpoch 2-3 (KIP-320: the consumer's leader-epoch check after a
+leader change; librdkafka 2.1+ sends it even unadvertised)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from broker.api.kafka.context import KafkaContext
+from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
+from broker.api.operations import duplicates
+from broker.replication.partition import FetchIsolation
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+
+async def handle_list_offsets(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = importlib.import_module(f"kio.schema.list_offsets.v{header.api_version}.response")
+    # A replica (replica_id >= 0) would read to the log end; Kafka clients are consumers (-1): below the HW.
+    from_consumer = request.replica_id < 0
+    isolation = FetchIsolation.HIGH_WATERMARK if from_consumer else None
+    repeated = duplicates(TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if not from_consumer:
+                found_error, timestamp, offset, epoch = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1, -1
+            else:
+                found = context.operations.list_offset(tp, p.timestamp, isolation,
+                                                       getattr(p, "current_leader_epoch", -1), tp in repeated)
+                found_error, timestamp, offset, epoch = found.error, found.timestamp, found.offset, found.leader_epoch
+            partitions.append(build(schema.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                                    error_code=kio_error(found_error), timestamp=timestamp, offset=offset,
+                                    leader_epoch=epoch))
+        topics.append(build(schema.ListOffsetsTopicResponse, name=t.name, partitions=tuple(partitions)))
+    return encode(build(schema.ListOffsetsResponse, throttle_time=millis(0), topics=tuple(topics)))
+
+
+async def handle_offset_for_leader_epoch(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = importlib.import_module(f"kio.schema.offset_for_leader_epoch.v{header.api_version}.response")
+    # v3+ carries replica_id: a follower's request needs the cluster credential, which this door has not.
+    from_follower = getattr(request, "replica_id", -2) >= 0
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            if from_follower:
+                error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
+            else:
+                error, epoch, end_offset = context.operations.offset_for_leader_epoch(
+                    TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+            partitions.append(build(schema.EpochEndOffset, error_code=kio_error(error), partition=p.partition,
+                                    leader_epoch=epoch, end_offset=end_offset))
+        topics.append(build(schema.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(partitions)))
+    return encode(build(schema.OffsetForLeaderEpochResponse, throttle_time=millis(0), topics=tuple(topics)))

@@ -1,0 +1,60 @@
+"""Produce 3-8 (record batch v2 only): the same ReplicaManager.appendRecords as the gRPC door; acks=0 gets no
+response at all, and an error then closes the connection so the producer refreshes its metadata (Kafka's
+rule)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from broker.api.kafka.context import KafkaContext
+from broker.api.kafka.protocol import (
+    Reply,
+    RequestError,
+    RequestHeader,
+    build,
+    datetime_or_none,
+    encode,
+    kio_error,
+    millis,
+    to_millis,
+)
+from broker.api.operations import group_by_topic
+from broker.purgatory.delayed_produce import ProducePartitionResponse
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+VALID_ACKS = (0, 1, -1)
+
+
+async def handle_produce(context: KafkaContext, header: RequestHeader, request: Any) -> Reply | None:
+    order = [(TopicPartition(t.name, p.index), p.records) for t in request.topic_data for p in t.partition_data]
+    refusal = None
+    if request.acks not in VALID_ACKS:
+        refusal = ErrorCode.INVALID_REQUIRED_ACKS
+    elif request.transactional_id is not None:
+        # Idempotence only: no transaction coordinator gave this producer a transactional id.
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if refusal is not None:
+        results = {tp: ProducePartitionResponse(refusal) for tp, _ in order}
+    else:
+        # Null records are no batch at all: the log layer refuses them as it refuses any bad batch.
+        # kio's Records is a bytes subclass holding the batch as received: handed on without a copy.
+        results = await context.operations.produce(
+            to_millis(request.timeout), request.acks, [(tp, b"" if records is None else records)
+                                                       for tp, records in order])
+    if request.acks == 0:
+        failed = [f"{tp}: {results[tp].error.name}" for tp, _ in order if results[tp].error is not ErrorCode.NONE]
+        if failed:
+            raise RequestError(f"acks=0 produce failed ({', '.join(failed)}): closing the connection so the"
+                               " producer refreshes its metadata")
+        return None
+    schema = importlib.import_module(f"kio.schema.produce.v{header.api_version}.response")
+    topics = tuple(
+        build(schema.TopicProduceResponse, name=topic, partition_responses=tuple(
+            build(schema.PartitionProduceResponse, index=index, error_code=kio_error(r.error),
+                  base_offset=r.base_offset, log_append_time=datetime_or_none(r.log_append_time),
+                  log_start_offset=r.log_start_offset, record_errors=(), error_message=r.error_message or None)
+            for index, r in partitions))
+        for topic, partitions in group_by_topic((tp, results[tp]) for tp, _ in order).items())
+    return encode(build(schema.ProduceResponse, responses=topics, throttle_time=millis(0)))
