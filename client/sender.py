@@ -43,6 +43,21 @@ _MAYBE_APPENDED = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIME
 _TRANSACTION_TIMEOUT_MS = 60_000
 
 
+def _expiry_error(batch: ProducerBatch, now: float) -> KafkaError:
+    """Why a batch past delivery.timeout.ms failed: the broker's last answer if it had one, else a timeout.
+
+    A batch retried until it expired (NOT_ENOUGH_REPLICAS for a topic whose min.insync.replicas the ISR can
+    never reach, say) reports that answer, as Kafka reports the last error seen; only a batch that never
+    got an answer other than a timeout fails as one.
+    """
+    expiry = (f"expiring {batch.record_count} record(s) for {batch.topic_partition}:"
+              f" {now - batch.created_ms:.0f} ms has passed since batch creation")
+    last = batch.last_error
+    if last is None or last.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT):
+        return KafkaTimeoutError(expiry)
+    return error_for(last.code, f"{expiry}; last error: {last.message}")
+
+
 class _InFlight(NamedTuple):
     node_id: int
     batches: list[ProducerBatch]
@@ -157,9 +172,7 @@ class Sender:
         now = self._now_ms()
         self._handle_completions(now)
         for batch in self._accumulator.expired_batches(now):
-            self._fail(batch, KafkaTimeoutError(
-                f"expiring {batch.record_count} record(s) for {batch.topic_partition}:"
-                f" {now - batch.created_ms:.0f} ms has passed since batch creation"))
+            self._fail(batch, _expiry_error(batch, now))
         poll_ms = float("inf")
         can_send_unsealed = True
         if self._txn is not None:

@@ -77,6 +77,7 @@ class ErrorCode(enum.IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
 
 
@@ -238,6 +239,7 @@ OffsetNotAvailableError = _error_class(ErrorCode.OFFSET_NOT_AVAILABLE)
 PreferredLeaderNotAvailableError = _error_class(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
 EligibleLeadersNotAvailableError = _error_class(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
 ElectionNotNeededError = _error_class(ErrorCode.ELECTION_NOT_NEEDED)
+NoReassignmentInProgressError = _error_class(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
 
 

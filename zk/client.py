@@ -13,6 +13,11 @@ semantics that make them safe:
 - Operations retry on connection loss (not on session expiry). A retried write
   can find its own first attempt already applied; where Kafka checks for that
   (broker registration, controller election, partition state) so do we.
+- No request longer than ZooKeeper's jute.maxbuffer leaves this client. The server
+  answers one by closing the connection, and a retry on connection loss would send
+  it again after every reconnect, for ever, with every other operation of the
+  session stuck behind it. Such a write fails at once with ZnodeTooLargeError
+  (POLICY_VIOLATION) instead, whichever path it was for.
 
 Watch and new-session callbacks run on kazoo's callback thread, one at a time
 and in order. They may call this client, but should be quick: hand real work to
@@ -41,6 +46,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Create, Create2, SetData, Transaction
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -53,6 +59,48 @@ from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ProducerIdBlock, T
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka 2.5+'s zookeeper.session.timeout.ms
+# ZooKeeper's default jute.maxbuffer (0xfffff bytes, "1 MB"): the longest request a server reads.
+JUTE_MAX_BUFFER = 0xFFFFF
+# Every request's body follows a header of xid and op type (two int32s), both counted against the limit.
+_REQUEST_HEADER_BYTES = 8
+
+
+class ZnodeTooLargeError(KafkaError):
+    """A write ZooKeeper would refuse by dropping the connection: its request is longer than jute.maxbuffer."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__(
+            f"Cannot write {path}: the ZooKeeper request would be {size} bytes, more than the server's"
+            f" jute.maxbuffer of {JUTE_MAX_BUFFER} bytes", ErrorCode.POLICY_VIOLATION)
+        self.path = path
+        self.size = size
+
+
+def request_size(path: str, data: bytes) -> int:
+    """The length ZooKeeper's server checks for a create or set of `data` at `path` (header, path, data, ACL)."""
+    # create: path (int32 length + bytes), data (int32 length + bytes), one ACL (perms, scheme, id), flags.
+    acl = 4 + 4 + len("world") + 4 + len("anyone")
+    return _REQUEST_HEADER_BYTES + 4 + len(path.encode()) + 4 + len(data) + 4 + acl + 4
+
+
+_WRITES = (Create, Create2, SetData, Transaction)
+
+
+class _SizeCheckedKazooClient(KazooClient):
+    """KazooClient that refuses, before queuing it, a request the server would answer by disconnecting.
+
+    `_call` is where kazoo queues every request: the one place to check every write (create, set, multi-op;
+    the other requests carry no data and are not measured).
+    """
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        size = _REQUEST_HEADER_BYTES + len(request.serialize()) if isinstance(request, _WRITES) else 0
+        if size > JUTE_MAX_BUFFER:
+            ops = getattr(request, "operations", None) or [request]
+            largest = max(ops, key=lambda op: len(getattr(op, "data", b"") or b""))
+            async_object.set_exception(ZnodeTooLargeError(str(getattr(largest, "path", "?")), size))
+            return False
+        return super()._call(request, async_object)
 
 
 class ControllerMovedError(Exception):
@@ -166,7 +214,7 @@ class KafkaZkClient:
         self.hosts = hosts
         self.session_timeout_ms = session_timeout_ms
         # kazoo's default reconnect backoff grows to an hour; a broker wants its session back now.
-        self._zk = KazooClient(
+        self._zk = _SizeCheckedKazooClient(
             hosts=hosts,
             timeout=session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
@@ -749,6 +797,32 @@ class KafkaZkClient:
             return True
         except NodeExistsError:
             return False
+
+    def change_partition_reassignment(self, changes: Mapping[TopicPartition, Sequence[int]],
+                                      removals: Iterable[TopicPartition] = ()) -> None:
+        """An operator's change to a pending request (`reassign-partitions --cancel`): `changes` replace those
+        partitions' targets, `removals` leave it, the rest stays (nothing left deletes the znode). Conditional on
+        the znode's version, so an entry the controller removes meanwhile is not written back; created if the
+        controller already deleted it."""
+        removed = set(removals)
+        while True:
+            node = self._get(paths.REASSIGN_PARTITIONS)
+            if node is None:
+                if not changes or self.create_partition_reassignment(changes):
+                    return
+                continue
+            requested = paths.decode_partition_reassignment(node[0])
+            merged = {tp: r for tp, r in requested.items() if tp not in removed}
+            merged.update({tp: tuple(r) for tp, r in changes.items()})
+            try:
+                if merged:
+                    self._call(self._zk.set, paths.REASSIGN_PARTITIONS, paths.encode_partition_reassignment(merged),
+                               node[1].version)
+                else:
+                    self._call(self._zk.delete, paths.REASSIGN_PARTITIONS, node[1].version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue  # the controller changed or finished the request meanwhile: read it again
 
     def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         node = self._get(paths.REASSIGN_PARTITIONS)

@@ -2,7 +2,11 @@
 
 Segment files are read batch by batch with pread, so a multi-gigabyte segment
 streams; damage is reported with its position and the dump stops there, never
-with a traceback.
+with a traceback. Nothing here writes: the files may be a running broker's, so
+logs are opened O_RDONLY and indexes read-only (no trim, no padding, no resize).
+A file that cannot be dumped at all (missing, not named by a base offset) or an
+index that fails `--index-sanity-check` raises DumpLogError, which the command
+reports on stderr with a non-zero exit, as Kafka's tool fails with an exception.
 """
 
 from __future__ import annotations
@@ -16,6 +20,20 @@ from broker.log.files import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from common.record import BatchHeader, TimestampType, crc32c, decode_records
 from proto.errors import KafkaError
+
+
+class DumpLogError(Exception):
+    """A file dump-log cannot dump, or an index that failed its sanity check."""
+
+
+def _base_offset(path: Path) -> int:
+    """The base offset a segment file is named by (Kafka: the name up to the first dot, as a long)."""
+    stem = path.name.split(".", 1)[0]
+    if not stem.isdigit():
+        raise DumpLogError(
+            f"{path}: not a segment file name: the name before the suffix must be the segment's base offset"
+            f" (as in 00000000000000000000{path.suffix}), not {stem!r}")
+    return int(stem)
 
 
 def _bool(value: bool) -> str:
@@ -43,7 +61,7 @@ def scan_log(path: Path) -> Iterator[tuple[int, BatchHeader, bytes | None, str |
 
 
 def dump_log(path: Path, print_data_log: bool) -> Iterator[str]:
-    yield f"Starting offset: {int(path.stem)}"
+    yield f"Starting offset: {_base_offset(path)}"
     valid_bytes = 0
     size = path.stat().st_size
     for position, header, data, problem in scan_log(path):
@@ -103,10 +121,9 @@ def _batch_ends(log_path: Path) -> dict[int, int]:
 
 
 def dump_index(path: Path, sanity_check_only: bool) -> Iterator[str]:
-    base_offset = int(path.stem)
+    base_offset = _base_offset(path)
     log_path = path.with_suffix(LOG_FILE_SUFFIX)
-    size = path.stat().st_size
-    index = OffsetIndex(path, base_offset, max(size, 8))
+    index = OffsetIndex(path, base_offset, 0, read_only=True)
     try:
         if sanity_check_only:
             yield from _sanity(path, lambda: index.sanity_check(log_path.stat().st_size if log_path.exists() else 0))
@@ -129,10 +146,9 @@ def dump_index(path: Path, sanity_check_only: bool) -> Iterator[str]:
 
 
 def dump_time_index(path: Path, sanity_check_only: bool) -> Iterator[str]:
-    base_offset = int(path.stem)
+    base_offset = _base_offset(path)
     log_path = path.with_suffix(LOG_FILE_SUFFIX)
-    size = path.stat().st_size
-    index = TimeIndex(path, base_offset, max(size, 12))
+    index = TimeIndex(path, base_offset, 0, read_only=True)
     try:
         if sanity_check_only:
             next_offset = base_offset
@@ -166,17 +182,16 @@ def _sanity(path: Path, check: Callable[[], None]) -> Iterator[str]:
     try:
         check()
     except CorruptIndexError as exc:
-        yield f"{path} failed sanity check: {exc}"
-        return
+        raise DumpLogError(f"{path} failed sanity check: {exc}") from exc
     yield f"{path} passed sanity check."
 
 
 def dump_file(path: Path, print_data_log: bool = False, index_sanity_check: bool = False) -> Iterator[str]:
-    """Every line `dump-log` prints for one file."""
+    """Every line `dump-log` prints for one file; DumpLogError for a file it cannot dump."""
     yield f"Dumping {path}"
-    if not path.exists():
-        yield f"{path}: no such file"
-        return
+    if not path.is_file():
+        # Kafka's tool dies of java.io.FileNotFoundException with this message.
+        raise DumpLogError(f"{path} (No such file or directory)" if not path.exists() else f"{path} (Is a directory)")
     if path.name.endswith(LOG_FILE_SUFFIX):
         yield from dump_log(path, print_data_log)
     elif path.name.endswith(INDEX_FILE_SUFFIX):

@@ -20,6 +20,10 @@ LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same n
 
 from __future__ import annotations
 
+import uuid
+
+from proto.types import TopicPartition
+
 # The log dir's own files.
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -41,6 +45,9 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 # A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
 # (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
 DELETE_DIR_SUFFIX = "-delete"
+# The longest file name Linux file systems take (NAME_MAX); a 249-character topic fits as `<topic>-<p>`
+# but not with `.<uuid>-delete` appended.
+MAX_FILE_NAME_BYTES = 255
 # A checkpoint is written to `<name>.tmp`, fsynced, then renamed over `<name>`.
 TMP_SUFFIX = ".tmp"
 
@@ -52,3 +59,12 @@ def filename_prefix_from_offset(offset: int) -> str:
 
 def snapshot_file_name(offset: int) -> str:
     return f"{filename_prefix_from_offset(offset)}{SNAPSHOT_SUFFIX}"
+
+
+def delete_dir_name(tp: TopicPartition) -> str:
+    """`<topic>-<partition>.<uuid>-delete`, the topic cut to fit 255 bytes (Kafka's Log.logDeleteDirName).
+
+    The name is never parsed back: a dir ending in `-delete` is removed whatever precedes it.
+    """
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: max(0, MAX_FILE_NAME_BYTES - len(suffix))] + suffix

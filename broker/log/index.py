@@ -81,12 +81,19 @@ class AbstractIndex:
 
     entry_size: ClassVar[int]
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, read_only: bool = False) -> None:
+        """Open (or create) an index for the log; `read_only` opens a snapshot of an existing file for tools.
+
+        A read-only index (dump-log) never creates, resizes, trims or writes the file: it may be a
+        running broker's active index, whose size and mapping belong to the broker. Its content is
+        copied into private memory, so a broker trimming the file meanwhile cannot fault the reader.
+        """
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        self.read_only = read_only
         # A missing file is created empty; the segment then knows to rebuild it from the log.
-        self.newly_created = not path.exists()
-        self._file = SharedFile(path, os.O_RDWR | os.O_CREAT)
+        self.newly_created = not read_only and not path.exists()
+        self._file = SharedFile(path, os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT)
         self._mmap: mmap.mmap | None = None
         self._length = 0
         self._entries = 0
@@ -133,9 +140,24 @@ class AbstractIndex:
     # ------------------------------------------------------------------ file size
 
     def _map(self, length: int) -> None:
+        if self.read_only:
+            self._snapshot(length)
+            return
         self._length = length
         if length > 0:
             self._mmap = mmap.mmap(self._file.fd, length)
+
+    def _snapshot(self, length: int) -> None:
+        """Copy the file into anonymous memory (short if the owner trimmed it since fstat)."""
+        data = os.pread(self._file.fd, length, 0)
+        self._length = len(data)
+        if data:
+            self._mmap = mmap.mmap(-1, len(data))
+            self._mmap.write(data)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise RuntimeError(f"index {self.path} was opened read-only")
 
     def _entries_before_zero_tail(self) -> int:
         """Entries up to the last non-zero byte: the rest is preallocated space never written.
@@ -149,6 +171,7 @@ class AbstractIndex:
 
     def resize(self, new_size: int) -> None:
         """Set the file to `new_size` rounded down to whole entries (AbstractIndex.resize)."""
+        self._check_writable()
         rounded = new_size - new_size % self.entry_size
         if rounded == self._length:
             return
@@ -184,7 +207,8 @@ class AbstractIndex:
         self._file.fsync()
 
     def close(self) -> None:
-        self.trim_to_valid_size()
+        if not self.read_only:
+            self.trim_to_valid_size()
         self.close_handler()
 
     def close_handler(self) -> None:
@@ -194,6 +218,7 @@ class AbstractIndex:
             self._mmap = None
 
     def rename(self, target: Path) -> None:
+        self._check_writable()
         self._file.rename(target)
 
     # ------------------------------------------------------------------ search
@@ -215,7 +240,8 @@ class AbstractIndex:
                 f"Index file {self.path} is corrupt, found {self._length} bytes which is not a multiple of"
                 f" {self.entry_size}"
             )
-        if self._length != self._entries * self.entry_size:
+        # A tool's read-only look may be at a running broker's active index, preallocated by design.
+        if self._length != self._entries * self.entry_size and not self.read_only:
             raise CorruptIndexError(
                 f"Index file {self.path} has {self._length} bytes but {self._entries} entries: it was not"
                 f" trimmed when its segment was sealed"

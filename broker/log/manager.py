@@ -20,7 +20,6 @@ import logging
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +34,7 @@ from broker.log.files import (
     META_PROPERTIES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    delete_dir_name,
 )
 from broker.log.leader_epoch import LeaderEpochFileCache
 from broker.log.log import Log
@@ -200,7 +200,7 @@ class LogManager:
         if log is None:
             return
         log.close()
-        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        doomed = log.dir.with_name(delete_dir_name(tp))
         log.dir.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         # Drop its checkpoint entries now, so a restart does not resurrect stale offsets.

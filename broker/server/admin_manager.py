@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from broker.server.config import KafkaConfig
-from broker.server.topic_config import TopicConfigs
+from broker.server.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
 from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
-from zk.client import KafkaZkClient
+from zk import paths
+from zk.client import JUTE_MAX_BUFFER, KafkaZkClient, request_size
 from zk.paths import TopicAssignment, validate_topic
 
 logger = logging.getLogger(__name__)
@@ -97,10 +98,10 @@ class AdminManager:
         self._topic_configs = topic_configs
 
     def create_topics(self, topics: Sequence[NewTopic], validate_only: bool) -> list[CreateTopicResult]:
-        return self._each_topic(topics, [t.name for t in topics], "Create topics",
+        return self._each_topic(topics, [t.name for t in topics], "Create topics", "create topic",
                                 lambda topic, view: self._create_topic(topic, validate_only, view))
 
-    def _each_topic(self, requests: Sequence[_Request], names: Sequence[str], what: str,
+    def _each_topic(self, requests: Sequence[_Request], names: Sequence[str], what: str, log_what: str,
                     create: Callable[[_Request, _ClusterView], CreateTopicResult]) -> list[CreateTopicResult]:
         """One result per request, in order: a topic named twice is INVALID_REQUEST, a KafkaError its code."""
         duplicates = {name for name, count in Counter(names).items() if count > 1}
@@ -114,6 +115,8 @@ class AdminManager:
             try:
                 results.append(create(request, view))
             except KafkaError as e:
+                logger.info("Error processing %s request for topic %s: %s (%s)", log_what, name, e.message,
+                            e.code.name)
                 results.append(CreateTopicResult(name, e.code, e.message))
         return results
 
@@ -131,7 +134,7 @@ class AdminManager:
         validate_topic(topic.name)
         _check_no_collision(topic.name, view.topics)
         configs = _config_overrides(topic.configs)
-        self._topic_configs.validate(configs)
+        topic_config = self._topic_configs.validate(configs)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise KafkaError("Both numPartitions or replicationFactor and replicasAssignments were set."
@@ -145,8 +148,11 @@ class AdminManager:
                 raise KafkaError(f"Number of partitions {partitions} is larger than {MAX_PARTITIONS}.",
                                  ErrorCode.INVALID_PARTITIONS)
             assignment = assign_replicas_to_brokers(partitions, replication_factor, view.live_brokers)
+        _check_min_insync_replicas(configs, topic_config.min_insync_replicas, len(next(iter(assignment.values()))))
+        topic_assignment = TopicAssignment.of(topic.name, assignment)
+        _check_fits_a_znode(topic_assignment)
         if not validate_only:
-            self._zk.create_topic(TopicAssignment.of(topic.name, assignment), configs)
+            self._zk.create_topic(topic_assignment, configs)
             view.created.add(topic.name)
             logger.info("Created topic %s with partition assignment %s", topic.name, assignment)
         return CreateTopicResult(topic.name, ErrorCode.NONE, num_partitions=len(assignment),
@@ -156,7 +162,7 @@ class AdminManager:
         """Kafka's ZkAdminManager.createPartitions: each topic's new assignment is written to its znode; the
         controller sees the change (PartitionModifications) and creates the new partitions. A result's
         num_partitions is the topic's new count, what a DelayedCreateTopics waits for."""
-        return self._each_topic(requests, [r.topic for r in requests], "Create partitions",
+        return self._each_topic(requests, [r.topic for r in requests], "Create partitions", "create partitions",
                                 lambda request, view: self._create_partitions(request, validate_only, view))
 
     def _create_partitions(self, request: NewPartitions, validate_only: bool, view: _ClusterView) -> CreateTopicResult:
@@ -191,11 +197,12 @@ class AdminManager:
             start_index = next((i for i, b in enumerate(brokers) if b >= partition0[0]), 0)
             added = assign_replicas_to_brokers(increment, len(partition0), brokers, fixed_start_index=start_index,
                                                start_partition_id=old_count)
+        grown = TopicAssignment.of(topic, {p: list(existing.replicas(p)) for p in existing.partitions} | added)
+        _check_fits_a_znode(grown, f"given {request.count} partitions")
         if not validate_only:
-            combined = {p: list(existing.replicas(p)) for p in existing.partitions} | added
             logger.info("Creating %d partitions for '%s' with the following replica assignment: %s.", increment,
                         topic, added)
-            self._zk.set_topic_partitions(TopicAssignment.of(topic, combined))
+            self._zk.set_topic_partitions(grown)
         return CreateTopicResult(topic, ErrorCode.NONE, num_partitions=request.count,
                                  replication_factor=len(partition0))
 
@@ -286,6 +293,27 @@ def _validate_new_partitions(assignments: Sequence[Sequence[int]], increment: in
                          f" while partitions [{', '.join(map(str, bad))}] have replication factors"
                          f" [{', '.join(map(str, bad.values()))}], respectively.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
     return added
+
+
+def _check_min_insync_replicas(overrides: dict[str, str], min_insync_replicas: int, replication_factor: int) -> None:
+    """A topic's own min.insync.replicas above its replication factor fails every acks=all write: refused as
+    Kafka 3 does (a broker-wide default is left alone, as it applies to topics of every size)."""
+    if MIN_INSYNC_REPLICAS in overrides and min_insync_replicas > replication_factor:
+        raise KafkaError(
+            f"Invalid value {overrides[MIN_INSYNC_REPLICAS]} for configuration {MIN_INSYNC_REPLICAS}: it is larger"
+            f" than the replication factor {replication_factor}, so no acks=all write could ever succeed",
+            ErrorCode.INVALID_CONFIG)
+
+
+def _check_fits_a_znode(assignment: TopicAssignment, action: str = "created") -> None:
+    """Refuse an assignment ZooKeeper cannot store (the server drops a connection sending more than jute.maxbuffer)."""
+    path = paths.topic_path(assignment.topic)
+    size = request_size(path, paths.encode_topic_assignment(assignment))
+    if size > JUTE_MAX_BUFFER:
+        raise KafkaError(
+            f"Topic {assignment.topic} cannot be {action}: writing its assignment to {path} takes a {size}-byte"
+            f" ZooKeeper request, more than jute.maxbuffer ({JUTE_MAX_BUFFER} bytes); use fewer partitions or"
+            f" a smaller replication factor", ErrorCode.POLICY_VIOLATION)
 
 
 def _check_no_collision(topic: str, existing: set[str]) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from broker.log.dump import dump_file
+from broker.log.dump import DumpLogError, dump_file
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """Dump every file; one that cannot be dumped is reported on stderr and makes the exit status 1."""
+    status = 0
     for name in filter(None, (f.strip() for f in args.files.split(","))):
-        for line in dump_file(Path(name), args.print_data_log, args.index_sanity_check):
-            print(line)
-    return 0
+        try:
+            for line in dump_file(Path(name), args.print_data_log, args.index_sanity_check):
+                print(line)
+        except DumpLogError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            status = 1
+        except OSError as exc:
+            print(f"Error: {name} ({exc.strerror})", file=sys.stderr)
+            status = 1
+    return status

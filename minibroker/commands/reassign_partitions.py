@@ -4,22 +4,31 @@
         --generate --topics-to-move-json-file F --broker-list 1,2,3
         --execute --reassignment-json-file F
         --verify --reassignment-json-file F
+        --cancel --reassignment-json-file F
 
 --generate proposes an assignment of the topics' partitions over the given
 brokers (and prints the current one); --execute checks the file (partitions and
 brokers must exist, no duplicates), prints the current assignment to roll back
 to, and writes /admin/reassign_partitions, which the controller carries out
 (new replicas join as followers, leadership moves once they are in sync, old
-replicas are deleted); --verify says, per partition, whether that is done. As
-Kafka's --zookeeper mode, one reassignment runs at a time. The brokers have no
-AlterPartitionReassignments API, so --bootstrap-server alone cannot reach the
-controller.
+replicas are deleted); --verify says, per partition, whether that is done and,
+if not, what it waits for (target replicas outside the ISR, their brokers down or
+not caught up). As Kafka's --zookeeper mode, one reassignment runs at a time, so
+one that cannot finish would block every later one: --cancel (KIP-455) reverts
+the file's partitions to their original replicas, through the same znode (each
+partition's target becomes its original replicas, which the controller carries
+out at once: the added replicas are stopped and deleted, the partition leaves
+/admin/reassign_partitions), and waits until the controller has done so; a
+request no controller has started yet is just taken out of the znode. The
+brokers have no AlterPartitionReassignments API, so --bootstrap-server alone
+cannot reach the controller.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from minibroker.commands.client_options import (
@@ -31,9 +40,11 @@ from minibroker.commands.client_options import (
 )
 from minibroker.commands.reassignment_json import (
     calculate_assignment,
+    cancelled_text,
     current_assignment_text,
     find_partition_reassignment_states,
     format_as_reassignment_json,
+    not_cancelled_error,
     parse_broker_list,
     parse_partition_reassignment_data,
     parse_topics_data,
@@ -41,13 +52,18 @@ from minibroker.commands.reassignment_json import (
     started_text,
     validated_reassignments,
     verify_replicas_and_brokers,
+    waiting_reason,
 )
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
+from zk.paths import NO_LEADER, ReplicaAssignment
 
 # Kafka 2.6+'s cannotExecuteBecauseOfExistingMessage, without --additional (not supported here).
 EXISTING_REASSIGNMENT = "Cannot execute because there is an existing partition assignment."
+# How long --cancel waits for the controller to revert the partitions (it does so in one pass of its event loop).
+CANCEL_TIMEOUT_S = 30.0
+_POLL_S = 0.1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions.add_argument("--verify", action="store_true",
                          help="Verify if the reassignment completed as specified by the --reassignment-json-file "
                               "option.")
+    actions.add_argument("--cancel", action="store_true",
+                         help="Cancel an active reassignment of the partitions in the --reassignment-json-file: "
+                              "they go back to their original replicas.")
     parser.add_argument("--reassignment-json-file", type=Path, metavar="FILE",
                         help='The JSON file with the partition reassignment configuration: {"partitions": '
                              '[{"topic": "foo", "partition": 1, "replicas": [1,2,3]}], "version": 1}')
@@ -92,14 +111,16 @@ def run(args: argparse.Namespace) -> int:
                 generate_assignment(zk, topics, brokers)
             return 0
         if args.reassignment_json_file is None:
-            action = "--execute" if args.execute else "--verify"
+            action = "--execute" if args.execute else "--verify" if args.verify else "--cancel"
             raise UsageError(f"{action} needs --reassignment-json-file")
         entries = parse_partition_reassignment_data(_read(args.reassignment_json_file))
         with connect_zookeeper(connect) as zk:
             if args.execute:
                 execute_assignment(zk, validated_reassignments(entries))
-            else:
+            elif args.verify:
                 verify_assignment(zk, dict(entries))
+            else:
+                cancel_assignment(zk, {tp for tp, _ in entries})
         return 0
     except (UsageError, KafkaError) as e:
         print(f"Error: {e.message if isinstance(e, KafkaError) else e}", file=sys.stderr)
@@ -147,7 +168,61 @@ def execute_assignment(zk: KafkaZkClient, proposed: dict[TopicPartition, tuple[i
     print(started_text(proposed))
 
 
+def _full_assignment(zk: KafkaZkClient, partitions: set[TopicPartition]) -> dict[TopicPartition, ReplicaAssignment]:
+    """Each partition's ReplicaAssignment (with the replicas being added and removed) from its topic's znode."""
+    assignments = zk.get_topic_assignments(sorted({tp.topic for tp in partitions}))
+    return {tp: assignments[tp.topic].partitions[tp.partition] for tp in partitions
+            if tp.topic in assignments and tp.partition in assignments[tp.topic].partitions}
+
+
 def verify_assignment(zk: KafkaZkClient, targets: dict[TopicPartition, tuple[int, ...]]) -> None:
     current = _current_assignment(zk, {tp.topic for tp in targets})
     states = find_partition_reassignment_states(targets, current, zk.get_partition_reassignment())
-    print(partition_reassignment_states_text(states))
+    waiting = {tp for tp, state in states.items() if not state.done}
+    print(partition_reassignment_states_text(states, _waiting_reasons(zk, waiting) if waiting else {}))
+
+
+def _waiting_reasons(zk: KafkaZkClient, partitions: set[TopicPartition]) -> dict[TopicPartition, str]:
+    assignments = _full_assignment(zk, partitions)
+    states = zk.get_partition_states(partitions)
+    live = {b.id for b in zk.get_all_brokers()}
+    reasons = {}
+    for tp in partitions:
+        state = states.get(tp)
+        leader, isr = (NO_LEADER, ()) if state is None else (state.leader, state.isr)
+        reasons[tp] = waiting_reason(assignments.get(tp), leader, isr, live)
+    return reasons
+
+
+def cancel_assignment(zk: KafkaZkClient, partitions: set[TopicPartition],
+                      timeout_s: float = CANCEL_TIMEOUT_S) -> None:
+    """KIP-455's cancel the ZooKeeper way: each running partition's target becomes its original replicas (the
+    controller reverts it), and a request no controller has started yet is taken back out of the znode."""
+    requested = zk.get_partition_reassignment().keys()
+    running = {tp: a for tp, a in _full_assignment(zk, partitions).items() if a.is_being_reassigned}
+    unstarted = (partitions & requested) - running.keys()
+    if running or unstarted:
+        zk.change_partition_reassignment({tp: a.origin_replicas for tp, a in running.items()}, removals=unstarted)
+        # A controller may have started one of the others between the reads and the write: revert it too.
+        started = {tp: a for tp, a in _full_assignment(zk, unstarted).items() if a.is_being_reassigned}
+        if started:
+            zk.change_partition_reassignment({tp: a.origin_replicas for tp, a in started.items()})
+            running.update(started)
+        deadline = time.monotonic() + timeout_s
+        while not _reverted(zk, set(running)):
+            if time.monotonic() >= deadline:
+                raise KafkaError(
+                    f"The controller did not cancel the reassignment of {','.join(map(str, sorted(running)))}"
+                    f" within {timeout_s:.0f} s (is a controller running?); the request stays in"
+                    f" /admin/reassign_partitions", ErrorCode.REQUEST_TIMED_OUT)
+            time.sleep(_POLL_S)
+        print(cancelled_text(running.keys() | unstarted))
+    not_running = partitions - running.keys() - unstarted
+    if not_running:
+        raise not_cancelled_error(not_running)
+
+
+def _reverted(zk: KafkaZkClient, partitions: set[TopicPartition]) -> bool:
+    if partitions & zk.get_partition_reassignment().keys():
+        return False
+    return not any(a.is_being_reassigned for a in _full_assignment(zk, partitions).values())

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from zk.paths import NO_LEADER, ReplicaAssignment
 
 EARLIEST_VERSION = 1
 ANY_LOG_DIR = "any"
@@ -183,11 +184,15 @@ def find_partition_reassignment_states(
     }
 
 
-def partition_reassignment_states_text(states: Mapping[TopicPartition, PartitionReassignmentState]) -> str:
+def partition_reassignment_states_text(states: Mapping[TopicPartition, PartitionReassignmentState],
+                                       reasons: Mapping[TopicPartition, str] | None = None) -> str:
+    """Kafka's lines; a partition still in progress gets a second, indented line saying what it waits for."""
     lines = ["Status of partition reassignment:"]
     for tp, state in sorted(states.items()):
         if not state.done:
             lines.append(f"Reassignment of partition {tp} is still in progress.")
+            if reasons and tp in reasons:
+                lines.append(f"  {reasons[tp]}")
         elif state.current_replicas == state.target_replicas:
             lines.append(f"Reassignment of partition {tp} is complete.")
         else:
@@ -196,6 +201,51 @@ def partition_reassignment_states_text(states: Mapping[TopicPartition, Partition
                 f"{','.join(map(str, state.current_replicas))} rather than {','.join(map(str, state.target_replicas))}."
             )
     return "\n".join(lines)
+
+
+def waiting_reason(assignment: ReplicaAssignment | None, leader: int, isr: Sequence[int],
+                   live_brokers: Collection[int]) -> str:
+    """Why a reassignment the request znode still holds is not finished, from what ZooKeeper shows.
+
+    The controller completes a reassignment once every target replica is in the ISR, so the answer names the
+    target replicas outside it and, for each, whether its broker is down or alive but not caught up (then
+    its fetches fail or lag: its own log says why). A paused broker counts as alive until its session expires.
+    """
+    if assignment is None:
+        return "The topic's assignment is gone (was the topic deleted?)."
+    if not assignment.is_being_reassigned:
+        return "Not started by the controller yet (is a controller running?)."
+    missing = [r for r in assignment.target_replicas if r not in isr]
+    if not missing:
+        return "Every target replica is in the ISR: the controller is completing it."
+    why = []
+    for replica in missing:
+        if replica not in live_brokers:
+            why.append(f"broker {replica} is not alive (not registered in ZooKeeper)")
+        elif leader == NO_LEADER:
+            why.append(f"broker {replica} is alive but the partition has no leader to fetch from")
+        else:
+            why.append(f"broker {replica} is alive but its replica has not caught up with leader {leader}"
+                       f" (its fetches fail or lag: see broker {replica}'s log)")
+    return (f"Waiting for target replica{'s' if len(missing) > 1 else ''} {','.join(map(str, missing))} to join the"
+            f" ISR [{','.join(map(str, isr))}]: {'; '.join(why)}.")
+
+
+# --- --cancel ---
+
+
+def cancelled_text(cancelled: Iterable[TopicPartition]) -> str:
+    partitions = sorted(cancelled)
+    plural = "" if len(partitions) == 1 else "s"
+    return f"Successfully cancelled partition reassignment{plural} for: {','.join(map(str, partitions))}"
+
+
+def not_cancelled_error(partitions: Iterable[TopicPartition]) -> KafkaError:
+    """Kafka's answer for partitions --cancel names that have no reassignment running."""
+    tps = sorted(partitions)
+    lines = "\n".join(f"{tp}: No reassignment in progress for partition {tp}." for tp in tps)
+    return KafkaError(f"Error cancelling partition reassignment{'' if len(tps) == 1 else 's'} for:\n{lines}",
+                      ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 
 
 # --- --generate ---

@@ -23,9 +23,7 @@ from zk.server import free_port
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# dump-log's bad input (a file name that is not an offset, a missing file) is covered by its own tests on the
-# branch that makes the dump read-only (issue 18, day1-crashes); its cases join this walk after that merge.
-NOT_WALKED = {"dump-log"}
+NOT_WALKED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -85,6 +83,9 @@ NOT_A_DIR = "Not a directory"
 CASES = [
     Case(("demo", "--data-dir", "{file}"), 1, f"cannot use {{file}} as the cluster's data dir: {NOT_A_DIR}"),
     Case(("demo", "--records", "many"), 2, "argument --records: invalid int value: 'many'"),
+    Case(("dump-log",), 2, "the following arguments are required: --files"),
+    Case(("dump-log", "--files", "{missing}.log"), 1, "Error: {missing}.log (No such file or directory)"),
+    Case(("dump-log", "--files", "{file}", "--bogus"), 2, "unrecognized arguments: --bogus"),
     Case(("controller", "--config", "{missing}"), 1, "config file {missing} does not exist"),
     Case(("controller", "--config", "{dir}"), 1, "config file {dir} does not exist"),
     Case(("controller", "--controller-id", "x"), 2, "argument --controller-id: invalid int value: 'x'"),

@@ -5,6 +5,8 @@ registration go within seconds; every wait has a deadline on a condition, none i
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -470,3 +472,24 @@ def test_topic_deletion_removes_logs_everywhere_and_the_znodes(cluster: Cluster,
     metadata = cluster.client(1).Metadata(pb.MetadataRequest(topics=["doomed"], allow_auto_topic_creation=False),
                                           timeout=30)
     assert [t.error_code for t in metadata.topics] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_a_topic_with_the_longest_name_is_deleted(cluster: Cluster, zk_connect: str, wait_until: WaitUntil) -> None:
+    """249 characters: its `<topic>-<p>.<uuid>-delete` dir name is cut to 255 bytes, as Kafka does, so the
+    deletion completes; afterwards an election over all partitions has nothing pending to fail on."""
+    topic = "t" * 249
+    cluster.create_topic(topic, [[1, 2, 3]], {})
+    tp = TopicPartition(topic, 0)
+    wait_until(lambda: in_sync(cluster, tp, BROKER_IDS), message="in sync")
+    assert cluster.produce(tp, "long-named record") == ErrorCode.NONE
+    delete_topic(cluster, topic)
+    wait_until(lambda: all(not any(p.is_dir() for p in cluster.log_dir(b).iterdir()) for b in BROKER_IDS),
+               timeout=30, message="the partition dirs (and their -delete dirs) gone on every broker")
+    wait_until(lambda: deleted_from_zookeeper(cluster, topic), timeout=30, message="the znodes deleted")
+    assert f"Deletion of topic {topic} successfully completed" in cluster.controller.log()
+    for b in BROKER_IDS:
+        assert "File name too long" not in cluster.brokers[b].process.log()
+    election = subprocess.run(
+        [sys.executable, "-m", "minibroker.cli", "leader-election", "--election-type", "preferred",
+         "--all-topic-partitions", "--zookeeper", zk_connect], capture_output=True, text=True, timeout=60)
+    assert election.returncode == 0, election.stdout + election.stderr

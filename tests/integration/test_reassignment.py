@@ -22,6 +22,7 @@ from test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, Load, 
 
 from client import Consumer, Producer
 from minibroker import cli
+from minibroker.commands.reassign_partitions import EXISTING_REASSIGNMENT
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -208,7 +209,10 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     moving = ReplicaAssignment((2, 3, 4, 1), adding_replicas=(4,), removing_replicas=(1,))
     wait_until(lambda: assignment_of(zk_client, tp) == moving, message="the reassignment started")
     verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
-    assert verify.stdout == f"Status of partition reassignment:\nReassignment of partition {tp} is still in progress.\n"
+    assert verify.stdout == (
+        f"Status of partition reassignment:\nReassignment of partition {tp} is still in progress.\n"
+        "  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is not alive (not registered in"
+        " ZooKeeper).\n")
     # One reassignment at a time, as Kafka's --zookeeper mode.
     plan_2 = reassignment_file(tmp_path, [tp], (1, 2, 3))
     again = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan_2))
@@ -241,6 +245,64 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     assert "Completed reassignment of partition waiting-0 to replicas [2, 3, 4]" in cluster.controller.log()
     for channel in cluster.channels.values():
         channel.close()
+
+
+def test_a_stuck_reassignment_is_explained_and_cancelled_and_the_next_one_runs(
+    cluster: Cluster, zk_client: KafkaZkClient, zk_connect: str, tmp_path: Path, wait_until: WaitUntil
+) -> None:
+    """Its one new replica is on a broker that is SIGSTOPped: it cannot catch up, the reassignment never ends and
+    (one at a time) blocks every other. --verify says why, --cancel puts the original replicas back."""
+    tp = TopicPartition("stuck", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, (1, 2, 3)), message="in sync")
+    for i in range(20):
+        assert cluster.produce(tp, f"before-{i}") == ErrorCode.NONE
+    paused = cluster.brokers[4].process
+    paused.signal(signal.SIGSTOP)
+    try:
+        plan = reassignment_file(tmp_path, [tp], TARGET)
+        assert zk_client.create_partition_reassignment({tp: TARGET})
+        moving = ReplicaAssignment((2, 3, 4, 1), adding_replicas=(4,), removing_replicas=(1,))
+        wait_until(lambda: assignment_of(zk_client, tp) == moving, message="the reassignment started")
+        verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+        assert verify.returncode == 0, verify.stderr
+        lines = verify.stdout.splitlines()
+        assert lines[1] == f"Reassignment of partition {tp} is still in progress."
+        assert lines[2].startswith("  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is ")
+        # Still registered (its session has not expired yet) it is alive but not caught up; then it is gone.
+        wait_until(lambda: 4 not in {b.id for b in zk_client.get_all_brokers()}, timeout=FAILOVER_DEADLINE_S,
+                   message="the paused broker's session to expire")
+        verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+        assert "broker 4 is not alive (not registered in ZooKeeper)" in verify.stdout
+        blocked = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file",
+                                      str(reassignment_file(tmp_path, [tp], (3, 2, 1))))
+        assert blocked.stderr == f"Error: {EXISTING_REASSIGNMENT}\n"
+
+        cancel = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+        assert cancel.returncode == 0, cancel.stderr
+        assert cancel.stdout == f"Successfully cancelled partition reassignment for: {tp}\n"
+        # The original replicas, in the order the znode kept them (Kafka's originReplicas), nothing being added.
+        assert assignment_of(zk_client, tp) == ReplicaAssignment((2, 3, 1))
+        assert zk_client.get_partition_reassignment() == {}
+        assert "Completed reassignment of partition stuck-0 to replicas [2, 3, 1]" in cluster.controller.log()
+        again = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+        assert again.returncode == 1
+        assert again.stderr == (f"Error: Error cancelling partition reassignment for:\n{tp}: No reassignment in"
+                                f" progress for partition {tp}.\n")
+        assert cluster.produce(tp, "after-cancel") == ErrorCode.NONE
+    finally:
+        paused.signal(signal.SIGCONT)
+    # No longer blocked: the next reassignment runs and completes.
+    plan_2 = reassignment_file(tmp_path, [tp], (3, 2, 1))
+    executed = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan_2))
+    assert executed.returncode == 0, executed.stderr
+    wait_until(lambda: not zk_client.get_partition_reassignment(), timeout=REASSIGNMENT_DEADLINE_S,
+               message="the next reassignment to finish")
+    assert assignment_of(zk_client, tp) == ReplicaAssignment((3, 2, 1))
+    verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan_2))
+    assert verify.stdout == f"Status of partition reassignment:\nReassignment of partition {tp} is complete.\n"
+    stored = [v.decode() for v in cluster.stored_values(cluster.state(tp).leader, tp) if v is not None]
+    assert stored == [f"before-{i}" for i in range(20)] + ["after-cancel"]
 
 
 def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
@@ -305,5 +367,52 @@ def test_the_command_checks_its_input_against_zookeeper_and_writes_one_request(
     }
     assert run("--verify", "--reassignment-json-file", str(plan))[1] == (
         "Status of partition reassignment:\nReassignment of partition t-0 is still in progress.\n"
+        "  Not started by the controller yet (is a controller running?).\n"
         "Reassignment of partition t-1 is still in progress.\n"
+        "  Not started by the controller yet (is a controller running?).\n"
     )
+    # No controller has started it: --cancel takes the request back out of the znode.
+    assert run("--cancel", "--reassignment-json-file", str(plan)) == (
+        0, "Successfully cancelled partition reassignments for: t-0,t-1\n", "")
+    assert zk_client.get_partition_reassignment() == {}
+    assert run("--cancel", "--reassignment-json-file", str(plan))[0] == 1
+
+
+def test_cancel_stops_and_deletes_a_new_replica_that_cannot_fetch(
+    cluster: Cluster, zk_client: KafkaZkClient, zk_connect: str, tmp_path: Path, wait_until: WaitUntil
+) -> None:
+    """The issue's case: the leader's segment is damaged after its followers copied it, so the new replica's every
+    fetch brings a batch that fails its CRC and it never catches up. --cancel deletes that replica again."""
+    tp = TopicPartition("damaged", 0)
+    cluster.create_topic(tp.topic, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    wait_until(lambda: in_sync(cluster, tp, (1, 2, 3)), message="in sync")
+    for i in range(20):
+        assert cluster.produce(tp, f"before-{i}") == ErrorCode.NONE
+    wait_until(lambda: identical_replicas(cluster, tp, (1, 2, 3)), message="every follower has every record")
+    assert cluster.state(tp).leader == 1
+    segment = cluster.log_dir(1) / str(tp) / f"{0:020d}.log"
+    with segment.open("r+b") as f:  # a byte inside the first batch's records: its CRC no longer matches
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    plan = reassignment_file(tmp_path, [tp], (1, 2, 4))
+    executed = reassign_partitions(zk_connect, "--execute", "--reassignment-json-file", str(plan))
+    assert executed.returncode == 0, executed.stderr
+    wait_until(lambda: partition_dirs(cluster, 4, tp.topic) == [str(tp)], message="the new replica on broker 4")
+    failing = "Found invalid messages during fetch for partition damaged-0"
+    wait_until(lambda: failing in cluster.brokers[4].process.log(), message="broker 4's fetch failing")
+    verify = reassign_partitions(zk_connect, "--verify", "--reassignment-json-file", str(plan))
+    assert verify.stdout.splitlines()[2] == (
+        "  Waiting for target replica 4 to join the ISR [1,2,3]: broker 4 is alive but its replica has not caught"
+        " up with leader 1 (its fetches fail or lag: see broker 4's log).")
+
+    cancel = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stdout == f"Successfully cancelled partition reassignment for: {tp}\n"
+    assert assignment_of(zk_client, tp) == ReplicaAssignment((1, 2, 3))
+    assert zk_client.get_partition_reassignment() == {}
+    wait_until(lambda: partition_dirs(cluster, 4, tp.topic) == [], message="the added replica deleted")
+    assert in_sync(cluster, tp, (1, 2, 3))
+    assert cluster.produce(tp, "after-cancel") == ErrorCode.NONE

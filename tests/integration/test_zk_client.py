@@ -12,7 +12,7 @@ import pytest
 from proto.errors import ErrorCode, KafkaError
 from proto.types import EndPoint, TopicPartition
 from zk import paths
-from zk.client import ControllerMovedError, DuplicateBrokerIdError, KafkaZkClient
+from zk.client import JUTE_MAX_BUFFER, ControllerMovedError, DuplicateBrokerIdError, KafkaZkClient, ZnodeTooLargeError
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, TopicAssignment
 
 pytestmark = pytest.mark.integration
@@ -411,3 +411,22 @@ def test_watch_broker_ids(zk_client: KafkaZkClient, zk_clients: Connect) -> None
     assert ids.get(timeout=30) == {7}
     broker.close()
     assert ids.get(timeout=30) == set()
+
+
+def test_a_request_longer_than_jute_maxbuffer_fails_at_once_and_the_session_lives_on(
+        zk_client: KafkaZkClient) -> None:
+    """ZooKeeper drops the connection of a client sending more than jute.maxbuffer; kazoo's retry would send it
+    again after each reconnect, for ever. The wrapper refuses it before sending, whatever the path."""
+    session = zk_client.session_id
+    huge = {"retention.ms": "1", "x": "y" * JUTE_MAX_BUFFER}
+    with pytest.raises(ZnodeTooLargeError) as refused:
+        zk_client.set_topic_config("big", huge)
+    assert refused.value.code == ErrorCode.POLICY_VIOLATION
+    assert refused.value.path.endswith("/config/topics/big")
+    reassignment = {TopicPartition("t" * 200, p): [1, 2, 3] for p in range(10_000)}
+    with pytest.raises(ZnodeTooLargeError):
+        zk_client.create_partition_reassignment(reassignment)
+    assert zk_client.connected and zk_client.session_id == session
+    zk_client.set_topic_config("big", {"retention.ms": "1"})  # the same session serves the next write
+    assert zk_client.get_topic_config("big") == {"retention.ms": "1"}
+    assert zk_client.get_partition_reassignment() == {}

@@ -11,9 +11,11 @@ import pytest
 from minibroker.commands.reassignment_json import (
     PartitionReassignmentState,
     calculate_assignment,
+    cancelled_text,
     current_assignment_text,
     find_partition_reassignment_states,
     format_as_reassignment_json,
+    not_cancelled_error,
     parse_broker_list,
     parse_partition_reassignment_data,
     parse_topics_data,
@@ -21,9 +23,11 @@ from minibroker.commands.reassignment_json import (
     started_text,
     validated_reassignments,
     verify_replicas_and_brokers,
+    waiting_reason,
 )
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from zk.paths import NO_LEADER, ReplicaAssignment
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -143,3 +147,26 @@ def test_generate_spreads_each_topic_over_the_brokers_with_its_replication_facto
     assert format_as_reassignment_json({U0: (3,)}) == (
         '{"version":1,"partitions":[{"topic":"u","partition":0,"replicas":[3],"log_dirs":["any"]}]}'
     )
+
+
+def test_waiting_reason_names_the_target_replicas_outside_the_isr_and_why() -> None:
+    moving = ReplicaAssignment((2, 3, 4, 5, 1), adding_replicas=(4, 5), removing_replicas=(1,))
+    assert waiting_reason(moving, 1, (1, 2, 3), live_brokers={1, 2, 3, 5}) == (
+        "Waiting for target replicas 4,5 to join the ISR [1,2,3]: broker 4 is not alive (not registered in"
+        " ZooKeeper); broker 5 is alive but its replica has not caught up with leader 1 (its fetches fail or lag:"
+        " see broker 5's log).")
+    assert waiting_reason(moving, NO_LEADER, (), live_brokers={4, 5}).endswith(
+        "broker 4 is alive but the partition has no leader to fetch from; broker 5 is alive but the partition has"
+        " no leader to fetch from.")
+    assert waiting_reason(moving, 1, (1, 2, 3, 4, 5), {1, 2, 3, 4, 5}).startswith("Every target replica is in")
+    assert waiting_reason(ReplicaAssignment((1, 2)), 1, (1, 2), {1, 2}).startswith("Not started by the controller")
+    assert waiting_reason(None, NO_LEADER, (), set()).startswith("The topic's assignment is gone")
+
+
+def test_cancel_texts() -> None:
+    assert cancelled_text([TopicPartition("b", 0), TopicPartition("a", 1)]) == (
+        "Successfully cancelled partition reassignments for: a-1,b-0")
+    error = not_cancelled_error([TopicPartition("a", 1)])
+    assert error.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert error.message == "Error cancelling partition reassignment for:\na-1: No reassignment in progress for" \
+                            " partition a-1."

@@ -59,6 +59,12 @@ def test_defaults_and_explicit_counts() -> None:
     (NewTopic("t", -1, -1, assignments=[(0, [1, 9])]), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
     (NewTopic("existing", 1, 1), ErrorCode.TOPIC_ALREADY_EXISTS),
     (NewTopic("my.topic", 1, 1), ErrorCode.INVALID_TOPIC_EXCEPTION),  # collides with my_topic
+    # Within the partition limit, but /brokers/topics/t would not fit ZooKeeper's jute.maxbuffer.
+    (NewTopic("t", 100_000, 1), ErrorCode.POLICY_VIOLATION),
+    (NewTopic("t", 70_000, 3), ErrorCode.POLICY_VIOLATION),
+    # acks=all could never succeed (Kafka 3 refuses it).
+    (NewTopic("t", 1, 2, configs=[("min.insync.replicas", "3")]), ErrorCode.INVALID_CONFIG),
+    (NewTopic("t", -1, -1, assignments=[(0, [1])], configs=[("min.insync.replicas", "2")]), ErrorCode.INVALID_CONFIG),
 ])
 def test_invalid_topics_are_refused_and_not_written(topic: NewTopic, code: ErrorCode) -> None:
     zk = fake_zk(topics=("existing", "my_topic"))
@@ -87,6 +93,13 @@ def test_validate_only_writes_nothing() -> None:
     assert create(zk, NewTopic("t", 3, 2, configs=[("retention.ms", "1000")]), validate_only=True)[0][0] \
         is ErrorCode.NONE
     assert not zk.topics
+
+
+def test_validate_only_refuses_an_assignment_zookeeper_cannot_store() -> None:
+    [(error, message)] = create(fake_zk(), NewTopic("t", 100_000, 1), validate_only=True)
+    assert error is ErrorCode.POLICY_VIOLATION
+    assert message.startswith("Topic t cannot be created: writing its assignment to /brokers/topics/t takes a")
+    assert "more than jute.maxbuffer (1048575 bytes)" in message
 
 
 def test_configs_are_stored_with_the_topic() -> None:

@@ -74,3 +74,11 @@ def test_a_topic_being_reassigned_or_deleted_is_refused() -> None:
         ErrorCode.REASSIGNMENT_IN_PROGRESS, ErrorCode.INVALID_TOPIC_EXCEPTION]
     assert create(zk, NewPartitions("t", 3), validate_only=True) == [(ErrorCode.NONE, "")]
     assert zk.topic_partition_writes == []
+
+
+def test_an_assignment_zookeeper_cannot_store_is_refused() -> None:
+    zk = fake_zk()
+    (code, message), = create(zk, NewPartitions("t", 100_000, None))
+    assert code is ErrorCode.POLICY_VIOLATION
+    assert message.startswith("Topic t cannot be given 100000 partitions: writing its assignment to /brokers/topics/t")
+    assert zk.topic_partition_writes == []

@@ -171,6 +171,27 @@ def test_batches_past_delivery_timeout_fail_with_a_timeout() -> None:
     assert isinstance(futures[0].exception(0), KafkaTimeoutError)
 
 
+@pytest.mark.parametrize("answer", [ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT])
+def test_a_batch_expiring_between_retries_reports_the_last_error(answer: ErrorCode) -> None:
+    """min.insync.replicas above the replication factor: every attempt is answered NOT_ENOUGH_REPLICAS; when the
+    delivery timeout ends the retries, that is what the caller learns (Kafka reports the last error seen). A
+    batch whose last attempt timed out fails as a timeout."""
+    h = Harness(delivery_timeout_ms=30_000)
+    futures = h.send(1)
+    h.run()
+    for attempt in range(3):
+        h.clock.advance(100)
+        h.run()
+        h.answer(attempt, code=answer)
+        h.run()  # back in the queue for its retry backoff
+    h.clock.advance(30_000)
+    h.run()
+    error = futures[0].exception(0)
+    assert isinstance(error, KafkaError) and error.code == answer
+    assert isinstance(error, KafkaTimeoutError) == (answer == ErrorCode.REQUEST_TIMED_OUT)
+    assert "has passed since batch creation" in str(error)
+
+
 def test_acks_zero_completes_on_send_with_offset_minus_one() -> None:
     h = Harness(acks=0)
     futures = h.send(2)

@@ -86,13 +86,88 @@ def test_index_sanity_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         f"Dumping {time_index_path}", f"{time_index_path} passed sanity check.",
     ]
     index_path.write_bytes(struct.pack(">ii", 5, 0) + struct.pack(">ii", 3, 9999))
-    lines = run(capsys, "--files", str(index_path), "--index-sanity-check")
-    assert lines[1].startswith(f"{index_path} failed sanity check: Corrupt index found")
+    # A failed check is a failure of the command (Kafka's tool dies of the CorruptIndexException).
+    out, err = run_failing(capsys, "--files", str(index_path), "--index-sanity-check")
+    assert out == [f"Dumping {index_path}"]
+    assert err[0].startswith(f"Error: {index_path} failed sanity check: Corrupt index found")
+
+
+def run_failing(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[list[str], list[str]]:
+    assert main(["dump-log", *argv]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return captured.out.splitlines(), captured.err.splitlines()
 
 
 def test_missing_and_unknown_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("hi")
-    lines = run(capsys, "--files", f"{tmp_path / '00000000000000000000.log'},{other}")
-    assert lines[1].endswith("no such file")
-    assert lines[3] == f"Ignoring unknown file {other}"
+    missing = tmp_path / "00000000000000000000.log"
+    out, err = run_failing(capsys, "--files", f"{missing},{other}")
+    assert err == [f"Error: {missing} (No such file or directory)"]
+    assert out == [f"Dumping {missing}", f"Dumping {other}", f"Ignoring unknown file {other}"]
+
+
+@pytest.mark.parametrize("suffix", [".log", ".index", ".timeindex"])
+def test_file_not_named_by_a_base_offset_is_a_precise_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            suffix: str) -> None:
+    log = make_log(tmp_path)
+    segment_path = log.segments[0].path
+    log.close()
+    copy = tmp_path / f"seg{suffix}"
+    copy.write_bytes(segment_path.with_suffix(suffix).read_bytes())
+    _, err = run_failing(capsys, "--files", str(copy))
+    assert err == [f"Error: {copy}: not a segment file name: the name before the suffix must be the segment's"
+                   f" base offset (as in 00000000000000000000{suffix}), not 'seg'"]
+
+
+def file_states(directory: Path) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_size, p.read_bytes()) for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_dump_never_writes_the_files_of_an_open_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An open log's active indexes are preallocated and mapped: a dump must leave them, and the log, as they are."""
+    log = make_log(tmp_path)
+    segment = log.segments[0]
+    assert segment.offset_index.path.stat().st_size == LogConfig().max_index_size  # preallocated, not trimmed
+    before = file_states(log.dir)
+    files = ",".join(str(log.dir / name) for name in before if name.endswith((".log", ".index", ".timeindex")))
+    run(capsys, "--files", files, "--print-data-log")
+    run(capsys, "--files", files, "--index-sanity-check")
+    assert file_states(log.dir) == before
+    # The log's own mapping still covers its file: appends through it keep working.
+    for i in range(3, 200):
+        log.append_as_leader(build_batch([ProducerRecord(b"v%d" % i, b"k")], now_ms=1000 + i), leader_epoch=4)
+    assert segment.offset_index.entries > 2
+    log.close()
+    run(capsys, "--files", str(segment.offset_index.path), "--index-sanity-check")
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_index_of_a_partial_entry_is_neither_padded_nor_passed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               suffix: str) -> None:
+    log = make_log(tmp_path)
+    index_path = log.segments[0].path.with_suffix(suffix)
+    log.close()
+    index_path.write_bytes(b"\0\0\0\x02\0")
+    run(capsys, "--files", str(index_path))
+    _, err = run_failing(capsys, "--files", str(index_path), "--index-sanity-check")
+    assert "is corrupt, found 5 bytes which is not a multiple of" in err[0]
+    assert index_path.read_bytes() == b"\0\0\0\x02\0"
+
+
+def test_index_left_with_a_partial_entry_is_rebuilt_on_a_clean_load(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """5 bytes that zero-padding would turn into a plausible entry (offset 1 at position 0): rebuilt, not trusted."""
+    log = make_log(tmp_path)
+    index_path = log.segments[0].offset_index.path
+    log.close()
+    original = index_path.read_bytes()
+    index_path.write_bytes(b"\0\0\0\x01\0")
+    run(capsys, "--files", str(index_path))  # a look at it with the dump tool changes nothing
+    reopened = Log.open(log.dir, LogConfig(index_interval_bytes=1), clean_shutdown=True)
+    assert [action.file.name for action in reopened.recovery_report] == [
+        index_path.name, index_path.with_suffix(".timeindex").name]
+    assert "found 5 bytes which is not a multiple of 8" in reopened.recovery_report[0].reason
+    reopened.close()
+    assert index_path.read_bytes() == original

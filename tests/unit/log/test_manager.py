@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from broker.log.files import (
     META_PROPERTIES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    delete_dir_name,
 )
 from broker.log.manager import LogDirOwnedError, LogManager, read_meta_properties
 from common.record import ProducerRecord, build_batch
@@ -108,13 +110,35 @@ def test_delete_log_removes_dir_and_checkpoint_entries(tmp_path: Path) -> None:
     assert TP1 in OffsetCheckpointFile(tmp_path / "d" / LOG_START_OFFSET_CHECKPOINT).read()
 
 
+@pytest.mark.parametrize("partition", [0, 12345])
+def test_delete_log_of_a_topic_with_the_longest_name(tmp_path: Path, partition: int) -> None:
+    """249 characters (Kafka's limit): `<topic>-<p>.<uuid>-delete` would pass 255 bytes, so the topic part is cut."""
+    tp = TopicPartition("t" * 249, partition)
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    lm.get_or_create_log(tp).append_as_leader(batch(2), leader_epoch=0)
+    lm.delete_log(tp)
+    assert lm.get_log(tp) is None
+    assert [p for p in (tmp_path / "d").iterdir() if p.is_dir()] == []
+
+
+def test_delete_dir_name_fits_a_file_name() -> None:
+    name = delete_dir_name(TopicPartition("t" * 249, 12345))
+    assert len(name.encode()) == 255
+    assert re.fullmatch(r"t+-12345\.[0-9a-f]{32}-delete", name)
+    assert re.fullmatch(r"orders-3\.[0-9a-f]{32}-delete", delete_dir_name(TopicPartition("orders", 3)))
+
+
 def test_leftover_delete_dirs_and_strangers_are_handled(tmp_path: Path) -> None:
     d = tmp_path / "d"
     (d / "orders-0.0123abcd-delete").mkdir(parents=True)
+    shortened = d / delete_dir_name(TopicPartition("t" * 249, 7))
+    shortened.mkdir()
     (d / "not a partition").mkdir()
     lm = manager([d])
     lm.startup()
     assert not (d / "orders-0.0123abcd-delete").exists()
+    assert not shortened.exists()
     assert lm.all_logs() == {}
     assert (d / META_PROPERTIES).exists()
 
