@@ -124,7 +124,9 @@ def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_cr
         size = read_offset_and_length(data, pos)[1] + LOG_OVERHEAD
         if pos + size > end:
             break
-        header = validate_batch(view, pos) if check_crcs else parse_header(view, pos)
+        # allow_gaps: a compacted topic's batches keep their offsets but may have lost records in between;
+        # the consumer cannot tell the topic's policy and, like Kafka's, takes them.
+        header = validate_batch(view, pos, allow_gaps=True) if check_crcs else parse_header(view, pos)
         start = pos
         pos += size
         if header.last_offset < fetch_offset:

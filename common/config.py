@@ -39,6 +39,7 @@ class Type(enum.Enum):
     BOOLEAN = "BOOLEAN"
     INT = "INT"
     LONG = "LONG"
+    DOUBLE = "DOUBLE"
     STRING = "STRING"
     PASSWORD = "PASSWORD"
 
@@ -181,6 +182,11 @@ def parse_value(key: str, type_: Type, text: str) -> Any:
         if text.lower() not in ("true", "false"):
             raise ConfigError(key, text, "Expected value to be either true or false")
         return text.lower() == "true"
+    if type_ is Type.DOUBLE:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(key, text, "Not a number of type DOUBLE") from None
     low, high = (_INT_MIN, _INT_MAX) if type_ is Type.INT else (LONG_MIN, LONG_MAX)
     # Java's Integer.parseInt / Long.parseLong: optional sign and ASCII digits only.
     if not re.fullmatch(r"[+-]?[0-9]+", text) or not low <= int(text) <= high:
@@ -212,6 +218,9 @@ def java_string(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        # Double.toString: 0.5, 1.7976931348623157E308
+        return repr(value).replace("e+", "E").replace("e-", "E-")
     return str(value)
 
 

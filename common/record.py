@@ -80,6 +80,10 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+# KIP-534: set by the log cleaner on a batch whose tombstones it kept; baseTimestamp then holds the
+# delete horizon (the time after which a later cleaning may drop them), and record timestamp deltas
+# stay relative to it, so every reader still gets each record's own timestamp.
+DELETE_HORIZON_MASK = 0x40
 
 
 class CompressionType(enum.IntEnum):
@@ -283,6 +287,11 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_MASK)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534: when the log cleaner may drop this batch's tombstones; None until it first kept them."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
@@ -304,13 +313,14 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, allow_gaps: bool = False) -> BatchHeader:
     """Check one batch's structure and CRC; raise a Kafka error naming what is wrong.
 
     Per-batch checks only (header fields and the CRC over the whole batch): the
     records themselves are not walked, so this costs the same for one record or
     a thousand. CORRUPT_MESSAGE for damaged bytes, INVALID_RECORD for a batch
-    whose bytes are intact but whose header contradicts itself.
+    whose bytes are intact but whose header contradicts itself. `allow_gaps`
+    (compacted logs) accepts fewer records than lastOffsetDelta + 1.
     """
     available = len(buf) - pos
     if available < HEADER_SIZE:
@@ -337,7 +347,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
         )
     if count <= 0:
         raise InvalidRecordError(f"batch at position {pos} has record count {count}")
-    if last_offset_delta != count - 1:
+    # A compacted batch keeps its base and last offsets but may have lost records in between.
+    if last_offset_delta != count - 1 and not (allow_gaps and last_offset_delta > count - 1):
         raise InvalidRecordError(
             f"batch at position {pos} has {count} records but lastOffsetDelta {last_offset_delta}"
         )
@@ -346,12 +357,13 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
     return BatchHeader._make(fields)
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(buf: bytes | bytearray | memoryview, validate: bool = True,
+                 allow_gaps: bool = False) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of every batch in a buffer of back-to-back batches."""
     pos = 0
     end = len(buf)
     while pos < end:
-        header = validate_batch(buf, pos) if validate else parse_header(buf, pos)
+        header = validate_batch(buf, pos, allow_gaps) if validate else parse_header(buf, pos)
         yield pos, header
         pos += header.size
 
@@ -478,12 +490,16 @@ def assemble_batch(
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
     is_transactional: bool = False,
     is_control: bool = False,
+    last_offset_delta: int | None = None,
+    has_delete_horizon: bool = False,
 ) -> bytes:
     """Put the header on `record_count` records written by encode_record (offset deltas 0..count-1).
 
     Kafka's MemoryRecordsBuilder.close: compress the records as one block, then
     write the header and the CRC; the cost per batch is independent of how the
-    records were collected.
+    records were collected. The log cleaner passes `last_offset_delta` (its
+    records keep their original offset deltas, with gaps) and, when it keeps
+    tombstones, `has_delete_horizon` with the horizon as `base_timestamp`.
     """
     if record_count <= 0:
         raise ValueError("a batch holds at least one record")
@@ -493,10 +509,13 @@ def assemble_batch(
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
+    if has_delete_horizon:
+        attributes |= DELETE_HORIZON_MASK
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
         header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch, MAGIC, 0,
-        attributes, record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        attributes, record_count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp,
+        max_timestamp, producer_id, producer_epoch, base_sequence,
         record_count,
     )
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[ATTRIBUTES_POS:]))
@@ -663,6 +682,35 @@ def decode_record_tuples(buf: bytes, start: int, header: BatchHeader, record_cla
     return out
 
 
+def first_null_key_offset(buf: bytes | bytearray | memoryview, start: int, header: BatchHeader) -> int | None:
+    """The offset delta of the first record without a key in the batch at `start`, or None if all have one.
+
+    A compacted topic refuses keyless records (Kafka's LogValidator), so a leader
+    must look at every record of such a topic: this reads only each record's
+    length and its first three fields, then jumps to the next record.
+    """
+    codec = header.compression
+    if codec == CompressionType.NONE:
+        data: bytes | memoryview = buf if isinstance(buf, memoryview) else memoryview(buf)
+        pos = start + HEADER_SIZE
+    else:
+        data = decompress(codec, memoryview(buf)[start + HEADER_SIZE : start + header.size])
+        pos = 0
+    try:
+        for _ in range(header.record_count):
+            length, pos = read_varint(data, pos)
+            record_end = pos + length
+            _, field = read_varint(data, pos + 1)  # past attributes: timestampDelta
+            offset_delta, field = read_varint(data, field)
+            key_length, _ = read_varint(data, field)
+            if key_length < 0:
+                return offset_delta
+            pos = record_end
+    except IndexError as exc:
+        raise InvalidRecordError(f"malformed record in batch at baseOffset {header.base_offset}: {exc}") from exc
+    return None
+
+
 def decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     count, pos = read_varint(data, pos)
     headers: list[Header] = []
@@ -679,8 +727,9 @@ def decode_headers(data: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True,
+                 allow_gaps: bool = False) -> Iterator[RecordBatch]:
     """Decode every batch in a buffer of back-to-back batches (a fetch response, a segment)."""
     view = memoryview(buf)
-    for pos, header in iter_headers(view, validate):
+    for pos, header in iter_headers(view, validate, allow_gaps):
         yield RecordBatch(header, decode_records(view[pos : pos + header.size], header))

@@ -9,6 +9,10 @@
   leader_epoch.py    LeaderEpochFileCache: (epoch, start offset), OffsetsForLeaderEpoch's answers
   checkpoint.py      Kafka's checkpoint text files, written atomically
   producer_state.py  idempotent producers' sequence state and its .snapshot files
+  offset_map.py      the log cleaner's bounded key -> last offset map (Kafka's SkimpyOffsetMap)
+  cleaner.py         the log cleaner's algorithm over one log: map the dirty section, recopy, swap
+  cleaner_manager.py which compacted log to clean next; cleaner-offset-checkpoint
+  log_cleaner.py     LogCleaner: the log.cleaner.threads threads, their stats lines and metrics
   manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints
   config.py          LogConfig: a topic's log settings
   dump.py            kafka-dump-log's output for `minibroker dump-log`

@@ -16,13 +16,17 @@ from typing import Any
 
 from common.record import HEADER_SIZE
 
-__all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
+__all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+
+# cleanup.policy values: a list of `delete` and `compact` (Kafka's LogConfig.Delete / Compact).
+DELETE = "delete"
+COMPACT = "compact"
 
 _MS_PER_MINUTE = 60 * 1000
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
@@ -43,6 +47,12 @@ class LogConfig:
     flush_interval_ms: int = LONG_MAX
     message_timestamp_type: str = CREATE_TIME
     preallocate: bool = False
+    # Compaction (Kafka's LogConfig and LogCleaner): which policies apply, and when a log may be cleaned.
+    cleanup_policy: tuple[str, ...] = (DELETE,)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 24 * _MS_PER_HOUR  # how long tombstones outlive their first cleaning
 
     def __post_init__(self) -> None:
         for spec in _SPECS:
@@ -68,12 +78,37 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the cleaner keeps the newest record per key, offsets have gaps."""
+        return COMPACT in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete: retention.ms / retention.bytes drop old segments."""
+        return DELETE in self.cleanup_policy
+
 
 def _parse_int(text: str) -> int:
     try:
         return int(text.strip())
     except ValueError:
         raise ValueError("not a number") from None
+
+
+def _parse_double(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("not a number") from None
+
+
+def _parse_policy(text: str) -> tuple[str, ...]:
+    """Kafka's cleanup.policy: a comma-separated list of `delete` and `compact`, at least one."""
+    items = tuple(sorted({item.strip().lower() for item in text.split(",") if item.strip()}))
+    if not items or any(item not in (DELETE, COMPACT) for item in items):
+        raise ValueError(f"expected a list of {DELETE} and {COMPACT}")
+    return items
 
 
 def _parse_bool(text: str) -> bool:
@@ -114,6 +149,14 @@ class _Spec:
             if value not in self.choices:
                 raise ValueError(f"Invalid value {shown!r} for configuration {key}: expected one of {self.choices}")
             return
+        if self.parser is _parse_policy:
+            if not value or any(item not in (DELETE, COMPACT) for item in value):
+                raise ValueError(f"Invalid value {shown!r} for configuration {key}: expected {DELETE} and/or {COMPACT}")
+            return
+        if self.parser is _parse_double:
+            if not isinstance(value, float) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"Invalid value {shown} for configuration {key}: value must be between 0 and 1")
+            return
         if self.parser is _parse_bool:
             if not isinstance(value, bool):
                 raise ValueError(f"Invalid value {shown!r} for configuration {key}: expected true or false")
@@ -143,4 +186,10 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("message_timestamp_type", "message.timestamp.type", (("log.message.timestamp.type", 1),),
           parser=str.strip, choices=(CREATE_TIME, LOG_APPEND_TIME)),
     _Spec("preallocate", "preallocate", (("log.preallocate", 1),), parser=_parse_bool),
+    _Spec("cleanup_policy", "cleanup.policy", (("log.cleanup.policy", 1),), parser=_parse_policy),
+    _Spec("min_cleanable_dirty_ratio", "min.cleanable.dirty.ratio", (("log.cleaner.min.cleanable.ratio", 1),),
+          parser=_parse_double),
+    _Spec("min_compaction_lag_ms", "min.compaction.lag.ms", (("log.cleaner.min.compaction.lag.ms", 1),), minimum=0),
+    _Spec("max_compaction_lag_ms", "max.compaction.lag.ms", (("log.cleaner.max.compaction.lag.ms", 1),), minimum=1),
+    _Spec("delete_retention_ms", "delete.retention.ms", (("log.cleaner.delete.retention.ms", 1),), minimum=0),
 )

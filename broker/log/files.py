@@ -7,6 +7,7 @@ LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same n
       recovery-point-offset-checkpoint    per partition: everything below it has been fsynced
       log-start-offset-checkpoint         per partition: the first offset still readable
       replication-offset-checkpoint       per partition: the high watermark (the ReplicaManager's)
+      cleaner-offset-checkpoint           per compacted partition: where its dirty section starts
       <topic>-<partition>/                one Log
         00000000000000000000.log          a segment: RecordBatch v2 as received, named by its base offset
         00000000000000000000.index        sparse offset index: (4-byte relative offset, 4-byte position)
@@ -14,7 +15,9 @@ LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same n
         00000000000000000000.snapshot     producer state (idempotence) at that offset
         leader-epoch-checkpoint           (leader epoch, start offset) pairs
       <topic>-<partition>.<uuid>-delete/  a deleted partition, renamed before it is removed
-    *.deleted  a segment file being deleted;  *.cleaned  left by Kafka's log cleaner (not here);
+    *.deleted  a segment file being deleted;
+    *.cleaned  a segment the log cleaner is writing (discarded on load: the old segments still hold everything);
+    *.swap     a cleaned segment committed to replace its group (on load: completed, the old segments deleted);
     *.tmp  a checkpoint being written (temp file, fsync, rename)
 """
 
@@ -30,6 +33,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 # A partition's files.
 LOG_FILE_SUFFIX = ".log"
@@ -40,8 +44,11 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 # Files and directories on their way out.
 DELETED_FILE_SUFFIX = ".deleted"
-# Left by Kafka's log cleaner, which minibroker does not have; discarded like `.deleted`.
+# The log cleaner's swap protocol (Kafka's Log.CleanedFileSuffix / SwapFileSuffix): a group of segments is
+# recopied into `<base>.log.cleaned` (+ indexes); renaming the `.log.cleaned` to `.log.swap` is the commit
+# point; then the old segments are deleted and the `.swap` files renamed to their final names.
 CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
 # A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` first
 # (Kafka's Log.DeleteDirSuffix), so a crash mid-delete never leaves a half log that loads.
 DELETE_DIR_SUFFIX = "-delete"

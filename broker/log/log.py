@@ -7,7 +7,9 @@ segments from the head; follower truncation cuts the tail.
 
 Invariants, kept by every method and checked again by recovery:
 - batches hold contiguous offsets, and each segment starts exactly where the
-  previous one ends (there is no compaction here, so a gap can only be a bug);
+  previous one ends, unless cleanup.policy includes `compact`: there offsets
+  only increase, with holes where the log cleaner removed records (within a
+  batch, between batches and between segments); elsewhere a gap is damage;
 - the log end offset (LEO) is the offset after the last batch on disk;
 - `recovery_point` <= LEO: everything below it has been fsynced, so after an
   unclean stop only segments holding offsets at or past it are re-validated.
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.log.batch_scan import scan_batches
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
 from broker.log.files import (
@@ -36,6 +39,7 @@ from broker.log.files import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
 )
 from broker.log.index import CorruptIndexError
@@ -51,6 +55,7 @@ from broker.log.segment import (
 from common.record import (
     NO_TIMESTAMP,
     BatchHeader,
+    first_null_key_offset,
     iter_headers,
     parse_header,
     patch_base_offset_and_epoch,
@@ -281,6 +286,11 @@ class Log:
             return tuple(self._segments)
 
     @property
+    def truncation_count(self) -> int:
+        """How many times the tail was cut: the log cleaner's checkpoint is void past a change of it."""
+        return self._truncations
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
@@ -341,19 +351,57 @@ class Log:
         with self._lock:
             self.producer_state.remove_expired_producers(self._time() if now_ms is None else now_ms)
 
+    def _complete_swaps(self, recovery: _Recovery) -> None:
+        """Finish a log cleaner swap a crash interrupted after its commit point (Kafka's LogLoader).
+
+        A `<base>.log.swap` replaces every segment whose base offset lies in [base, its next offset);
+        it is renamed into place and its indexes rebuilt. Index `.swap` files without their `.log.swap`
+        belong to a swap that never committed and are dropped; the old segments hold everything.
+        """
+        swaps = sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"))
+        for path in swaps:
+            base = int(path.name.split(".")[0])
+            next_offset = base
+            with path.open("rb") as f:
+                for batch in scan_batches(lambda pos, size: os.pread(f.fileno(), size, pos),
+                                          path.stat().st_size):
+                    if batch.problem is not None:
+                        break
+                    next_offset = batch.header.next_offset
+            for old_log in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
+                if _is_segment_file(old_log.name, LOG_FILE_SUFFIX) and base <= int(old_log.stem) < max(
+                        next_offset, base + 1):
+                    for old_file in (old_log, old_log.with_suffix(INDEX_FILE_SUFFIX),
+                                     old_log.with_suffix(TIME_INDEX_FILE_SUFFIX)):
+                        if old_file.exists():
+                            recovery.record(RecoveryActionKind.DELETED_FILE, old_file, 0, old_file.stat().st_size,
+                                            f"replaced by the committed cleaned segment {path.name}")
+                            old_file.unlink()
+            logger.info("%sCompleting the swap of the cleaned segment %s", self._ident, path)
+            os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+        for path in self.dir.glob(f"*{SWAP_FILE_SUFFIX}"):
+            # Index swaps: rebuilt from the log rather than trusted.
+            recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
+                            "index of an interrupted log cleaner swap (rebuilt from the log)")
+            path.unlink()
+        if swaps:
+            _fsync_dir(self.dir)
+
     def _remove_temp_and_orphan_files(self, recovery: _Recovery) -> list[int]:
-        """Delete `.deleted`/`.cleaned` leftovers and indexes without a log; return the segments' base offsets."""
+        """Delete `.deleted`/`.cleaned` leftovers and indexes without a log, complete committed cleaner swaps;
+        return the segments' base offsets."""
         base_offsets: list[int] = []
         index_files: list[Path] = []
+        for path in sorted(self.dir.glob(f"*{CLEANED_FILE_SUFFIX}")):
+            recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
+                            "left by an interrupted log cleaning")
+            path.unlink()
+        self._complete_swaps(recovery)
         for path in sorted(self.dir.iterdir()):
             name = path.name
             if name.endswith(DELETED_FILE_SUFFIX):
                 recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
                                 "left by an interrupted segment deletion")
-                path.unlink()
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
-                                "left by an interrupted log cleaning")
                 path.unlink()
             elif _is_segment_file(name, LOG_FILE_SUFFIX):
                 base_offsets.append(int(path.stem))
@@ -431,6 +479,8 @@ class Log:
             view = memoryview(bytearray(view))
         log_append_time = self.config.log_append_time
         idempotent = _check_client_batches(batches, self.topic_partition)
+        if self.config.compact:
+            _check_keys(view, batches, self.topic_partition)
         with self._lock:
             if idempotent:
                 duplicate = self.producer_state.validate_append(batches)
@@ -466,14 +516,16 @@ class Log:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping its offsets, epochs and timestamps.
 
-        The batches must start exactly at the log end offset and be contiguous.
+        The batches must start exactly at the log end offset and be contiguous;
+        in a compacted log they must only start at or past it and increase.
         """
         view = _byte_view(records)
-        batches = self._analyze_and_validate(view)
+        gaps = self.config.compact
+        batches = self._analyze_and_validate(view, gaps)
         if not batches:
             return _nothing_appended()
         for previous, header in itertools.pairwise(batches):
-            if header.base_offset != previous.next_offset:
+            if header.base_offset != previous.next_offset and not (gaps and header.base_offset > previous.last_offset):
                 raise UnexpectedAppendOffsetError(
                     f"Out of order offsets found in append to {self.topic_partition}: batch with base offset"
                     f" {header.base_offset} follows a batch ending at offset {previous.last_offset}",
@@ -482,7 +534,7 @@ class Log:
         spans = [BatchSpan(header.last_offset, header.max_timestamp, header.size) for header in batches]
         first_offset = batches[0].base_offset
         with self._lock:
-            if first_offset != self.log_end_offset:
+            if first_offset < self.log_end_offset or (first_offset > self.log_end_offset and not gaps):
                 problem = "is less than" if first_offset < self.log_end_offset else "skips past"
                 raise UnexpectedAppendOffsetError(
                     f"Unexpected offset in append to {self.topic_partition}. First offset {first_offset} {problem}"
@@ -507,13 +559,13 @@ class Log:
             self.flush(flush_to)
         return _append_info(first_offset, spans, NO_TIMESTAMP, tuple(batches))
 
-    def _analyze_and_validate(self, view: memoryview) -> list[BatchHeader]:
+    def _analyze_and_validate(self, view: memoryview, allow_gaps: bool = False) -> list[BatchHeader]:
         """Every batch's header, after checking its structure, CRC and size; raise on the first bad one."""
         batches = []
         position = 0
         limit = self.config.max_message_bytes
         while position < len(view):
-            header = validate_batch(view, position)
+            header = validate_batch(view, position, allow_gaps)
             if header.size > limit:
                 raise MessageTooLargeError(
                     f"The record batch size in the append to {self.topic_partition} is {header.size} bytes which"
@@ -685,7 +737,10 @@ class Log:
         with self._lock:
             for segment in self._segments:
                 if segment.largest_timestamp >= target_timestamp:
-                    return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                    found = segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                    # None from a segment the cleaner emptied (its age is its file's): look further.
+                    if found is not None:
+                        return found
             return None
 
     # ------------------------------------------------------------------ truncation
@@ -754,17 +809,19 @@ class Log:
         In order: segments whose newest record is older than retention.ms, then
         the oldest while the log exceeds retention.bytes, then those entirely
         below the log start offset. Never the active segment, and, when
-        `high_watermark` is given, only segments entirely below it.
+        `high_watermark` is given, only segments entirely below it. A log whose
+        cleanup.policy lacks `delete` (compact only) keeps every segment the log
+        start offset does not cut: the cleaner, not time or size, bounds it.
         """
         now = self._time() if now_ms is None else now_ms
         with self._lock:
             deleted = 0
-            if self.config.retention_ms >= 0:
+            if self.config.delete and self.config.retention_ms >= 0:
                 deleted += self._delete_head_segments(
                     lambda segment, _: now - segment.largest_timestamp > self.config.retention_ms,
                     high_watermark, f"retention time {self.config.retention_ms}ms breach",
                 )
-            if self.config.retention_bytes >= 0:
+            if self.config.delete and self.config.retention_bytes >= 0:
                 excess = sum(segment.size for segment in self._segments) - self.config.retention_bytes
 
                 def over_size(segment: LogSegment, _: LogSegment) -> bool:
@@ -832,6 +889,40 @@ class Log:
             self.producer_state.truncate_head(self._log_start_offset)
         return count
 
+    # ------------------------------------------------------------------ log cleaner
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
+                         crash_point: Callable[[str], None] = lambda step: None) -> bool:
+        """Swap the cleaner's `.cleaned` segment in for the group `old` it was copied from (Kafka's
+        Log.replaceSegments); False, with the cleaned files removed, when `old` is no longer in the log
+        (truncated or deleted meanwhile: the cleaning is abandoned, as Kafka aborts it).
+
+        The cleaned files are already fsynced. Renaming them to `.swap`, the `.log` last, is the commit
+        point: a crash before it leaves `.cleaned` files that loading discards, a crash after it a
+        `.log.swap` that loading completes (`_complete_swaps`). Readers keep the old files they hold.
+        """
+        with self._lock:
+            start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+            end = start + len(old)
+            if start < 0 or self._segments[start:end] != old or end >= len(self._segments):
+                logger.info("%sAbandoning the cleaned segment %s: its segments changed while it was written",
+                            self._ident, cleaned.path)
+                cleaned.close()
+                cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
+                for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index):
+                    target.path.unlink(missing_ok=True)
+                return False
+            cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            _fsync_dir(self.dir)
+            crash_point("swap")
+            for segment in old:
+                segment.delete()
+            cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            _fsync_dir(self.dir)
+            self._segments[start:end] = [cleaned]
+            self._base_offsets[start:end] = [cleaned.base_offset]
+            return True
+
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
@@ -856,6 +947,15 @@ def _check_client_batches(batches: list[BatchHeader], tp: TopicPartition) -> boo
             raise InvalidRecordError(f"Transactional records for {tp} are not supported by minibroker")
         idempotent = idempotent or header.producer_id >= 0
     return idempotent
+
+
+def _check_keys(view: memoryview, batches: list[BatchHeader], tp: TopicPartition) -> None:
+    """Kafka's LogValidator for compacted topics: every record needs a key, or the cleaner could not keep it."""
+    position = 0
+    for header in batches:
+        if first_null_key_offset(view, position, header) is not None:
+            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {tp}.")
+        position += header.size
 
 
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:

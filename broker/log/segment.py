@@ -1,7 +1,8 @@
 """LogSegment: one `.log` file of back-to-back record batches, with its `.index` and `.timeindex`.
 
 A segment is named by its base offset, zero-padded to 20 digits, and holds a
-contiguous run of offsets starting there. Not thread-safe: the Log calls it
+contiguous run of offsets starting there (increasing, with holes, once the log
+cleaner has compacted it). Not thread-safe: the Log calls it
 under its lock (Kafka's @nonthreadsafe LogSegment).
 
 Indexing follows Kafka's LogSegment.append: after more than
@@ -124,11 +125,14 @@ class SegmentRecovery:
 class LogSegment:
     """A segment's three files and what the log needs from them: append, read, roll, truncate, recover."""
 
-    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, create: bool) -> None:
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, create: bool,
+                 file_suffix: str = "") -> None:
+        """`file_suffix` names a segment the log cleaner is writing (`.cleaned`, files.py)."""
         self.base_offset = base_offset
         self.config = config
         prefix = dir / filename_prefix_from_offset(base_offset)
-        paths = [prefix.with_suffix(s) for s in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)]
+        paths = [prefix.with_suffix(s + file_suffix)
+                 for s in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)]
         if create:
             for path in paths:
                 if path.exists():
@@ -371,7 +375,8 @@ class LogSegment:
         return next_offset
 
     def recover(self, leader_epoch_cache: LeaderEpochCache | None = None) -> SegmentRecovery:
-        """Re-validate every batch (structure, CRC, contiguous offsets) and rebuild both indexes.
+        """Re-validate every batch (structure, CRC, offsets contiguous, or increasing in a compacted log)
+        and rebuild both indexes.
 
         The file is cut at the first bad byte; the result says where and why.
         """
@@ -381,13 +386,16 @@ class LogSegment:
         last_index_entry = 0
         max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         expected_offset = self.base_offset
+        # A compacted log's offsets increase with holes where the cleaner removed records; elsewhere
+        # a hole can only be damage, and the segment is cut there.
+        gaps = self.config.compact
         reason = None
         mapped = mmap.mmap(self.log_file.fd, self.size, access=mmap.ACCESS_READ) if self.size else None
         data = memoryview(mapped) if mapped is not None else memoryview(b"")
         try:
             while valid < self.size:
-                header = validate_batch(data, valid)
-                if header.base_offset != expected_offset:
+                header = validate_batch(data, valid, gaps)
+                if header.base_offset != expected_offset and not (gaps and header.base_offset > expected_offset):
                     raise CorruptMessageError(
                         f"batch at position {valid} has baseOffset {header.base_offset}, expected {expected_offset}"
                     )
@@ -481,6 +489,14 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self._trim_log()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files (Kafka's LogSegment.changeFileSuffixes): the indexes first, the `.log`
+        last, because the `.log` name is what the log cleaner's swap protocol commits on."""
+        for target in (self.offset_index, self.time_index, self.log_file):
+            path = target.path
+            name = path.name[: -len(old_suffix)] if old_suffix else path.name
+            target.rename(path.with_name(name + new_suffix))
 
     def delete(self) -> None:
         """Remove the segment's files: renamed to `.deleted` first, so a crash midway leaves only

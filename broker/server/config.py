@@ -175,6 +175,30 @@ class KafkaConfig:
     num_recovery_threads_per_data_dir: int = define(
         Type.INT, 1, "Threads per data directory for log recovery at startup", at_least(1)
     )
+    # Compaction (Kafka's log.cleaner.* keys; the topic-level defaults go to LogConfig through log_properties)
+    log_cleanup_policy: str = define(
+        Type.STRING, "delete", "Default cleanup.policy: delete, compact or both (comma-separated)",
+        lambda v: None if {p.strip() for p in v.split(",") if p.strip()} <= {"delete", "compact"} and v.strip()
+        else "expected a list of delete and compact",
+    )
+    log_cleaner_enable: bool = define(Type.BOOLEAN, True, "Run the log cleaner (compacts cleanup.policy=compact logs)")
+    log_cleaner_threads: int = define(Type.INT, 1, "Number of log cleaner threads", at_least(0))
+    log_cleaner_dedupe_buffer_size: int = define(
+        Type.LONG, 128 * 1024 * 1024, "Memory of the cleaners' key -> offset maps, over all threads", at_least(1024)
+    )
+    log_cleaner_io_max_bytes_per_second: float = define(
+        Type.DOUBLE, 1.7976931348623157e308, "Read plus write I/O limit of the cleaner threads"
+    )
+    log_cleaner_backoff_ms: int = define(Type.LONG, 15000, "Sleep of a cleaner with nothing to clean", at_least(0))
+    log_cleaner_min_cleanable_ratio: float = define(
+        Type.DOUBLE, 0.5, "Default min.cleanable.dirty.ratio",
+        lambda v: None if 0 <= v <= 1 else "Value must be in [0,1]",
+    )
+    log_cleaner_min_compaction_lag_ms: int = define(Type.LONG, 0, "Default min.compaction.lag.ms", at_least(0))
+    log_cleaner_max_compaction_lag_ms: int = define(Type.LONG, LONG_MAX, "Default max.compaction.lag.ms", at_least(1))
+    log_cleaner_delete_retention_ms: int = define(
+        Type.LONG, 24 * _MS_PER_HOUR, "Default delete.retention.ms: how long tombstones are kept", at_least(0)
+    )
     auto_create_topics_enable: bool = define(Type.BOOLEAN, True, "Create unknown topics on metadata requests")
     min_insync_replicas: int = define(Type.INT, 1, "Minimum ISR size for acks=all writes to succeed", at_least(1))
     delete_topic_enable: bool = define(Type.BOOLEAN, True, "Allow topics to be deleted")
@@ -434,6 +458,11 @@ class KafkaConfig:
             "log.message.timestamp.type": self.log_message_timestamp_type,
             "log.message.timestamp.difference.max.ms": self.log_message_timestamp_difference_max_ms,
             "message.max.bytes": self.message_max_bytes,
+            "log.cleanup.policy": self.log_cleanup_policy,
+            "log.cleaner.min.cleanable.ratio": self.log_cleaner_min_cleanable_ratio,
+            "log.cleaner.min.compaction.lag.ms": self.log_cleaner_min_compaction_lag_ms,
+            "log.cleaner.max.compaction.lag.ms": self.log_cleaner_max_compaction_lag_ms,
+            "log.cleaner.delete.retention.ms": self.log_cleaner_delete_retention_ms,
             "min.insync.replicas": self.min_insync_replicas,
             "unclean.leader.election.enable": self.unclean_leader_election_enable,
         }

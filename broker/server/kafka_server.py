@@ -55,6 +55,7 @@ from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 from broker.fetcher.thread import PartitionLookup
 from broker.log.config import LogConfig
+from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.manager import LogManager
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.purgatory import DelayedOperationPurgatory
@@ -80,6 +81,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode, KafkaError, error_for
+from proto.types import TopicPartition
 from zk.client import DuplicateBrokerIdError, KafkaZkClient
 from zk.paths import BrokerInfo
 
@@ -132,6 +134,7 @@ class KafkaServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._zk: KafkaZkClient | None = None
         self._log_manager: LogManager | None = None
+        self._log_cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self._topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics] | None = None
         self._grpc_servers: list[grpc.aio.Server] = []
@@ -213,11 +216,33 @@ class KafkaServer:
         bound_ports.update(await self._start_kafka_listeners(kafka_context))
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._log_cleaner = self._start_log_cleaner(log_manager, replica_manager)
         self._scheduler = KafkaScheduler()
         self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
         if config.metrics_port:
             self.metrics.serve(config.metrics_port)
         logger.info("[KafkaServer id=%d] started (broker epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _start_log_cleaner(self, log_manager: LogManager, replica_manager: ReplicaManager) -> LogCleaner:
+        config = self.config
+
+        def high_watermark(tp: TopicPartition) -> int:
+            # A log no partition hosts yet has no known high watermark: nothing of it is cleanable.
+            hw = replica_manager.high_watermark(tp)
+            return 0 if hw is None else hw
+
+        cleaner = LogCleaner(
+            CleanerConfig(num_threads=config.log_cleaner_threads,
+                          dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                          max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                          backoff_ms=config.log_cleaner_backoff_ms, enable_cleaner=config.log_cleaner_enable),
+            log_manager.log_dirs, log_manager.all_logs, self._time_ms, high_watermark)
+        self.metrics.bind_log_cleaner(
+            max_dirty_percent=cleaner.max_dirty_percent, cleaner_recopy_percent=cleaner.cleaner_recopy_percent,
+            max_clean_time_secs=cleaner.max_clean_time_secs,
+            uncleanable_partitions_count=cleaner.uncleanable_partitions_count)
+        cleaner.startup()
+        return cleaner
 
     def _replica_fetcher_manager(self, partitions: PartitionLookup) -> ReplicaFetcherManager:
         config = self.config
@@ -376,6 +401,8 @@ class KafkaServer:
             self._replica_manager.delayed_produce_purgatory.complete_all()
             self._replica_manager.delayed_fetch_purgatory.complete_all()
         await stopping
+        if self._log_cleaner is not None:
+            await asyncio.to_thread(self._log_cleaner.shutdown)
         if self._replica_manager is not None:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:

@@ -46,6 +46,22 @@ class BrokerMetrics(MetricsEndpoint):
                                          "Time from receiving a request to answering it", ["request"],
                                          buckets=_LATENCY_BUCKETS_MS, registry=registry)
 
+    def bind_log_cleaner(self, *, max_dirty_percent: Callable[[], int], cleaner_recopy_percent: Callable[[], int],
+                         max_clean_time_secs: Callable[[], int],
+                         uncleanable_partitions_count: Callable[[], int]) -> None:
+        """kafka.log:type=LogCleaner / LogCleanerManager gauges (Kafka's dashes become underscores)."""
+        for name, help_text, read in (
+            ("kafka_log_LogCleanerManager_max_dirty_percent", "Dirty ratio of the filthiest compacted log, %",
+             max_dirty_percent),
+            ("kafka_log_LogCleaner_cleaner_recopy_percent", "Bytes written over bytes read by the last cleanings, %",
+             cleaner_recopy_percent),
+            ("kafka_log_LogCleaner_max_clean_time_secs", "Longest of the cleaner threads' last cleanings",
+             max_clean_time_secs),
+            ("kafka_log_LogCleanerManager_uncleanable_partitions_count",
+             "Compacted partitions set aside after a cleaning failed", uncleanable_partitions_count),
+        ):
+            Gauge(name, help_text, registry=self.registry).set_function(read)
+
     def bind_replica_manager(self, *, under_replicated: Callable[[], int], under_min_isr: Callable[[], int],
                              leader_count: Callable[[], int], partition_count: Callable[[], int]) -> None:
         self._under_replicated.set_function(under_replicated)

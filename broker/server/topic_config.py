@@ -4,7 +4,7 @@ Topic keys are Kafka's (`retention.ms`, `min.insync.replicas`, ...). The storage
 ones go to LogConfig, which already knows topic-over-broker precedence; the two
 replication ones the log does not use are kept here. Kafka topic configs this
 broker does not implement are refused rather than silently ignored, except at
-the one value that describes what it does anyway (`cleanup.policy=delete`).
+the one value that describes what it does anyway (`compression.type=producer`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 LOG_CONFIG_KEYS = frozenset({
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms", "message.timestamp.type", "preallocate",
+    "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "delete.retention.ms",
 })
 # Kafka topic configs accepted only at the value that matches this broker's behaviour.
-_FIXED = {"cleanup.policy": "delete", "compression.type": "producer"}
+_FIXED = {"compression.type": "producer"}
 
 TOPIC_CONFIG_KEYS = LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE} | set(_FIXED)
 

@@ -41,9 +41,14 @@ TOPIC_CONFIG_SYNONYMS = {
     "preallocate": "log.preallocate",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
 }
 # Topic configs with one possible value here (broker/topic_config.py accepts only these).
-FIXED_TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer"}
+FIXED_TOPIC_CONFIGS = {"compression.type": "producer"}
 
 
 async def handle_create_topics(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:

@@ -14,6 +14,8 @@ _SAMPLES = {
     "segment.bytes": "4096", "segment.ms": "1000", "segment.index.bytes": "4096", "index.interval.bytes": "1",
     "max.message.bytes": "100", "retention.ms": "1", "retention.bytes": "1", "flush.messages": "1",
     "flush.ms": "1", "message.timestamp.type": "LogAppendTime", "preallocate": "true",
+    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "min.compaction.lag.ms": "5",
+    "max.compaction.lag.ms": "60000", "delete.retention.ms": "7",
 }
 
 
@@ -40,7 +42,12 @@ def test_overrides_win_over_broker_defaults() -> None:
     {"min.insync.replicas": "0"},
     {"min.insync.replicas": "1.5"},
     {"unclean.leader.election.enable": "yes"},
-    {"cleanup.policy": "compact"},
+    {"cleanup.policy": "compacted"},
+    {"cleanup.policy": ""},
+    {"min.cleanable.dirty.ratio": "1.5"},
+    {"min.compaction.lag.ms": "-1"},
+    {"max.compaction.lag.ms": "0"},
+    {"delete.retention.ms": "x"},
     {"compression.type": "gzip"},
 ])
 def test_invalid_config(overrides: dict[str, str]) -> None:
@@ -52,3 +59,11 @@ def test_invalid_config(overrides: dict[str, str]) -> None:
 def test_stored_invalid_overrides_fall_back_to_the_defaults() -> None:
     configs = TopicConfigs(broker_config())
     assert configs.load("t", {"segment.bytes": "ten"}) == configs.default
+
+
+def test_cleanup_policy_is_a_list_and_the_broker_default_applies() -> None:
+    configs = TopicConfigs(broker_config(**{"log.cleanup.policy": "compact", "log.cleaner.delete.retention.ms": "9"}))
+    assert configs.default.log.compact and not configs.default.log.delete
+    assert configs.default.log.delete_retention_ms == 9
+    both = configs.validate({"cleanup.policy": "compact, delete"}).log
+    assert both.cleanup_policy == ("compact", "delete") and both.compact and both.delete
