@@ -322,6 +322,10 @@ class Partition:
         follow through their fetches."""
         with self._lock:
             log = self._leader_log_or_error()
+            if not log.config.delete:
+                # A compacted log keeps the newest record per key: deleting below an offset is not its policy.
+                raise KafkaError(f"Records of partition {self.topic_partition} can not be deleted due to the"
+                                 " configured policy", ErrorCode.POLICY_VIOLATION)
             requested = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
             if requested < 0:
                 raise KafkaError(f"The offset {requested} for partition {self.topic_partition} is not valid",

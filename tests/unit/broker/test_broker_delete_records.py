@@ -7,13 +7,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, Answers, Harness, batch, consumer_fetch, produce
+from broker_helpers import (
+    LOCAL,
+    TP,
+    Answers,
+    Harness,
+    batch,
+    consumer_fetch,
+    leader_state,
+    produce,
+    topic_config,
+)
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import LOG_START_OFFSET_CHECKPOINT
+from broker.log.manager import LogManager
 from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
-from broker.replication.partition import FetchIsolation
-from proto.errors import ErrorCode
+from broker.replication.partition import FetchIsolation, Partition
+from proto.errors import ErrorCode, KafkaError
+from tests.fakes import FakeClock
 
 FOLLOWER = 2
 
@@ -82,3 +94,14 @@ def test_a_partition_not_led_here_fails_at_once(h: Harness) -> None:
     answers = Answers()
     h.replica_manager.delete_records(1000, {TP._replace(partition=5): 1}, answers)
     assert answers.value[TP._replace(partition=5)].error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_compacted_topic_refuses_delete_records(tmp_path: Path) -> None:
+    log_manager = LogManager([tmp_path / "compacted"], topic_config().log, broker_id=LOCAL, time_ms=FakeClock())
+    log_manager.startup()
+    partition = Partition(TP, local_broker_id=LOCAL, log_manager=log_manager,
+                          topic_config=topic_config(**{"cleanup.policy": "compact"}), time_ms=FakeClock())
+    partition.make_leader(leader_state(), lambda _: None)
+    with pytest.raises(KafkaError, match="can not be deleted due to the configured policy") as refused:
+        partition.delete_records_on_leader(0)
+    assert refused.value.code is ErrorCode.POLICY_VIOLATION
