@@ -85,6 +85,9 @@ class KafkaConfig:
         Type.INT, 1048588, "Largest record batch size allowed (topic config max.message.bytes)", at_least(0)
     )
     request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
+    background_threads: int = define(
+        Type.INT, 10, "The number of threads to use for various background processing tasks", at_least(1)
+    )
 
     # Listeners
     listeners: str = define(

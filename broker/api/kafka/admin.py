@@ -1,4 +1,5 @@
-"""CreateTopics 2-4, DeleteTopics 1-3 and DescribeConfigs 1-3.
+"""CreateTopics 2-4, DeleteTopics 1-3, DescribeConfigs 1-3, AlterConfigs 0-1 and IncrementalAlterConfigs 0-1
+(the last two through broker/server/config_admin.py, as on the gRPC door).
 
 Topics are created and deleted through the AdminManager, which writes ZooKeeper as Kafka 2.x's
 AdminZkClient does; the controller process picks the change up from there. Every broker takes these
@@ -134,3 +135,24 @@ async def handle_describe_configs(context: KafkaContext, header: RequestHeader, 
                       config_source=source, is_sensitive=False, synonyms=(), config_type=0, documentation=None)
                 for name, value, source in entries if wanted is None or name in wanted)))
     return encode(build(schema.DescribeConfigsResponse, throttle_time=millis(0), results=tuple(results)))
+
+
+async def handle_alter_configs(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = importlib.import_module(f"kio.schema.alter_configs.v{header.api_version}.response")
+    resources = [(int(r.resource_type), r.resource_name, {c.name: c.value for c in r.configs})
+                 for r in request.resources]
+    results = await asyncio.to_thread(context.config_admin.alter_configs, resources, request.validate_only)
+    return encode(build(schema.AlterConfigsResponse, throttle_time=millis(0), responses=tuple(
+        build(schema.AlterConfigsResourceResponse, error_code=kio_error(r.error), error_message=r.message,
+              resource_type=r.resource_type, resource_name=r.resource_name) for r in results)))
+
+
+async def handle_incremental_alter_configs(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = importlib.import_module(f"kio.schema.incremental_alter_configs.v{header.api_version}.response")
+    resources = [(int(r.resource_type), r.resource_name,
+                  [(c.name, int(c.config_operation), c.value) for c in r.configs]) for r in request.resources]
+    results = await asyncio.to_thread(context.config_admin.incremental_alter_configs, resources,
+                                      request.validate_only)
+    return encode(build(schema.IncrementalAlterConfigsResponse, throttle_time=millis(0), responses=tuple(
+        build(schema.AlterConfigsResourceResponse, error_code=kio_error(r.error), error_message=r.message,
+              resource_type=r.resource_type, resource_name=r.resource_name) for r in results)))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from broker.api.operations import BrokerOperations
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import ConfigAdmin
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfigs
 
@@ -20,6 +21,7 @@ class KafkaContext:
     cluster_id: str
     metrics: BrokerMetrics
     listener_name: str  # Metadata describes the brokers as reached on this listener
+    config_admin: ConfigAdmin  # AlterConfigs / IncrementalAlterConfigs, as on the gRPC door
 
     @property
     def broker_id(self) -> int:
