@@ -220,7 +220,7 @@ class KafkaServer:
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
         kafka_context = functools.partial(
-            KafkaContext, config, operations, topic_configs, zk.get_topic_config, cluster_id, self.metrics,
+            KafkaContext, config, operations, cluster_id, self.metrics,
             config_admin=config_admin)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
