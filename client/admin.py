@@ -117,7 +117,7 @@ class ConfigEntry(NamedTuple):
 class Admin:
     def __init__(
         self,
-        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        bootstrap_servers: str | Iterable[str] = "localhost:9192",
         *,
         client_id: str | None = None,
         request_timeout_ms: int = 30000,

@@ -36,7 +36,8 @@ from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode, KafkaError
 
-DEFAULT_PORT = 9092
+# The project's client speaks gRPC: a broker's default GRPC listener (9092 is the Kafka listener's, as in Kafka).
+DEFAULT_PORT = 9192
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -46,7 +47,7 @@ Rpc: TypeAlias = "Callable[[pb_grpc.KafkaClientAsyncStub], grpc.aio.UnaryUnaryMu
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[str]:
-    """"host:port,host:port" (or a list of them) as "host:port" strings; the port defaults to 9092.
+    """"host:port,host:port" (or a list of them) as "host:port" strings; the port defaults to 9192 (gRPC).
 
     Accepts Kafka's listener form ("PLAINTEXT://host:port") and bracketed IPv6.
     """

@@ -43,7 +43,7 @@ class Consumer:
     def __init__(
         self,
         *topics: str,
-        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        bootstrap_servers: str | Iterable[str] = "localhost:9192",
         client_id: str | None = None,
         group_id: str | None = None,
         key_deserializer: Deserializer | None = None,

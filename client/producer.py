@@ -92,7 +92,7 @@ class Producer:
 
     def __init__(
         self,
-        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        bootstrap_servers: str | Iterable[str] = "localhost:9192",
         *,
         client_id: str | None = None,
         key_serializer: Callable[[Any], bytes] | None = None,

@@ -21,9 +21,9 @@ from tests.fakes import FakeMonotonic
 
 
 def test_bootstrap_servers_in_every_spelling() -> None:
-    assert parse_bootstrap_servers("a:1, b:2,c") == ["a:1", "b:2", "c:9092"]
+    assert parse_bootstrap_servers("a:1, b:2,c") == ["a:1", "b:2", "c:9192"]
     assert parse_bootstrap_servers(["PLAINTEXT://h:9093", "[::1]:9094", "[fe80::1]"]) == [
-        "h:9093", "[::1]:9094", "[fe80::1]:9092"]
+        "h:9093", "[::1]:9094", "[fe80::1]:9192"]
     with pytest.raises(ValueError):
         parse_bootstrap_servers(" , ")
     with pytest.raises(ValueError):
