@@ -5,7 +5,18 @@ RecordBatch v2 bytes (common/record.py), the only part of the broker this
 package uses.
 """
 
-from client.admin import Admin, ClusterDescription, NewTopic, PartitionInfo, TopicDescription
+from client.admin import (
+    Admin,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    NewTopic,
+    OpType,
+    PartitionInfo,
+    TopicDescription,
+)
 from client.consumer import Consumer
 from client.errors import (
     CorruptMessageError,
@@ -37,8 +48,12 @@ from proto.types import TopicPartition
 
 __all__ = [
     "Admin",
+    "AlterConfigOp",
     "BrokerMetadata",
     "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
     "Consumer",
     "ConsumerRecord",
     "CorruptMessageError",
@@ -56,6 +71,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
+    "OpType",
     "PartitionInfo",
     "PartitionMetadata",
     "Producer",

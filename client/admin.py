@@ -1,4 +1,5 @@
-"""Admin: create, delete and describe topics; describe the cluster (kafka-python's KafkaAdminClient names).
+"""Admin: create, delete and describe topics; describe the cluster; describe and alter topic and dynamic
+broker configs (kafka-python's KafkaAdminClient names, plus Java's incrementalAlterConfigs).
 
 Topic changes go to the controller broker when the metadata names one, else
 to any broker; NOT_CONTROLLER sends them again after a metadata refresh, as
@@ -8,6 +9,7 @@ KafkaError (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...).
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +60,48 @@ class ClusterDescription(NamedTuple):
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerMetadata, ...]
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type ids."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """A topic, or a broker by id ("" for the cluster-wide default); `configs` for alter_configs."""
+
+    resource_type: ConfigResourceType
+    name: str
+    configs: Mapping[str, str] | None = None
+
+
+class OpType(enum.IntEnum):
+    """Java's AlterConfigOp.OpType."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AlterConfigOp(NamedTuple):
+    name: str
+    op_type: OpType
+    value: str | None = None
+
+
+class ConfigEntry(NamedTuple):
+    """One described config; source is Kafka's ConfigSource id (1 dynamic topic ... 5 default)."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool
 
 
 class Admin:
@@ -151,6 +195,47 @@ class Admin:
         if errors:
             raise errors[0]
 
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(self, config_resources: Iterable[ConfigResource]) -> dict[ConfigResource, list[ConfigEntry]]:
+        """Each resource's configs; raises the first resource's KafkaError (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+        resources = list(config_resources)
+        request = pb.DescribeConfigsRequest(resources=[
+            pb.DescribeConfigsRequest.DescribeConfigsResource(resource_type=r.resource_type, resource_name=r.name,
+                                                              configuration_keys=list(r.configs or ()))
+            for r in resources])
+        response = self._metadata.call_any(lambda stub: stub.DescribeConfigs, request, self._default_api_timeout_ms)
+        out = {}
+        for resource, result in zip(resources, response.results):
+            if result.error_code != ErrorCode.NONE:
+                raise error_for(result.error_code, result.error_message or f"{resource.name}")
+            out[resource] = [ConfigEntry(c.name, c.value if c.HasField("value") else None, c.config_source,
+                                         c.read_only, c.is_default, c.is_sensitive) for c in result.configs]
+        return out
+
+    def alter_configs(self, config_resources: Iterable[ConfigResource], validate_only: bool = False) -> None:
+        """Replace each resource's overrides with its `configs` (AlterConfigs); raises the first error."""
+        request = pb.AlterConfigsRequest(validate_only=validate_only, resources=[
+            pb.AlterConfigsRequest.AlterConfigsResource(
+                resource_type=r.resource_type, resource_name=r.name,
+                configs=[pb.AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in (r.configs or {}).items()])
+            for r in config_resources])
+        response = self._metadata.call_any(lambda stub: stub.AlterConfigs, request, self._default_api_timeout_ms)
+        _raise_first(response.responses)
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+                                  validate_only: bool = False) -> None:
+        """SET / DELETE single keys of each resource (IncrementalAlterConfigs); raises the first error."""
+        request = pb.IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
+            pb.IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=r.resource_type, resource_name=r.name,
+                configs=[pb.IncrementalAlterConfigsRequest.AlterableConfig(name=op.name, config_operation=op.op_type,
+                                                                           value=op.value) for op in ops])
+            for r, ops in changes.items()])
+        response = self._metadata.call_any(lambda stub: stub.IncrementalAlterConfigs, request,
+                                           self._default_api_timeout_ms)
+        _raise_first(response.responses)
+
     def list_topics(self) -> list[str]:
         return sorted(self._fetch_metadata(()).topics)
 
@@ -210,3 +295,9 @@ def _creatable(topic: NewTopic) -> pb.CreateTopicsRequest.CreatableTopic:
     for key, value in topic.topic_configs.items():
         creatable.configs.add(name=key, value=value)
     return creatable
+
+
+def _raise_first(responses: Iterable[pb.AlterConfigsResourceResponse]) -> None:
+    for r in responses:
+        if r.error_code != ErrorCode.NONE:
+            raise error_for(r.error_code, r.error_message or r.resource_name)

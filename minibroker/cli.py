@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "minibroker.commands.broker",
     "minibroker.commands.cluster",
     "minibroker.commands.topics",
+    "minibroker.commands.configs",
     "minibroker.commands.leader_election",
     "minibroker.commands.reassign_partitions",
     "minibroker.commands.console_producer",

@@ -1809,3 +1809,353 @@ class ControlledShutdownResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ControlledShutdownResponse: _TypeAlias = ControlledShutdownResponse  # noqa: Y015
+
+@_typing.final
+class DescribeConfigsRequest(_message.Message):
+    """---------------------------------------------------------------- configs (Kafka's DescribeConfigs v2,
+    AlterConfigs v1, IncrementalAlterConfigs v1). resource_type is Kafka's ConfigResource.Type: 2 topic,
+    4 broker (resource_name "" = the cluster-wide default).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DescribeConfigsResource(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+        RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+        CONFIGURATION_KEYS_FIELD_NUMBER: _builtins.int
+        resource_type: _builtins.int
+        resource_name: _builtins.str
+        @_builtins.property
+        def configuration_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+            """empty: every key"""
+
+        def __init__(
+            self,
+            *,
+            resource_type: _builtins.int = ...,
+            resource_name: _builtins.str = ...,
+            configuration_keys: _abc.Iterable[_builtins.str] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration_keys", b"configuration_keys", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeConfigsRequest.DescribeConfigsResource]: ...
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[Global___DescribeConfigsRequest.DescribeConfigsResource] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeConfigsRequest: _TypeAlias = DescribeConfigsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeConfigsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DescribeConfigsResourceResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        READ_ONLY_FIELD_NUMBER: _builtins.int
+        CONFIG_SOURCE_FIELD_NUMBER: _builtins.int
+        IS_SENSITIVE_FIELD_NUMBER: _builtins.int
+        IS_DEFAULT_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        value: _builtins.str
+        read_only: _builtins.bool
+        config_source: _builtins.int
+        """Kafka's ConfigSource: 1 dynamic topic ... 5 default"""
+        is_sensitive: _builtins.bool
+        is_default: _builtins.bool
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            value: _builtins.str | None = ...,
+            read_only: _builtins.bool = ...,
+            config_source: _builtins.int = ...,
+            is_sensitive: _builtins.bool = ...,
+            is_default: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "config_source", b"config_source", "is_default", b"is_default", "is_sensitive", b"is_sensitive", "name", b"name", "read_only", b"read_only", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__value: _TypeAlias = _typing.Literal["value"]  # noqa: Y015
+        _WhichOneofArgType__value: _TypeAlias = _typing.Literal["_value", b"_value"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
+
+    @_typing.final
+    class DescribeConfigsResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+        RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+        RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+        CONFIGS_FIELD_NUMBER: _builtins.int
+        error_code: _builtins.int
+        error_message: _builtins.str
+        resource_type: _builtins.int
+        resource_name: _builtins.str
+        @_builtins.property
+        def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeConfigsResponse.DescribeConfigsResourceResult]: ...
+        def __init__(
+            self,
+            *,
+            error_code: _builtins.int = ...,
+            error_message: _builtins.str | None = ...,
+            resource_type: _builtins.int = ...,
+            resource_name: _builtins.str = ...,
+            configs: _abc.Iterable[Global___DescribeConfigsResponse.DescribeConfigsResourceResult] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "error_message", b"error_message"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "configs", b"configs", "error_code", b"error_code", "error_message", b"error_message", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__error_message: _TypeAlias = _typing.Literal["error_message"]  # noqa: Y015
+        _WhichOneofArgType__error_message: _TypeAlias = _typing.Literal["_error_message", b"_error_message"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__error_message) -> _WhichOneofReturnType__error_message | None: ...
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeConfigsResponse.DescribeConfigsResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___DescribeConfigsResponse.DescribeConfigsResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeConfigsResponse: _TypeAlias = DescribeConfigsResponse  # noqa: Y015
+
+@_typing.final
+class AlterConfigsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AlterableConfig(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            value: _builtins.str | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "name", b"name", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__value: _TypeAlias = _typing.Literal["value"]  # noqa: Y015
+        _WhichOneofArgType__value: _TypeAlias = _typing.Literal["_value", b"_value"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
+
+    @_typing.final
+    class AlterConfigsResource(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+        RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+        CONFIGS_FIELD_NUMBER: _builtins.int
+        resource_type: _builtins.int
+        resource_name: _builtins.str
+        @_builtins.property
+        def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsRequest.AlterableConfig]: ...
+        def __init__(
+            self,
+            *,
+            resource_type: _builtins.int = ...,
+            resource_name: _builtins.str = ...,
+            configs: _abc.Iterable[Global___AlterConfigsRequest.AlterableConfig] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsRequest.AlterConfigsResource]: ...
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[Global___AlterConfigsRequest.AlterConfigsResource] | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterConfigsRequest: _TypeAlias = AlterConfigsRequest  # noqa: Y015
+
+@_typing.final
+class AlterConfigsResourceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    resource_type: _builtins.int
+    resource_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str | None = ...,
+        resource_type: _builtins.int = ...,
+        resource_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "error_message", b"error_message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "error_code", b"error_code", "error_message", b"error_message", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error_message: _TypeAlias = _typing.Literal["error_message"]  # noqa: Y015
+    _WhichOneofArgType__error_message: _TypeAlias = _typing.Literal["_error_message", b"_error_message"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error_message) -> _WhichOneofReturnType__error_message | None: ...
+
+Global___AlterConfigsResourceResponse: _TypeAlias = AlterConfigsResourceResponse  # noqa: Y015
+
+@_typing.final
+class AlterConfigsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResourceResponse]: ...
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___AlterConfigsResourceResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterConfigsResponse: _TypeAlias = AlterConfigsResponse  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AlterableConfig(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        CONFIG_OPERATION_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        config_operation: _builtins.int
+        """Kafka's AlterConfigOp.OpType: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT"""
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            config_operation: _builtins.int = ...,
+            value: _builtins.str | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "config_operation", b"config_operation", "name", b"name", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__value: _TypeAlias = _typing.Literal["value"]  # noqa: Y015
+        _WhichOneofArgType__value: _TypeAlias = _typing.Literal["_value", b"_value"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
+
+    @_typing.final
+    class AlterConfigsResource(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+        RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+        CONFIGS_FIELD_NUMBER: _builtins.int
+        resource_type: _builtins.int
+        resource_name: _builtins.str
+        @_builtins.property
+        def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___IncrementalAlterConfigsRequest.AlterableConfig]: ...
+        def __init__(
+            self,
+            *,
+            resource_type: _builtins.int = ...,
+            resource_name: _builtins.str = ...,
+            configs: _abc.Iterable[Global___IncrementalAlterConfigsRequest.AlterableConfig] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[Global___IncrementalAlterConfigsRequest.AlterConfigsResource]: ...
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[Global___IncrementalAlterConfigsRequest.AlterConfigsResource] | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsRequest: _TypeAlias = IncrementalAlterConfigsRequest  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResourceResponse]: ...
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___AlterConfigsResourceResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsResponse  # noqa: Y015

@@ -81,6 +81,21 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.OffsetFetchResponse.FromString,
                 _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/minibroker.KafkaClient/DescribeConfigs',
+                request_serializer=proto_dot_minibroker__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
+        self.AlterConfigs = channel.unary_unary(
+                '/minibroker.KafkaClient/AlterConfigs',
+                request_serializer=proto_dot_minibroker__pb2.AlterConfigsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.AlterConfigsResponse.FromString,
+                _registered_method=True)
+        self.IncrementalAlterConfigs = channel.unary_unary(
+                '/minibroker.KafkaClient/IncrementalAlterConfigs',
+                request_serializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaClientServicer:
@@ -144,6 +159,25 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeConfigs(self, request, context):
+        """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IncrementalAlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaClientServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -191,6 +225,21 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetFetchRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=proto_dot_minibroker__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'AlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterConfigs,
+                    request_deserializer=proto_dot_minibroker__pb2.AlterConfigsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.IncrementalAlterConfigs,
+                    request_deserializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -438,6 +487,87 @@ class KafkaClient:
             '/minibroker.KafkaClient/OffsetFetch',
             proto_dot_minibroker__pb2.OffsetFetchRequest.SerializeToString,
             proto_dot_minibroker__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DescribeConfigs',
+            proto_dot_minibroker__pb2.DescribeConfigsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/AlterConfigs',
+            proto_dot_minibroker__pb2.AlterConfigsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IncrementalAlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/IncrementalAlterConfigs',
+            proto_dot_minibroker__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.IncrementalAlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

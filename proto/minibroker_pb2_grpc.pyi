@@ -82,6 +82,10 @@ class KafkaClientStub:
     or rebalancing, so these are the standalone-consumer (generation -1) calls.
     """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]
+    DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]
+    """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
+    AlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]
+    IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.IncrementalAlterConfigsRequest, _minibroker_pb2.IncrementalAlterConfigsResponse]
 
 @_typing.type_check_only
 class KafkaClientAsyncStub(KafkaClientStub):
@@ -102,6 +106,10 @@ class KafkaClientAsyncStub(KafkaClientStub):
     or rebalancing, so these are the standalone-consumer (generation -1) calls.
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]  # type: ignore[assignment]
+    DescribeConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
+    """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
+    AlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]  # type: ignore[assignment]
+    IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.IncrementalAlterConfigsRequest, _minibroker_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
 
 class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     """The client API: producers, consumers, admin clients, and follower replicas
@@ -173,6 +181,28 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.OffsetFetchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.OffsetFetchResponse, _abc.Awaitable[_minibroker_pb2.OffsetFetchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DescribeConfigs(
+        self,
+        request: _minibroker_pb2.DescribeConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DescribeConfigsResponse, _abc.Awaitable[_minibroker_pb2.DescribeConfigsResponse]]:
+        """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
+
+    @_abc_1.abstractmethod
+    def AlterConfigs(
+        self,
+        request: _minibroker_pb2.AlterConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.AlterConfigsResponse, _abc.Awaitable[_minibroker_pb2.AlterConfigsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def IncrementalAlterConfigs(
+        self,
+        request: _minibroker_pb2.IncrementalAlterConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.IncrementalAlterConfigsResponse, _abc.Awaitable[_minibroker_pb2.IncrementalAlterConfigsResponse]]: ...
 
 def add_KafkaClientServicer_to_server(servicer: KafkaClientServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

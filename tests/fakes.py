@@ -85,6 +85,8 @@ class FakeZk:
         self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}  # /config/brokers/<id|<default>>
+        self.config_changes: list[str] = []  # entity paths of /config/changes notifications, in order
         self.topic_deletions: set[str] = set()
         self.preferred_replica_election: set[TopicPartition] = set()
         self.partition_reassignment: dict[TopicPartition, tuple[int, ...]] = {}
@@ -207,6 +209,22 @@ class FakeZk:
 
     def get_topic_config(self, topic: str) -> dict[str, str]:
         return dict(self.topic_configs.get(topic, {}))
+
+    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
+        return self.topics.get(topic)
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        if entity_type == paths.TOPICS_ENTITY:
+            return self.get_topic_config(name)
+        return dict(self.broker_configs.get(name, {}))
+
+    def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        """The overrides and their /config/changes notification, as one write."""
+        if entity_type == paths.TOPICS_ENTITY:
+            self.topic_configs[name] = dict(config)
+        else:
+            self.broker_configs[name] = dict(config)
+        self.config_changes.append(f"{entity_type}/{name}")
 
     def get_topic_deletions(self) -> set[str]:
         return set(self.topic_deletions)

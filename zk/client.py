@@ -513,12 +513,22 @@ class KafkaZkClient:
 
     def get_topic_config(self, topic: str) -> dict[str, str]:
         """The topic's config overrides; empty if none."""
-        node = self._get(paths.topic_config_path(topic))
-        return {} if node is None else paths.decode_topic_config(topic, node[0])
+        return self.get_entity_config(paths.TOPICS_ENTITY, topic)
 
     def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Replace the topic's overrides and notify brokers (/config/changes), in one multi-op."""
-        config_path = paths.topic_config_path(topic)
+        self.set_entity_config(paths.TOPICS_ENTITY, topic, config)
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """The overrides under /config/<entity_type>/<name>; empty if none."""
+        path = paths.entity_config_path(entity_type, name)
+        node = self._get(path)
+        return {} if node is None else paths.decode_entity_config(path, node[0])
+
+    def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        """Replace the overrides and add a /config/changes/config_change_<seq> notification
+        ({"version":2,"entity_path":"<type>/<name>"}), in one multi-op (Kafka's AdminZkClient.changeConfigs)."""
+        config_path = paths.entity_config_path(entity_type, name)
 
         def write() -> list[Any]:
             tx = self._zk.transaction()
@@ -526,12 +536,28 @@ class KafkaZkClient:
                 tx.create(config_path, paths.encode_topic_config(config))
             else:
                 tx.set_data(config_path, paths.encode_topic_config(config))
-            tx.create(paths.config_change_path(), paths.encode_config_change(f"topics/{topic}"), sequence=True)
+            tx.create(paths.config_change_path(), paths.encode_config_change(f"{entity_type}/{name}"), sequence=True)
             return list(tx.commit())
 
         error = _op_error(self._call(write))
         if error is not None:
             raise error
+
+    def purge_config_changes(self, sequence_numbers: Sequence[str], created_before_ms: int) -> None:
+        """Delete the notifications created before `created_before_ms` (Kafka's purgeObsoleteNotifications:
+        every broker read them long ago)."""
+        znodes = [paths.config_change_path(seq) for seq in sequence_numbers]
+        for path, node in zip(znodes, self._get_many(znodes)):
+            if node is not None and node[1].ctime < created_before_ms:
+                try:
+                    self._call(self._zk.delete, path)
+                except NoNodeError:
+                    pass  # another broker purged it first
+
+    def get_config_change(self, sequence_number: str) -> str | None:
+        """The entity_path of a config change notification; None if it is gone (purged)."""
+        node = self._get(paths.config_change_path(sequence_number))
+        return None if node is None else paths.decode_config_change(sequence_number, node[0])
 
     def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
         """The controller's last step of a deletion: the topic's znodes, its config and its deletion request."""
@@ -920,6 +946,13 @@ class KafkaZkClient:
         return self.watch_children(
             paths.ISR_CHANGE_NOTIFICATION,
             lambda children: callback(sorted(paths.sequence_number(c, paths.ISR_CHANGE_PREFIX) for c in children)),
+        )
+
+    def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:
+        """callback(sequence numbers of /config/changes notifications, oldest first)."""
+        return self.watch_children(
+            paths.CONFIG_CHANGES,
+            lambda children: callback(sorted(paths.sequence_number(c, paths.CONFIG_CHANGE_PREFIX) for c in children)),
         )
 
     def watch_topic_deletions(self, callback: Callable[[set[str]], None]) -> Watch:

@@ -41,18 +41,20 @@ DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
 
 # Kafka's ZkData.PersistentZkPaths, minus the paths of features we do not have
-# (old consumers, broker id generation, log dir events, non-topic configs).
+# (old consumers, broker id generation, log dir events, client/user configs).
 PERSISTENT_ZK_PATHS = (
     BROKER_IDS,
     TOPICS,
     CONFIG_CHANGES,
     CONFIG_TOPICS,
+    CONFIG_BROKERS,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     PRODUCER_ID_BLOCK,
@@ -104,6 +106,24 @@ def partition_state_path(tp: TopicPartition) -> str:
 def topic_config_path(topic: str) -> str:
     validate_topic(topic)
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+# Kafka's ConfigType names, as /config/<type>/<name> and a change notification's entity_path spell them.
+TOPICS_ENTITY = "topics"
+BROKERS_ENTITY = "brokers"
+# Kafka's ConfigEntityName.Default: the cluster-wide default of dynamic broker configs.
+DEFAULT_ENTITY_NAME = "<default>"
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """/config/topics/<topic> or /config/brokers/<id|<default>>."""
+    if entity_type == TOPICS_ENTITY:
+        return topic_config_path(name)
+    if entity_type == BROKERS_ENTITY:
+        if name != DEFAULT_ENTITY_NAME and not (name.isascii() and name.isdigit()):
+            raise ValueError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}")
+        return f"{CONFIG_BROKERS}/{name}"
+    raise ValueError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers")
 
 
 def delete_topic_path(topic: str) -> str:
@@ -497,7 +517,12 @@ def encode_topic_config(config: Mapping[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
-    with _decoding(topic_config_path(topic), data):
+    return decode_entity_config(topic_config_path(topic), data)
+
+
+def decode_entity_config(path: str, data: bytes) -> dict[str, str]:
+    """A /config/<type>/<name> znode: {"version":1,"config":{...}}."""
+    with _decoding(path, data):
         config = _loads(data).get("config") or {}
         return {_str(k): _str(v) for k, v in config.items()}
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.api.operations import BrokerOperations, duplicates, group_by_topic, zookeeper_bound
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
@@ -29,6 +29,7 @@ from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.server.admin_manager import NewTopic
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
 from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
@@ -50,6 +51,7 @@ NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker ep
 
 class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_offsets: ZkGroupOffsets,
+                 config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str) -> None:
@@ -61,12 +63,18 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
         self._group_offsets = group_offsets
+        self._config_admin = config_admin
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory
         self._broker_epoch = broker_epoch
         self._cluster_id = cluster_id
         self._metrics = metrics
+
+    def _timeout_ms(self, context: Context) -> float:
+        """How long a ZooKeeper-bound request may wait: its gRPC deadline, else request.timeout.ms."""
+        remaining = context.time_remaining()
+        return self._config.request_timeout_ms if remaining is None else remaining * 1000
 
     # ------------------------------------------------------------------ authorization
 
@@ -176,7 +184,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
         found = await self._operations.metadata(list(request.topics) or None, request.allow_auto_topic_creation,
-                                                self._listener_name)
+                                                self._listener_name, self._timeout_ms(context))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
         for node in found.brokers:
@@ -221,7 +229,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
         error, producer_id, epoch = await self._operations.init_producer_id(
-            request.transactional_id if request.HasField("transactional_id") else None)
+            request.transactional_id if request.HasField("transactional_id") else None, self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
@@ -230,7 +238,10 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset, p.committed_metadata)
                    for t in request.topics for p in t.partitions]
         try:
-            errors = await asyncio.to_thread(self._group_offsets.commit, request.group_id, commits)
+            errors = await zookeeper_bound(lambda: self._group_offsets.commit(request.group_id, commits),
+                                           self._timeout_ms(context))
+        except KafkaError as e:
+            errors = [(c.topic_partition, e.code) for c in commits]
         except Exception:
             logger.exception("Failed to commit offsets of group %r", request.group_id)
             errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]
@@ -240,6 +251,37 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             for index, error in partition_errors:
                 topic_response.partitions.add(partition_index=index, error_code=error)
         return response
+
+    # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
+
+    async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
+                              context: Context) -> pb.DescribeConfigsResponse:
+        resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
+        response = pb.DescribeConfigsResponse()
+        for result in await asyncio.to_thread(self._config_admin.describe_configs, resources):
+            out = response.results.add(error_code=result.error, error_message=result.message,
+                                       resource_type=result.resource_type, resource_name=result.resource_name)
+            for entry in result.entries:
+                out.configs.add(name=entry.name, value=entry.value, read_only=entry.read_only,
+                                config_source=entry.source, is_sensitive=entry.is_sensitive,
+                                is_default=entry.is_default)
+        return response
+
+    async def AlterConfigs(self, request: pb.AlterConfigsRequest, context: Context) -> pb.AlterConfigsResponse:
+        resources = [(r.resource_type, r.resource_name,
+                      {c.name: c.value if c.HasField("value") else None for c in r.configs})
+                     for r in request.resources]
+        results = await asyncio.to_thread(self._config_admin.alter_configs, resources, request.validate_only)
+        return pb.AlterConfigsResponse(responses=_alter_responses(results))
+
+    async def IncrementalAlterConfigs(self, request: pb.IncrementalAlterConfigsRequest,
+                                      context: Context) -> pb.IncrementalAlterConfigsResponse:
+        resources = [(r.resource_type, r.resource_name,
+                      [(c.name, c.config_operation, c.value if c.HasField("value") else None) for c in r.configs])
+                     for r in request.resources]
+        results = await asyncio.to_thread(self._config_admin.incremental_alter_configs, resources,
+                                          request.validate_only)
+        return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
 
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
         partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
@@ -353,3 +395,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,
                                               end_offset=end_offset)
         return response
+
+
+def _alter_responses(results: Iterable[AlterConfigsResult]) -> list[pb.AlterConfigsResourceResponse]:
+    return [pb.AlterConfigsResourceResponse(error_code=r.error, error_message=r.message, resource_type=r.resource_type,
+                                            resource_name=r.resource_name) for r in results]

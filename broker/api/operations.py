@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -90,6 +90,17 @@ class TopicsMetadata:
     topics: list[tuple[str, ErrorCode, TopicMetadata | None]]  # requested order; metadata None when unknown
 
 
+async def zookeeper_bound(call: Callable[[], T], timeout_ms: float) -> T:
+    """`call` in a worker thread, waited for no longer than the request may wait. During a ZooKeeper outage the
+    call retries until reconnected; the client gets KafkaError(REQUEST_TIMED_OUT) at its timeout instead of a
+    wait as long as the outage (the call may still complete afterwards, as a timed-out Kafka request may)."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(call), max(timeout_ms, 0) / 1000)
+    except TimeoutError:
+        raise KafkaError(f"ZooKeeper did not answer within the request's timeout ({timeout_ms:.0f} ms)",
+                         ErrorCode.REQUEST_TIMED_OUT) from None
+
+
 class BrokerOperations:
     def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  admin_manager: AdminManager, producer_ids: ProducerIdManager,
@@ -106,6 +117,9 @@ class BrokerOperations:
 
     def completion(self) -> Completion[T]:
         return Completion(self._loop, self._loop_thread)
+
+    def _timeout_ms(self, timeout_ms: float | None) -> float:
+        return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
 
     # ------------------------------------------------------------------ Produce
 
@@ -198,9 +212,10 @@ class BrokerOperations:
     # ------------------------------------------------------------------ Metadata
 
     async def metadata(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool,
-                       listener_name: str) -> TopicsMetadata:
+                       listener_name: str, timeout_ms: float | None = None) -> TopicsMetadata:
         """The live brokers and the requested topics (all when None) as reached on `listener_name`; unknown
-        topics auto-created when asked and auto.create.topics.enable allows it."""
+        topics auto-created when asked and auto.create.topics.enable allows it, waiting on ZooKeeper no longer
+        than `timeout_ms` (default request.timeout.ms): REQUEST_TIMED_OUT for those topics then."""
         cache = self.metadata_cache
         names = list(dict.fromkeys(topics)) if topics is not None else sorted(cache.get_all_topics())
         known = {t.name: t for t in cache.get_topic_metadata(names, listener_name)}
@@ -219,7 +234,11 @@ class BrokerOperations:
             else:
                 unknown[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if to_create:
-            created = await asyncio.to_thread(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create])
+            try:
+                created = await zookeeper_bound(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create],
+                                                self._timeout_ms(timeout_ms))
+            except KafkaError as e:
+                created = [e.code] * len(to_create)
             unknown.update(zip(to_create, created))
         return TopicsMetadata(
             cache.get_alive_brokers(listener_name),
@@ -245,13 +264,17 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    async def init_producer_id(self, transactional_id: str | None) -> tuple[ErrorCode, int, int]:
-        """(error, producer id, producer epoch) for an idempotent producer."""
+    async def init_producer_id(self, transactional_id: str | None,
+                               timeout_ms: float | None = None) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, producer epoch) for an idempotent producer; REQUEST_TIMED_OUT when claiming a
+        block from ZooKeeper takes longer than `timeout_ms` (default request.timeout.ms)."""
         if transactional_id is not None:
             # Idempotence only: there is no transaction coordinator to hand a transactional id to.
             return ErrorCode.INVALID_REQUEST, -1, -1
         try:
-            producer_id = await asyncio.to_thread(self._producer_ids.generate_producer_id)
+            producer_id = await zookeeper_bound(self._producer_ids.generate_producer_id, self._timeout_ms(timeout_ms))
+        except KafkaError as e:
+            return e.code, -1, -1
         except Exception:
             logger.exception("Failed to allocate a producer id")
             return ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1

@@ -11,6 +11,7 @@ thread left without partitions is shut down by shutdown_idle_fetcher_threads.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import defaultdict
@@ -104,6 +105,28 @@ class ReplicaFetcherManager:
         with self._failed_lock:
             self._failed_partitions.difference_update(tps)
         logger.info("Removed fetcher for partitions %s", sorted(str(tp) for tp in tps))
+
+    @property
+    def num_fetchers(self) -> int:
+        return self._config.num_replica_fetchers
+
+    def resize_thread_pool(self, new_size: int) -> None:
+        """num.replica.fetchers changed live (Kafka's resizeThreadPool): every partition moves to the thread
+        its new fetcher id names, from where it was fetching; idle threads stop."""
+        with self._lock:
+            if new_size == self._config.num_replica_fetchers:
+                return
+            moved: dict[TopicPartition, InitialFetchState] = {}
+            for thread in self._threads.values():
+                states = thread.partition_states()
+                thread.remove_partitions(states)
+                for tp, state in states.items():
+                    moved[tp] = InitialFetchState(thread.source_broker, state.current_leader_epoch, state.fetch_offset)
+            logger.info("Resizing fetcher thread pool size from %d to %d", self._config.num_replica_fetchers,
+                        new_size)
+            self._config = dataclasses.replace(self._config, num_replica_fetchers=new_size)
+        self.add_fetcher_for_partitions(moved)
+        self.shutdown_idle_fetcher_threads()
 
     def shutdown_idle_fetcher_threads(self) -> None:
         with self._lock:

@@ -16,7 +16,7 @@ from typing import Any
 
 from common.record import HEADER_SIZE
 
-__all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig"]
+__all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig", "broker_key_synonyms"]
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -74,6 +74,10 @@ class LogConfig:
                     break
         return dataclasses.replace(base, **changes)
 
+    def topic_values(self) -> dict[str, str]:
+        """Every setting under its topic-level name, as Kafka's DescribeConfigs prints it."""
+        return {spec.topic_key: _show(getattr(self, spec.field)) for spec in _SPECS}
+
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
@@ -87,6 +91,15 @@ class LogConfig:
     def delete(self) -> bool:
         """cleanup.policy includes delete: retention.ms / retention.bytes drop old segments."""
         return DELETE in self.cleanup_policy
+
+
+def _show(value: object) -> str:
+    """A value as Kafka shows it: booleans lower case, lists (cleanup.policy) comma-separated."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
 
 
 def _parse_int(text: str) -> int:
@@ -193,3 +206,9 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("max_compaction_lag_ms", "max.compaction.lag.ms", (("log.cleaner.max.compaction.lag.ms", 1),), minimum=1),
     _Spec("delete_retention_ms", "delete.retention.ms", (("log.cleaner.delete.retention.ms", 1),), minimum=0),
 )
+
+
+def broker_key_synonyms() -> list[tuple[str, ...]]:
+    """The broker-level names of each setting, finest unit first (log.retention.ms, .minutes, .hours): a
+    dynamic value for any of them replaces the static value of all (Kafka's brokerConfigSynonyms)."""
+    return [tuple(key for key, _ in spec.broker_keys) for spec in _SPECS]

@@ -102,7 +102,7 @@ class UnexpectedAppendOffsetError(KafkaError):
     than CORRUPT_MESSAGE because the bytes are fine: the fetcher fetched from the
     wrong place, and it needs `first_offset` to fix that (Kafka truncates fully to
     the batch's base when the leader's log start lies inside a batch).
-    Unlike Kafka, a gap is refused too: without compaction, offsets never skip.
+    Unlike Kafka, a gap is refused too in a non-compacted log: without compaction, offsets never skip.
     """
 
     code = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -245,6 +245,14 @@ class Log:
         return (f"Log(dir={self.dir}, log_start_offset={self._log_start_offset},"
                 f" log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
 
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config changed live (Kafka's Log.updateConfig): the next roll, retention pass, flush and
+        append read the new values."""
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.config = config
+
     # ------------------------------------------------------------------ properties
 
     @property
@@ -310,6 +318,7 @@ class Log:
             first_unflushed = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
         self._check_indexes(first_unflushed, recovery)
         self._recover_segments(first_unflushed, recovery)
+        self._cut_at_first_gap(recovery)
         if not self._segments:
             self._add_segment(log_start_offset, now)
         log_end_offset = self.active_segment.read_next_offset()
@@ -448,8 +457,27 @@ class Log:
                                    f" {result.valid_bytes}")
         return True
 
+    def _cut_at_first_gap(self, recovery: _Recovery) -> None:
+        """Delete every segment from the first that does not start where the one before it ends.
+
+        Only a crash between two segment deletions leaves such a gap (truncation deletes from the tail
+        now, but a log written before may still hold one); served, it would make a follower fetching at
+        the gap fail and consumers skip offsets silently. A compacted log's segments legitimately skip
+        offsets (the cleaner drops records and may empty whole segments), so it is never cut here.
+        """
+        if self.config.compact:
+            return
+        for i in range(1, len(self._segments)):
+            previous_end = self._segments[i - 1].read_next_offset()
+            base = self._segments[i].base_offset
+            if base != previous_end:
+                self._delete_segments_from(i, recovery, f"segment {base} starts at offset {base} but the segment"
+                                                        f" before it ends at offset {previous_end}")
+                return
+
     def _delete_segments_from(self, start: int, recovery: _Recovery, reason: str) -> None:
-        for segment in self._segments[start:]:
+        # From the tail backwards: a crash midway leaves a shorter log, never one with a hole.
+        for segment in reversed(self._segments[start:]):
             recovery.record(RecoveryActionKind.DELETED_SEGMENT, segment.path, 0, segment.size, reason)
             segment.delete()
         del self._segments[start:]
@@ -759,13 +787,18 @@ class Log:
             if target_offset >= self.log_end_offset:
                 logger.info("%sTruncating to %d has no effect as the largest offset in the log is %d", self._ident,
                             target_offset, self.log_end_offset - 1)
+                # KAFKA-10706: the cache may hold an entry at the log end (a leader that assigned its epoch and
+                # wrote nothing before losing leadership); left there, the follower asks about that epoch for ever.
+                if self.leader_epoch_cache is not None:
+                    self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             logger.info("%sTruncating to offset %d", self._ident, target_offset)
             if self._segments[0].base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
             keep = bisect.bisect_right(self._base_offsets, target_offset)
-            for segment in self._segments[keep:]:
+            # From the tail backwards: a kill between two deletions must leave a prefix of the log, not a hole.
+            for segment in reversed(self._segments[keep:]):
                 segment.delete()
             del self._segments[keep:]
             del self._base_offsets[keep:]
@@ -788,7 +821,7 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         logger.info("%sTruncate and start at offset %d", self._ident, new_offset)
-        for segment in self._segments:
+        for segment in reversed(self._segments):
             segment.delete()
         self._segments.clear()
         self._base_offsets.clear()

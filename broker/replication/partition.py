@@ -177,6 +177,13 @@ class Partition:
     def is_under_min_isr(self) -> bool:
         return self.is_leader and len(self.in_sync_replica_ids) < self.min_insync_replicas
 
+    def update_topic_config(self, config: TopicConfig) -> None:
+        """The topic's config changed live: min.insync.replicas and the log's settings apply from now on."""
+        with self._lock:
+            self.topic_config = config
+            if self.log is not None:
+                self.log.update_config(config.log)
+
     # ------------------------------------------------------------------ role changes
 
     def make_leader(self, state: LeaderAndIsrPartitionState,
@@ -190,6 +197,10 @@ class Partition:
             logger.info("Leader %s starts at leader epoch %d from offset %d with high watermark %d ISR %s."
                         " Previous leader epoch was %d.", self.topic_partition, state.leader_epoch, start_offset,
                         self.high_watermark, list(state.isr), self.leader_epoch)
+            is_new_leader = not self.is_leader
+            # Kafka 3.x's isNewLeaderEpoch: a leader handed a later epoch directly (paused through the epochs in
+            # between, when followers may have truncated) must not trust positions learnt before.
+            is_new_leader_epoch = is_new_leader or state.leader_epoch > self.leader_epoch
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = start_offset
             self.zk_version = state.zk_version
@@ -198,12 +209,11 @@ class Partition:
             # records of a later, failed epoch can still find where to truncate.
             if log.leader_epoch_cache is not None:
                 log.leader_epoch_cache.assign(state.leader_epoch, start_offset)
-            is_new_leader = not self.is_leader
             now = self._time_ms()
             for replica in self.remote_replicas.values():
                 caught_up = now if replica.broker_id in self.in_sync_replica_ids else 0
                 replica.reset_last_caught_up_time(start_offset, now, caught_up)
-                if is_new_leader:
+                if is_new_leader_epoch:
                     replica.forget_log_end_offset()
             self.leader_replica_id = self.local_broker_id
             # The ISR may be down to this broker alone.
@@ -325,7 +335,7 @@ class Partition:
                             f"(brokerId: {b}, endOffset: {self.remote_replicas[b].log_end_offset})"
                             for b in sorted(out_of_sync)))
             update = self._begin_isr_update(self.in_sync_replica_ids - out_of_sync)
-        return self._complete_isr_update(update, store.shrink_isr(self.topic_partition, update.state))
+        return self._write_isr_update(update, store.shrink_isr)
 
     def maybe_expand_isr(self, replica_id: int, store: PartitionStateStore) -> bool:
         """Add a follower that caught up (see broker/replication/rules.py); True if the high watermark moved."""
@@ -336,7 +346,7 @@ class Partition:
             logger.info("%sExpanding ISR from %s to %s", self._log_prefix, describe_isr(self.in_sync_replica_ids),
                         describe_isr(new_isr))
             update = self._begin_isr_update(new_isr)
-        return self._complete_isr_update(update, store.expand_isr(self.topic_partition, update.state))
+        return self._write_isr_update(update, store.expand_isr)
 
     def _needs_expand_isr(self, replica_id: int) -> bool:
         replica = self.remote_replicas.get(replica_id)
@@ -351,6 +361,19 @@ class Partition:
             self.local_broker_id, self.leader_epoch, isr, self.controller_epoch, self.zk_version))
         self._pending_isr_update = update
         return update
+
+    def _write_isr_update(self, update: _PendingIsrUpdate,
+                          write: Callable[[TopicPartition, LeaderIsrAndControllerEpoch], IsrUpdateResult]) -> bool:
+        try:
+            result = write(self.topic_partition, update.state)
+        except BaseException:
+            # The write failed (ZooKeeper session expired...): left pending, it would block every later shrink and
+            # expand and hold the HW to the maximal ISR until the next LeaderAndIsr. The next attempt re-reads.
+            with self._lock:
+                if self._pending_isr_update is update:
+                    self._pending_isr_update = None
+            raise
+        return self._complete_isr_update(update, result)
 
     def _complete_isr_update(self, update: _PendingIsrUpdate, result: IsrUpdateResult) -> bool:
         with self._lock:

@@ -120,6 +120,18 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ partitions
 
+    def update_topic_config(self, topic: str, config: TopicConfig) -> None:
+        """A topic's config changed live: every partition of it hosted here reads the new values from now on."""
+        for partition in self.hosted_partitions():
+            if partition.topic_partition.topic == topic:
+                partition.update_topic_config(config)
+                # A changed min.insync.replicas decides waiting acks=all produces now, not at their timeout.
+                self._complete_delayed_requests(partition.topic_partition)
+
+    def set_default_topic_config(self, config: TopicConfig) -> None:
+        """The config of partitions of topics without overrides, after a dynamic broker default changed."""
+        self._default_topic_config = config
+
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 

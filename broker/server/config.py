@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,6 +85,9 @@ class KafkaConfig:
         Type.INT, 1048588, "Largest record batch size allowed (topic config max.message.bytes)", at_least(0)
     )
     request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
+    background_threads: int = define(
+        Type.INT, 10, "The number of threads to use for various background processing tasks", at_least(1)
+    )
 
     # Listeners
     listeners: str = define(
@@ -329,7 +332,8 @@ class KafkaConfig:
                 "inter.broker.listener.name",
                 self.inter_broker_listener_name,
                 "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid"
-                f" options based on currently configured listeners are {','.join(advertised_names)}",
+                f" options based on currently configured listeners are {','.join(advertised_names)}"
+                + self._no_grpc_listener_hint(advertised_names),
             )
         if self.inter_broker_listener not in self.grpc_listeners:
             raise ConfigError(
@@ -338,6 +342,14 @@ class KafkaConfig:
                 "inter.broker.listener.name must name a gRPC listener (grpc.listener.names:"
                 f" {','.join(sorted(self.grpc_listeners))}): brokers and controllers talk gRPC to each other",
             )
+
+    def _no_grpc_listener_hint(self, advertised_names: Sequence[str]) -> str:
+        # Kafka's own server.properties with only `listeners=PLAINTEXT://...` uncommented lands here: say what to add.
+        if self.inter_broker_listener_name is not None or self.grpc_listeners & set(advertised_names):
+            return ""
+        return (f" (no gRPC listener: replication and the controller talk gRPC, so a broker needs a listener named in"
+                f" grpc.listener.names ({','.join(sorted(self.grpc_listeners))}) next to its Kafka listeners,"
+                " e.g. listeners=PLAINTEXT://:9092,GRPC://:9192)")
 
     @staticmethod
     def _parsed(key: str, text: str, parse: Callable[[str], T]) -> T:

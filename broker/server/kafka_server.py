@@ -69,6 +69,8 @@ from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import ConfigAdmin
+from broker.server.dynamic_config import DynamicConfigManager
 from broker.server.group_offsets import ZkGroupOffsets
 from broker.server.malloc import tune_malloc
 from broker.server.metadata_cache import MetadataCache
@@ -141,6 +143,8 @@ class KafkaServer:
         self._kafka_listeners: list[KafkaListener] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
+        self._fetcher_manager: ReplicaFetcherManager | None = None
+        self._dynamic_config: DynamicConfigManager | None = None
         self._registration: BrokerInfo | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -196,20 +200,28 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
+        fetchers = self._fetcher_manager
+        assert fetchers is not None  # made by the ReplicaManager just above
+        self._dynamic_config = DynamicConfigManager(self.broker_id, zk, topic_configs, replica_manager,
+                                                    fetchers.resize_thread_pool, config.num_replica_fetchers)
+        await asyncio.to_thread(self._dynamic_config.startup)
         # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
         operations = BrokerOperations(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
             admin_manager=AdminManager(config, zk, topic_configs),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop)
+        config_admin = ConfigAdmin(config, zk, topic_configs)
         apis = functools.partial(
             KafkaApis,
             config, operations=operations, group_offsets=ZkGroupOffsets(zk, metadata_cache),
+            config_admin=config_admin,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
         kafka_context = functools.partial(
-            KafkaContext, config, operations, topic_configs, zk.get_topic_config, cluster_id, self.metrics)
+            KafkaContext, config, operations, cluster_id, self.metrics,
+            config_admin=config_admin)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
@@ -217,7 +229,7 @@ class KafkaServer:
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         self._log_cleaner = self._start_log_cleaner(log_manager, replica_manager)
-        self._scheduler = KafkaScheduler()
+        self._scheduler = KafkaScheduler(config.background_threads)
         self._schedule_periodic_tasks(self._scheduler, log_manager, replica_manager, self._isr_change_propagator)
         if config.metrics_port:
             self.metrics.serve(config.metrics_port)
@@ -252,7 +264,8 @@ class KafkaServer:
         def connect(leader: BrokerEndPoint) -> ReplicaFetcherBlockingSend:
             return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config)
 
-        return ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
+        self._fetcher_manager = ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
+        return self._fetcher_manager
 
     async def _connect_zookeeper(self) -> tuple[KafkaZkClient, str]:
         config = self.config
@@ -392,6 +405,8 @@ class KafkaServer:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
             await self._scheduler.shutdown()
+        if self._dynamic_config is not None:
+            await asyncio.to_thread(self._dynamic_config.shutdown)
         stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers),
                                   *(listener.stop() for listener in self._kafka_listeners))
         # Requests parked in purgatory are answered now rather than cut off by the grace period.

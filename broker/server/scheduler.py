@@ -2,8 +2,13 @@
 
 Each task's work is blocking file I/O (fsync, checkpoint writes, segment
 deletion), so it runs in a worker thread and the loop keeps serving requests
-meanwhile. A run never overlaps the previous run of the same task; a failing
-run is logged and the task keeps its schedule. Shutdown lets a run in progress
+meanwhile. The threads are the scheduler's own (Kafka's background.threads),
+not the loop's default executor: request handlers park ZooKeeper-bound calls
+there, and during a ZooKeeper outage those can hold every default worker while
+the ISR shrink, the HW checkpoint and the flush must go on.
+
+A run never overlaps the previous run of the same task; a failing run is
+logged and the task keeps its schedule. Shutdown lets a run in progress
 finish, so nothing writes behind the back of the shutdown sequence.
 """
 
@@ -12,14 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger(__name__)
 
 
 class KafkaScheduler:
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 10) -> None:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stop = asyncio.Event()
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="kafka-scheduler")
 
     def schedule(self, name: str, work: Callable[[], object], delay_ms: int, period_ms: int) -> None:
         """Run `work` after `delay_ms`, then every `period_ms` (period <= 0: once)."""
@@ -33,7 +40,7 @@ class KafkaScheduler:
             return
         while True:
             try:
-                await asyncio.to_thread(work)
+                await asyncio.get_running_loop().run_in_executor(self._executor, work)
             except Exception:
                 logger.exception("Uncaught exception in scheduled task '%s'", name)
             if period_ms <= 0 or await self._stopped_within(period_ms):
@@ -51,3 +58,4 @@ class KafkaScheduler:
         tasks = list(self._tasks.values())
         self._tasks.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._executor.shutdown(wait=False)  # every run has finished: the gather waited for them

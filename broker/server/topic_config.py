@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.log.config import LogConfig
+from broker.log.config import LogConfig, broker_key_synonyms
 from broker.server.config import KafkaConfig
 from proto.errors import ErrorCode, KafkaError
 
@@ -41,16 +41,41 @@ class TopicConfig:
     min_insync_replicas: int
     unclean_leader_election_enable: bool
 
+    def values(self) -> dict[str, str]:
+        """Every topic config key with its effective value, as DescribeConfigs reports them."""
+        return {**self.log.topic_values(), **_FIXED, MIN_INSYNC_REPLICAS: str(self.min_insync_replicas),
+                UNCLEAN_LEADER_ELECTION_ENABLE: str(self.unclean_leader_election_enable).lower()}
+
 
 class TopicConfigs:
     """Turns a topic's overrides into its TopicConfig, with the broker's values as defaults."""
 
     def __init__(self, broker: KafkaConfig) -> None:
+        self._broker = broker
         self.default = TopicConfig(
             LogConfig.from_properties(broker.log_properties()),
             broker.min_insync_replicas,
             broker.unclean_leader_election_enable,
         )
+
+    def with_broker_overrides(self, dynamic: Mapping[str, str]) -> TopicConfig:
+        """The topic defaults once dynamic broker configs (log.retention.ms, min.insync.replicas, ...) override
+        the static ones; ValueError naming a bad key. A dynamic value for one synonym (log.retention.hours)
+        replaces the static value of every synonym (log.retention.ms)."""
+        props = dict(self._broker.log_properties())
+        for synonyms in broker_key_synonyms():
+            if any(key in dynamic for key in synonyms):
+                for key in synonyms:
+                    props.pop(key, None)
+        props.update({k: v for k, v in dynamic.items() if any(k in group for group in broker_key_synonyms())})
+        log_config = LogConfig.from_properties(props)
+        min_isr = self._broker.min_insync_replicas
+        if MIN_INSYNC_REPLICAS in dynamic:
+            min_isr = _parse_min_insync_replicas(dynamic[MIN_INSYNC_REPLICAS])
+        unclean = self._broker.unclean_leader_election_enable
+        if UNCLEAN_LEADER_ELECTION_ENABLE in dynamic:
+            unclean = _parse_unclean_leader_election(dynamic[UNCLEAN_LEADER_ELECTION_ENABLE])
+        return TopicConfig(log_config, min_isr, unclean)
 
     def validate(self, overrides: Mapping[str, str]) -> TopicConfig:
         """The config the overrides give; KafkaError(INVALID_CONFIG) naming the first bad key."""
@@ -82,23 +107,27 @@ class TopicConfigs:
 
     def _min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
         text = overrides.get(MIN_INSYNC_REPLICAS)
-        if text is None:
-            return self.default.min_insync_replicas
-        value = _java_int(text.strip())
-        if value is None or value < 1:
-            raise ValueError(f"Invalid value {text} for configuration {MIN_INSYNC_REPLICAS}: must be an integer >= 1")
-        return value
+        return self.default.min_insync_replicas if text is None else _parse_min_insync_replicas(text)
 
     def _unclean_leader_election(self, overrides: Mapping[str, str]) -> bool:
         text = overrides.get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        if text is None:
-            return self.default.unclean_leader_election_enable
-        lowered = text.strip().lower()
-        if lowered not in ("true", "false"):
-            raise ValueError(
-                f"Invalid value {text} for configuration {UNCLEAN_LEADER_ELECTION_ENABLE}: expected true or false"
-            )
-        return lowered == "true"
+        return self.default.unclean_leader_election_enable if text is None else _parse_unclean_leader_election(text)
+
+
+def _parse_min_insync_replicas(text: str) -> int:
+    value = _java_int(text.strip())
+    if value is None or value < 1:
+        raise ValueError(f"Invalid value {text} for configuration {MIN_INSYNC_REPLICAS}: must be an integer >= 1")
+    return value
+
+
+def _parse_unclean_leader_election(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(
+            f"Invalid value {text} for configuration {UNCLEAN_LEADER_ELECTION_ENABLE}: expected true or false"
+        )
+    return lowered == "true"
 
 
 def _java_int(text: str) -> int | None:

@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Kafka 2.8's config/server.properties, comments shortened, with the listener on a port of the test's own.
+# Kafka 2.8's config/server.properties, comments shortened, with its listeners line on ports of the test's own
+# and the one thing a minibroker broker needs beyond Kafka's file: a gRPC listener (replication, the controller).
 KAFKA_SERVER_PROPERTIES = """\
 ############################# Server Basics #############################
 # The id of the broker. This must be set to a unique integer for each broker.
 broker.id=0
 
 ############################# Socket Server Settings #############################
-listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{kafka_port},GRPC://127.0.0.1:{port}
 # The number of threads that the server uses for receiving requests from the network
 num.network.threads=3
 num.io.threads=8
@@ -61,7 +62,7 @@ group.initial.rebalance.delay.ms=0
 cluster.credential=s3cret-of-the-cluster
 """
 UNUSED = ("num.network.threads, num.io.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
-          " socket.request.max.bytes, offsets.topic.replication.factor, transaction.state.log.replication.factor,"
+          " offsets.topic.replication.factor, transaction.state.log.replication.factor,"
           " transaction.state.log.min.isr, group.initial.rebalance.delay.ms")
 
 
@@ -129,8 +130,8 @@ def test_a_broker_starts_on_kafkas_server_properties(processes: StartProcess, zk
                                                       tmp_path: Path) -> None:
     port = free_port()
     config = tmp_path / "server.properties"
-    config.write_text(KAFKA_SERVER_PROPERTIES.format(port=port, log_dirs=tmp_path / "kafka-logs",
-                                                     zookeeper=zk_connect))
+    config.write_text(KAFKA_SERVER_PROPERTIES.format(port=port, kafka_port=free_port(),
+                                                     log_dirs=tmp_path / "kafka-logs", zookeeper=zk_connect))
     broker = processes("kafka-config-broker", broker_argv(config))
     wait_until_serving(f"127.0.0.1:{port}", broker)
     log = broker.log()

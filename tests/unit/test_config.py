@@ -202,6 +202,11 @@ def test_unknown_key_names_it_suggests_and_hides_the_value() -> None:
         ({"listeners": "INTERNAL://a:1", "listener_security_protocol_map": "INTERNAL:PLAINTEXT"},
          "inter.broker.listener.name", "must be a listener name defined in advertised.listeners. The valid options"
          " based on currently configured listeners are INTERNAL"),
+        # Kafka's own server.properties with its listeners line uncommented: the reason says what to add.
+        ({"listeners": "PLAINTEXT://:9092"}, "inter.broker.listener.name",
+         "are PLAINTEXT (no gRPC listener: replication and the controller talk gRPC, so a broker needs a listener"
+         " named in grpc.listener.names (GRPC) next to its Kafka listeners, e.g. listeners=PLAINTEXT://:9092,"
+         "GRPC://:9192)"),
         ({"metrics_port": "65536"}, "metrics.port", "no more than 65535"),
         # Replication and the controller speak gRPC: a Kafka-protocol listener cannot carry them.
         ({"listeners": "PLAINTEXT://a:1,GRPC://a:2", "inter_broker_listener_name": "PLAINTEXT"},

@@ -17,6 +17,8 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
     ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
     ApiSpec(32, "DescribeConfigs", 1, 3, admin.handle_describe_configs),
+    ApiSpec(33, "AlterConfigs", 0, 1, admin.handle_alter_configs),
+    ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)

@@ -345,3 +345,27 @@ def test_manager_assigns_threads_by_leader_and_fetcher_id(tmp_path: Path) -> Non
         assert manager.fetcher_threads() == {}
     finally:
         manager.shutdown()
+
+
+def test_num_replica_fetchers_changed_live_moves_partitions_with_their_positions(tmp_path: Path) -> None:
+    """Kafka's resizeThreadPool: each partition goes to the thread its new fetcher id names, from its offset."""
+    manager = ReplicaFetcherManager(LOCAL, ReplicaFetcherConfig(num_replica_fetchers=1),
+                                    lambda leader: NoLeader(),  # type: ignore[arg-type,return-value]
+                                    lambda tp: None, create_thread=IdleThread)
+    tps = [TopicPartition("t", p) for p in range(6)]
+    try:
+        manager.add_fetcher_for_partitions({tp: InitialFetchState(LEADER_END_POINT, 4, 10 * i)
+                                            for i, tp in enumerate(tps)})
+        assert set(manager.fetcher_threads()) == {(LEADER, 0)}
+        manager.resize_thread_pool(3)
+        threads = manager.fetcher_threads()
+        assert set(threads) == {(LEADER, fetcher_id(tp, 3)) for tp in tps}
+        moved = {tp: (s.fetch_offset, s.current_leader_epoch)
+                 for thread in threads.values() for tp, s in thread.partition_states().items()}
+        assert moved == {tp: (10 * i, 4) for i, tp in enumerate(tps)}
+        for (_, fid), thread in threads.items():
+            assert all(fetcher_id(tp, 3) == fid for tp in thread.partition_states())
+        manager.resize_thread_pool(1)
+        assert set(manager.fetcher_threads()) == {(LEADER, 0)}
+    finally:
+        manager.shutdown()

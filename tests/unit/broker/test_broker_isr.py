@@ -54,7 +54,10 @@ class Leader:
                                                           log.log_end_offset).needs_isr_expand
 
     def shrink(self) -> bool:
-        return self.partition.maybe_shrink_isr(LAG_MS, self.store)
+        return self.shrink_with(self.store)
+
+    def shrink_with(self, store: FakeStateStore) -> bool:
+        return self.partition.maybe_shrink_isr(LAG_MS, store)
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -243,3 +246,36 @@ def test_isr_changes_are_propagated_in_batches() -> None:
     propagator.record_isr_change(a)
     assert propagator.maybe_propagate_isr_changes()
     assert written == [[a, b], [a]]
+
+
+def test_a_failed_isr_write_does_not_block_later_changes(tmp_path: Path) -> None:
+    """A write that raises (ZooKeeper session expired) clears the pending change: the next shrink is tried."""
+    leader = Leader(tmp_path)
+    leader.append(2)
+    leader.clock.now += LAG_MS + 1
+
+    class ExpiredStore(FakeStateStore):
+        def shrink_isr(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+            raise ConnectionError("session expired")
+
+    with pytest.raises(ConnectionError):
+        leader.shrink_with(ExpiredStore())
+    assert leader.partition.maximal_isr == frozenset(ASSIGNMENT)
+    assert leader.shrink() and leader.isr == (LOCAL,)
+
+
+def test_a_new_leader_epoch_forgets_followers_positions_even_without_a_role_change(tmp_path: Path) -> None:
+    """Leader of epoch 0, paused through epoch 1 (another leader; followers truncated), handed epoch 2 directly
+    (Kafka 3.x's isNewLeaderEpoch): positions learnt in epoch 0 must not count, or the HW passes offsets a
+    follower no longer holds and an acks=all write is acknowledged without being replicated."""
+    leader = Leader(tmp_path)
+    leader.append(7)
+    leader.fetch(2)  # replica 2 at 7 in epoch 0 ...
+    leader.fetch(3, offset=4)  # ... replica 3 at 4 holds the HW back
+    assert leader.partition.high_watermark == 4
+    # Epoch 1 was led by replica 3 (replica 2 truncated to 4); epoch 2 hands leadership back with ISR {1, 2}.
+    leader.partition.make_leader(leader_state(LOCAL, 2, (LOCAL, 2), ASSIGNMENT), no_checkpoint)
+    assert leader.partition.remote_replicas[2].log_end_offset < 0
+    assert leader.partition.high_watermark == 4
+    leader.fetch(2, offset=4)  # what replica 2 really holds now
+    assert leader.partition.high_watermark == 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.server.scheduler import KafkaScheduler
 
@@ -48,3 +49,30 @@ def test_a_long_period_does_not_delay_shutdown() -> None:
         assert time.monotonic() - started < 1
 
     asyncio.run(scenario())
+
+
+
+def test_periodic_work_runs_while_every_default_executor_worker_is_pinned() -> None:
+    """ZooKeeper-bound request work stuck in the loop's default executor (an outage: its calls retry until
+    reconnected) must not stop the ISR shrink, the HW checkpoint or the flush: they have their own pool."""
+    released = threading.Event()
+    ran = threading.Event()
+    probe = ThreadPoolExecutor(1)  # waits for `ran` without needing the pinned default executor
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        pinned = asyncio.ensure_future(asyncio.to_thread(released.wait))
+        try:
+            scheduler = KafkaScheduler(threads=1)
+            scheduler.schedule("isr-expiration", ran.set, delay_ms=0, period_ms=10_000)
+            assert await loop.run_in_executor(probe, ran.wait, 10), "the periodic task never ran"
+            await scheduler.shutdown()
+        finally:
+            released.set()  # whatever failed, no worker stays pinned (asyncio.run would wait for it)
+            await pinned
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        probe.shutdown()

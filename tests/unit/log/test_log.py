@@ -618,3 +618,16 @@ def test_works_with_the_real_leader_epoch_file_cache(tmp_path: Path, open_log: O
     assert [tuple(e) for e in cache.entries] == [(0, 0), (3, 4)]
     log.truncate_to(4)
     assert [tuple(e) for e in cache.entries] == [(0, 0)]
+
+
+def test_truncate_at_the_log_end_still_drops_an_epoch_entry_there(tmp_path: Path, open_log: OpenLog) -> None:
+    """KAFKA-10706: a leader of epoch 7 that wrote nothing keeps (7, LEO) in its cache. As a follower of epoch 8 it
+    asks about epoch 7, is told to truncate to its own log end, and must lose the entry, or it asks for ever."""
+    from broker.log.leader_epoch import LeaderEpochFileCache
+
+    cache = LeaderEpochFileCache(tmp_path / "leader-epoch-checkpoint")
+    log = open_log(cache)
+    log.append_as_leader(make_batch(records=2), 5)
+    cache.assign(7, log.log_end_offset)  # make_leader in epoch 7, then paused before any append
+    assert not log.truncate_to(log.log_end_offset)
+    assert [tuple(e) for e in cache.entries] == [(5, 0)]

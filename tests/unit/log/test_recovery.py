@@ -266,3 +266,48 @@ def test_empty_directory_starts_at_the_log_start_offset(tmp_path: Path) -> None:
     log = open_log(tmp_path, log_start_offset=40)
     assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (40, 40, 40)
     assert segment_file(tmp_path, 40).exists()
+
+
+# ---------------------------------------------------------------------- holes between segments
+
+
+class _Killed(Exception):
+    """Stands for SIGKILL: the process stops between two file operations."""
+
+
+def test_a_kill_during_multi_segment_truncation_leaves_no_hole(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.log.segment import LogSegment
+
+    log = write_log(tmp_path, 8, close=False)  # segments 0, 6, 12
+    real_delete = LogSegment.delete
+    deleted: list[int] = []
+
+    def delete_then_die(segment: LogSegment) -> None:
+        if deleted:
+            raise _Killed
+        deleted.append(segment.base_offset)
+        real_delete(segment)
+
+    monkeypatch.setattr(LogSegment, "delete", delete_then_die)
+    with pytest.raises(_Killed):
+        log.truncate_to(2)
+    monkeypatch.undo()
+    reopened = open_log(tmp_path)
+    offsets = [r.offset for b in read_all(reopened) for r in b.records]
+    assert offsets == list(range(reopened.log_end_offset)), "a hole in the log"
+
+
+def test_loading_cuts_the_log_at_the_first_gap_between_segments(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    write_log(tmp_path, 8)  # segments 0, 6, 12
+    for suffix in (".log", ".index", ".timeindex"):
+        segment_file(tmp_path, 6, suffix).unlink()
+    with caplog.at_level(logging.WARNING, logger="broker.log.log"):
+        log = open_log(tmp_path, recovery_point=16, clean_shutdown=True)
+    assert [(a.kind, a.file, a.bytes) for a in log.recovery_report] == [
+        (RecoveryActionKind.DELETED_SEGMENT, segment_file(tmp_path, 12), 2 * BATCH)]
+    assert "starts at offset 12 but the segment before it ends at offset 6" in log.recovery_report[0].reason
+    assert ([s.base_offset for s in log.segments], log.log_end_offset) == ([0], 6)
+    assert values(read_all(log)) == expected_values(3)
+    assert "starts at offset 12 but the segment before it ends at offset 6" in caplog.text

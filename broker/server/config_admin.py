@@ -1,0 +1,199 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs as plain values (Kafka 2.x's AdminManager
+describeConfigs / alterConfigs / incrementalAlterConfigs), for every front door to call.
+
+Resources are (type, name) with Kafka's ConfigResource.Type ids: TOPIC (2) named by the topic, BROKER (4)
+named by a broker id or "" for the cluster-wide default. An alteration writes ZooKeeper the way
+kafka-configs.sh does (broker/server/dynamic_config.py says what then happens on every broker).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from broker.server.config import KafkaConfig
+from broker.server.dynamic_config import validate_broker_overrides
+from broker.server.topic_config import TopicConfigs
+from common.config import java_string
+from proto.errors import ErrorCode, KafkaError
+from zk.client import KafkaZkClient
+from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY, validate_topic
+
+# From the current overrides to the new ones; KafkaError if the request cannot apply.
+_Change = Callable[[dict[str, str]], dict[str, str]]
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class AlterConfigOp(enum.IntEnum):
+    """Kafka's AlterConfigOp.OpType (IncrementalAlterConfigs)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool = False
+    is_sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsResult:
+    resource_type: int
+    resource_name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    entries: list[ConfigEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResult:
+    resource_type: int
+    resource_name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+
+
+class ConfigAdmin:
+    def __init__(self, config: KafkaConfig, zk: KafkaZkClient, topic_configs: TopicConfigs) -> None:
+        self._config = config
+        self._zk = zk
+        self._topic_configs = topic_configs
+
+    # ------------------------------------------------------------------ describe
+
+    def describe_configs(self, resources: Sequence[tuple[int, str, Sequence[str] | None]]
+                         ) -> list[DescribeConfigsResult]:
+        """Each resource's entries (only the names asked, when a list is given)."""
+        results = []
+        for resource_type, name, keys in resources:
+            try:
+                entries = self._describe(resource_type, name)
+            except KafkaError as e:
+                results.append(DescribeConfigsResult(resource_type, name, e.code, e.message))
+                continue
+            if keys:
+                entries = [e for e in entries if e.name in set(keys)]
+            results.append(DescribeConfigsResult(resource_type, name, entries=entries))
+        return results
+
+    def _describe(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        if resource_type == ResourceType.TOPIC:
+            validate_topic(name)
+            if not self._zk.get_topic_assignment(name) is not None:
+                raise KafkaError(f"Topic {name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            overrides = self._zk.get_topic_config(name)
+            effective = self._topic_configs.load(name, overrides).values()
+            return [ConfigEntry(key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG if key in overrides
+                                else ConfigSource.DEFAULT_CONFIG) for key, value in sorted(effective.items())]
+        if resource_type == ResourceType.BROKER:
+            entity = _broker_entity(name)
+            default = self._zk.get_entity_config(BROKERS_ENTITY, DEFAULT_ENTITY_NAME)
+            if entity == DEFAULT_ENTITY_NAME:
+                return [ConfigEntry(k, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                        for k, v in sorted(default.items())]
+            own = self._zk.get_entity_config(BROKERS_ENTITY, entity)
+            dynamic = {**{k: (v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) for k, v in default.items()},
+                       **{k: (v, ConfigSource.DYNAMIC_BROKER_CONFIG) for k, v in own.items()}}
+            static = {key: (java_string(value), ConfigSource.STATIC_BROKER_CONFIG)
+                      for key, value in self._config.values().items()
+                      if int(entity) == self._config.broker_id and value is not None}
+            return [ConfigEntry(k, v, source) for k, (v, source) in sorted({**static, **dynamic}.items())]
+        raise KafkaError(f"Unsupported resource type {resource_type}", ErrorCode.INVALID_REQUEST)
+
+    # ------------------------------------------------------------------ alter
+
+    def alter_configs(self, resources: Sequence[tuple[int, str, Mapping[str, str | None]]],
+                      validate_only: bool) -> list[AlterConfigsResult]:
+        """AlterConfigs: each resource's overrides become exactly the ones given."""
+        return [self._write(resource_type, name, _replace_with(configs), validate_only)
+                for resource_type, name, configs in resources]
+
+    def incremental_alter_configs(self, resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
+                                  validate_only: bool) -> list[AlterConfigsResult]:
+        """IncrementalAlterConfigs: SET and DELETE single keys over the current overrides."""
+        return [self._write(resource_type, name, _incremental(ops), validate_only)
+                for resource_type, name, ops in resources]
+
+    def _write(self, resource_type: int, name: str, change: _Change, validate_only: bool) -> AlterConfigsResult:
+        try:
+            if resource_type == ResourceType.TOPIC:
+                validate_topic(name)
+                if not self._zk.get_topic_assignment(name) is not None:
+                    raise KafkaError(f"Topic {name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                new = change(self._zk.get_topic_config(name))
+                self._topic_configs.validate(new)
+                entity_type, entity = TOPICS_ENTITY, name
+            elif resource_type == ResourceType.BROKER:
+                entity_type, entity = BROKERS_ENTITY, _broker_entity(name)
+                new = change(self._zk.get_entity_config(BROKERS_ENTITY, entity))
+                validate_broker_overrides(new, self._topic_configs)
+            else:
+                raise KafkaError(f"Unsupported resource type {resource_type}", ErrorCode.INVALID_REQUEST)
+            if not validate_only:
+                self._zk.set_entity_config(entity_type, entity, new)
+        except KafkaError as e:
+            return AlterConfigsResult(resource_type, name, e.code, e.message)
+        return AlterConfigsResult(resource_type, name)
+
+
+def _replace_with(configs: Mapping[str, str | None]) -> _Change:
+    return lambda _current: {k: v for k, v in configs.items() if v is not None}
+
+
+def _incremental(ops: Sequence[tuple[str, int, str | None]]) -> _Change:
+    return lambda current: _apply_ops(current, ops)
+
+
+def _apply_ops(current: dict[str, str], ops: Sequence[tuple[str, int, str | None]]) -> dict[str, str]:
+    new = dict(current)
+    for key, op, value in ops:
+        if op == AlterConfigOp.SET:
+            if value is None:
+                raise KafkaError(f"Null value not supported for : {key}", ErrorCode.INVALID_REQUEST)
+            new[key] = value
+        elif op == AlterConfigOp.DELETE:
+            new.pop(key, None)
+        elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            # Kafka's message: no config here is a list type.
+            raise KafkaError(f"Config value append is not allowed for config key: {key}", ErrorCode.INVALID_CONFIG)
+        else:
+            raise KafkaError(f"Unknown alter config operation {op}", ErrorCode.INVALID_REQUEST)
+    return new
+
+
+def _broker_entity(name: str) -> str:
+    """"" is the cluster-wide default (<default> in ZooKeeper), else a broker id."""
+    if name == "":
+        return DEFAULT_ENTITY_NAME
+    if not (name.isascii() and name.isdigit()):
+        raise KafkaError(f"Broker id must be an integer, but it is: {name}", ErrorCode.INVALID_REQUEST)
+    return name

@@ -1,0 +1,155 @@
+"""Live configuration changes (Kafka 2.x's DynamicConfigManager, ConfigChangeListener and DynamicBrokerConfig).
+
+`kafka-configs.sh` (here `minibroker configs`) and the AlterConfigs RPCs write an entity's overrides to
+`/config/topics/<t>` or `/config/brokers/<id|<default>>` and, in the same multi-op, a sequential
+`/config/changes/config_change_<seq>` notification naming it (`{"version":2,"entity_path":"topics/t"}`).
+Every broker watches `/config/changes` and re-reads the entity a new notification names:
+
+- topics/<t>: the topic's TopicConfig is rebuilt from its overrides over the broker defaults and handed to
+  every partition of the topic hosted here (min.insync.replicas, retention.*, segment.*, max.message.bytes,
+  unclean.leader.election.enable... apply from the next append, roll or retention pass).
+- brokers/<default> or brokers/<this id>: the dynamic broker configs (per-broker over cluster default over
+  server.properties) are re-applied: log.* defaults reach every topic without its own override,
+  num.replica.fetchers resizes the fetcher pool.
+
+Only the broker configs Kafka can change live are accepted (`DYNAMIC_BROKER_CONFIGS`); any other is refused
+with Kafka's "Cannot update these configs dynamically" message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from broker.log.config import broker_key_synonyms
+from broker.replication.replica_manager import ReplicaManager
+from broker.server.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, TopicConfigs
+from proto.errors import ErrorCode, KafkaError
+from zk.client import KafkaZkClient, Watch
+from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY
+
+logger = logging.getLogger(__name__)
+
+NUM_REPLICA_FETCHERS = "num.replica.fetchers"
+# Kafka's ZkNodeChangeNotificationListener changeExpirationMs: notifications older than this are deleted.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+# Kafka's DynamicBrokerConfig.AllDynamicConfigs, the part that names something this broker has: the broker
+# synonyms of topic configs (DynamicLogConfig), the thread pools (DynamicThreadPool) and the log cleaner's.
+DYNAMIC_BROKER_CONFIGS = frozenset({
+    *(key for synonyms in broker_key_synonyms() for key in synonyms),
+    MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, "log.cleanup.policy", "compression.type",
+    NUM_REPLICA_FETCHERS, "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
+    "background.threads",
+    "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms",
+})
+
+
+def validate_broker_overrides(overrides: Mapping[str, str], topic_configs: TopicConfigs) -> None:
+    """KafkaError(INVALID_CONFIG) unless every key may change live and every value parses."""
+    static = sorted(k for k in overrides if k not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        # Scala's Set.toString, as Kafka's message prints it.
+        raise KafkaError(f"Cannot update these configs dynamically: Set({', '.join(static)})",
+                         ErrorCode.INVALID_CONFIG)
+    try:
+        topic_configs.with_broker_overrides(overrides)
+        if NUM_REPLICA_FETCHERS in overrides:
+            _positive_int(NUM_REPLICA_FETCHERS, overrides[NUM_REPLICA_FETCHERS])
+    except ValueError as e:
+        raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
+
+
+def _positive_int(key: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"Invalid value {text} for configuration {key}: not a number") from None
+    if value < 1:
+        raise ValueError(f"Invalid value {text} for configuration {key}: Value must be at least 1")
+    return value
+
+
+class DynamicConfigManager:
+    """Applies /config/changes notifications on this broker, one at a time, in sequence order."""
+
+    def __init__(self, broker_id: int, zk: KafkaZkClient, topic_configs: TopicConfigs,
+                 replica_manager: ReplicaManager, resize_fetchers: Callable[[int], None],
+                 static_num_replica_fetchers: int) -> None:
+        self._broker_id = broker_id
+        self._zk = zk
+        self._topic_configs = topic_configs
+        self._replica_manager = replica_manager
+        self._resize_fetchers = resize_fetchers
+        self._static_num_replica_fetchers = static_num_replica_fetchers
+        # ZooKeeper reads off kazoo's event thread: a watch callback must not block it.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="config-change")
+        self._lock = threading.Lock()
+        self._last_seen = ""
+        self._watch: Watch | None = None
+        self.broker_overrides: dict[str, str] = {}
+
+    def startup(self) -> None:
+        """Apply the dynamic broker configs stored now, then every change notified from here on."""
+        self._apply_broker_configs()
+        self._watch = self._zk.watch_config_changes(self._on_changes)
+
+    def _on_changes(self, sequence_numbers: list[str]) -> None:
+        self._executor.submit(self._process, sequence_numbers)
+
+    def shutdown(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        self._executor.shutdown(wait=True)
+
+    def _process(self, sequence_numbers: Sequence[str]) -> None:
+        with self._lock:
+            for seq in sequence_numbers:
+                if seq <= self._last_seen:  # zero-padded: string order is sequence order
+                    continue
+                self._last_seen = seq
+                try:
+                    entity_path = self._zk.get_config_change(seq)
+                    if entity_path is not None:
+                        self._apply(entity_path)
+                except Exception:
+                    logger.exception("Failed to process config change notification %s", seq)
+            try:
+                self._zk.purge_config_changes(list(sequence_numbers), int(time.time() * 1000) - CHANGE_EXPIRATION_MS)
+            except Exception:
+                logger.exception("Failed to purge obsolete config change notifications")
+
+    def _apply(self, entity_path: str) -> None:
+        entity_type, _, name = entity_path.partition("/")
+        if entity_type == TOPICS_ENTITY:
+            self._apply_topic(name)
+        elif entity_type == BROKERS_ENTITY and name in (DEFAULT_ENTITY_NAME, str(self._broker_id)):
+            self._apply_broker_configs()
+
+    def _apply_topic(self, topic: str) -> None:
+        overrides = self._zk.get_topic_config(topic)
+        logger.info("Processing override for entityPath: topics/%s with config: %s", topic, overrides)
+        self._replica_manager.update_topic_config(topic, self._topic_configs.load(topic, overrides))
+
+    def _apply_broker_configs(self) -> None:
+        merged = {**self._zk.get_entity_config(BROKERS_ENTITY, DEFAULT_ENTITY_NAME),
+                  **self._zk.get_entity_config(BROKERS_ENTITY, str(self._broker_id))}
+        usable = {k: v for k, v in merged.items() if k in DYNAMIC_BROKER_CONFIGS}
+        try:
+            validate_broker_overrides(usable, self._topic_configs)
+        except KafkaError as e:
+            logger.error("Dynamic broker configs of %d could not be applied: %s", self._broker_id, e)
+            return
+        logger.info("Applying dynamic broker configs: %s", usable)
+        self.broker_overrides = usable
+        self._topic_configs.default = self._topic_configs.with_broker_overrides(usable)
+        self._replica_manager.set_default_topic_config(self._topic_configs.default)
+        for topic in sorted({p.topic_partition.topic for p in self._replica_manager.hosted_partitions()}):
+            self._apply_topic(topic)
+        fetchers = usable.get(NUM_REPLICA_FETCHERS)
+        self._resize_fetchers(self._static_num_replica_fetchers if fetchers is None
+                              else _positive_int(NUM_REPLICA_FETCHERS, fetchers))

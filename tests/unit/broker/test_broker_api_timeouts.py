@@ -1,0 +1,106 @@
+"""KafkaApis bounds the requests that wait on ZooKeeper (OffsetCommit, InitProducerId, Metadata with auto-create)
+by the request's timeout: during an outage the ZooKeeper call retries until reconnected, and the client must get
+REQUEST_TIMED_OUT, not a wait as long as the outage. The stores below block until released, as kazoo does while
+ZooKeeper is away; the request's deadline is a short gRPC time_remaining."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from broker.api.grpc_apis import KafkaApis
+from broker.api.operations import BrokerOperations
+from broker.server.config import KafkaConfig
+from proto import minibroker_pb2 as pb
+from proto.errors import ErrorCode
+
+DEADLINE_S = 0.2
+
+
+class Deadline:
+    """The part of grpc.aio.ServicerContext the handlers read."""
+
+    def time_remaining(self) -> float:
+        return DEADLINE_S
+
+
+class Outage:
+    """Every ZooKeeper-bound call blocks until the outage ends."""
+
+    def __init__(self) -> None:
+        self.over = threading.Event()
+
+    def block(self, *_: object) -> Any:
+        self.over.wait()
+        raise ConnectionError("ZooKeeper was away")
+
+
+class Cache:
+    controller_id = None
+
+    def get_all_topics(self) -> list[str]:
+        return []
+
+    def get_topic_metadata(self, names: list[str], listener: str) -> list[object]:
+        return []
+
+    def get_alive_brokers(self, listener: str) -> list[object]:
+        return []
+
+    def contains(self, tp: object) -> bool:
+        return True
+
+
+class Blocking:
+    def __init__(self, outage: Outage) -> None:
+        self.commit = outage.block
+        self.generate_producer_id = outage.block
+        self.auto_create_topic = outage.block
+
+
+def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
+    outage = Outage()
+    blocking = Blocking(outage)
+
+    async def scenario() -> Any:
+        config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1",
+                                         "auto.create.topics.enable": "true"})
+        loop = asyncio.get_running_loop()
+        operations = BrokerOperations(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
+                                      admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
+                                      topic_purgatory=None, loop=loop)  # type: ignore[arg-type]
+        apis = KafkaApis(config, operations=operations, group_offsets=blocking,  # type: ignore[arg-type]
+                         config_admin=None, topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
+                         broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
+                         listener_name="GRPC")
+        try:
+            return await asyncio.wait_for(call(apis), 20 * DEADLINE_S)
+        except TimeoutError:
+            pytest.fail("the handler waited past the request's deadline")
+        finally:
+            outage.over.set()
+
+    return asyncio.run(scenario())
+
+
+def test_offset_commit_times_out_with_request_timed_out() -> None:
+    request = pb.OffsetCommitRequest(group_id="g", topics=[pb.OffsetCommitRequest.OffsetCommitRequestTopic(
+        name="t", partitions=[pb.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
+                                                                                   committed_offset=5)])])
+    response = handle(lambda apis: apis.OffsetCommit(request, Deadline()))  # type: ignore[arg-type]
+    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.REQUEST_TIMED_OUT]
+
+
+def test_init_producer_id_times_out_with_request_timed_out() -> None:
+    response = handle(lambda apis: apis.InitProducerId(pb.InitProducerIdRequest(), Deadline()))  # type: ignore[arg-type]
+    assert (response.error_code, response.producer_id) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+
+
+def test_metadata_auto_create_times_out_with_request_timed_out() -> None:
+    request = pb.MetadataRequest(topics=["new-topic"], allow_auto_topic_creation=True)
+    response = handle(lambda apis: apis.Metadata(request, Deadline()))  # type: ignore[arg-type]
+    assert [(t.name, t.error_code) for t in response.topics] == [("new-topic", ErrorCode.REQUEST_TIMED_OUT)]
