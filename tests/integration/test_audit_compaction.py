@@ -25,8 +25,9 @@ from minibroker.cli import main as cli_main
 from minibroker.local.cluster import LocalCluster
 from minibroker.local.cluster_file import ClusterInfo
 from proto.types import TopicPartition
-from spark_jobs.audit import run_audit, spark_session
+from spark_jobs.audit import run_audit
 from spark_jobs.checks import Finding
+from tests.integration import test_audit
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +36,7 @@ TOPIC = "table"
 TP = TopicPartition(TOPIC, 0)
 KEYS = 20
 RECORDS = 1500
+spark = test_audit.spark  # the audit tests' SparkSession fixture (local[2]), one per module
 
 
 def minibroker(*args: str) -> subprocess.CompletedProcess[str]:
@@ -85,13 +87,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
     finally:
         if ClusterInfo.exists(data_dir):
             LocalCluster(data_dir).down(kill=True)
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session, _ = spark_session("local[2]", tmp_path_factory.mktemp("spark"))
-    yield session
-    session.stop()
 
 
 def audit(spark: SparkSession, log_dirs: dict[int, Path], compacted: tuple[str, ...] = ()) -> list[Finding]:
