@@ -1,6 +1,7 @@
 """minibroker chaos: fault injection under load, and a verdict on what the clients saw (`minibroker chaos`).
 
     workload.py  idempotent acks=all writers, an acks=1 writer, readers; every outcome into the history
+    clients/     the client library behind the workload: minibroker's own, confluent-kafka, kafka-python
     nemesis.py   the faults, on a seeded schedule, one at a time
     cluster.py   what faults act on: the ChaosCluster protocol and the local-cluster backend
     history.py   the history, as JSON lines

@@ -5,7 +5,8 @@ after the run, once every fault has healed) is the ground truth the other observ
 
     lost-write            an acks=all send was acknowledged, but its value is not in the final read
     duplicate             a value of an idempotent writer sits at more than one offset
-    inconsistent-offsets  one partition offset held different values in different reads (or in an acks=all ack)
+    inconsistent-offsets  one partition offset held different values in different reads (or in an acks=all ack
+                          that names its offset)
     nonmonotonic-send     one writer's values in a partition are not in the order it sent them
     nonmonotonic-poll     a consumer got an offset of a partition not greater than the one before it
     poll-skip             a consumer jumped over offsets the final read has
@@ -149,8 +150,10 @@ def _inconsistent_offsets(result: CheckResult, history: History, final: dict[int
             seen[(partition, offset)].setdefault(value, poll.process)
     # Not acks=1 acks: a leader acknowledges those before any follower has them, and a successor may give
     # the offset of a lost one to another record (acks1-lost reports the loss).
+    # An ack without an offset (-1: librdkafka's implicit ack of a message its idempotent producer knows was
+    # persisted, a later batch of the partition having been acknowledged) claims no position.
     for send in history.sends:
-        if send.outcome == OK and send.acks == "all":
+        if send.outcome == OK and send.acks == "all" and send.offset >= 0:
             seen[(send.partition, send.offset)].setdefault(send.value, f"ack to {send.process}")
     for (partition, offset), values in sorted(seen.items()):
         if len(values) > 1:

@@ -4,7 +4,8 @@ A backend names processes as cluster.json does ("broker-2", "controller-1001") a
 primitive faults; chaos/nemesis.py decides which to use when. The compose backend
 (chaos/compose_cluster.py, `--compose`) acts on containers instead of pids. A backend implements ChaosCluster:
 
-    bootstrap_servers        what clients connect to
+    bootstrap_servers        what minibroker's client connects to (the brokers' gRPC listeners)
+    kafka_bootstrap_servers  what Kafka clients connect to (the brokers' Kafka listeners)
     data_dir                 where the audit finds the brokers' log dirs (None: it cannot run)
     brokers / controllers    the process names
     active_controller()      the name of the controller ZooKeeper's /controller names, or None
@@ -45,6 +46,9 @@ class ChaosError(Exception):
 class ChaosCluster(Protocol):
     @property
     def bootstrap_servers(self) -> str: ...
+
+    @property
+    def kafka_bootstrap_servers(self) -> str: ...
 
     @property
     def data_dir(self) -> Path | None: ...
@@ -139,6 +143,7 @@ class LocalChaosCluster:
         self._restart_timeout = restart_timeout
         info = cluster.load()
         self._bootstrap = info.bootstrap_servers
+        self._kafka_bootstrap = info.kafka_bootstrap_servers
         self._brokers = [broker_name(b.id) for b in info.brokers]
         self._controllers = [f"controller-{c.id}" for c in info.controllers]
         self._zk = ZooKeeperState(info.zookeeper.connect, f"is the cluster in {cluster.data_dir} up (`minibroker"
@@ -147,6 +152,10 @@ class LocalChaosCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self._bootstrap
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return self._kafka_bootstrap
 
     @property
     def data_dir(self) -> Path | None:

@@ -15,7 +15,8 @@ A disconnect takes the container's only network away: no peer, no ZooKeeper, and
 published port either (the engine forwards host ports through that network), so
 `keep_clients` cannot be honoured here; clients on the host see the broker's
 connections fail, as they would in a partition that cuts them too. Clients connect to
-the brokers' published host listeners (PLAINTEXT_HOST), and ZooKeeper is read on its
+the brokers' published host listeners (GRPC_HOST for minibroker's client, PLAINTEXT_HOST for
+Kafka clients: found by their container ports), and ZooKeeper is read on its
 published port (ZOOKEEPER_HOST_PORT in docker-compose.yml). The log dirs live in
 volumes, not on this machine: data_dir is None and the audit runs in the compose
 `audit` service instead (`docker-compose run --rm audit`).
@@ -34,6 +35,9 @@ from chaos.compose import ComposeError, ComposeServices
 
 ZOOKEEPER_SERVICE = "zookeeper"
 ZOOKEEPER_PORT = 2181
+# The brokers' listeners for clients on the host, by the container port docker-compose.yml publishes.
+KAFKA_HOST_LISTENER_PORT = 9092  # PLAINTEXT_HOST
+GRPC_HOST_LISTENER_PORT = 9192  # GRPC_HOST
 T = TypeVar("T")
 
 
@@ -43,16 +47,14 @@ def health_command(name: str) -> list[str]:
     return ["python", "-m", "minibroker.container", "health", role]
 
 
-def host_address(services: ComposeServices, service: str, container_port: int | None = None) -> str:
-    """localhost:<the host port the service publishes> (`container_port`'s, or its only one)."""
+def host_address(services: ComposeServices, service: str, container_port: int) -> str:
+    """localhost:<the host port the service publishes `container_port` on>."""
     ports = services.published_ports(service)
-    if container_port is not None:
-        ports = {p: h for p, h in ports.items() if p == container_port}
-    if len(ports) != 1:
-        want = f"port {container_port}" if container_port is not None else "one port"
+    if container_port not in ports:
         raise ChaosError(f"service {service} of compose project {services.project} publishes"
-                         f" {sorted(ports) or 'no port'}, not {want} on the host: see docker-compose.yml")
-    return f"localhost:{next(iter(ports.values()))}"
+                         f" {sorted(ports) or 'no port'}, not port {container_port} on the host:"
+                         " see docker-compose.yml")
+    return f"localhost:{ports[container_port]}"
 
 
 class ComposeChaosCluster:
@@ -72,7 +74,9 @@ class ComposeChaosCluster:
             if not self._brokers or not self._controllers or ZOOKEEPER_SERVICE not in names:
                 raise ChaosError(f"compose project {services.project} has services {names or 'none'}, not"
                                  f" {ZOOKEEPER_SERVICE}, controller-* and broker-*: {up}")
-            self._bootstrap = ",".join(host_address(services, b) for b in self._brokers)
+            self._bootstrap = ",".join(host_address(services, b, GRPC_HOST_LISTENER_PORT) for b in self._brokers)
+            self._kafka_bootstrap = ",".join(host_address(services, b, KAFKA_HOST_LISTENER_PORT)
+                                             for b in self._brokers)
             zookeeper_connect = host_address(services, ZOOKEEPER_SERVICE, ZOOKEEPER_PORT)
         except ComposeError as e:
             raise ChaosError(f"{e}: {up}") from None
@@ -84,6 +88,10 @@ class ComposeChaosCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self._bootstrap
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return self._kafka_bootstrap
 
     @property
     def data_dir(self) -> Path | None:

@@ -5,7 +5,9 @@ One event per line, each a JSON object with a "type":
     {"type": "meta", "topic": "chaos", "partitions": 6, "seed": 7, "start": t, ...}
     {"type": "send", "process": "w0", "value": "w0-12", "acks": "all", "partition": 2,
      "invoke": t, "complete": t, "outcome": "ok", "offset": 41}
-          outcome "ok" (acknowledged at `offset`), "fail" (the client says it was not written, `error`),
+          outcome "ok" (acknowledged at `offset`; -1 when the client acknowledged it without one, as
+          librdkafka does for messages a later acknowledged batch proves persisted),
+          "fail" (the client says it was not written, `error`),
           or "info" (unknown: it may or may not have been written, `error` says why we cannot tell)
     {"type": "poll", "process": "c1", "time": t, "records": [[partition, offset, value], ...]}
     {"type": "final-read", "partition": 2, "time": t, "records": [[offset, value], ...]}

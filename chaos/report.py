@@ -95,6 +95,8 @@ def summarize(history: History, check: CheckResult, audit: AuditResult | None) -
         "valid": all(checks.values()),
         "checks": checks,
         "seed": history.meta.get("seed"),
+        # Histories from before --client were all written with minibroker's own client.
+        "client": history.meta.get("client", "minibroker"),
         "duration_s": round(end - start, 1),
         "faults": dict(Counter(f.fault for f in history.faults)),
         "fault_windows": [{"fault": f.fault, "target": f.target, "start_s": round(f.start - start, 2),
@@ -134,7 +136,7 @@ def verdict(summary: dict[str, Any]) -> str:
     sends = summary["sends"]
     acks1 = summary["acks1"]
     lines = [
-        f"chaos run: {summary['duration_s']:g} s, seed {summary['seed']}",
+        f"chaos run: {summary['duration_s']:g} s, seed {summary['seed']}, {summary['client']} clients",
         f"  faults injected      {faults}",
         f"  sends (acks=all)     {sends.get(OK, 0)} acknowledged, {sends.get(FAIL, 0)} failed,"
         f" {sends.get(INFO, 0)} unknown",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.clients import library
 from chaos.cluster import ChaosCluster, ChaosError
 from chaos.history import HistoryWriter, Recovered
 from chaos.nemesis import Nemesis, schedule
@@ -31,6 +32,7 @@ class RunConfig:
     interval: float = 10.0
     duration: float = 120.0
     seed: int = 0
+    client: str = "minibroker"  # the writers' and readers' library: a name from chaos.clients.CLIENTS
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     recovery_timeout: float = 90.0  # for a full ISR after the run
     flush_timeout: float = 35.0  # for writers' last answers: past delivery.timeout.ms, every send has one
@@ -48,6 +50,12 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
     rng = random.Random(config.seed)
     plan = schedule(config.faults, config.interval, config.duration, rng)
     bootstrap = cluster.bootstrap_servers
+    client = library(config.client)
+    # Kafka clients on the Kafka listeners; topic creation, end offsets and the final read stay on gRPC.
+    client_bootstrap = cluster.kafka_bootstrap_servers if client.kafka_protocol else bootstrap
+    if not client_bootstrap:
+        raise ChaosError(f"--client {config.client} needs the brokers' Kafka listeners, and the cluster records none"
+                         " (a cluster.json from before they existed?): start the cluster again")
     nemesis: Nemesis | None = None
     restored: list[str] | None = None
     try:
@@ -58,15 +66,16 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
                      min_insync_replicas=workload.min_insync_replicas, writers=workload.writers,
                      acks1_writer=workload.acks1_writer, consumers=workload.readers, rate=workload.rate,
                      faults=list(config.faults), interval=config.interval, duration=config.duration,
-                     seed=config.seed, bootstrap_servers=bootstrap,
+                     seed=config.seed, bootstrap_servers=bootstrap, client=config.client,
+                     client_bootstrap_servers=client_bootstrap,
                      data_dir=None if cluster.data_dir is None else str(cluster.data_dir), start=started)
         report(f"chaos: topic {workload.topic!r} ({workload.partitions} partitions, RF {workload.replication_factor},"
                f" min.insync.replicas {workload.min_insync_replicas}); {len(plan)} faults over"
-               f" {config.duration:g} s, seed {config.seed}")
-        readers = [Reader(f"c{i}", bootstrap, workload, history) for i in range(workload.readers)]
-        writers = [Writer(f"w{i}", bootstrap, workload, history) for i in range(workload.writers)]
+               f" {config.duration:g} s, seed {config.seed}; {client.name} clients at {client_bootstrap}")
+        readers = [Reader(f"c{i}", client, client_bootstrap, workload, history) for i in range(workload.readers)]
+        writers = [Writer(f"w{i}", client, client_bootstrap, workload, history) for i in range(workload.writers)]
         if workload.acks1_writer:
-            writers.append(Writer("a1", bootstrap, workload, history, acks="1"))
+            writers.append(Writer("a1", client, client_bootstrap, workload, history, acks="1"))
         for reader in readers:
             reader.start()
         for writer in writers:

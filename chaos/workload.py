@@ -1,12 +1,14 @@
 """The workload: writers and readers on one topic, every outcome recorded in the history.
 
-Writers are idempotent acks=all Producers, one per writer (each its own producer id), sending
+Writers are idempotent acks=all producers, one per writer (each its own producer id), sending
 "<writer>-<seq>" with seq rising from 0, round-robin over the partitions at a steady rate; every
 send's invoke and complete time and outcome go to the history when it completes. An optional
 acks=1 writer does the same without idempotence: its losses are reported, not failed.
-Readers are Consumers assigned every partition from the beginning, recording each poll. At the end
-the readers read on up to the final end offsets, and final_read() reads every partition again from
-the beginning with a fresh consumer.
+Readers are consumers assigned every partition from the beginning, recording each poll. Writers and
+readers use the client library the run names (chaos/clients/: minibroker's own, confluent-kafka or
+kafka-python). At the end the readers read on up to the final end offsets, and final_read() reads every
+partition again from the beginning with a fresh consumer of minibroker's own client, over gRPC: the
+ground truth comes through the other front door than a Kafka client's writes.
 """
 
 from __future__ import annotations
@@ -16,17 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from chaos.clients import ClientLibrary, Delivery, ProducerSettings
 from chaos.cluster import ChaosError
-from chaos.history import FAIL, INFO, OK, FinalRead, HistoryWriter, Poll, Send
-from client import Admin, Consumer, NewTopic, Producer
-from client.errors import KafkaTimeoutError
-from client.future import FutureRecordMetadata
+from chaos.history import INFO, FinalRead, HistoryWriter, Poll, Send
+from client import Admin, Consumer, NewTopic
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
-
-# An error after which the record may still have been written: the request may have reached the leader.
-_UNKNOWN_OUTCOME = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-                              ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.UNKNOWN_SERVER_ERROR})
 
 
 @dataclass(frozen=True)
@@ -60,26 +57,16 @@ def create_topic(bootstrap: str, config: WorkloadConfig) -> None:
                              " --topic") from None
 
 
-def outcome_of(error: BaseException) -> str:
-    """"fail" only when the record cannot have been written; otherwise "info" (indeterminate)."""
-    if isinstance(error, KafkaTimeoutError):
-        return INFO
-    if isinstance(error, KafkaError) and (error.retriable or error.code in _UNKNOWN_OUTCOME):
-        return INFO
-    return FAIL if isinstance(error, KafkaError) else INFO
-
-
 class Writer:
-    def __init__(self, name: str, bootstrap: str, config: WorkloadConfig, history: HistoryWriter,
-                 acks: str = "all") -> None:
+    def __init__(self, name: str, client: ClientLibrary, bootstrap: str, config: WorkloadConfig,
+                 history: HistoryWriter, acks: str = "all") -> None:
         self.name = name
         self.acks = acks
         self._config = config
         self._history = history
-        idempotent = acks == "all"
-        self._producer = Producer(bootstrap_servers=bootstrap, client_id=f"chaos-{name}", acks=acks,
-                                  enable_idempotence=idempotent, request_timeout_ms=config.request_timeout_ms,
-                                  delivery_timeout_ms=config.delivery_timeout_ms, linger_ms=5)
+        self._producer = client.producer(bootstrap, ProducerSettings(
+            f"chaos-{name}", acks, idempotent=acks == "all", request_timeout_ms=config.request_timeout_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms))
         self._pending: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -106,8 +93,7 @@ class Writer:
                 partition = seq % config.partitions
                 with self._lock:
                     self._pending[value] = (time.time(), partition)
-                self._producer.send(config.topic, value.encode(), partition=partition,
-                                    callback=self._completer(value, partition))
+                self._producer.send(config.topic, partition, value.encode(), self._completer(value, partition))
                 seq += 1
                 next_at += period
                 # Behind schedule (a blocked send): do not burst to catch up, keep the rate from now on.
@@ -116,19 +102,14 @@ class Writer:
         except BaseException as e:
             self.error = e
 
-    def _completer(self, value: str, partition: int) -> Callable[[FutureRecordMetadata], None]:
-        def complete(future: FutureRecordMetadata) -> None:
+    def _completer(self, value: str, partition: int) -> Callable[[Delivery], None]:
+        def complete(delivery: Delivery) -> None:
             now = time.time()
             with self._room:
                 invoke, _ = self._pending.pop(value, (now, partition))
                 self._room.notify()
-            error = future.exception(0)
-            if error is None:
-                offset = future.get(0).offset
-                send = Send(self.name, value, self.acks, partition, invoke, now, OK, offset)
-            else:
-                send = Send(self.name, value, self.acks, partition, invoke, now, outcome_of(error), error=str(error))
-            self._history.write(send)
+            self._history.write(Send(self.name, value, self.acks, partition, invoke, now, delivery.outcome,
+                                     delivery.offset, delivery.error))
 
         return complete
 
@@ -136,11 +117,8 @@ class Writer:
         """Stop sending, wait up to `flush_timeout` for answers, and record what has none as unknown."""
         self._stop.set()
         self._thread.join()
-        try:
-            self._producer.flush(flush_timeout)
-        except KafkaTimeoutError:
-            pass
-        self._producer.close(0)
+        self._producer.flush(flush_timeout)
+        self._producer.close()
         now = time.time()
         with self._lock:
             left = dict(self._pending)
@@ -153,14 +131,13 @@ class Writer:
 class Reader:
     """A consumer reading every partition from the beginning, recording each poll."""
 
-    def __init__(self, name: str, bootstrap: str, config: WorkloadConfig, history: HistoryWriter) -> None:
+    def __init__(self, name: str, client: ClientLibrary, bootstrap: str, config: WorkloadConfig,
+                 history: HistoryWriter) -> None:
         self.name = name
         self._config = config
         self._history = history
-        self._consumer = Consumer(bootstrap_servers=bootstrap, client_id=f"chaos-{name}",
-                                  auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=200,
-                                  request_timeout_ms=config.request_timeout_ms)
-        self._consumer.assign([TopicPartition(config.topic, p) for p in range(config.partitions)])
+        self._consumer = client.consumer(bootstrap, f"chaos-{name}", config.topic, config.partitions,
+                                         config.request_timeout_ms)
         self._next: dict[int, int] = {}  # partition -> the offset after the last record polled
         self._targets: Mapping[int, int] | None = None
         self._deadline = float("inf")
@@ -182,24 +159,18 @@ class Reader:
                         return
                     if time.monotonic() >= self._deadline:
                         return
-                try:
-                    polled = self._consumer.poll(timeout_ms=200)
-                except KafkaError as e:
-                    # Faults make polls fail now and then; what matters is what the consumer hands out.
-                    if len(self.errors) < 100:
-                        self.errors.append(str(e))
+                polled, errors = self._consumer.poll(0.2)
+                # Faults make polls fail now and then; what matters is what the consumer hands out.
+                self.errors.extend(errors[:100 - len(self.errors)])
+                for partition, offset, _ in polled:
+                    self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+                if polled:
+                    self._history.write(Poll(self.name, time.time(),
+                                             tuple((p, o, v.decode()) for p, o, v in polled)))
+                elif errors:
                     time.sleep(0.1)
-                    continue
-                records = []
-                for tp, batch in polled.items():
-                    for r in batch:
-                        records.append((tp.partition, r.offset, r.value.decode()))
-                    if batch:
-                        self._next[tp.partition] = batch[-1].offset + 1
-                if records:
-                    self._history.write(Poll(self.name, time.time(), tuple(records)))
         finally:
-            self._consumer.close(autocommit=False)
+            self._consumer.close()
 
     def finish(self, targets: Mapping[int, int], timeout: float) -> None:
         """Read on until every partition's `targets` end offset, then stop (or after `timeout` seconds)."""

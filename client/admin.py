@@ -23,6 +23,7 @@ from client.metadata import ClusterMetadata, Metadata
 from client.structs import BrokerMetadata
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
+from proto.types import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,15 @@ class NewTopic:
     replication_factor: int = -1
     replica_assignments: Mapping[int, Sequence[int]] | None = None
     topic_configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """A topic's new partition count (kafka-python's NewPartitions); `new_assignments`, one broker list per
+    added partition, replaces the broker's assignment."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
 
 
 class PartitionInfo(NamedTuple):
@@ -154,6 +164,101 @@ class Admin:
             return {r.name: (r.error_code, r.error_message) for r in response.responses}
 
         self._per_topic(list(dict.fromkeys(topics)), send, "DeleteTopics")
+
+    def create_partitions(self, topic_partitions: Mapping[str, NewPartitions], timeout_ms: int | None = None,
+                          validate_only: bool = False) -> None:
+        """Raise topics' partition counts; raises the first topic's KafkaError (INVALID_PARTITIONS for a count
+        not above the current one, ...); the controller creates the new partitions and elects their leaders."""
+        request_timeout = self._request_timeout_ms if timeout_ms is None else timeout_ms
+
+        def send(names: list[str], remaining_ms: float) -> dict[str, tuple[int, str]]:
+            request = pb.CreatePartitionsRequest(timeout_ms=request_timeout, validate_only=validate_only)
+            for name in names:
+                new = topic_partitions[name]
+                topic = request.topics.add(name=name, count=new.total_count)
+                for brokers in new.new_assignments or ():
+                    topic.assignments.add(broker_ids=list(brokers))
+            response = self._call_controller(lambda stub: stub.CreatePartitions, request, remaining_ms)
+            return {r.name: (r.error_code, r.error_message) for r in response.results}
+
+        self._per_topic(list(topic_partitions), send, "CreatePartitions")
+
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, int],
+                       timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Delete every record below each partition's offset (-1: its high watermark) on all in-sync replicas;
+        returns the new low watermarks; raises the first partition's KafkaError (OFFSET_OUT_OF_RANGE above the
+        high watermark, ...)."""
+        results = self.try_delete_records(records_to_delete, timeout_ms)
+        for result in results.values():
+            if isinstance(result, KafkaError):
+                raise result
+        return {tp: result for tp, result in results.items() if not isinstance(result, KafkaError)}
+
+    def try_delete_records(self, records_to_delete: Mapping[TopicPartition, int],
+                           timeout_ms: int | None = None) -> dict[TopicPartition, int | KafkaError]:
+        """delete_records, with each partition's low watermark or error (what kafka-delete-records.sh prints).
+        Each leader gets its partitions; those answered with a retriable error (leadership moved, ...) are
+        sent again after a metadata refresh until the API timeout."""
+        request_timeout = self._request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = self._now_ms() + self._default_api_timeout_ms
+        results: dict[TopicPartition, int | KafkaError] = {}
+        pending = dict(records_to_delete)
+        cluster = self._fetch_metadata(sorted({tp.topic for tp in pending}))
+        while pending:
+            retry: dict[TopicPartition, int] = {}
+            for leader, offsets in self._by_leader(cluster, pending, results, retry).items():
+                request = pb.DeleteRecordsRequest(timeout_ms=request_timeout)
+                for topic, partitions in _by_topic(offsets).items():
+                    request.topics.add(name=topic, partitions=[
+                        pb.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=p, offset=o)
+                        for p, o in partitions])
+                try:
+                    response = self._metadata.pool.get(leader.address).call(
+                        lambda stub: stub.DeleteRecords, request, max(deadline - self._now_ms(), 1))
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    retry.update(offsets)
+                    continue
+                for topic_result in response.topics:
+                    for p in topic_result.partitions:
+                        tp = TopicPartition(topic_result.name, p.partition_index)
+                        if p.error_code == ErrorCode.NONE:
+                            results[tp] = p.low_watermark
+                        elif error_for(p.error_code).retriable:
+                            retry[tp] = offsets[tp]
+                        else:
+                            results[tp] = error_for(p.error_code)
+            pending = retry
+            if pending:
+                if self._now_ms() + self._retry_backoff_ms >= deadline:
+                    for tp in pending:
+                        results[tp] = KafkaTimeoutError(f"DeleteRecords for {tp} did not complete within"
+                                                        f" {self._default_api_timeout_ms} ms")
+                    break
+                time.sleep(self._retry_backoff_ms / 1000)
+                cluster = self._fetch_metadata(sorted({tp.topic for tp in pending}))
+        return results
+
+    @staticmethod
+    def _by_leader(cluster: ClusterMetadata, offsets: Mapping[TopicPartition, int],
+                   results: dict[TopicPartition, int | KafkaError],
+                   retry: dict[TopicPartition, int]) -> dict[BrokerMetadata, dict[TopicPartition, int]]:
+        """The partitions per leader; those of unknown topics or partitions fail in `results`, those without
+        a leader now go to `retry`."""
+        grouped: dict[BrokerMetadata, dict[TopicPartition, int]] = {}
+        for tp, offset in offsets.items():
+            code = cluster.topic_errors.get(tp.topic, ErrorCode.NONE)
+            if code == ErrorCode.NONE and cluster.partition(tp) is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            leader = cluster.leader_for(tp)
+            if code != ErrorCode.NONE and not error_for(code).retriable:
+                results[tp] = error_for(code)
+            elif leader is None:
+                retry[tp] = offset
+            else:
+                grouped.setdefault(leader, {})[tp] = offset
+        return grouped
 
     def _call_controller(self, rpc: Rpc[Req, Resp], request: Req, timeout_ms: float) -> Resp:
         controller = self._metadata.cluster.brokers.get(self._metadata.cluster.controller_id)
@@ -281,6 +386,13 @@ class Admin:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _by_topic(offsets: Mapping[TopicPartition, int]) -> dict[str, list[tuple[int, int]]]:
+    grouped: dict[str, list[tuple[int, int]]] = {}
+    for tp, offset in offsets.items():
+        grouped.setdefault(tp.topic, []).append((tp.partition, offset))
+    return grouped
 
 
 def _creatable(topic: NewTopic) -> pb.CreateTopicsRequest.CreatableTopic:

@@ -225,7 +225,7 @@ class Producer:
             append = self._accumulator.append
             if partition is not None:
                 if not 0 <= partition < len(tps):
-                    raise ValueError(f"partition {partition} of {topic!r} is not in [0, {len(tps) - 1}]")
+                    tps = self._wait_for_partition(topic, partition, len(tps))
                 future = append(tps[partition], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
                                 header_size, False, callback)
             else:
@@ -248,6 +248,19 @@ class Producer:
             if callback is not None:
                 failed.add_done_callback(callback)
             return failed
+
+    def _wait_for_partition(self, topic: str, partition: int, known: int) -> tuple[TopicPartition, ...]:
+        """Kafka's waitOnMetadata for a partition past the known count: partitions may have been added
+        (CreatePartitions), so refresh until the metadata has it, for up to max_block_ms."""
+        if partition < 0:
+            raise ValueError(f"partition {partition} of {topic!r} is negative")
+        cluster = self._metadata.wait_for(lambda c: len(c.topic_partitions(topic) or ()) > partition,
+                                          self._max_block_ms,
+                                          f"Partition {partition} of topic {topic} with partition count {known} is")
+        found = cluster.topic_partitions(topic)
+        assert found is not None
+        self._topics[topic] = (cluster, found, cluster.available_partitions(topic))
+        return found
 
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition numbers, waiting up to max_block_ms for metadata."""

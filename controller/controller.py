@@ -22,7 +22,9 @@ Leadership moves back to the preferred replicas on request
 auto.leader.rebalance.enable, whenever a broker's leader imbalance passes
 leader.imbalance.per.broker.percentage. Partitions move to other brokers on
 request (/admin/reassign_partitions, `minibroker reassign-partitions`:
-controller/reassignment_manager.py).
+controller/reassignment_manager.py). Partitions an admin adds to a topic's
+znode (CreatePartitions) are created as a new topic's are; an ElectLeaders
+request (controller/server.py) elects preferred or, unclean, out-of-ISR leaders.
 
 Every controller write to ZooKeeper is fenced by the controller epoch's znode
 version. When one fails (ControllerMovedError) a newer controller exists: this
@@ -39,7 +41,7 @@ from common.config import ConfigError, Type, parse_value
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext, PartitionAndReplica
-from controller.election import leader_for_controlled_shutdown, leader_for_preferred_replica
+from controller.election import leader_for_controlled_shutdown, leader_for_offline, leader_for_preferred_replica
 from controller.event_manager import ControllerEventManager
 from controller.events import (
     AutoPreferredReplicaLeaderElection,
@@ -48,12 +50,15 @@ from controller.events import (
     ControlledShutdownCallback,
     ControllerChange,
     ControllerEvent,
+    ElectLeadersCallback,
     Expire,
     IsrChangeNotification,
+    PartitionModifications,
     PartitionReassignment,
     PartitionReassignmentIsrChange,
     PreferredReplicaLeaderElection,
     Reelect,
+    ReplicaLeaderElection,
     Startup,
     TopicChange,
     TopicDeletion,
@@ -158,6 +163,11 @@ class KafkaController:
         """Queue a broker's ControlledShutdown; `callback` gets the answer on the event thread."""
         self._event_manager.put(ControlledShutdown(broker_id, broker_epoch, callback))
 
+    def elect_leaders(self, partitions: tuple[TopicPartition, ...] | None, unclean: bool,
+                      callback: ElectLeadersCallback) -> None:
+        """Queue an ElectLeaders; `callback` gets the per-partition answer on the event thread."""
+        self._event_manager.put(ReplicaLeaderElection(partitions, unclean, callback))
+
     # --- event processing ---
 
     def process(self, event: ControllerEvent) -> None:
@@ -177,6 +187,8 @@ class KafkaController:
                     self._process_broker_change()
                 case TopicChange():
                     self._process_topic_change()
+                case PartitionModifications():
+                    self._process_partition_modifications(event.topic)
                 case IsrChangeNotification():
                     self._process_isr_change_notification()
                 case TopicDeletion():
@@ -187,6 +199,8 @@ class KafkaController:
                     self._process_controlled_shutdown(event)
                 case PreferredReplicaLeaderElection():
                     self._process_preferred_replica_leader_election()
+                case ReplicaLeaderElection():
+                    self._process_replica_leader_election(event)
                 case PartitionReassignment():
                     if self._active:
                         self._reassignment_manager.process_zk_partition_reassignment()
@@ -347,6 +361,7 @@ class KafkaController:
                     TopicPartition(assignment.topic, partition), replicas
                 )
         self._update_leader_and_isr_cache(self.context.all_partitions())
+        self._watches.register_partition_modifications_handlers(self.context.all_topics)
         for broker in brokers:
             self._channel_manager.add_broker(broker)
         self._log.info("Currently active brokers in the cluster: %s", sorted(self.context.live_broker_ids))
@@ -537,6 +552,59 @@ class KafkaController:
         finally:
             self._zk.delete_preferred_replica_election(self.context.epoch_zk_version)
 
+    def _process_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        """Answer the requester whatever happens (it waits)."""
+        results: dict[TopicPartition, tuple[int, str]] = {
+            tp: (ErrorCode.UNKNOWN_SERVER_ERROR, "") for tp in event.partitions or ()}
+        try:
+            results = self._replica_leader_election(event.partitions, event.unclean)
+        finally:
+            event.callback(results)
+
+    def _replica_leader_election(self, requested: tuple[TopicPartition, ...] | None,
+                                 unclean: bool) -> dict[TopicPartition, tuple[int, str]]:
+        """Kafka's processReplicaLeaderElection for an admin client's ElectLeaders: unknown partitions and
+        topics being deleted fail; a partition already led as the election type wants is ELECTION_NOT_NEEDED
+        (PREFERRED: by its preferred replica; UNCLEAN: by a live broker); the others are elected, UNCLEAN
+        taking a live replica outside the ISR when no ISR member is live, whatever
+        unclean.leader.election.enable says."""
+        if not self._active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, "") for tp in requested or ()}
+        partitions = sorted(requested) if requested is not None else sorted(self.context.partition_leadership_info)
+        results: dict[TopicPartition, tuple[int, str]] = {}
+        electable = []
+        for tp in partitions:
+            leadership = self.context.partition_leadership_info.get(tp)
+            if leadership is None:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif self.context.is_topic_queued_up_for_deletion(tp.topic):
+                results[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
+            elif (self.context.is_replica_online(leadership.leader, tp) if unclean
+                  else leadership.leader == self.context.partition_replica_assignment(tp)[0]):
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "")
+            else:
+                electable.append(tp)
+        election_type = "UNCLEAN" if unclean else "PREFERRED"
+        if electable:
+            self._log.info("Starting replica leader election (%s) for partitions %s triggered by AdminClientTriggered",
+                           election_type, ",".join(map(str, electable)))
+            elected = self._partition_state_machine.handle_state_changes(
+                electable,
+                PartitionState.OnlinePartition,
+                (lambda tp, current: leader_for_offline(self.context, tp, current, True)) if unclean
+                else (lambda tp, current: leader_for_preferred_replica(self.context, tp, current)),
+            )
+            self._batch.send_requests_to_brokers()
+            for tp in electable:
+                if tp in elected:
+                    results[tp] = (ErrorCode.NONE, "")
+                else:
+                    results[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE if unclean
+                                   else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                   f"Failed to elect leader for partition {tp} under strategy"
+                                   f" {'Offline' if unclean else 'PreferredReplica'}PartitionLeaderElectionStrategy")
+        return results
+
     def _on_preferred_replica_election(self, partitions: list[TopicPartition], trigger: str) -> None:
         """Move each partition's leadership to its preferred replica (the first assigned) if it is live and in
         the ISR; those it already leads are left alone (Kafka's ElectionNotNeeded)."""
@@ -627,7 +695,9 @@ class KafkaController:
         added = self._zk.get_topic_assignments(new_topics)
         for topic in deleted_topics:
             self.context.remove_topic(topic)
+        self._watches.unregister_partition_modifications_handlers(deleted_topics)
         self.context.set_all_topics(self.context.all_topics | added.keys())
+        self._watches.register_partition_modifications_handlers(added.keys())
         new_partitions = []
         for assignment in added.values():
             for partition, replicas in assignment.partitions.items():
@@ -642,6 +712,32 @@ class KafkaController:
         )
         if new_partitions:
             self._on_new_partition_creation(sorted(new_partitions))
+
+    def _process_partition_modifications(self, topic: str) -> None:
+        """Kafka's processPartitionModifications: partitions an admin added to the topic's znode
+        (CreatePartitions) are created as a new topic's are. A rewrite that adds none (a reassignment) is
+        not this handler's business."""
+        if not self._active or topic not in self.context.all_topics:
+            return
+        assignment = self._zk.get_topic_assignment(topic)
+        if assignment is None:
+            return  # deleted meanwhile: the topic change handles it
+        to_add = {
+            TopicPartition(topic, partition): replicas
+            for partition, replicas in assignment.partitions.items()
+            if not self.context.partition_replica_assignment(TopicPartition(topic, partition))
+        }
+        if not to_add:
+            return
+        if self.context.is_topic_queued_up_for_deletion(topic):
+            self._log.info("Skipping adding partitions %s for topic %s since it is currently being deleted",
+                           ",".join(str(tp.partition) for tp in sorted(to_add)), topic)
+            return
+        self._log.info("New partitions to be added %s",
+                       {str(tp): list(replicas.replicas) for tp, replicas in sorted(to_add.items())})
+        for tp, replicas in to_add.items():
+            self.context.update_partition_full_replica_assignment(tp, replicas)
+        self._on_new_partition_creation(sorted(to_add))
 
     def _on_new_partition_creation(self, new_partitions: list[TopicPartition]) -> None:
         self._log.info("New partition creation callback for %s", [str(tp) for tp in new_partitions])

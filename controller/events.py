@@ -57,6 +57,13 @@ class TopicChange(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class PartitionModifications(ControllerEvent):
+    """/brokers/topics/<topic> changed: partitions may have been added (Kafka's PartitionModifications)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class IsrChangeNotification(ControllerEvent):
     """Leaders changed ISRs and said so under /isr_change_notification."""
 
@@ -82,6 +89,26 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
 @dataclass(frozen=True)
 class PreferredReplicaLeaderElection(ControllerEvent):
     """/admin/preferred_replica_election was written (or deleted): elect the preferred replicas it names."""
+
+
+# The answer to an ElectLeaders: per partition, (error code, error message); ErrorCode.NONE when elected.
+ElectLeadersCallback = Callable[[dict[TopicPartition, tuple[int, str]]], None]
+
+
+@dataclass(frozen=True)
+class ReplicaLeaderElection(ControllerEvent):
+    """An ElectLeaders request (the KafkaController service, KIP-460): `unclean` elects a live replica outside the
+    ISR for partitions whose leader is gone; else the preferred replicas. `partitions` None: all of them."""
+
+    partitions: tuple[TopicPartition, ...] | None
+    unclean: bool
+    callback: ElectLeadersCallback = field(compare=False)
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(unclean={self.unclean})"
+
+    def preempt(self) -> None:
+        self.callback({tp: (ErrorCode.NOT_CONTROLLER, "") for tp in self.partitions or ()})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest).
+"""The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest) and
+ElectLeaders (an admin client's leader election, KIP-460).
 
 In Kafka the controller is a broker and answers ControlledShutdown on its
 broker port; here it is a process of its own, so it serves the one request
@@ -27,6 +28,9 @@ from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode
 from proto.types import CONTROLLER_SERVICE, TopicPartition
 
+# Kafka's ElectionType ids.
+ELECTION_TYPE_PREFERRED = 0
+ELECTION_TYPE_UNCLEAN = 1
 # Brokers shut down one at a time; a few threads cover retries that overlap.
 _MAX_WORKERS = 4
 
@@ -60,6 +64,31 @@ class ControllerApis(pb_grpc.KafkaControllerServicer):
                 pb.TopicPartition(topic_name=tp.topic, partition_index=tp.partition) for tp in remaining
             ],
         )
+
+
+    def ElectLeaders(self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext) -> pb.ElectLeadersResponse:
+        """An admin request, as Kafka's ElectLeaders (ALTER on the cluster, not a cluster action): no credential."""
+        if request.election_type not in (ELECTION_TYPE_PREFERRED, ELECTION_TYPE_UNCLEAN):
+            return pb.ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
+        partitions = tuple(TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions) or None
+        done = threading.Event()
+        answer: list[dict[TopicPartition, tuple[int, str]]] = []
+
+        def callback(results: dict[TopicPartition, tuple[int, str]]) -> None:
+            answer.append(results)
+            done.set()
+
+        self._controller.elect_leaders(partitions, request.election_type == ELECTION_TYPE_UNCLEAN, callback)
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else self._timeout_s
+        if not done.wait(timeout_s):
+            return pb.ElectLeadersResponse(error_code=ErrorCode.REQUEST_TIMED_OUT)
+        response = pb.ElectLeadersResponse(error_code=ErrorCode.NONE)
+        by_topic: dict[str, pb.ElectLeadersResponse.ReplicaElectionResult] = {}
+        for tp, (error, message) in sorted(answer[0].items()):
+            if tp.topic not in by_topic:
+                by_topic[tp.topic] = response.replica_election_results.add(topic=tp.topic)
+            by_topic[tp.topic].partition_result.add(partition_id=tp.partition, error_code=error, error_message=message)
+        return response
 
 
 def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:

@@ -7,7 +7,7 @@ work happens on the controller's event thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from controller.events import (
     BrokerChange,
@@ -15,6 +15,7 @@ from controller.events import (
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PartitionModifications,
     PartitionReassignment,
     PreferredReplicaLeaderElection,
     Reelect,
@@ -32,6 +33,8 @@ class ControllerZkWatches:
         self._put = put
         self._clear_and_put = clear_and_put
         self._active_watches: list[Watch] = []
+        # Kafka's PartitionModificationsHandlers: one per topic, while active.
+        self._topic_watches: dict[str, Watch] = {}
 
     def register_election_handlers(self) -> None:
         """For the life of the process: /controller (whoever holds it) and this controller's session."""
@@ -52,7 +55,22 @@ class ControllerZkWatches:
             self._zk.watch_partition_reassignment(lambda _: self._put(PartitionReassignment())),
         ]
 
+    def register_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            if topic not in self._topic_watches:
+                self._topic_watches[topic] = self._zk.watch_topic_assignment(topic, self._on_topic_change(topic))
+
+    def _on_topic_change(self, topic: str) -> Callable[[object], None]:
+        return lambda _: self._put(PartitionModifications(topic))
+
+    def unregister_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            watch = self._topic_watches.pop(topic, None)
+            if watch is not None:
+                watch.cancel()
+
     def unregister_active_handlers(self) -> None:
         for watch in self._active_watches:
             watch.cancel()
         self._active_watches = []
+        self.unregister_partition_modifications_handlers(list(self._topic_watches))

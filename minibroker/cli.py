@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "minibroker.commands.topics",
     "minibroker.commands.configs",
     "minibroker.commands.leader_election",
+    "minibroker.commands.get_offsets",
+    "minibroker.commands.delete_records",
     "minibroker.commands.reassign_partitions",
     "minibroker.commands.console_producer",
     "minibroker.commands.console_consumer",

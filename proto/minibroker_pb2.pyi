@@ -23,14 +23,15 @@ Record data (Produce, Fetch) is always raw Kafka RecordBatch v2 bytes
 (broker/log/record.py), one or more whole batches back to back, exactly the
 bytes that sit in the log.
 
-Authorization of cluster actions: every KafkaCluster and KafkaController call,
-and Fetch / ListOffsets with replica_id >= 0, must carry the shared cluster
-credential (broker config `cluster.credential`) as gRPC metadata under the key
-`x-cluster-credential` (proto/auth.py: CLUSTER_CREDENTIAL_METADATA_KEY). It is
-not a message field so that it never ends up in logs or dumps of requests. A
-call without it, or with a wrong one, is answered with error_code
-CLUSTER_AUTHORIZATION_FAILED (31), as Kafka answers a missing ClusterAction
-ACL.
+Authorization of cluster actions: every KafkaCluster call, KafkaController's
+ControlledShutdown, and Fetch / ListOffsets with replica_id >= 0, must carry
+the shared cluster credential (broker config `cluster.credential`) as gRPC
+metadata under the key `x-cluster-credential` (proto/auth.py:
+CLUSTER_CREDENTIAL_METADATA_KEY). It is not a message field so that it never
+ends up in logs or dumps of requests. A call without it, or with a wrong one,
+is answered with error_code CLUSTER_AUTHORIZATION_FAILED (31), as Kafka
+answers a missing ClusterAction ACL. KafkaController's ElectLeaders is an
+admin request, like CreateTopics, and needs none.
 
 Generated code is committed next to this file (minibroker_pb2.py,
 minibroker_pb2_grpc.py and their .pyi stubs); regenerate it with
@@ -969,6 +970,262 @@ class DeleteTopicsResponse(_message.Message):
 Global___DeleteTopicsResponse: _TypeAlias = DeleteTopicsResponse  # noqa: Y015
 
 @_typing.final
+class CreatePartitionsRequest(_message.Message):
+    """Kafka's CreatePartitions (API key 37): raise a topic's partition count to
+    `count`; the new partitions' replicas are assigned by the broker unless
+    `assignments` gives one broker list per new partition.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CreatePartitionsAssignment(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        BROKER_IDS_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def broker_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            broker_ids: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_ids", b"broker_ids"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class CreatePartitionsTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        COUNT_FIELD_NUMBER: _builtins.int
+        ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        count: _builtins.int
+        @_builtins.property
+        def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreatePartitionsRequest.CreatePartitionsAssignment]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            count: _builtins.int = ...,
+            assignments: _abc.Iterable[Global___CreatePartitionsRequest.CreatePartitionsAssignment] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "count", b"count", "name", b"name"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    validate_only: _builtins.bool
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreatePartitionsRequest.CreatePartitionsTopic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___CreatePartitionsRequest.CreatePartitionsTopic] | None = ...,
+        timeout_ms: _builtins.int = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["timeout_ms", b"timeout_ms", "topics", b"topics", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatePartitionsRequest: _TypeAlias = CreatePartitionsRequest  # noqa: Y015
+
+@_typing.final
+class CreatePartitionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CreatePartitionsTopicResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        error_code: _builtins.int
+        error_message: _builtins.str
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            error_code: _builtins.int = ...,
+            error_message: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "name", b"name"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreatePartitionsResponse.CreatePartitionsTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        results: _abc.Iterable[Global___CreatePartitionsResponse.CreatePartitionsTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatePartitionsResponse: _TypeAlias = CreatePartitionsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsRequest(_message.Message):
+    """Kafka's DeleteRecords (API key 21): move each partition's log start offset
+    to `offset` (-1: the high watermark); answered once every in-sync replica's
+    log start offset has reached it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DeleteRecordsPartition(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+        OFFSET_FIELD_NUMBER: _builtins.int
+        partition_index: _builtins.int
+        offset: _builtins.int
+        def __init__(
+            self,
+            *,
+            partition_index: _builtins.int = ...,
+            offset: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "partition_index", b"partition_index"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class DeleteRecordsTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsRequest.DeleteRecordsPartition]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[Global___DeleteRecordsRequest.DeleteRecordsPartition] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsRequest.DeleteRecordsTopic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___DeleteRecordsRequest.DeleteRecordsTopic] | None = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["timeout_ms", b"timeout_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsRequest: _TypeAlias = DeleteRecordsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DeleteRecordsPartitionResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+        LOW_WATERMARK_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        partition_index: _builtins.int
+        low_watermark: _builtins.int
+        """The partition's new log start offset (the replicas' minimum); -1 on error."""
+        error_code: _builtins.int
+        def __init__(
+            self,
+            *,
+            partition_index: _builtins.int = ...,
+            low_watermark: _builtins.int = ...,
+            error_code: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "low_watermark", b"low_watermark", "partition_index", b"partition_index"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class DeleteRecordsTopicResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsResponse.DeleteRecordsPartitionResult]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[Global___DeleteRecordsResponse.DeleteRecordsPartitionResult] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    throttle_time_ms: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsResponse.DeleteRecordsTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: _builtins.int = ...,
+        topics: _abc.Iterable[Global___DeleteRecordsResponse.DeleteRecordsTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["throttle_time_ms", b"throttle_time_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsResponse: _TypeAlias = DeleteRecordsResponse  # noqa: Y015
+
+@_typing.final
 class InitProducerIdRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1809,6 +2066,125 @@ class ControlledShutdownResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ControlledShutdownResponse: _TypeAlias = ControlledShutdownResponse  # noqa: Y015
+
+@_typing.final
+class ElectLeadersRequest(_message.Message):
+    """Kafka's ElectLeaders (API key 43, KIP-460)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class TopicPartitions(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partitions: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ELECTION_TYPE_FIELD_NUMBER: _builtins.int
+    TOPIC_PARTITIONS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    election_type: _builtins.int
+    """0: PREFERRED, 1: UNCLEAN (Kafka's ElectionType ids)."""
+    timeout_ms: _builtins.int
+    @_builtins.property
+    def topic_partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ElectLeadersRequest.TopicPartitions]:
+        """Empty: every partition (Kafka's null)."""
+
+    def __init__(
+        self,
+        *,
+        election_type: _builtins.int = ...,
+        topic_partitions: _abc.Iterable[Global___ElectLeadersRequest.TopicPartitions] | None = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["election_type", b"election_type", "timeout_ms", b"timeout_ms", "topic_partitions", b"topic_partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ElectLeadersRequest: _TypeAlias = ElectLeadersRequest  # noqa: Y015
+
+@_typing.final
+class ElectLeadersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class PartitionResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_ID_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+        partition_id: _builtins.int
+        error_code: _builtins.int
+        error_message: _builtins.str
+        def __init__(
+            self,
+            *,
+            partition_id: _builtins.int = ...,
+            error_code: _builtins.int = ...,
+            error_message: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "partition_id", b"partition_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ReplicaElectionResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITION_RESULT_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        @_builtins.property
+        def partition_result(self) -> _containers.RepeatedCompositeFieldContainer[Global___ElectLeadersResponse.PartitionResult]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partition_result: _abc.Iterable[Global___ElectLeadersResponse.PartitionResult] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["partition_result", b"partition_result", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    REPLICA_ELECTION_RESULTS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def replica_election_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ElectLeadersResponse.ReplicaElectionResult]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        replica_election_results: _abc.Iterable[Global___ElectLeadersResponse.ReplicaElectionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "replica_election_results", b"replica_election_results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ElectLeadersResponse: _TypeAlias = ElectLeadersResponse  # noqa: Y015
 
 @_typing.final
 class DescribeConfigsRequest(_message.Message):

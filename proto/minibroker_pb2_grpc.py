@@ -66,6 +66,16 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/minibroker.KafkaClient/CreatePartitions',
+                request_serializer=proto_dot_minibroker__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/minibroker.KafkaClient/DeleteRecords',
+                request_serializer=proto_dot_minibroker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
         self.InitProducerId = channel.unary_unary(
                 '/minibroker.KafkaClient/InitProducerId',
                 request_serializer=proto_dot_minibroker__pb2.InitProducerIdRequest.SerializeToString,
@@ -135,6 +145,19 @@ class KafkaClientServicer:
 
     def DeleteTopics(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRecords(self, request, context):
+        """Sent to each partition's leader: moves its log start offset on every replica.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -210,6 +233,16 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=proto_dot_minibroker__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=proto_dot_minibroker__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.CreatePartitionsResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=proto_dot_minibroker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DeleteRecordsResponse.SerializeToString,
             ),
             'InitProducerId': grpc.unary_unary_rpc_method_handler(
                     servicer.InitProducerId,
@@ -406,6 +439,60 @@ class KafkaClient:
             '/minibroker.KafkaClient/DeleteTopics',
             proto_dot_minibroker__pb2.DeleteTopicsRequest.SerializeToString,
             proto_dot_minibroker__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/CreatePartitions',
+            proto_dot_minibroker__pb2.CreatePartitionsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.CreatePartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DeleteRecords',
+            proto_dot_minibroker__pb2.DeleteRecordsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -802,6 +889,11 @@ class KafkaControllerStub:
                 request_serializer=proto_dot_minibroker__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/minibroker.KafkaController/ElectLeaders',
+                request_serializer=proto_dot_minibroker__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaControllerServicer:
@@ -815,6 +907,15 @@ class KafkaControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
+        controller; here the admin tool sends it to the controller process the
+        /controller znode advertises.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -822,6 +923,11 @@ def add_KafkaControllerServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=proto_dot_minibroker__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=proto_dot_minibroker__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -853,6 +959,33 @@ class KafkaController:
             '/minibroker.KafkaController/ControlledShutdown',
             proto_dot_minibroker__pb2.ControlledShutdownRequest.SerializeToString,
             proto_dot_minibroker__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaController/ElectLeaders',
+            proto_dot_minibroker__pb2.ElectLeadersRequest.SerializeToString,
+            proto_dot_minibroker__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,14 +23,15 @@ Record data (Produce, Fetch) is always raw Kafka RecordBatch v2 bytes
 (broker/log/record.py), one or more whole batches back to back, exactly the
 bytes that sit in the log.
 
-Authorization of cluster actions: every KafkaCluster and KafkaController call,
-and Fetch / ListOffsets with replica_id >= 0, must carry the shared cluster
-credential (broker config `cluster.credential`) as gRPC metadata under the key
-`x-cluster-credential` (proto/auth.py: CLUSTER_CREDENTIAL_METADATA_KEY). It is
-not a message field so that it never ends up in logs or dumps of requests. A
-call without it, or with a wrong one, is answered with error_code
-CLUSTER_AUTHORIZATION_FAILED (31), as Kafka answers a missing ClusterAction
-ACL.
+Authorization of cluster actions: every KafkaCluster call, KafkaController's
+ControlledShutdown, and Fetch / ListOffsets with replica_id >= 0, must carry
+the shared cluster credential (broker config `cluster.credential`) as gRPC
+metadata under the key `x-cluster-credential` (proto/auth.py:
+CLUSTER_CREDENTIAL_METADATA_KEY). It is not a message field so that it never
+ends up in logs or dumps of requests. A call without it, or with a wrong one,
+is answered with error_code CLUSTER_AUTHORIZATION_FAILED (31), as Kafka
+answers a missing ClusterAction ACL. KafkaController's ElectLeaders is an
+admin request, like CreateTopics, and needs none.
 
 Generated code is committed next to this file (minibroker_pb2.py,
 minibroker_pb2_grpc.py and their .pyi stubs); regenerate it with
@@ -76,6 +77,9 @@ class KafkaClientStub:
     Metadata: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.MetadataRequest, _minibroker_pb2.MetadataResponse]
     CreateTopics: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.CreateTopicsRequest, _minibroker_pb2.CreateTopicsResponse]
     DeleteTopics: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteTopicsRequest, _minibroker_pb2.DeleteTopicsResponse]
+    CreatePartitions: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.CreatePartitionsRequest, _minibroker_pb2.CreatePartitionsResponse]
+    DeleteRecords: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]
+    """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]
     """Consumer group offsets stored on the broker; there is no group membership
@@ -100,6 +104,9 @@ class KafkaClientAsyncStub(KafkaClientStub):
     Metadata: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.MetadataRequest, _minibroker_pb2.MetadataResponse]  # type: ignore[assignment]
     CreateTopics: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.CreateTopicsRequest, _minibroker_pb2.CreateTopicsResponse]  # type: ignore[assignment]
     DeleteTopics: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteTopicsRequest, _minibroker_pb2.DeleteTopicsResponse]  # type: ignore[assignment]
+    CreatePartitions: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.CreatePartitionsRequest, _minibroker_pb2.CreatePartitionsResponse]  # type: ignore[assignment]
+    DeleteRecords: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
+    """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Consumer group offsets stored on the broker; there is no group membership
@@ -157,6 +164,21 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.DeleteTopicsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.DeleteTopicsResponse, _abc.Awaitable[_minibroker_pb2.DeleteTopicsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreatePartitions(
+        self,
+        request: _minibroker_pb2.CreatePartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.CreatePartitionsResponse, _abc.Awaitable[_minibroker_pb2.CreatePartitionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteRecords(
+        self,
+        request: _minibroker_pb2.DeleteRecordsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DeleteRecordsResponse, _abc.Awaitable[_minibroker_pb2.DeleteRecordsResponse]]:
+        """Sent to each partition's leader: moves its log start offset on every replica."""
 
     @_abc_1.abstractmethod
     def InitProducerId(
@@ -277,6 +299,11 @@ class KafkaControllerStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> KafkaControllerAsyncStub: ...
     ControlledShutdown: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.ControlledShutdownRequest, _minibroker_pb2.ControlledShutdownResponse]
+    ElectLeaders: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.ElectLeadersRequest, _minibroker_pb2.ElectLeadersResponse]
+    """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
+    controller; here the admin tool sends it to the controller process the
+    /controller znode advertises.
+    """
 
 @_typing.type_check_only
 class KafkaControllerAsyncStub(KafkaControllerStub):
@@ -286,6 +313,11 @@ class KafkaControllerAsyncStub(KafkaControllerStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ControlledShutdown: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.ControlledShutdownRequest, _minibroker_pb2.ControlledShutdownResponse]  # type: ignore[assignment]
+    ElectLeaders: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.ElectLeadersRequest, _minibroker_pb2.ElectLeadersResponse]  # type: ignore[assignment]
+    """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
+    controller; here the admin tool sends it to the controller process the
+    /controller znode advertises.
+    """
 
 class KafkaControllerServicer(metaclass=_abc_1.ABCMeta):
     """Served by the controller process (a separate process here, unlike Kafka's
@@ -298,5 +330,16 @@ class KafkaControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.ControlledShutdownRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.ControlledShutdownResponse, _abc.Awaitable[_minibroker_pb2.ControlledShutdownResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ElectLeaders(
+        self,
+        request: _minibroker_pb2.ElectLeadersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.ElectLeadersResponse, _abc.Awaitable[_minibroker_pb2.ElectLeadersResponse]]:
+        """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
+        controller; here the admin tool sends it to the controller process the
+        /controller znode advertises.
+        """
 
 def add_KafkaControllerServicer_to_server(servicer: KafkaControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -99,6 +99,7 @@ class FakeZk:
         self.new_session_callbacks: list[Any] = []
         self.fail_next_get_all_brokers: Exception | None = None
         self.consumer_offsets: dict[str, dict[TopicPartition, paths.ConsumerOffset]] = {}
+        self.topic_partition_writes: list[TopicAssignment] = []
 
     # --- test controls ---
 
@@ -194,6 +195,15 @@ class FakeZk:
         self.topic_deletions.add(topic)
         return True
 
+    # --- added partitions (AdminManager's CreatePartitions) ---
+
+    def is_topic_marked_for_deletion(self, topic: str) -> bool:
+        return topic in self.topic_deletions
+
+    def set_topic_partitions(self, assignment: TopicAssignment) -> None:
+        self.topic_partition_writes.append(assignment)
+        self.topics[assignment.topic] = assignment
+
     # --- committed consumer offsets (ZkGroupOffsets) ---
 
     def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, paths.ConsumerOffset]) -> None:
@@ -277,6 +287,9 @@ class FakeZk:
 
     def watch_topics(self, callback: Any) -> Any:
         return self._watch("topics", callback)
+
+    def watch_topic_assignment(self, topic: str, callback: Any) -> Any:
+        return self._watch(f"topics/{topic}", callback)
 
     def watch_isr_change_notifications(self, callback: Any) -> Any:
         return self._watch("isr_change_notification", callback)

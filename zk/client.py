@@ -511,6 +511,11 @@ class KafkaZkClient:
         if error is not None:
             raise error
 
+    def set_topic_partitions(self, assignment: TopicAssignment) -> None:
+        """An admin's write of a topic's grown assignment (AdminZkClient.writeTopicPartitionAssignment with
+        isUpdate): the controller's watch on the znode creates the new partitions."""
+        self._call(self._zk.set, paths.topic_path(assignment.topic), paths.encode_topic_assignment(assignment))
+
     def get_topic_config(self, topic: str) -> dict[str, str]:
         """The topic's config overrides; empty if none."""
         return self.get_entity_config(paths.TOPICS_ENTITY, topic)
@@ -784,6 +789,9 @@ class KafkaZkClient:
             return True
         except NodeExistsError:
             return False
+
+    def is_topic_marked_for_deletion(self, topic: str) -> bool:
+        return self._get(paths.delete_topic_path(topic)) is not None
 
     def get_topic_deletions(self) -> set[str]:
         return set(self._children(paths.DELETE_TOPICS))

@@ -27,7 +27,7 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
-from broker.server.admin_manager import NewTopic
+from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
 from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
@@ -179,6 +179,19 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                                               leader_epoch=found.leader_epoch)
         return response
 
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
+        requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
+                     for p in t.partitions]
+        answers = await self._operations.delete_records(request.timeout_ms, requested)
+        response = pb.DeleteRecordsResponse()
+        for topic, partitions in group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
+            topic_response = response.topics.add(name=topic)
+            for index, (low_watermark, error) in dict(partitions).items():
+                topic_response.partitions.add(partition_index=index, low_watermark=low_watermark, error_code=error)
+        return response
+
     # ------------------------------------------------------------------ Metadata
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
@@ -215,6 +228,16 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         for r in results:
             response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
                                 num_partitions=r.num_partitions, replication_factor=r.replication_factor)
+        return response
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
+                               context: Context) -> pb.CreatePartitionsResponse:
+        requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
+                    for t in request.topics]
+        results = await self._operations.create_partitions(requests, request.validate_only, request.timeout_ms)
+        response = pb.CreatePartitionsResponse()
+        for r in results:
+            response.results.add(name=r.name, error_code=r.error, error_message=r.message)
         return response
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:

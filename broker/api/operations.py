@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
+from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.purgatory.delayed_produce import ProducePartitionResponse
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewTopic
+from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.server.producer_id_manager import ProducerIdManager
@@ -209,6 +210,30 @@ class BrokerOperations:
             return e.code, -1, -1
         return ErrorCode.NONE, epoch, end_offset
 
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def delete_records(self, timeout_ms: int, requested: Sequence[tuple[TopicPartition, int]]
+                             ) -> dict[TopicPartition, tuple[int, ErrorCode]]:
+        """ReplicaManager.deleteRecords: each partition's (low watermark, error), -1 on error; unknown and
+        repeated partitions answered here."""
+        repeated = duplicates(tp for tp, _ in requested)
+        answers: dict[TopicPartition, tuple[int, ErrorCode]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, offset in requested:
+            if tp in repeated:
+                answers[tp] = (-1, ErrorCode.INVALID_REQUEST)
+            elif not self.metadata_cache.contains(tp):
+                answers[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                offsets[tp] = offset
+        if offsets:
+            completion: Completion[dict[TopicPartition, DeleteRecordsPartitionStatus]] = self.completion()
+            # Off the event loop: the leader writes its log-start-offset-checkpoint (an fsync) before waiting.
+            await asyncio.to_thread(self.replica_manager.delete_records, timeout_ms, offsets, completion)
+            for tp, status in (await completion.future).items():
+                answers[tp] = (status.low_watermark, status.error)
+        return answers
+
     # ------------------------------------------------------------------ Metadata
 
     async def metadata(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool,
@@ -252,12 +277,24 @@ class BrokerOperations:
         """AdminManager.createTopics (it writes ZooKeeper), then wait up to timeout_ms until every broker's
         metadata has the new topics (DelayedCreateTopics)."""
         results = await asyncio.to_thread(self._admin_manager.create_topics, list(topics), validate_only)
-        if timeout_ms > 0 and not validate_only and any(r.error is ErrorCode.NONE for r in results):
-            completion: Completion[list[CreateTopicResult]] = self.completion()
-            delayed = DelayedCreateTopics(timeout_ms, results, self.metadata_cache, completion)
-            self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
-            results = await completion.future
-        return results
+        return await self._await_leaders(results, timeout_ms, validate_only)
+
+    async def create_partitions(self, requests: Sequence[NewPartitions], validate_only: bool,
+                                timeout_ms: int) -> list[CreateTopicResult]:
+        """AdminManager.createPartitions (it writes the topics' grown assignments to ZooKeeper; the controller
+        creates the partitions), then wait as CreateTopics does (Kafka's DelayedCreatePartitions)."""
+        results = await asyncio.to_thread(self._admin_manager.create_partitions, list(requests), validate_only)
+        return await self._await_leaders(results, timeout_ms, validate_only)
+
+    async def _await_leaders(self, results: list[CreateTopicResult], timeout_ms: int,
+                             validate_only: bool) -> list[CreateTopicResult]:
+        """Answer once every partition written has a leader in this broker's metadata, or at the timeout."""
+        if timeout_ms <= 0 or validate_only or not any(r.error is ErrorCode.NONE for r in results):
+            return results
+        completion: Completion[list[CreateTopicResult]] = self.completion()
+        delayed = DelayedCreateTopics(timeout_ms, results, self.metadata_cache, completion)
+        self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
+        return await completion.future
 
     async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
         return await asyncio.to_thread(self._admin_manager.delete_topics, list(names))

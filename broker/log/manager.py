@@ -94,6 +94,7 @@ class LogManager:
         self._time_ms = time_ms
         self._recovery_threads = max(1, recovery_threads)
         self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
 
     # ------------------------------------------------------------------ start-up and shutdown
@@ -215,7 +216,12 @@ class LogManager:
         return by_dir
 
     def checkpoint_log_offsets(self) -> None:
-        """Write recovery points and log start offsets of every dir (log.flush.*.checkpoint.interval.ms)."""
+        """Write recovery points and log start offsets of every dir (log.flush.*.checkpoint.interval.ms, and
+        at once after a DeleteRecords): one writer at a time, as they share the files' temporary names."""
+        with self._checkpoint_lock:
+            self._checkpoint_log_offsets()
+
+    def _checkpoint_log_offsets(self) -> None:
         for log_dir, logs in self._logs_by_dir().items():
             OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
                 {log.topic_partition: log.recovery_point for log in logs})

@@ -5,5 +5,6 @@
   delayed_produce.py        acks=all produce: until the HW passes its last offset (min.insync.replicas
                             is checked by broker/replication/rules.py)
   delayed_fetch.py          fetch long poll: until min_bytes or max_wait_ms
-  delayed_create_topics.py  CreateTopics waiting for its partitions' leaders
+  delayed_create_topics.py  CreateTopics / CreatePartitions waiting for its partitions' leaders
+  delayed_delete_records.py DeleteRecords: until every in-sync replica's log start offset reached the offset
 """

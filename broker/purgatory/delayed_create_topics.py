@@ -1,4 +1,5 @@
-"""DelayedCreateTopics: a CreateTopics waiting for its partitions' leaders (Kafka's DelayedCreatePartitions).
+"""DelayedCreateTopics: a CreateTopics or CreatePartitions waiting for its partitions' leaders (Kafka's
+DelayedCreatePartitions).
 
 Writing the topic to ZooKeeper is only the request; the topic is usable once
 the controller has elected leaders and this broker's metadata cache says so.
@@ -45,6 +46,6 @@ class DelayedCreateTopics(DelayedOperation):
         for result in self._results:
             if result.error is ErrorCode.NONE and self._missing_leaders(result):
                 result.error = ErrorCode.REQUEST_TIMED_OUT
-                result.message = (f"Topic {result.name} was created, but not all of its partitions had a leader"
-                                  " before the timeout")
+                result.message = (f"The partitions of topic {result.name} were created, but not all of them had a"
+                                  " leader before the timeout")
         self._response_callback(self._results)

@@ -109,6 +109,12 @@ class FollowerFetchUpdate:
 
     high_watermark_moved: bool
     needs_isr_expand: bool
+    # The follower's log start offset changed: a DeleteRecords waiting for the low watermark may complete.
+    log_start_offset_moved: bool = False
+
+
+# DeleteRecords' offset meaning "the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+DELETE_TO_HIGH_WATERMARK = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,9 +318,46 @@ class Partition:
             replica = self.remote_replicas.get(replica_id)
             if replica is None or self.log is None or not self.is_leader:
                 return FollowerFetchUpdate(False, False)
+            old_start_offset = replica.log_start_offset
             replica.update_fetch_state(fetch_offset_metadata, follower_start_offset, fetch_time_ms,
                                        leader_end_offset)
-            return FollowerFetchUpdate(self._maybe_increment_leader_hw(self.log), self._needs_expand_isr(replica_id))
+            return FollowerFetchUpdate(self._maybe_increment_leader_hw(self.log), self._needs_expand_isr(replica_id),
+                                       replica.log_start_offset != old_start_offset)
+
+    # ------------------------------------------------------------------ leader: DeleteRecords
+
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
+        """Kafka's deleteRecordsOnLeader: move the leader's log start offset to `offset` (-1: the high
+        watermark), never past the high watermark; returns (the offset, the low watermark). The followers
+        follow through their fetches."""
+        with self._lock:
+            log = self._leader_log_or_error()
+            if not log.config.delete:
+                # A compacted log keeps the newest record per key: deleting below an offset is not its policy.
+                raise KafkaError(f"Records of partition {self.topic_partition} can not be deleted due to the"
+                                 " configured policy", ErrorCode.POLICY_VIOLATION)
+            requested = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+            if requested < 0:
+                raise KafkaError(f"The offset {requested} for partition {self.topic_partition} is not valid",
+                                 ErrorCode.OFFSET_OUT_OF_RANGE)
+            if requested > self.high_watermark:
+                raise KafkaError(f"Cannot increment the log start offset to {requested} of partition"
+                                 f" {self.topic_partition} since it is larger than the high watermark"
+                                 f" {self.high_watermark}", ErrorCode.OFFSET_OUT_OF_RANGE)
+            log.maybe_increment_log_start_offset(requested)
+            return requested, self._low_watermark(log)
+
+    def low_watermark_if_leader(self) -> int:
+        with self._lock:
+            return self._low_watermark(self._leader_log_or_error())
+
+    def _low_watermark(self, log: Log) -> int:
+        """The lowest log start offset among the leader and its in-sync followers (-1 while a follower has not
+        said). Kafka counts every replica on a live broker; a replica out of the ISR cannot reach the offset
+        before it catches up, and the ISR is what a new leader comes from."""
+        isr = self.maximal_isr
+        return min([log.log_start_offset, *(r.log_start_offset for r in self.remote_replicas.values()
+                                            if r.broker_id in isr)])
 
     # ------------------------------------------------------------------ leader: the ISR
 

@@ -5,6 +5,8 @@ server/ReplicaManager.scala).
   per partition by the leader epoch; makes partitions leaders or followers.
 - StopReplica: stops hosting partitions, deleting their logs when asked.
 - UpdateMetadata: stale-checked here, stored in the MetadataCache.
+- DeleteRecords (delete_records): the leaders move their log start offsets
+  and wait in a purgatory until their in-sync followers have moved theirs.
 - Produce (append_records) and Fetch (fetch_messages), with acks=all produces
   and long-polling fetches parked in purgatories and completed by the events
   that satisfy them: appends, high watermark moves, ISR changes and
@@ -34,6 +36,11 @@ from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
 from broker.log.manager import LogManager
+from broker.purgatory.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsPartitionStatus,
+    DeleteRecordsResponseCallback,
+)
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -114,6 +121,8 @@ class ReplicaManager:
             "Produce", timer)
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
             "Fetch", timer)
+        self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
+            DelayedOperationPurgatory("DeleteRecords", timer)
         # Kafka starts checkpointing high watermarks at the first LeaderAndIsr: before it, no partition
         # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
         self._high_watermark_checkpointing = False
@@ -348,6 +357,33 @@ class ReplicaManager:
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.delayed_produce_purgatory.check_and_complete(tp)
         self.delayed_fetch_purgatory.check_and_complete(tp)
+        self.delayed_delete_records_purgatory.check_and_complete(tp)
+
+    # ------------------------------------------------------------------ delete records
+
+    def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int],
+                       response_callback: DeleteRecordsResponseCallback) -> None:
+        """Kafka's deleteRecords: each leader moves its log start offset to the offset (-1: its high
+        watermark); the answer waits until the low watermark reaches it on every in-sync replica. Writes the
+        log-start-offset-checkpoint (an fsync) before returning: call it off an event loop."""
+        status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                requested, low_watermark = self.get_partition_or_error(tp).delete_records_on_leader(offset)
+                status[tp] = DeleteRecordsPartitionStatus(requested, low_watermark, ErrorCode.NONE)
+            except KafkaError as e:
+                status[tp] = DeleteRecordsPartitionStatus(-1, -1, e.code)
+            except OSError as e:
+                logger.error("Storage error deleting records of %s: %s", tp, e)
+                status[tp] = DeleteRecordsPartitionStatus(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
+        if any(s.error is ErrorCode.NONE for s in status.values()):
+            # Kafka leaves this to the periodic checkpoint; written now, a leader restarted at once does not
+            # bring the deleted records back.
+            self._log_manager.checkpoint_log_offsets()
+            delayed = DelayedDeleteRecords(timeout_ms, status, self.get_partition_or_error, response_callback)
+            self.delayed_delete_records_purgatory.try_complete_else_watch(delayed, status)
+        else:
+            response_callback(status)
 
     # ------------------------------------------------------------------ fetch
 
@@ -416,6 +452,8 @@ class ReplicaManager:
                                                            info.log_start_offset, now, result.leader_log_end_offset)
             if update.high_watermark_moved:
                 self._complete_delayed_requests(info.topic_partition)
+            elif update.log_start_offset_moved:
+                self.delayed_delete_records_purgatory.check_and_complete(info.topic_partition)
             if update.needs_isr_expand:
                 self._isr_update_executor.submit(self._maybe_expand_isr, partition, replica_id)
 
@@ -471,6 +509,7 @@ class ReplicaManager:
         self._isr_update_executor.shutdown(wait=True)
         self.delayed_produce_purgatory.complete_all()
         self.delayed_fetch_purgatory.complete_all()
+        self.delayed_delete_records_purgatory.complete_all()
         self.checkpoint_high_watermarks()
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from broker.server.config import KafkaConfig
 from broker.server.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
@@ -49,10 +50,23 @@ class CreateTopicResult:
 
 
 @dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """A CreatePartitions entry: raise `topic` to `count` partitions; `assignments` (one broker list per new
+    partition) replaces the broker's own assignment."""
+
+    topic: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteTopicResult:
     name: str
     error: ErrorCode
     message: str = ""
+
+
+_Request = TypeVar("_Request", NewTopic, NewPartitions)
 
 
 @dataclass(slots=True)
@@ -84,21 +98,26 @@ class AdminManager:
         self._topic_configs = topic_configs
 
     def create_topics(self, topics: Sequence[NewTopic], validate_only: bool) -> list[CreateTopicResult]:
-        duplicates = {name for name, count in Counter(t.name for t in topics).items() if count > 1}
+        return self._each_topic(topics, [t.name for t in topics], "Create topics", "create topic",
+                                lambda topic, view: self._create_topic(topic, validate_only, view))
+
+    def _each_topic(self, requests: Sequence[_Request], names: Sequence[str], what: str, log_what: str,
+                    create: Callable[[_Request, _ClusterView], CreateTopicResult]) -> list[CreateTopicResult]:
+        """One result per request, in order: a topic named twice is INVALID_REQUEST, a KafkaError its code."""
+        duplicates = {name for name, count in Counter(names).items() if count > 1}
         view = _ClusterView(self._zk)
         results = []
-        for topic in topics:
-            if topic.name in duplicates:
+        for request, name in zip(requests, names, strict=True):
+            if name in duplicates:
                 results.append(CreateTopicResult(
-                    topic.name, ErrorCode.INVALID_REQUEST,
-                    f"Create topics request contains multiple entries for the topic {topic.name}"))
+                    name, ErrorCode.INVALID_REQUEST, f"{what} request contains multiple entries for the topic {name}"))
                 continue
             try:
-                results.append(self._create_topic(topic, validate_only, view))
+                results.append(create(request, view))
             except KafkaError as e:
-                logger.info("Error processing create topic request for topic %s: %s (%s)",
-                            topic.name, e.message, e.code.name)
-                results.append(CreateTopicResult(topic.name, e.code, e.message))
+                logger.info("Error processing %s request for topic %s: %s (%s)", log_what, name, e.message,
+                            e.code.name)
+                results.append(CreateTopicResult(name, e.code, e.message))
         return results
 
     def auto_create_topic(self, topic: str) -> ErrorCode:
@@ -138,6 +157,54 @@ class AdminManager:
             logger.info("Created topic %s with partition assignment %s", topic.name, assignment)
         return CreateTopicResult(topic.name, ErrorCode.NONE, num_partitions=len(assignment),
                                  replication_factor=len(assignment[0]))
+
+    def create_partitions(self, requests: Sequence[NewPartitions], validate_only: bool) -> list[CreateTopicResult]:
+        """Kafka's ZkAdminManager.createPartitions: each topic's new assignment is written to its znode; the
+        controller sees the change (PartitionModifications) and creates the new partitions. A result's
+        num_partitions is the topic's new count, what a DelayedCreateTopics waits for."""
+        return self._each_topic(requests, [r.topic for r in requests], "Create partitions", "create partitions",
+                                lambda request, view: self._create_partitions(request, validate_only, view))
+
+    def _create_partitions(self, request: NewPartitions, validate_only: bool, view: _ClusterView) -> CreateTopicResult:
+        topic = request.topic
+        existing = self._zk.get_topic_assignment(topic)
+        if existing is None:
+            raise KafkaError(f"The topic '{topic}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if any(a.is_being_reassigned for a in existing.partitions.values()):
+            # The controller rewrites this znode while it reassigns: two writers would lose one's change.
+            raise KafkaError(f"A partition reassignment is in progress for the topic '{topic}'.",
+                             ErrorCode.REASSIGNMENT_IN_PROGRESS)
+        if self._zk.is_topic_marked_for_deletion(topic):
+            raise KafkaError(f"The topic '{topic}' is queued for deletion.", ErrorCode.INVALID_TOPIC_EXCEPTION)
+        old_count = len(existing.partitions)
+        increment = request.count - old_count
+        if increment < 0:
+            raise KafkaError(f"Topic currently has {old_count} partitions, which is higher than the requested"
+                             f" {request.count}.", ErrorCode.INVALID_PARTITIONS)
+        if increment == 0:
+            raise KafkaError(f"Topic already has {old_count} partitions.", ErrorCode.INVALID_PARTITIONS)
+        if request.count > MAX_PARTITIONS:
+            raise KafkaError(f"Number of partitions {request.count} is larger than {MAX_PARTITIONS}.",
+                             ErrorCode.INVALID_PARTITIONS)
+        partition0 = existing.replicas(0)
+        if request.assignments is not None:
+            added = _validate_new_partitions(request.assignments, increment, len(partition0), old_count,
+                                             view.live_brokers)
+        else:
+            # AdminZkClient.createNewPartitionsAssignment: continue the round robin where partition 0's leader
+            # sits in the broker list, numbering from the current count.
+            brokers = view.live_brokers
+            start_index = next((i for i, b in enumerate(brokers) if b >= partition0[0]), 0)
+            added = assign_replicas_to_brokers(increment, len(partition0), brokers, fixed_start_index=start_index,
+                                               start_partition_id=old_count)
+        grown = TopicAssignment.of(topic, {p: list(existing.replicas(p)) for p in existing.partitions} | added)
+        _check_fits_a_znode(grown, f"given {request.count} partitions")
+        if not validate_only:
+            logger.info("Creating %d partitions for '%s' with the following replica assignment: %s.", increment,
+                        topic, added)
+            self._zk.set_topic_partitions(grown)
+        return CreateTopicResult(topic, ErrorCode.NONE, num_partitions=request.count,
+                                 replication_factor=len(partition0))
 
     def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
         if not self._config.delete_topic_enable:
@@ -200,6 +267,34 @@ def _validate_assignment(assignments: Sequence[tuple[int, Sequence[int]]],
     return assignment
 
 
+def _validate_new_partitions(assignments: Sequence[Sequence[int]], increment: int, replication_factor: int,
+                             first_partition: int, live_brokers: Sequence[int]) -> dict[int, list[int]]:
+    """CreatePartitions' explicit assignment, as ZkAdminManager and AdminZkClient.validateReplicaAssignment
+    check it."""
+    unknown = sorted({b for replicas in assignments for b in replicas} - set(live_brokers))
+    if unknown:
+        raise KafkaError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
+                         ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    if len(assignments) != increment:
+        raise KafkaError(f"Increasing the number of partitions by {increment} but {len(assignments)} assignments"
+                         " provided.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    added = {first_partition + i: list(replicas) for i, replicas in enumerate(assignments)}
+    for partition, replicas in added.items():
+        if not replicas:
+            raise KafkaError(f"Cannot have replication factor of 0 for partition id {partition}.",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError("Duplicate brokers not allowed in replica assignment: "
+                             f"{', '.join(map(str, replicas))} for partition id {partition}.",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    bad = {p: len(r) for p, r in added.items() if len(r) != replication_factor}
+    if bad:
+        raise KafkaError(f"Inconsistent replication factor between partitions, partition 0 has {replication_factor}"
+                         f" while partitions [{', '.join(map(str, bad))}] have replication factors"
+                         f" [{', '.join(map(str, bad.values()))}], respectively.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return added
+
+
 def _check_min_insync_replicas(overrides: dict[str, str], min_insync_replicas: int, replication_factor: int) -> None:
     """A topic's own min.insync.replicas above its replication factor fails every acks=all write: refused as
     Kafka 3 does (a broker-wide default is left alone, as it applies to topics of every size)."""
@@ -210,13 +305,13 @@ def _check_min_insync_replicas(overrides: dict[str, str], min_insync_replicas: i
             ErrorCode.INVALID_CONFIG)
 
 
-def _check_fits_a_znode(assignment: TopicAssignment) -> None:
+def _check_fits_a_znode(assignment: TopicAssignment, action: str = "created") -> None:
     """Refuse an assignment ZooKeeper cannot store (the server drops a connection sending more than jute.maxbuffer)."""
     path = paths.topic_path(assignment.topic)
     size = request_size(path, paths.encode_topic_assignment(assignment))
     if size > JUTE_MAX_BUFFER:
         raise KafkaError(
-            f"Topic {assignment.topic} cannot be created: writing its assignment to {path} takes a {size}-byte"
+            f"Topic {assignment.topic} cannot be {action}: writing its assignment to {path} takes a {size}-byte"
             f" ZooKeeper request, more than jute.maxbuffer ({JUTE_MAX_BUFFER} bytes); use fewer partitions or"
             f" a smaller replication factor", ErrorCode.POLICY_VIOLATION)
 

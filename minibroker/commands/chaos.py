@@ -3,6 +3,7 @@ acknowledged was lost (chaos/).
 
     minibroker chaos run [--data-dir D | --compose [PROJECT]] [--faults kill-leader,...] [--interval 10s]
                          [--duration 120s] [--seed N] [--output DIR] [--audit | --no-audit]
+                         [--client minibroker|confluent-kafka|kafka-python]
     minibroker chaos check HISTORY [--output DIR]
 
 Without --data-dir or --compose, `run` starts a fresh cluster of its own under OUTPUT/cluster and stops it at
@@ -27,6 +28,7 @@ from typing import TypeVar
 
 from chaos.audit import AuditResult, run_audit
 from chaos.checker import check
+from chaos.clients import CLIENTS
 from chaos.cluster import PARTITION_FAULTS, ChaosCluster, ChaosError, LocalChaosCluster, local_unsupported
 from chaos.compose import ComposeServices, default_project
 from chaos.compose_cluster import ComposeChaosCluster
@@ -87,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser.add_argument("--audit", action=argparse.BooleanOptionalAction, default=None,
                             help="run the Spark audit of the log dirs after the run (default: when the cluster's log"
                                  " dirs are on this machine; --audit makes their absence a failure)")
+    run_parser.add_argument("--client", choices=CLIENTS, default="minibroker",
+                            help="the writers' and readers' client library: minibroker's own (gRPC listeners) or a"
+                                 " Kafka client on the brokers' Kafka listeners (default minibroker)")
     run_parser.add_argument("--topic", default="chaos", help="the topic to write (created; default chaos)")
     run_parser.add_argument("--partitions", type=int, default=6, metavar="N", help="default 6")
     run_parser.add_argument("--writers", type=int, default=3, metavar="N",
@@ -147,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     output = (args.output or Path("data/chaos") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())).resolve()
     config = RunConfig(faults=args.faults, interval=args.interval, duration=args.duration, seed=seed,
+                       client=args.client,
                        workload=WorkloadConfig(topic=args.topic, partitions=args.partitions, writers=args.writers,
                                                rate=args.rate, acks1_writer=args.acks1_writer,
                                                readers=args.readers))

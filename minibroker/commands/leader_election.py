@@ -1,16 +1,22 @@
-"""`minibroker leader-election`: Kafka's kafka-leader-election.sh, preferred elections.
+"""`minibroker leader-election`: Kafka's kafka-leader-election.sh, preferred and unclean elections.
 
-    minibroker leader-election --election-type preferred (--topic T --partition P | --all-topic-partitions)
+    minibroker leader-election --election-type preferred|unclean (--topic T --partition P | --all-topic-partitions)
                                (--zookeeper H:P[/CHROOT] | --data-dir D)
 
-Moves each partition's leadership back to its preferred replica (the first of
-its assignment) when that replica is alive and in the ISR. The request goes
-the ZooKeeper way (Kafka's PreferredReplicaLeaderElectionCommand): the
+preferred moves each partition's leadership back to its preferred replica (the
+first of its assignment) when that replica is alive and in the ISR. The request
+goes the ZooKeeper way (Kafka's PreferredReplicaLeaderElectionCommand): the
 partitions are written to /admin/preferred_replica_election, the controller
 elects and deletes the znode, and the command reads the outcome from the
-partitions' states. The brokers have no ElectLeaders API yet, so
---bootstrap-server alone cannot reach the controller. Output lines are Kafka's;
-any partition not elected makes the exit code 1.
+partitions' states.
+
+unclean (Kafka's ElectionType.UNCLEAN) brings back partitions that have no live
+leader by electing a live replica outside the ISR, whatever
+unclean.leader.election.enable says: records the ISR had acknowledged and the
+new leader lacks are lost. It is an ElectLeaders request to the active
+controller, found through ZooKeeper's /controller znode (the brokers do not
+forward ElectLeaders, so --bootstrap-server alone cannot reach it). Output
+lines are Kafka's; any partition not elected makes the exit code 1.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import grpc
+
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
@@ -28,10 +36,15 @@ from minibroker.commands.client_options import (
     connect_zookeeper,
     zookeeper_connect,
 )
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 
-ELECTION_TYPE = "PREFERRED"
+PREFERRED = "PREFERRED"
+UNCLEAN = "UNCLEAN"
+_ELECTION_TYPE_IDS = {PREFERRED: 0, UNCLEAN: 1}  # Kafka's ElectionType ids
 _POLL_S = 0.1
 
 
@@ -44,8 +57,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_cluster_options(parser)
     add_zookeeper_option(parser)
-    parser.add_argument("--election-type", required=True, type=str.upper, choices=[ELECTION_TYPE],
-                        help="Type of election to attempt: preferred (unclean is not supported).")
+    parser.add_argument("--election-type", required=True, type=str.upper, choices=[PREFERRED, UNCLEAN],
+                        help="Type of election to attempt. Possible values are \"preferred\" for preferred leader"
+                             " election or \"unclean\" for unclean leader election.")
     parser.add_argument("--topic", help="Name of topic for which to perform an election; needs --partition.")
     parser.add_argument("--partition", type=int, help="Partition id for which to perform an election.")
     parser.add_argument("--all-topic-partitions", action="store_true",
@@ -83,17 +97,20 @@ def run(args: argparse.Namespace) -> int:
         connect = zookeeper_connect(args, "election", "ElectLeaders")
         requested = _requested_partitions(args)
         with connect_zookeeper(connect) as zk:
-            outcome = elect_preferred_leaders(zk, requested, args.timeout)
+            if args.election_type == UNCLEAN:
+                outcome = elect_leaders_through_controller(zk, UNCLEAN, requested, args.timeout)
+            else:
+                outcome = elect_preferred_leaders(zk, requested, args.timeout)
     except UsageError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     if outcome.succeeded:
-        print(f"Successfully completed leader election ({ELECTION_TYPE}) for partitions "
+        print(f"Successfully completed leader election ({args.election_type}) for partitions "
               f"{', '.join(map(str, outcome.succeeded))}")
     if outcome.noop:
         print(f"Valid replica already elected for partitions {', '.join(map(str, outcome.noop))}")
     for tp, error in sorted(outcome.failed.items()):
-        print(f"Error completing leader election ({ELECTION_TYPE}) for partition: {tp}: {error}")
+        print(f"Error completing leader election ({args.election_type}) for partition: {tp}: {error}")
     if outcome.failed:
         print(f"Error: {len(outcome.failed)} replica(s) could not be elected", file=sys.stderr)
         return 1
@@ -130,6 +147,39 @@ def elect_preferred_leaders(zk: KafkaZkClient, requested: Sequence[TopicPartitio
         for tp in to_elect if tp not in succeeded
     }
     return ElectionOutcome(succeeded, noop, failed | not_elected)
+
+
+def elect_leaders_through_controller(zk: KafkaZkClient, election_type: str,
+                                     requested: Sequence[TopicPartition] | None, timeout_s: float) -> ElectionOutcome:
+    """An ElectLeaders request to the controller /controller advertises, and its answer per partition."""
+    endpoint = zk.get_controller_endpoint()
+    if endpoint is None:
+        raise UsageError("No active controller advertises its address in /controller: cannot send ElectLeaders")
+    request = pb.ElectLeadersRequest(election_type=_ELECTION_TYPE_IDS[election_type],
+                                     timeout_ms=int(timeout_s * 1000))
+    by_topic: dict[str, list[int]] = {}
+    for tp in requested or ():
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    for topic, partitions in by_topic.items():
+        request.topic_partitions.add(topic=topic, partitions=partitions)
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            response = pb_grpc.KafkaControllerStub(channel).ElectLeaders(request, timeout=timeout_s + 5)
+        except grpc.RpcError as e:
+            raise UsageError(f"ElectLeaders to the controller at {endpoint} failed: {e.code().name}") from None
+    if response.error_code != ErrorCode.NONE:
+        raise UsageError(f"ElectLeaders failed: {ErrorCode(response.error_code).name}")
+    succeeded, noop, failed = [], [], {}
+    for result in response.replica_election_results:
+        for p in result.partition_result:
+            tp = TopicPartition(result.topic, p.partition_id)
+            if p.error_code == ErrorCode.NONE:
+                succeeded.append(tp)
+            elif p.error_code == ErrorCode.ELECTION_NOT_NEEDED:
+                noop.append(tp)
+            else:
+                failed[tp] = p.error_message or ErrorCode(p.error_code).name
+    return ElectionOutcome(sorted(succeeded), sorted(noop), failed)
 
 
 def _requested_partitions(args: argparse.Namespace) -> list[TopicPartition] | None:

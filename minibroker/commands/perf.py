@@ -1,7 +1,7 @@
 """`minibroker perf produce | consume | end-to-end`: Kafka's performance tools, same options and output lines.
 
-    minibroker perf produce --topic T --num-records N --record-size B --throughput -1
-        [--producer-props acks=1 linger.ms=5 batch.size=65536 ...]        (kafka-producer-perf-test.sh)
+    minibroker perf produce --topic T --num-records N (--record-size B | --payload-file F [--payload-delimiter D])
+        --throughput -1 [--producer-props acks=1 linger.ms=5 batch.size=65536 ...]  (kafka-producer-perf-test.sh)
     minibroker perf consume --topic T --messages N [--from-latest] [--timeout MS]
                                                                            (kafka-consumer-perf-test.sh)
     minibroker perf end-to-end --topic T --num-records N [--producer-props acks=all]
@@ -19,6 +19,7 @@ import gc
 import operator
 import os
 import random
+import re
 import sys
 import time
 from datetime import datetime
@@ -51,7 +52,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_cluster_options(produce)
     produce.add_argument("--topic", required=True, help="produce messages to this topic")
     produce.add_argument("--num-records", type=int, required=True, help="number of messages to produce")
-    produce.add_argument("--record-size", type=int, required=True, help="message size in bytes")
+    payload = produce.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--record-size", type=int, help="message size in bytes. Note that you must provide exactly"
+                                                         " one of --record-size or --payload-file.")
+    payload.add_argument("--payload-file", type=Path, metavar="FILE",
+                         help="file to read the message payloads from; each record's payload is one of them, at"
+                              " random. Note that you must provide exactly one of --record-size or --payload-file.")
+    produce.add_argument("--payload-delimiter", default="\n", metavar="DELIMITER",
+                         help="provides delimiter to be used when --payload-file is provided. Defaults to new line."
+                              " Note that this parameter will be ignored if --payload-file is not provided.")
     produce.add_argument("--throughput", type=float, required=True,
                          help="throttle message throughput to *approximately* THROUGHPUT messages/sec; -1: no limit")
     _producer_options(produce)
@@ -128,11 +137,12 @@ def _produce(args: argparse.Namespace) -> int:
     if args.throughput == 0:
         return _fail("produce", UsageError("--throughput must be positive, or -1 for no limit"))
     try:
+        payloads = None if args.payload_file is None else read_payloads(args.payload_file, args.payload_delimiter)
         producer, _ = _producer(args, {})
     except (UsageError, ValueError) as e:
         return _fail("produce", e)
-    # Kafka's payload: random upper-case letters, one payload for every record.
-    payload = bytes(random.choice(range(65, 91)) for _ in range(args.record_size))
+    # Kafka's payload without a file: random upper-case letters, one payload for every record.
+    payload = b"" if payloads is not None else bytes(random.choice(range(65, 91)) for _ in range(args.record_size))
     stats = ProducerStats(args.num_records)
     tune_runtime()
     throttler = ThroughputThrottler(args.throughput, time.monotonic_ns())
@@ -143,6 +153,9 @@ def _produce(args: argparse.Namespace) -> int:
     throttled = args.throughput > 0  # -1 never throttles: no need to ask per record
     try:
         for i in range(args.num_records):
+            if payloads is not None:
+                payload = random.choice(payloads)
+                size = len(payload)
             send_start = clock()
             # Kafka's producer.send(record, callback): one callback per record, attached as it is sent.
             send(topic, payload, callback=_Completion(stats, i, send_start, size))
@@ -155,6 +168,30 @@ def _produce(args: argparse.Namespace) -> int:
         print(f"{stats.errors} records failed; the first: {stats.first_error}", file=sys.stderr)
         return 1
     return 0
+
+
+def read_payloads(path: Path, delimiter: str) -> list[bytes]:
+    """ProducerPerformance's payload file: its UTF-8 text split at `delimiter` (a regular expression, as Java's
+    String.split takes it, which also drops trailing empty strings)."""
+    print(f"Reading payloads from: {path.absolute()}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read the payload file {path}: {e}") from None
+    if not text:
+        raise UsageError("File does not exist or empty file provided.")
+    try:
+        payloads = re.split(delimiter, text)
+    except re.error as e:
+        raise UsageError(f"Invalid --payload-delimiter {delimiter!r}: {e}") from None
+    while payloads and not payloads[-1]:
+        payloads.pop()
+    if not payloads:
+        raise UsageError(f"The payload file {path} holds nothing but delimiters")
+    print(f"Number of messages read: {len(payloads)}")
+    return [p.encode("utf-8") for p in payloads]
 
 
 class ProducerStats:

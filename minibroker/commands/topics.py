@@ -1,9 +1,11 @@
-"""`minibroker topics`: Kafka's kafka-topics.sh (2.x, --bootstrap-server mode): create, list, describe, delete.
+"""`minibroker topics`: Kafka's kafka-topics.sh (2.x, --bootstrap-server mode): create, alter, list, describe,
+delete.
 
     minibroker topics --create --topic T [--partitions N] [--replication-factor N | --replica-assignment 1:2,2:3]
                       [--config k=v ...] [--if-not-exists]
+    minibroker topics --alter --topic REGEX --partitions N [--replica-assignment 1:2,2:3,...] [--if-exists]
     minibroker topics --describe [--topic REGEX] [--if-exists] [--under-replicated-partitions]
-                      [--unavailable-partitions]
+                      [--unavailable-partitions] [--topics-with-overrides]
     minibroker topics --list [--topic REGEX]
     minibroker topics --delete --topic REGEX [--if-exists]
 
@@ -11,7 +13,9 @@ each with --bootstrap-server H:P[,H:P] or --data-dir D. Output and error
 lines are Kafka's; a failure prints `Error while executing topic command :
 <message>` and exits 1. Describe's `Configs:` lists the topic's overrides,
 read from ZooKeeper when --data-dir names the cluster (the brokers have no
-DescribeConfigs API yet); with --bootstrap-server alone it stays empty.
+DescribeConfigs API yet); with --bootstrap-server alone it stays empty, and
+--topics-with-overrides needs --data-dir. --alter only adds partitions
+(CreatePartitions): the controller assigns, creates and elects the new ones.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import argparse
 import re
 from collections.abc import Iterator
 
-from client import Admin, KafkaError, NewTopic, PartitionInfo, TopicDescription
+from client import Admin, KafkaError, NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
@@ -46,12 +50,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--create", action="store_true", help="Create a new topic.")
     actions.add_argument("--list", action="store_true", help="List all available topics.")
+    actions.add_argument("--alter", action="store_true",
+                         help="Alter the number of partitions and replica assignment.")
     actions.add_argument("--describe", action="store_true", help="List details for the given topics.")
     actions.add_argument("--delete", action="store_true", help="Delete a topic")
     parser.add_argument("--topic", help="The topic to create, describe or delete; a regular expression, except with"
                                         " --create.")
-    parser.add_argument("--partitions", type=int, help="The number of partitions for the topic being created."
-                                                       " If not supplied, defaults to the cluster default.")
+    parser.add_argument("--partitions", type=int,
+                        help="The number of partitions for the topic being created or altered (WARNING: If"
+                             " partitions are increased for a topic that has a key, the partition logic or ordering"
+                             " of the messages will be affected). If not supplied for create, defaults to the"
+                             " cluster default.")
     parser.add_argument("--replication-factor", type=int, help="The replication factor for each partition of the"
                                                                " topic. If not supplied, the cluster default.")
     parser.add_argument("--replica-assignment", metavar="BROKER:BROKER,...",
@@ -62,11 +71,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--if-not-exists", action="store_true",
                         help="With --create: create the topic only if it does not exist yet.")
     parser.add_argument("--if-exists", action="store_true",
-                        help="With --describe or --delete: act only if the topic exists.")
+                        help="With --alter, --describe or --delete: act only if the topic exists.")
     parser.add_argument("--under-replicated-partitions", action="store_true",
                         help="With --describe: only partitions whose ISR is smaller than their replica set.")
     parser.add_argument("--unavailable-partitions", action="store_true",
                         help="With --describe: only partitions whose leader is not available.")
+    parser.add_argument("--topics-with-overrides", action="store_true",
+                        help="With --describe: only show topics that have overridden configs.")
     parser.add_argument("--exclude-internal", action="store_true",
                         help="With --list or --describe: leave internal topics out.")
     parser.set_defaults(func=run)
@@ -81,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
             elif args.list:
                 for topic in _topics(admin, args):
                     print(topic)
+            elif args.alter:
+                _alter(admin, args)
             elif args.describe:
                 for line in _describe(admin, args):
                     print(line)
@@ -94,19 +107,34 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_args(args: argparse.Namespace) -> None:
     """TopicCommandOptions.checkArgs: options that make no sense together are refused before connecting."""
-    if (args.create or args.delete) and args.topic is None:
+    if (args.create or args.alter or args.delete) and args.topic is None:
         raise UsageError('Missing required argument "[topic]"')
+    if args.alter and args.partitions is None:
+        raise UsageError('Missing required argument "[partitions]"')
     if not args.create:
-        for option in ("partitions", "replication_factor", "replica_assignment", "if_not_exists"):
+        for option in ("replication_factor", "if_not_exists"):
             if getattr(args, option) not in (None, False):
                 raise UsageError(f'Option "[{option.replace("_", "-")}]" can only be used with option "[create]"')
         if args.config:
-            raise UsageError('Option "[config]" can only be used with option "[create]"')
-    if args.replica_assignment is not None and (args.partitions is not None or args.replication_factor is not None):
+            raise UsageError('Option "[config]" can only be used with option "[create]"'
+                             + (" (kafka-configs.sh alters topic configs)" if args.alter else ""))
+        if not args.alter and (args.partitions is not None or args.replica_assignment is not None):
+            option = "partitions" if args.partitions is not None else "replica-assignment"
+            raise UsageError(f'Option "[{option}]" can only be used with option "[create],[alter]"')
+    if args.create and args.replica_assignment is not None and (
+            args.partitions is not None or args.replication_factor is not None):
         raise UsageError('Option "[replica-assignment]" can\'t be used with option "[partitions],'
                          '[replication-factor]"')
-    if args.if_exists and not (args.describe or args.delete):
-        raise UsageError('Option "[if-exists]" can only be used with option "[describe],[delete]"')
+    if args.if_exists and not (args.alter or args.describe or args.delete):
+        raise UsageError('Option "[if-exists]" can only be used with option "[alter],[describe],[delete]"')
+    if args.topics_with_overrides and not args.describe:
+        raise UsageError('Option "[topics-with-overrides]" can only be used with option "[describe]"')
+    if args.topics_with_overrides and args.data_dir is None:
+        raise UsageError("--topics-with-overrides needs --data-dir: the brokers have no DescribeConfigs API yet,"
+                         " so the overrides are read from ZooKeeper")
+    if args.topics_with_overrides and (args.under_replicated_partitions or args.unavailable_partitions):
+        raise UsageError('Option "[topics-with-overrides]" can\'t be used with option'
+                         ' "[under-replicated-partitions],[unavailable-partitions]"')
     if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
         raise UsageError('Option "[under-replicated-partitions],[unavailable-partitions]" can only be used with'
                          ' option "[describe]"')
@@ -169,6 +197,24 @@ def _parse_topic_configs(items: list[str]) -> dict[str, str]:
     return configs
 
 
+# ---------------------------------------------------------------------- alter
+
+
+def _alter(admin: Admin, args: argparse.Namespace) -> None:
+    """TopicService.alterTopic: every topic matching --topic grows to --partitions; with --replica-assignment,
+    the entries past a topic's current partitions place the new ones."""
+    topics = _existing_topics(admin, args)
+    if not topics:
+        return
+    assignment = None if args.replica_assignment is None else parse_replica_assignment(args.replica_assignment)
+    current = {d.name: len(d.partitions) for d in admin.describe_topics(topics)}
+    admin.create_partitions({
+        topic: NewPartitions(args.partitions, None if assignment is None else [
+            assignment[p] for p in sorted(assignment) if p >= current[topic]])
+        for topic in topics
+    })
+
+
 # ---------------------------------------------------------------------- list / describe / delete
 
 
@@ -205,8 +251,12 @@ def _describe(admin: Admin, args: argparse.Namespace) -> Iterator[str]:
     report_only = args.under_replicated_partitions or args.unavailable_partitions
     for description in admin.describe_topics(topics):
         partitions = sorted(description.partitions)
-        if not report_only:
-            yield _topic_line(description, configs.get(description.name, {}))
+        topic_configs = configs.get(description.name, {})
+        # DescribeOptions: --topics-with-overrides prints the topic lines of topics with overrides, no partitions.
+        if not report_only and (topic_configs or not args.topics_with_overrides):
+            yield _topic_line(description, topic_configs)
+        if args.topics_with_overrides:
+            continue
         for p in partitions:
             if not report_only \
                     or (args.under_replicated_partitions and len(p.isr) < len(p.replicas)) \

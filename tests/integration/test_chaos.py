@@ -45,6 +45,28 @@ def output(tmp_path: Path) -> Iterator[Path]:
                 LocalCluster(data_dir).down(kill=True)
 
 
+def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None:
+    """Writers and readers are librdkafka's, on the brokers' Kafka listeners; the checker judges them unchanged."""
+    faults = ("kill-leader", "pause-controller")
+    run = minibroker("chaos", "run", "--client", "confluent-kafka", "--faults", ",".join(faults), "--interval", "8s",
+                     "--duration", "32s", "--seed", str(SEED), "--output", str(output), "--partitions", "3",
+                     "--writers", "2", "--rate", "40", "--readers", "1", "--no-audit", timeout=280)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr[-4000:]}"
+    assert "VERDICT: every safety check held" in run.stdout
+    assert "confluent-kafka clients at 127.0.0.1:" in run.stderr
+    result = json.loads((output / "result.json").read_text())
+    assert result["valid"] and result["lost"] == 0 and result["duplicated"] == 0
+    assert all(n == 0 for name, n in result["anomalies"].items() if not name.startswith("acks1-"))
+    assert result["acked"] > 1000 and result["polled_records"] >= result["acked"]
+    assert sorted(w["fault"] for w in result["fault_windows"]) == sorted(
+        p.fault for p in schedule(faults, 8, 32, random.Random(SEED)))
+    assert result["recovery"]["full_isr"]
+    cluster = ClusterInfo.load(output / "cluster")
+    meta = json.loads((output / "history.jsonl").read_text().splitlines()[0])
+    # The workload went through the Kafka listeners, not the gRPC ones.
+    assert meta["client"] == "confluent-kafka" and meta["client_bootstrap_servers"] == cluster.kafka_bootstrap_servers
+
+
 def test_pairs_cover_every_fault_this_build_injects() -> None:
     assert sorted(f for pair in PAIRS for f in pair) == sorted(DEFAULT_FAULTS)
 

@@ -2,11 +2,13 @@
 
 build the image, `docker-compose up -d`, create a topic with `minibroker topics
 --bootstrap-server localhost:<port>` from the host, produce and consume from the
-host, SIGKILL a leader's container (`docker kill`), check the cluster heals (a new
+host (minibroker's client on the gRPC host listeners; kcat -L/-P/-C and confluent-kafka
+on the Kafka host listeners, localhost:9092-9094 by default), SIGKILL a leader's
+container (`docker kill`), check the cluster heals (a new
 leader, acks=all writes go on, the restarted broker rejoins every ISR, nothing
 acknowledged is lost), run a short `minibroker chaos run --compose` (a leader
-SIGKILLed, paused, cut off the network) to a clean verdict, and `docker-compose
-down -v` leaves no container, volume or network behind.
+SIGKILLed, paused, cut off the network; minibroker's client, then confluent-kafka)
+to a clean verdict, and `docker-compose down -v` leaves no container, volume or network behind.
 
 Needs `docker` and `docker-compose` talking to an engine (Docker, or Podman
 serving the Docker API: DOCKER_HOST); BASE_IMAGE names the image to build FROM
@@ -25,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import Producer as KafkaProducer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from chaos.compose import PROJECT_LABEL, ComposeServices
 from client import Admin, Consumer, Producer
@@ -38,6 +44,7 @@ BROKERS = {1: "broker-1", 2: "broker-2", 3: "broker-3"}
 SERVICES = {"zookeeper": "zookeeper", "controller-1001": "controller", "controller-1002": "controller",
             **{service: "broker" for service in BROKERS.values()}}
 TOPIC = "compose-heal"
+KAFKA_TOPIC = "compose-kafka"
 HEALTHY_TIMEOUT_S = 240.0
 
 
@@ -76,12 +83,17 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> float:
 class ComposeCluster:
     project: str
     env: dict[str, str]
-    host_ports: dict[int, int]
+    host_ports: dict[int, int]  # broker id: the host port of its gRPC listener (GRPC_HOST)
+    kafka_host_ports: dict[int, int]  # broker id: the host port of its Kafka listener (PLAINTEXT_HOST)
     services: ComposeServices
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"localhost:{port}" for port in self.host_ports.values())
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"localhost:{port}" for port in self.kafka_host_ports.values())
 
     def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["docker-compose", "--project-name", self.project, *args], cwd=REPO, env=self.env,
@@ -129,15 +141,17 @@ def cluster() -> Iterator[ComposeCluster]:
                     " (scripts/compose_system_test.sh prepares one where it can)")
     project = f"mbsystest{os.getpid()}"
     ports = {broker_id: free_port() for broker_id in BROKERS}
+    kafka_ports = {broker_id: free_port() for broker_id in BROKERS}
     env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0", "ZOOKEEPER_HOST_PORT": str(free_port()),
-           **{f"BROKER_{broker_id}_HOST_PORT": str(port) for broker_id, port in ports.items()}}
+           **{f"BROKER_{broker_id}_GRPC_HOST_PORT": str(port) for broker_id, port in ports.items()},
+           **{f"BROKER_{broker_id}_HOST_PORT": str(port) for broker_id, port in kafka_ports.items()}}
     base_image = env.get("BASE_IMAGE", "python:3.11-slim-bookworm")
     began = time.monotonic()
     build = subprocess.run(["docker", "build", "--quiet", "--tag", IMAGE, "--build-arg", f"BASE_IMAGE={base_image}",
                             "."], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
     assert build.returncode == 0, f"docker build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
     _log(f"image {IMAGE} built FROM {base_image} in {time.monotonic() - began:.1f}s")
-    compose = ComposeCluster(project, env, ports, ComposeServices(project))
+    compose = ComposeCluster(project, env, ports, kafka_ports, ComposeServices(project))
     try:
         began = time.monotonic()
         up = compose.compose("up", "--detach", "--no-build")
@@ -164,6 +178,56 @@ def test_topics_produce_and_consume_from_the_host(cluster: ComposeCluster) -> No
             producer.send(TOPIC, f"before-{i}".encode(), key=str(i).encode())
         producer.flush(timeout=60)
     assert sorted(_consume_all(cluster, 30)) == sorted(f"before-{i}".encode() for i in range(30))
+
+
+def test_kafka_clients_on_the_kafka_host_listeners(cluster: ComposeCluster) -> None:
+    """kcat -L/-P/-C and confluent-kafka against the published Kafka listeners, as a Kafka user would."""
+    bootstrap = f"localhost:{cluster.kafka_host_ports[1]}"
+    created = subprocess.run(
+        [sys.executable, "-m", "minibroker.cli", "topics", "--create", "--topic", KAFKA_TOPIC, "--partitions", "3",
+         "--replication-factor", "3", "--config", "min.insync.replicas=2",
+         "--bootstrap-server", f"localhost:{cluster.host_ports[1]}"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert created.returncode == 0, created.stderr
+
+    def kcat(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(["kcat", "-b", bootstrap, *args], input=stdin, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, f"kcat {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def every_partition_led() -> bool:
+        listing = kcat("-L", "-t", KAFKA_TOPIC)
+        return listing.count("leader: -1") == 0 and listing.count("partition ") == 3
+    _wait(every_partition_led, 60, f"kcat -L to show a leader for each partition of {KAFKA_TOPIC}")
+    listing = kcat("-L")
+    # The brokers as advertised on the listener kcat connected to: the host's Kafka ports, never a gRPC one.
+    for broker_id, port in cluster.kafka_host_ports.items():
+        assert f"broker {broker_id} at localhost:{port}" in listing, listing
+    assert all(f":{port}" not in listing for port in cluster.host_ports.values()), listing
+
+    kcat("-P", "-t", KAFKA_TOPIC, "-K:", "-X", "acks=all", stdin="".join(f"k{i}:kcat-{i}\n" for i in range(20)))
+    producer = KafkaProducer({"bootstrap.servers": cluster.kafka_bootstrap, "enable.idempotence": True,
+                              "acks": "all"})
+    for i in range(20):
+        producer.produce(KAFKA_TOPIC, f"confluent-{i}".encode(), key=f"k{i}".encode())
+    assert producer.flush(60) == 0
+    expected = sorted([f"kcat-{i}" for i in range(20)] + [f"confluent-{i}" for i in range(20)])
+
+    read = kcat("-C", "-t", KAFKA_TOPIC, "-o", "beginning", "-e", "-q", "-f", "%s\n").split()
+    assert sorted(read) == expected
+
+    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "compose-system-test",
+                              "enable.auto.commit": False})
+    consumer.assign([KafkaTopicPartition(KAFKA_TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
+    values: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(values) < len(expected) and time.monotonic() < deadline:
+        for message in consumer.consume(100, timeout=1):
+            assert message.error() is None, message.error()
+            values.append(message.value().decode())
+    consumer.close()
+    assert sorted(values) == expected
 
 
 def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeCluster) -> None:
@@ -197,14 +261,18 @@ def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeClus
     assert sorted(_consume_all(cluster, len(expected))) == sorted(expected)
 
 
-def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, tmp_path: Path) -> None:
+# minibroker's client on the gRPC host ports, librdkafka on the Kafka host ports.
+@pytest.mark.parametrize("client", ["minibroker", "confluent-kafka"])
+def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, client: str, tmp_path: Path) -> None:
     began = time.monotonic()
     chaos = subprocess.run(
-        [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project,
-         "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s", "--duration", "40s",
-         "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
+        [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project, "--client", client,
+         "--topic", f"chaos-{client}", "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s",
+         "--duration", "40s", "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
         env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
-    _log(f"chaos run --compose in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    _log(f"chaos run --compose --client {client} in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    bootstrap = cluster.kafka_bootstrap if client == "confluent-kafka" else cluster.bootstrap
+    assert f"{client} clients at {bootstrap}" in chaos.stderr, chaos.stderr[-3000:]
     assert chaos.returncode == 0, f"{chaos.stdout}\n{chaos.stderr[-5000:]}"
     assert "VERDICT: every safety check held" in chaos.stdout
     faults = [line for line in chaos.stderr.splitlines() if line.startswith("nemesis: healed")]

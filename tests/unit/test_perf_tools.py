@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from client.structs import ConsumerRecord
-from minibroker.commands.perf import ProducerStats, serialized_size
+from minibroker.commands.client_options import UsageError
+from minibroker.commands.perf import ProducerStats, read_payloads, serialized_size
 
 
 def record(key: bytes | None, value: bytes | None) -> ConsumerRecord:
@@ -23,3 +28,19 @@ def test_producer_stats_count_every_completion() -> None:
         stats.record(i, float(i), 100, stats.start)
     assert (stats.count, stats.bytes, stats.max_latency) == (10, 1000, 9.0)
     assert "10 records sent" in stats.total()
+
+
+def test_payload_file_is_split_at_the_delimiter_dropping_trailing_empties(tmp_path: Path) -> None:
+    path = tmp_path / "payloads.txt"
+    path.write_text("alpha\nbeta\n\ngamma\n\n")
+    assert read_payloads(path, "\n") == [b"alpha", b"beta", b"", b"gamma"]
+    path.write_text("a|b||")
+    assert read_payloads(path, r"\|") == [b"a", b"b"]  # a regular expression, as Java's String.split takes it
+
+
+def test_a_missing_or_empty_payload_file_is_refused(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing", tmp_path / "empty"):
+        if path.name == "empty":
+            path.write_text("")
+        with pytest.raises(UsageError, match=r"File does not exist or empty file provided\."):
+            read_payloads(path, "\n")

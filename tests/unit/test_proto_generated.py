@@ -43,6 +43,8 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "Metadata",
                 "CreateTopics",
                 "DeleteTopics",
+                "CreatePartitions",
+                "DeleteRecords",
                 "InitProducerId",
                 "OffsetCommit",
                 "OffsetFetch",
@@ -52,7 +54,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
             ],
         ),
         ("KafkaCluster", ["LeaderAndIsr", "UpdateMetadata", "StopReplica", "OffsetsForLeaderEpoch"]),
-        ("KafkaController", ["ControlledShutdown"]),
+        ("KafkaController", ["ControlledShutdown", "ElectLeaders"]),
     ],
 )
 def test_services(service: str, methods: list[str]) -> None:

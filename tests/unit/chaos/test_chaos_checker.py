@@ -64,6 +64,18 @@ def test_inconsistent_offsets_between_ack_and_read() -> None:
     assert not result.valid
 
 
+def test_acks_without_an_offset_are_checked_for_loss_not_for_offsets() -> None:
+    # librdkafka acknowledges, with offset -1, the messages its idempotent producer knows persisted because a
+    # later batch of the partition was acknowledged (an "implicit ack").
+    history = clean()
+    history.sends[0] = ok("w0", 0, 0, -1, 0.0)
+    history.sends[3] = ok("w1", 0, 0, -1, 0.3)
+    assert check(history).valid
+    history = with_final(history, 0, ((0, "w0-0"), (1, "w0-2")))
+    history.polls[1] = Poll("c0", T0 + 2.0, ((1, 1, "w1-1"), (1, 2, "a1-0")))
+    assert check(history).counts["lost-write"] == 1  # w1-0 was acknowledged all the same
+
+
 def test_nonmonotonic_send() -> None:
     history = with_final(clean(), 0, ((0, "w0-2"), (1, "w0-0"), (2, "w1-0")))
     history.polls[0] = Poll("c0", T0 + 1.0, ((0, 0, "w0-2"), (0, 1, "w0-0"), (1, 0, "w0-1")))

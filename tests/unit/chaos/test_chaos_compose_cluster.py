@@ -14,8 +14,9 @@ from chaos.compose import ComposeError, ComposeServices
 from chaos.compose_cluster import ComposeChaosCluster
 from tests.fakes import FakeClock
 
-HOST_PORTS = {"broker-1": (9092, 40001), "broker-2": (9093, 40002), "broker-3": (9094, 40003),
-              "zookeeper": (2181, 40181)}
+# {container port: host port}: each broker's Kafka (9092) and gRPC (9192) host listeners, as docker-compose.yml.
+HOST_PORTS = {"broker-1": {9092: 40001, 9192: 40101}, "broker-2": {9092: 40002, 9192: 40102},
+              "broker-3": {9092: 40003, 9192: 40103}, "zookeeper": {2181: 40181}}
 
 
 @dataclass
@@ -59,8 +60,9 @@ class FakeEngine:
                 c.running = c.stopping_for > 0
             return f"{str(c.running).lower()} {str(c.paused).lower()} 2026-11-22T09:00:0{c.starts}Z\n"
         if command == "port":
-            inside, host = HOST_PORTS[rest[-1].removeprefix("id-")]
-            return f"{inside}/tcp -> 0.0.0.0:{host}\n{inside}/tcp -> [::]:{host}\n"
+            ports = HOST_PORTS[rest[-1].removeprefix("id-")]
+            return "".join(f"{inside}/tcp -> 0.0.0.0:{host}\n{inside}/tcp -> [::]:{host}\n"
+                           for inside, host in ports.items())
         if command == "kill":
             if rest[1] == "SIGTERM":
                 c.stopping_for = self.sigterm_takes
@@ -105,7 +107,8 @@ def test_names_addresses_and_state_come_from_the_project() -> None:
     cluster = _cluster(FakeEngine())
     assert cluster.brokers == ["broker-1", "broker-2", "broker-3"]
     assert cluster.controllers == ["controller-1001", "controller-1002"]
-    assert cluster.bootstrap_servers == "localhost:40001,localhost:40002,localhost:40003"
+    assert cluster.bootstrap_servers == "localhost:40101,localhost:40102,localhost:40103"
+    assert cluster.kafka_bootstrap_servers == "localhost:40001,localhost:40002,localhost:40003"
     assert cluster._zk.connect == "localhost:40181"  # type: ignore[attr-defined]
     assert cluster.data_dir is None
     assert cluster.active_controller() == "controller-1002"
@@ -118,6 +121,12 @@ def test_a_project_that_is_not_up_is_refused() -> None:
         _cluster(FakeEngine(services=()))
     with pytest.raises(ChaosError, match="not zookeeper, controller-\\* and broker-\\*"):
         _cluster(FakeEngine(services=("broker-1", "zookeeper")))
+
+
+def test_a_broker_without_its_grpc_host_port_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(HOST_PORTS, "broker-2", {9093: 40002})  # the pre-issue-13 file: one port, no 9192
+    with pytest.raises(ChaosError, match=r"broker-2 of compose project mb publishes \[9093\], not port 9192"):
+        _cluster(FakeEngine())
 
 
 def test_kill_then_start_waits_for_health() -> None:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
+from controller.controller import KafkaController
+from controller.events import Startup, TopicChange
 from controller.loggers import state_change_logger
 from controller.request_batch import BrokerRequest, ControllerBrokerRequestBatch, ResponseCallback
 from proto import minibroker_pb2 as pb
 from proto.types import EndPoint, TopicPartition
+from tests.fakes import FakeZk
+from zk.client import KafkaZkClient
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 CONTROLLER_ID = 1001
@@ -125,3 +130,14 @@ class FakeChannelManager:
     def shutdown(self) -> None:
         self.shutdowns += 1
         self.brokers.clear()
+
+
+def started_controller(zk: FakeZk, channels: FakeChannelManager, **config: str) -> KafkaController:
+    """An active controller that has loaded the topics, with nothing sent yet."""
+    controller = KafkaController(
+        controller_config(**config), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
+    )
+    controller.process(Startup())
+    controller.process(TopicChange())
+    channels.sent.clear()
+    return controller

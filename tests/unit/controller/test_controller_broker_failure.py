@@ -4,31 +4,21 @@ in-memory ZooKeeper: elections from the live ISR, the ISR shrunk, offline partit
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
 
 import pytest
-from controller_helpers import FakeChannelManager, broker, controller_config, state
+from controller_helpers import FakeChannelManager, broker, started_controller, state
 
-from controller.channel_manager import ControllerChannelManager
 from controller.controller import KafkaController
-from controller.events import BrokerChange, Startup, TopicChange
+from controller.events import BrokerChange
 from controller.states import PartitionState
 from proto.types import TopicPartition
 from tests.fakes import FakeZk
-from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER
 
 P0 = TopicPartition("orders", 0)
 
 
-def start(zk: FakeZk, channels: FakeChannelManager, **config: str) -> KafkaController:
-    controller = KafkaController(
-        controller_config(**config), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
-    )
-    controller.process(Startup())
-    controller.process(TopicChange())
-    channels.sent.clear()
-    return controller
+start = started_controller
 
 
 @pytest.fixture
