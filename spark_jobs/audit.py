@@ -94,7 +94,8 @@ def audit_group(schema: pa.Schema, batches: pa.Table, replicas: pa.Table) -> pa.
     return pa.Table.from_pylist([summary_row(summary)], schema=schema)
 
 
-def run_audit(spark: SparkSession, log_dirs: Sequence[str], chunk_size: int = 8 << 20) -> list[PartitionSummary]:
+def run_audit(spark: SparkSession, log_dirs: Sequence[str], chunk_size: int = 8 << 20,
+              compacted_topics: Sequence[str] = ()) -> list[PartitionSummary]:
     """The Spark job: every partition's summary and findings, log-dir findings in a row with topic None."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
@@ -106,7 +107,7 @@ def run_audit(spark: SparkSession, log_dirs: Sequence[str], chunk_size: int = 8 
 
     def read(rows: str) -> DataFrame:
         return (spark.read.format(FORMAT).option("paths", ",".join(log_dirs)).option("rows", rows)
-                .option("chunkSize", str(chunk_size)).load())
+                .option("chunkSize", str(chunk_size)).option("compactedTopics", ",".join(compacted_topics)).load())
 
     def per_partition(batches: pa.Table, replicas: pa.Table) -> pa.Table:
         return audit_group(arrow_schema, batches, replicas)
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"audit: cannot start Spark (--master {args.master}): {exc}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            summaries = run_audit(spark, log_dirs, args.chunk_size)
+            compacted = [t.strip() for t in args.compacted_topics.split(",") if t.strip()]
+            summaries = run_audit(spark, log_dirs, args.chunk_size, compacted)
         except Exception as exc:
             # Not a verdict on the logs: the job itself failed (lost executors, a filesystem it cannot reach).
             print(f"audit: the Spark job failed: {exc}", file=sys.stderr)

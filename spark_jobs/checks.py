@@ -9,6 +9,12 @@ offsets", "Mismatches in", "Found timestamp mismatch").
 
 A replica is named by its log dir: a broker with several log dirs holds a
 partition in one of them, and a log dir without meta.properties still counts.
+
+Compacted partitions (spark_jobs/log_source.py says which) differ in two
+checks: their offsets may have gaps (they must still increase), and replicas,
+each cleaned on its own schedule, must agree on the latest value of every key
+below the cleaned point (the highest cleaner checkpoint of the replicas) and
+byte for byte (offsets, epoch, CRC) above it, where no cleaner has been yet.
 """
 
 from __future__ import annotations
@@ -81,6 +87,8 @@ class Batch(NamedTuple):
     is_control: bool | None
     error: str | None
     problem: str | None
+    # Compacted partitions only: (offset, key, CRC32C of the value or None for a tombstone) per record.
+    records: list[dict[str, Any]] | None = None
 
     @property
     def whole(self) -> bool:
@@ -98,6 +106,8 @@ class Replica:
     partition: int | None
     high_watermark: int | None = None
     log_start_offset: int | None = None
+    compacted: bool = False
+    cleaner_offset: int | None = None
     leader_epochs: list[dict[str, int]] | None = None
     segments: list[dict[str, Any]] = field(default_factory=list)
     offset_index: list[dict[str, Any]] = field(default_factory=list)
@@ -171,11 +181,12 @@ def batch_integrity(replica: Replica) -> Iterator[Finding]:
 
 
 def consecutive_offsets(replica: Replica) -> Iterator[Finding]:
-    """Each batch starts right after the previous one, across segments."""
+    """Each batch starts right after the previous one, across segments; in a compacted log, after it."""
     whole = replica.whole_batches
     for previous, batch in pairwise(whole):
         assert previous.last_offset is not None and batch.base_offset is not None
-        if batch.base_offset != previous.last_offset + 1:
+        if batch.base_offset <= previous.last_offset or (batch.base_offset != previous.last_offset + 1
+                                                          and not replica.compacted):
             yield replica.at(NON_CONSECUTIVE_OFFSETS, batch, f"Non-consecutive offsets in {batch.segment}:"
                              f" {previous.last_offset} is followed by {batch.base_offset}")
 
@@ -323,8 +334,15 @@ def _describe(replica: Replica, batch: Batch | None) -> str:
             f" {batch.partition_leader_epoch} crc {batch.crc}")
 
 
+def _outvoted(identities: Sequence[object]) -> object:
+    """The majority's identity, or a sentinel that matches no one when there is no majority."""
+    (common, votes), = Counter(identities).most_common(1)
+    return common if votes * 2 > len(identities) else object()
+
+
 def replica_agreement(replicas: Sequence[Replica]) -> Iterator[Finding]:
-    """All replicas hold the same batches (offsets, epoch, CRC) from the highest log start to the lowest HW.
+    """All replicas hold the same batches (offsets, epoch, CRC) from the highest log start to the lowest HW;
+    for a compacted partition, the same latest value per key below the cleaned point and the same batches above.
 
     Only the first divergence is reported, once per replica that differs from
     the majority (every replica when none has a majority).
@@ -335,6 +353,65 @@ def replica_agreement(replicas: Sequence[Replica]) -> Iterator[Finding]:
         return
     start = max(r.log_start for r in compared)
     end = min(hws)
+    if any(r.compacted for r in compared):
+        cleaned = max((r.cleaner_offset or 0 for r in compared), default=0)
+        found = list(latest_value_agreement(compared, start, cleaned))
+        yield from found
+        if found:
+            return
+        start = max(start, cleaned)
+    yield from _batch_agreement(compared, start, end)
+
+
+def _latest_values(replica: Replica, start: int, end: int) -> dict[bytes | None, tuple[int, int]]:
+    """Key -> (offset, value CRC) of its newest record in [start, end); tombstones count as absent, since a
+    cleaner drops them once delete.retention.ms has passed, on each replica at its own time."""
+    latest: dict[bytes | None, tuple[int, int | None]] = {}
+    for batch in replica.whole_batches:
+        if batch.is_control or (batch.last_offset or 0) < start or (batch.base_offset or 0) >= end:
+            continue
+        for record in batch.records or ():
+            if start <= record["offset"] < end:
+                latest[record["key"]] = (record["offset"], record["value_crc"])
+    return {key: (offset, crc) for key, (offset, crc) in latest.items() if crc is not None}
+
+
+def latest_value_agreement(replicas: Sequence[Replica], start: int, cleaned: int) -> Iterator[Finding]:
+    """Replicas agree on every key's newest (offset, value) below `cleaned`, the highest cleaner checkpoint.
+
+    A replica whose high watermark is below `cleaned` is left out: its cleaned
+    neighbour may have dropped records that only the missing tail supersedes.
+    """
+    compared = [r for r in replicas if r.high_watermark is not None and r.high_watermark >= cleaned]
+    if len(compared) < 2 or cleaned <= start:
+        return
+    latest = [_latest_values(r, start, cleaned) for r in compared]
+    for key in sorted(set().union(*latest), key=lambda k: (_first_offset(latest, k), k or b"")):
+        values = [held.get(key) for held in latest]
+        if len(set(values)) == 1:
+            continue
+        majority = _outvoted(values)
+        evidence = "; ".join(_describe_value(r, v) for r, v in zip(compared, values))
+        for replica, value in zip(compared, values):
+            if value != majority:
+                at = None if value is None else value[0]
+                yield replica.finding(REPLICA_DIVERGENCE, f"replicas disagree on the latest value of key {key!r}"
+                                      f" below the cleaned offset {cleaned}: {evidence}", None, None, at, at)
+        return
+
+
+def _first_offset(latest: Sequence[Mapping[bytes | None, tuple[int, int]]], key: bytes | None) -> int:
+    return min(held[key][0] for held in latest if key in held)
+
+
+def _describe_value(replica: Replica, value: tuple[int, int] | None) -> str:
+    name = f"broker {replica.broker}" if replica.broker is not None else replica.log_dir
+    if value is None:
+        return f"{name} has no live value"
+    return f"{name} has offset {value[0]} value crc {value[1]}"
+
+
+def _batch_agreement(compared: Sequence[Replica], start: int, end: int) -> Iterator[Finding]:
     held = [{b.base_offset: b for b in r.whole_batches if b.base_offset is not None and start <= b.base_offset < end}
             for r in compared]
     for offset in sorted(set().union(*held)):
@@ -342,8 +419,7 @@ def replica_agreement(replicas: Sequence[Replica]) -> Iterator[Finding]:
         identities = [None if b is None else _identity(b) for b in batches]
         if len(set(identities)) == 1:
             continue
-        (common, votes), = Counter(identities).most_common(1)
-        majority = common if votes * 2 > len(identities) else object()
+        majority = _outvoted(identities)
         evidence = "; ".join(_describe(r, b) for r, b in zip(compared, batches))
         for replica, batch, identity in zip(compared, batches, identities):
             if identity == majority:

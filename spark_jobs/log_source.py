@@ -19,12 +19,20 @@ record batches. Three kinds of rows (`rows` option):
 - `replicas`: one row per partition directory with what its small files say
   (checkpoint entries, index entries, segment sizes, files that should not be
   there), and one per log dir (topic null) for the log dir's own files.
+
+Compacted partitions (cleanup.policy=compact) hold offset gaps and each replica
+cleans on its own schedule, so the audit compares their records, not their bytes.
+A partition counts as compacted when its topic is named in the `compactedTopics`
+option (the topic config lives in ZooKeeper, which an offline audit cannot ask)
+or when any log dir's `cleaner-offset-checkpoint` lists it (a cleaner ran on it).
+For those, batch rows carry their records' (offset, key, CRC32C of the value,
+null for a tombstone) and replica rows the partition's cleaner checkpoint.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +46,7 @@ from broker.log.checkpoint import CorruptCheckpointError, LeaderEpochCheckpointF
 from broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
     DELETE_DIR_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -48,6 +57,7 @@ from broker.log.files import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
+    SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TMP_SUFFIX,
 )
@@ -60,6 +70,7 @@ from common.record import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    BatchHeader,
     CompressionType,
     crc32c,
     decode_records,
@@ -79,14 +90,15 @@ BATCH_SCHEMA = (
     f"{_REPLICA}, segment string, position long, base_offset long, last_offset long, record_count int, size int,"
     " magic int, crc long, computed_crc long, partition_leader_epoch int, codec string, timestamp_type string,"
     " base_timestamp long, max_timestamp long, producer_id long, producer_epoch int, base_sequence int,"
-    " is_transactional boolean, is_control boolean, error string, problem string"
+    " is_transactional boolean, is_control boolean, error string, problem string,"
+    " records array<struct<offset: long, key: binary, value_crc: long>>"
 )
 RECORD_SCHEMA = (
     f"{_REPLICA}, segment string, batch_position long, offset long, timestamp long, key binary, value_size int,"
     " headers array<struct<key: string, value: binary>>"
 )
 REPLICA_SCHEMA = (
-    f"{_REPLICA}, high_watermark long, log_start_offset long,"
+    f"{_REPLICA}, high_watermark long, log_start_offset long, compacted boolean, cleaner_offset long,"
     " leader_epochs array<struct<epoch: int, start_offset: long>>,"
     " segments array<struct<file: string, base_offset: long, size: long>>,"
     " offset_index array<struct<file: string, slot: int, offset: long, position: long>>,"
@@ -98,8 +110,10 @@ SCHEMAS = {"batches": BATCH_SCHEMA, "records": RECORD_SCHEMA, "replicas": REPLIC
 # Files a broker writes in a log dir / a partition dir besides segments and indexes; a `.tmp`
 # is what an atomic write leaves when killed before its rename, which the broker ignores too.
 _LOG_DIR_FILES = frozenset({META_PROPERTIES, CLEAN_SHUTDOWN_FILE, REPLICATION_OFFSET_CHECKPOINT,
-                            RECOVERY_POINT_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT})
-_LEFTOVER_SUFFIXES = (TMP_SUFFIX, DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX)
+                            RECOVERY_POINT_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                            CLEANER_OFFSET_CHECKPOINT})
+# Left by a broker killed mid-write or mid-cleaning; its recovery discards or completes them.
+_LEFTOVER_SUFFIXES = (TMP_SUFFIX, DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
 _SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, SNAPSHOT_SUFFIX)
 
 
@@ -111,6 +125,7 @@ class ReplicaDir(InputPartition):
     log_dir: str
     topic: str | None = None
     partition: int | None = None
+    compacted: bool = False
 
     @property
     def location(self) -> Location:
@@ -136,8 +151,16 @@ def broker_id_of(log_dir: Location) -> int | None:
         return None
 
 
-def plan(log_dirs: Sequence[str]) -> list[ReplicaDir]:
-    """The input partitions for `log_dirs` (driver side: lists directories, reads meta.properties only)."""
+def cleaned_partitions(log_dirs: Sequence[str]) -> set[TopicPartition]:
+    """Every partition some log dir's cleaner-offset-checkpoint lists: a log cleaner has compacted it."""
+    return {tp for uri in log_dirs for tp in _offset_checkpoint(Location(uri), CLEANER_OFFSET_CHECKPOINT)}
+
+
+def plan(log_dirs: Sequence[str], compacted_topics: Iterable[str] = ()) -> list[ReplicaDir]:
+    """The input partitions for `log_dirs` (driver side: lists directories, reads meta.properties and the
+    cleaner checkpoints only); partitions of `compacted_topics` or cleaned by a log cleaner are `compacted`."""
+    named = set(compacted_topics)
+    cleaned = cleaned_partitions(log_dirs)
     parts: list[ReplicaDir] = []
     for uri in log_dirs:
         root = Location(uri)
@@ -154,7 +177,7 @@ def plan(log_dirs: Sequence[str]) -> list[ReplicaDir]:
                 tp = TopicPartition.parse(entry.name)
             except ValueError:
                 continue  # reported as an unknown file by the log dir's row
-            parts.append(ReplicaDir(broker, uri, tp.topic, tp.partition))
+            parts.append(ReplicaDir(broker, uri, tp.topic, tp.partition, tp.topic in named or tp in cleaned))
     return parts
 
 
@@ -196,16 +219,30 @@ def _segments(part: ReplicaDir) -> list[tuple[str, int]]:
     return [(name, base) for name, base in found if base is not None]
 
 
-def _validate(data: memoryview | None, position: int, stored_crc: int) -> tuple[int | None, str | None]:
-    """(computed CRC, what validate_batch finds wrong) for a whole batch; one CRC pass when it is valid."""
+def _validate(data: memoryview | None, position: int, stored_crc: int,
+              compacted: bool) -> tuple[int | None, str | None]:
+    """(computed CRC, what validate_batch finds wrong) for a whole batch; one CRC pass when it is valid.
+    A cleaned batch of a compacted log keeps its offsets: fewer records than its offset range is fine there."""
     if data is None:
         return None, None
     try:
-        validate_batch(data)
+        validate_batch(data, allow_gaps=compacted)
     except KafkaError as exc:
         # validate_batch sees the batch alone, at position 0: name its place in the segment instead.
         return crc32c(data[ATTRIBUTES_POS:]), str(exc).replace("at position 0", f"at position {position}", 1)
     return stored_crc, None
+
+
+def _keyed_records(data: memoryview | None, header: BatchHeader) -> list[dict[str, Any]] | None:
+    """What a compacted replica must agree on per record: offset, key and the value's CRC32C (None: tombstone)."""
+    if data is None:
+        return None
+    try:
+        records = decode_records(data, header)
+    except KafkaError:
+        return None  # the batch's own row says why
+    return [{"offset": r.offset, "key": r.key, "value_crc": None if r.value is None else crc32c(r.value)}
+            for r in records]
 
 
 def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterator[pa.RecordBatch]:
@@ -215,18 +252,19 @@ def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterat
         try:
             with positional_reader(part.location.child(name)) as (read_at, size):
                 for position, h, data, problem in scan_batches(read_at, size, chunk_size):
-                    computed, error = _validate(data, position, h.crc)
+                    computed, error = _validate(data, position, h.crc, part.compacted)
                     attributes = h.attributes
                     out.add((*replica, name, position, h.base_offset, h.base_offset + h.last_offset_delta,
                              h.record_count, h.batch_length + LOG_OVERHEAD, h.magic, h.crc, computed,
                              h.partition_leader_epoch, _CODECS[attributes & COMPRESSION_MASK],
                              _TIMESTAMP_TYPES[bool(attributes & TIMESTAMP_TYPE_MASK)], h.base_timestamp,
                              h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
-                             bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem))
+                             bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem,
+                             _keyed_records(data, h) if part.compacted and error is None else None))
                     if len(out) >= ARROW_BATCH_ROWS:
                         yield out.flush()
         except OSError as exc:
-            out.add((*replica, name, 0, *([None] * 20), f"cannot read {name}: {exc}"))
+            out.add((*replica, name, 0, *([None] * 20), f"cannot read {name}: {exc}", None))
     if len(out):
         yield out.flush()
 
@@ -310,7 +348,8 @@ def read_log_dir(part: ReplicaDir) -> dict[str, Any]:
             elif entry.name in _LOG_DIR_FILES or entry.name.endswith(TMP_SUFFIX):
                 continue
             problems.append(_problem("unknown_file", entry.name, f"unknown file {root.child(entry.name).uri}"))
-    return {**part.key(), "high_watermark": None, "log_start_offset": None, "leader_epochs": None,
+    return {**part.key(), "high_watermark": None, "log_start_offset": None, "compacted": False,
+            "cleaner_offset": None, "leader_epochs": None,
             "segments": [], "offset_index": [], "time_index": [], "problems": problems}
 
 
@@ -326,6 +365,7 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
         problems.append(_problem("missing_checkpoint", REPLICATION_OFFSET_CHECKPOINT,
                                  f"no high watermark for {tp} in {root.child(REPLICATION_OFFSET_CHECKPOINT).uri}"))
     start = _offset_checkpoint(root, LOG_START_OFFSET_CHECKPOINT).get(tp)
+    cleaner_offset = _offset_checkpoint(root, CLEANER_OFFSET_CHECKPOINT).get(tp)
     segments: list[dict[str, Any]] = []
     offset_index: list[dict[str, Any]] = []
     time_index: list[dict[str, Any]] = []
@@ -361,7 +401,8 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
     if epochs is None and segments and not any(p["file"] == LEADER_EPOCH_CHECKPOINT for p in problems):
         problems.append(_problem("missing_checkpoint", LEADER_EPOCH_CHECKPOINT,
                                  f"{directory.child(LEADER_EPOCH_CHECKPOINT).uri} does not exist"))
-    return {**part.key(), "high_watermark": hw, "log_start_offset": start, "leader_epochs": epochs,
+    return {**part.key(), "high_watermark": hw, "log_start_offset": start, "compacted": part.compacted,
+            "cleaner_offset": cleaner_offset, "leader_epochs": epochs,
             "segments": segments, "offset_index": offset_index, "time_index": time_index, "problems": problems}
 
 
@@ -389,7 +430,8 @@ def _read_index(directory: Location, name: str, base: int, suffix: str, offset_i
 
 class MinibrokerLogDataSource(DataSource):
     """Options: `paths` (comma-separated log dirs; or give them to load()), `rows` (batches | records |
-    replicas), `chunkSize` (bytes read from a segment at a time, default 8 MiB)."""
+    replicas), `chunkSize` (bytes read from a segment at a time, default 8 MiB), `compactedTopics`
+    (comma-separated topics with cleanup.policy=compact)."""
 
     @classmethod
     def name(cls) -> str:
@@ -411,18 +453,21 @@ class MinibrokerLogDataSource(DataSource):
         log_dirs = [p.strip() for p in listed if p.strip()]
         if not log_dirs:
             raise ValueError("no log dirs: give them with .option('paths', 'D1,D2') or .load('D1,D2')")
-        return _Reader(log_dirs, self._rows(), int(self.options.get("chunkSize", 8 << 20)), schema)
+        compacted = [t.strip() for t in self.options.get("compactedTopics", "").split(",") if t.strip()]
+        return _Reader(log_dirs, self._rows(), int(self.options.get("chunkSize", 8 << 20)), schema, compacted)
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, log_dirs: list[str], rows: str, chunk_size: int, schema: StructType) -> None:
+    def __init__(self, log_dirs: list[str], rows: str, chunk_size: int, schema: StructType,
+                 compacted_topics: list[str]) -> None:
         self.log_dirs = log_dirs
+        self.compacted_topics = compacted_topics
         self.rows = rows
         self.chunk_size = chunk_size
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        parts = plan(self.log_dirs)
+        parts = plan(self.log_dirs, self.compacted_topics)
         if self.rows != "replicas":
             parts = [p for p in parts if p.topic is not None]
         return parts or [ReplicaDir(None, "", None, None)]  # Spark wants at least one; it yields nothing

@@ -26,5 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write OUT/report.json and OUT/anomalies.parquet (a local path or a URI)")
     parser.add_argument("--master", default=None,
                         help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--compacted-topics", default="", metavar="T1,T2,...",
+                        help="topics with cleanup.policy=compact: their replicas are compared by the latest value"
+                             " per key where cleaned, and gaps in their offsets are allowed (partitions a log"
+                             " cleaner has cleaned, listed in cleaner-offset-checkpoint, are found without it)")
     parser.add_argument("--chunk-size", type=int, default=8 << 20, metavar="BYTES",
                         help="bytes of a segment read at a time (default 8 MiB)")

@@ -157,3 +157,85 @@ def test_rows_become_replicas_in_log_order() -> None:
     (found,) = replicas_of(rows, [replica_row()])
     assert [b.base_offset for b in found.batches] == [0, 2, 4]
     assert isinstance(found.batches[0], Batch) and found.log_end == 6
+
+
+# --------------------------------------------------------------------------- compacted partitions
+
+
+def keyed(base: int, *values: tuple[bytes, int | None], broker: int = 1, offsets: list[int] | None = None,
+          crc: int | None = None) -> dict[str, Any]:
+    """A compacted batch row: its records' (key, value CRC or None for a tombstone), at base.. or `offsets`."""
+    at = offsets or list(range(base, base + len(values)))
+    row = batch(base, at[-1] - base + 1, broker=broker, crc=crc)
+    row["records"] = [{"offset": o, "key": k, "value_crc": v} for o, (k, v) in zip(at, values, strict=True)]
+    return row
+
+
+def compacted(rows: list[dict[str, Any]], hws: dict[int, int], cleaner: dict[int, int | None]) -> list[Replica]:
+    return replicas_of(rows, [replica_row(b, hw, compacted=True, cleaner_offset=cleaner[b]) for b, hw in hws.items()])
+
+
+def test_gaps_are_allowed_in_a_compacted_log_but_offsets_still_increase() -> None:
+    rows = [keyed(0, (b"a", 1)), keyed(3, (b"b", 2)), keyed(3, (b"c", 3))]
+    assert list(checks.consecutive_offsets(replica(rows[:2], compacted=True))) == []
+    assert evidence(list(checks.consecutive_offsets(replica(rows[:2])))) == [
+        ("non_consecutive_offsets", 1, SEGMENT, 150, 3, 3)]
+    overlap = list(checks.consecutive_offsets(replica(rows, compacted=True)))
+    assert [(f.check, f.base_offset) for f in overlap] == [("non_consecutive_offsets", 3)]
+    assert "3 is followed by 3" in overlap[0].detail
+
+
+def uncleaned(broker: int) -> list[dict[str, Any]]:
+    """Offsets 0-5: a=1, b=2, a=3 (a's newest), b tombstone, c=5, then the uncleaned tail d=6 at offset 5."""
+    return [keyed(0, (b"a", 1), (b"b", 2), broker=broker, crc=11), keyed(2, (b"a", 3), (b"b", None), broker=broker,
+                                                                       crc=12),
+            keyed(4, (b"c", 5), broker=broker, crc=13), keyed(5, (b"d", 6), broker=broker, crc=14)]
+
+
+def cleaned(broker: int) -> list[dict[str, Any]]:
+    """The same log after a cleaning up to offset 5 that dropped a=1, b=2 and (retention passed) b's tombstone."""
+    return [keyed(2, (b"a", 3), broker=broker, crc=21), keyed(4, (b"c", 5), broker=broker, crc=22),
+            keyed(5, (b"d", 6), broker=broker, crc=14)]
+
+
+def test_compacted_replicas_cleaned_to_different_points_agree() -> None:
+    rows = cleaned(1) + uncleaned(2) + uncleaned(3)
+    replicas = compacted(rows, {1: 6, 2: 6, 3: 6}, {1: 5, 2: None, 3: 3})
+    assert checks.audit_partition(replicas) == []
+    # Without knowing the partition is compacted, the same rows are divergence and gaps.
+    plain = replicas_of(rows, [replica_row(b) for b in (1, 2, 3)])
+    assert {f.check for f in checks.audit_partition(plain)} == {"replica_divergence", "non_consecutive_offsets"}
+
+
+def test_a_replica_with_another_latest_value_for_a_key_is_named() -> None:
+    odd = cleaned(1)
+    odd[0] = keyed(2, (b"a", 99), broker=1, crc=21)
+    replicas = compacted(odd + uncleaned(2) + uncleaned(3), {1: 6, 2: 6, 3: 6}, {1: 5, 2: None, 3: None})
+    findings = list(checks.replica_agreement(replicas))
+    assert [(f.check, f.broker, f.base_offset) for f in findings] == [("replica_divergence", 1, 2)]
+    assert "latest value of key b'a' below the cleaned offset 5" in findings[0].detail
+    assert "broker 1 has offset 2 value crc 99; broker 2 has offset 2 value crc 3" in findings[0].detail
+
+
+def test_a_key_missing_from_one_compacted_replica_is_named() -> None:
+    lost = [r for r in cleaned(1) if r["base_offset"] != 4]
+    replicas = compacted(lost + uncleaned(2) + uncleaned(3), {1: 6, 2: 6, 3: 6}, {1: 5, 2: None, 3: None})
+    findings = list(checks.replica_agreement(replicas))
+    assert [(f.broker, f.base_offset) for f in findings] == [(1, None)]
+    assert "key b'c'" in findings[0].detail and "broker 1 has no live value" in findings[0].detail
+
+
+def test_the_uncleaned_tail_of_a_compacted_partition_is_compared_byte_for_byte() -> None:
+    tail = cleaned(1)
+    tail[-1] = keyed(5, (b"d", 6), broker=1, crc=77)
+    replicas = compacted(tail + uncleaned(2) + uncleaned(3), {1: 6, 2: 6, 3: 6}, {1: 5, 2: None, 3: None})
+    findings = list(checks.replica_agreement(replicas))
+    assert [(f.broker, f.base_offset) for f in findings] == [(1, 5)]
+    assert "diverge at offset 5" in findings[0].detail
+
+
+def test_a_replica_behind_the_cleaned_point_is_left_out_of_the_key_comparison() -> None:
+    # Broker 3's high watermark (4) is below broker 1's cleaned offset: its keys below 5 may be superseded.
+    rows = cleaned(1) + uncleaned(2) + uncleaned(3)[:2]
+    replicas = compacted(rows, {1: 6, 2: 6, 3: 4}, {1: 5, 2: None, 3: None})
+    assert list(checks.replica_agreement(replicas)) == []

@@ -55,3 +55,15 @@ def test_log_dir_row_reports_its_own_files(tmp_path: Path) -> None:
         ("unknown_file", "core.dump")]
     missing = read_log_dir(ReplicaDir(None, str(tmp_path / "nowhere")))["problems"]
     assert [p["check"] for p in missing] == ["unreadable_file"]
+
+
+def test_compacted_partitions_are_named_or_found_in_a_cleaner_checkpoint(tmp_path: Path) -> None:
+    b7, b8 = _log_dir(tmp_path / "b7"), _log_dir(tmp_path / "b8")
+    assert [p.compacted for p in plan([str(b7)], ["orders"]) if p.topic] == [True]
+    assert [p.compacted for p in plan([str(b7)], ["other"]) if p.topic] == [False]
+    # Broker 8's cleaner cleaned orders-1 up to 12: broker 7's replica of it is compacted too.
+    (b8 / "cleaner-offset-checkpoint").write_text("0\n1\norders 1 12\n")
+    assert [(p.log_dir, p.compacted) for p in plan([str(b7), str(b8)]) if p.topic] == [(str(b7), True), (str(b8), True)]
+    assert read_replica(ReplicaDir(8, str(b8), "orders", 1, True))["cleaner_offset"] == 12
+    assert read_replica(ReplicaDir(7, str(b7), "orders", 1, True))["cleaner_offset"] is None
+    assert read_log_dir(ReplicaDir(8, str(b8)))["problems"] == []
