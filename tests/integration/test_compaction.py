@@ -19,12 +19,16 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.admin import NewTopic as KpNewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql import SparkSession
 
 from broker.log.cleaner import CRASH_AT_ENV
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from common.record import iter_batches
 from proto.errors import ErrorCode, KafkaError
+from spark_jobs.audit import run_audit
+from spark_jobs.checks import Finding
+from tests.integration import test_audit
 from tests.integration.conftest import REPO_ROOT
 from tests.integration.kafka_cluster import start_kafka_cluster
 from zk.server import free_port
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
     from zk.client import KafkaZkClient
 
 pytestmark = pytest.mark.integration
+spark = test_audit.spark  # the audit tests' SparkSession fixture (local[2]), one per module
 
 TOPIC = "table"
 KEYS = 20
@@ -166,8 +171,15 @@ def latest_on_disk(partition_dir: Path) -> dict[bytes, int] | None:
     return latest
 
 
+def spark_audit_findings(spark: SparkSession, log_dirs: list[Path]) -> list[Finding]:
+    summaries = run_audit(spark, [str(d) for d in log_dirs])
+    audited = [s for s in summaries if s.topic == TOPIC]
+    assert [(s.partition, len(s.replicas)) for s in audited] == [(0, len(log_dirs))], "the partition was not audited"
+    return [f for s in summaries for f in s.findings]
+
+
 def test_every_replica_of_a_compacted_topic_keeps_each_keys_newest_acknowledged_value(
-        start_brokers: StartBrokers, start_broker: StartBroker, start_controller: StartController,
+        spark: SparkSession, start_brokers: StartBrokers, start_broker: StartBroker, start_controller: StartController,
         zk_client: KafkaZkClient, wait_until: WaitUntil) -> None:
     brokers = start_brokers((1, 2, 3), REPLICATION_OVERRIDES)
     start_controller()
@@ -226,6 +238,14 @@ def test_every_replica_of_a_compacted_topic_keeps_each_keys_newest_acknowledged_
     wait_until(replicas_agree, timeout=90, message="every replica holds each key's newest acknowledged value")
     wait_until(lambda: all("size reduction" in b.process.log() for b in brokers.values()), timeout=60,
                message="every replica cleaned its log")
+
+    # And the Spark audit, over the stopped brokers' log dirs, finds each replica consistent: compacted replicas
+    # compared by latest value per key below the cleaned point, byte for byte above it.
+    for b in brokers.values():
+        b.process.signal(signal.SIGTERM)
+    for b in brokers.values():
+        assert b.process.wait(timeout=60) == 0
+    assert spark_audit_findings(spark, [b.log_dir for b in brokers.values()]) == []
 
 
 def test_kafka_python_creates_describes_and_reads_a_compacted_topic(
