@@ -132,7 +132,40 @@ class ZooKeeperState:
         self._zk.close()
 
 
-class LocalChaosCluster:
+class ClusterView:
+    """What every backend answers the same way once its __init__ has set them: the bootstrap lists, the node
+    names, and ZooKeeper's view of controller and partitions."""
+
+    _bootstrap: str
+    _kafka_bootstrap: str
+    _brokers: list[str]
+    _controllers: list[str]
+    _zk: ZooKeeperState
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return self._kafka_bootstrap
+
+    @property
+    def brokers(self) -> list[str]:
+        return list(self._brokers)
+
+    @property
+    def controllers(self) -> list[str]:
+        return list(self._controllers)
+
+    def active_controller(self) -> str | None:
+        return self._zk.active_controller()
+
+    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        return self._zk.partition_state(topic)
+
+
+class LocalChaosCluster(ClusterView):
     """A cluster from `minibroker cluster up`: signals on the pids of cluster.json (checked against each
     process's command line first, as LocalCluster does), restarts through LocalCluster.restart_broker /
     restart_controller (the code behind `minibroker cluster restart-broker`), partitions through
@@ -150,30 +183,8 @@ class LocalChaosCluster:
                                                          f" cluster status --data-dir {cluster.data_dir}`)?")
 
     @property
-    def bootstrap_servers(self) -> str:
-        return self._bootstrap
-
-    @property
-    def kafka_bootstrap_servers(self) -> str:
-        return self._kafka_bootstrap
-
-    @property
     def data_dir(self) -> Path | None:
         return self._cluster.data_dir
-
-    @property
-    def brokers(self) -> list[str]:
-        return list(self._brokers)
-
-    @property
-    def controllers(self) -> list[str]:
-        return list(self._controllers)
-
-    def active_controller(self) -> str | None:
-        return self._zk.active_controller()
-
-    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        return self._zk.partition_state(topic)
 
     def running(self, name: str) -> bool:
         return self._cluster.running(name)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from chaos.cluster import ChaosError, ZooKeeperState, node_id
+from chaos.cluster import ChaosError, ClusterView, ZooKeeperState, node_id
 from chaos.compose import ComposeError, ComposeServices
 
 ZOOKEEPER_SERVICE = "zookeeper"
@@ -57,7 +57,7 @@ def host_address(services: ComposeServices, service: str, container_port: int) -
     return f"localhost:{ports[container_port]}"
 
 
-class ComposeChaosCluster:
+class ComposeChaosCluster(ClusterView):
     def __init__(self, services: ComposeServices, zookeeper: Callable[[str, str], ZooKeeperState] = ZooKeeperState,
                  start_timeout: float = 90.0, stop_grace: float = 30.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -86,30 +86,8 @@ class ComposeChaosCluster:
         self._stopping: dict[str, str] = {}
 
     @property
-    def bootstrap_servers(self) -> str:
-        return self._bootstrap
-
-    @property
-    def kafka_bootstrap_servers(self) -> str:
-        return self._kafka_bootstrap
-
-    @property
     def data_dir(self) -> Path | None:
         return None
-
-    @property
-    def brokers(self) -> list[str]:
-        return list(self._brokers)
-
-    @property
-    def controllers(self) -> list[str]:
-        return list(self._controllers)
-
-    def active_controller(self) -> str | None:
-        return self._zk.active_controller()
-
-    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        return self._zk.partition_state(topic)
 
     def running(self, name: str) -> bool:
         return self._docker(lambda: self._services.state(name).alive)

@@ -116,7 +116,8 @@ def _die_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a zombie child of ours is reaped and counts as gone)."""
     try:
         # Reaps it if it is a child of ours that exited (a zombie still "exists").
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -249,9 +250,9 @@ class LocalZooKeeper:
             if pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-                    if not _wait(lambda: not _pid_alive(pid), timeout, interval=0.05):
+                    if not _wait(lambda: not pid_alive(pid), timeout, interval=0.05):
                         os.kill(pid, signal.SIGKILL)
-                        _wait(lambda: not _pid_alive(pid), timeout, interval=0.05)
+                        _wait(lambda: not pid_alive(pid), timeout, interval=0.05)
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
 
@@ -317,7 +318,7 @@ class LocalZooKeeper:
         # A stale pid file may name a pid the kernel has since given to
         # something else: only a java running our zoo.cfg is ours.
         if not Path("/proc").is_dir():  # not Linux: the pid file is all we have
-            return _pid_alive(pid)
+            return pid_alive(pid)
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:

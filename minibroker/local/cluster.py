@@ -66,7 +66,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
 from zk.paths import BrokerInfo
-from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError
+from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, pid_alive
 
 HOST = "127.0.0.1"
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
@@ -678,13 +678,7 @@ def _check_zookeeper(info: ClusterInfo) -> None:
 def _runs(pid: int, marker: str) -> bool:
     """Whether `pid` is alive and is the process whose command line contains `marker`."""
     if not Path("/proc").is_dir():  # not Linux: the pid is all we have
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(pid)
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

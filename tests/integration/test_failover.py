@@ -26,6 +26,7 @@ from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.integration.conftest import CLUSTER_CREDENTIAL
+from tests.integration.replicated_topic import FAST_REPLICATION
 from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER, LeaderIsrAndControllerEpoch
 
@@ -35,12 +36,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 BROKER_IDS = (1, 2, 3)
-BROKER_OVERRIDES = {
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "200",
-    "replica.socket.timeout.ms": "3000",
-}
+BROKER_OVERRIDES = FAST_REPLICATION
 # Generous for a loaded 2-core machine: session timeout (3 s) + election + metadata propagation.
 FAILOVER_DEADLINE_S = 20.0
 

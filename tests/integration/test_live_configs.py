@@ -7,19 +7,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
 import pytest
 
-from common.record import ProducerRecord, build_batch
 from proto import minibroker_pb2 as pb
-from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode
-from proto.types import TopicPartition
+from tests.integration.replicated_topic import BROKER_IDS, FAST_REPLICATION, ReplicatedTopic, replicated_topic
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -28,41 +23,15 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 TOPIC = "live"
-TP = TopicPartition(TOPIC, 0)
-BROKER_IDS = (1, 2, 3)
-BROKER_OVERRIDES = {
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "200",
-    "replica.socket.timeout.ms": "3000",
-    "log.retention.check.interval.ms": "300",
-}
+BROKER_OVERRIDES = {**FAST_REPLICATION, "log.retention.check.interval.ms": "300"}
 REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class Cluster:
-    brokers: dict[int, BrokerProcess]
-    zk: KafkaZkClient
-    channels: dict[int, grpc.Channel]
-
-    def isr(self) -> tuple[int, ...]:
-        state = self.zk.get_partition_state(TP)
-        assert state is not None
-        return tuple(sorted(state.isr))
-
-    def leader(self) -> int:
-        state = self.zk.get_partition_state(TP)
-        assert state is not None
-        return state.leader
-
-    def produce(self, *values: str, timeout_ms: int = 10_000) -> pb.ProduceResponse.PartitionProduceResponse:
-        request = pb.ProduceRequest(acks=-1, timeout_ms=timeout_ms)
-        now = int(time.time() * 1000)
-        records = build_batch([ProducerRecord(v.encode().ljust(200, b"x"), timestamp=now) for v in values])
-        request.topics.add(name=TOPIC).partitions.add(index=0, records=records)
-        stub = pb_grpc.KafkaClientStub(self.channels[self.leader()])
-        return stub.Produce(request, timeout=30).responses[0].partitions[0]
+class Cluster(ReplicatedTopic):
+    def produce(self, *values: str, timeout_ms: int = 10_000, pad_to: int = 200,
+                timestamp_ms: int | None = None) -> pb.ProduceResponse.PartitionProduceResponse:
+        """Records of 200 bytes stamped now: segment.bytes rolls them and retention.ms judges them."""
+        return super().produce(*values, timeout_ms=timeout_ms, pad_to=pad_to, timestamp_ms=timestamp_ms)
 
     def configs(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`minibroker configs ...` against broker 1, as a user runs it."""
@@ -78,22 +47,10 @@ class Cluster:
 def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_client: KafkaZkClient,
             wait_until: WaitUntil) -> Iterator[Cluster]:
     """Topic `live`: RF 3, min.insync.replicas=1, all in sync."""
-    brokers = start_brokers(BROKER_IDS, BROKER_OVERRIDES)
-    start_controller()
-    channels = {b: grpc.insecure_channel(broker.address) for b, broker in brokers.items()}
-    c = Cluster(brokers, zk_client, channels)
-    try:
-        request = pb.CreateTopicsRequest(timeout_ms=20_000)
-        request.topics.add(name=TOPIC, num_partitions=1, replication_factor=3, configs=[
-            pb.CreateTopicsRequest.CreateableTopicConfig(name="min.insync.replicas", value="1")])
-        result = pb_grpc.KafkaClientStub(channels[1]).CreateTopics(request, timeout=30).topics[0]
-        assert result.error_code == ErrorCode.NONE, result.error_message
-        wait_until(lambda: c.produce("warm-up").error_code == ErrorCode.NONE, message="a first acks=all produce")
-        wait_until(lambda: c.isr() == BROKER_IDS, message="a full ISR")
-        yield c
-    finally:
-        for channel in channels.values():
-            channel.close()
+    with replicated_topic(Cluster, start_brokers, start_controller, zk_client, wait_until, TOPIC, 1,
+                          BROKER_OVERRIDES) as cluster:
+        wait_until(lambda: cluster.isr() == BROKER_IDS, message="a full ISR")
+        yield cluster
 
 
 def applied(broker: BrokerProcess, text: str) -> bool:

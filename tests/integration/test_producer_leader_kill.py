@@ -25,6 +25,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.replicated_topic import FAST_REPLICATION
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -33,12 +34,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 BROKER_IDS = (1, 2, 3)
-BROKER_OVERRIDES = {
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "200",
-    "replica.socket.timeout.ms": "3000",
-}
+BROKER_OVERRIDES = FAST_REPLICATION
 TOPIC = "leader-kill"
 PARTITIONS = 6
 KILLS = 3

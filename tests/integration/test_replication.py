@@ -7,17 +7,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
 import pytest
 
-from common.record import ProducerRecord, build_batch, iter_batches
-from proto import minibroker_pb2 as pb
-from proto import minibroker_pb2_grpc as pb_grpc
+from common.record import iter_batches
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.replicated_topic import BROKER_IDS, FAST_REPLICATION, ReplicatedTopic, replicated_topic
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
@@ -27,45 +24,11 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "replicated"
 TP = TopicPartition(TOPIC, 0)
-BROKER_IDS = (1, 2, 3)
-LAG_TIME_MS = 2000
-BROKER_OVERRIDES = {
-    "replica.lag.time.max.ms": str(LAG_TIME_MS),
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "200",
-    "replica.socket.timeout.ms": "3000",
-    "replica.high.watermark.checkpoint.interval.ms": "500",
-}
+LAG_TIME_MS = int(FAST_REPLICATION["replica.lag.time.max.ms"])
+BROKER_OVERRIDES = {**FAST_REPLICATION, "replica.high.watermark.checkpoint.interval.ms": "500"}
 
 
-@dataclass
-class Cluster:
-    brokers: dict[int, BrokerProcess]
-    zk: KafkaZkClient
-    channels: dict[int, grpc.Channel]
-
-    def client(self, broker_id: int) -> pb_grpc.KafkaClientStub:
-        return pb_grpc.KafkaClientStub(self.channels[broker_id])
-
-    def isr(self) -> tuple[int, ...]:
-        state = self.zk.get_partition_state(TP)
-        assert state is not None
-        return tuple(sorted(state.isr))
-
-    def leader(self) -> int:
-        state = self.zk.get_partition_state(TP)
-        assert state is not None
-        return state.leader
-
-    def followers(self) -> list[int]:
-        return [b for b in BROKER_IDS if b != self.leader()]
-
-    def produce(self, *values: str, timeout_ms: int = 10_000) -> pb.ProduceResponse.PartitionProduceResponse:
-        request = pb.ProduceRequest(acks=-1, timeout_ms=timeout_ms)
-        records = build_batch([ProducerRecord(v.encode(), timestamp=1_000) for v in values])
-        request.topics.add(name=TOPIC).partitions.add(index=0, records=records)
-        return self.client(self.leader()).Produce(request, timeout=30).responses[0].partitions[0]
-
+class Cluster(ReplicatedTopic):
     def segment(self, broker_id: int) -> bytes:
         return (self.brokers[broker_id].log_dir / f"{TOPIC}-0" / f"{0:020d}.log").read_bytes()
 
@@ -78,22 +41,9 @@ def stored_values(segment: bytes) -> list[bytes | None]:
 def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_client: KafkaZkClient,
             wait_until: WaitUntil) -> Iterator[Cluster]:
     """Three brokers and a controller; topic `replicated` with RF 3 and min.insync.replicas=2, all in sync."""
-    brokers = start_brokers(BROKER_IDS, BROKER_OVERRIDES)
-    start_controller()
-    channels = {b: grpc.insecure_channel(broker.address) for b, broker in brokers.items()}
-    c = Cluster(brokers, zk_client, channels)
-    try:
-        request = pb.CreateTopicsRequest(timeout_ms=20_000)
-        request.topics.add(name=TOPIC, num_partitions=1, replication_factor=3, configs=[
-            pb.CreateTopicsRequest.CreateableTopicConfig(name="min.insync.replicas", value="2")])
-        result = c.client(1).CreateTopics(request, timeout=30).topics[0]
-        assert result.error_code == ErrorCode.NONE, result.error_message
-        # Every broker knows the leader (UpdateMetadata) and the followers fetch: acks=all can complete.
-        wait_until(lambda: c.produce("warm-up").error_code == ErrorCode.NONE, message="a first acks=all produce")
-        yield c
-    finally:
-        for channel in channels.values():
-            channel.close()
+    with replicated_topic(Cluster, start_brokers, start_controller, zk_client, wait_until, TOPIC, 2,
+                          BROKER_OVERRIDES) as cluster:
+        yield cluster
 
 
 @contextmanager
