@@ -462,7 +462,9 @@ def test_topic_deletion_removes_logs_everywhere_and_the_znodes(cluster: Cluster,
         cluster.restart(3)
         wait_until(lambda: partition_dirs(cluster, 3, "doomed") == [], timeout=30, message="broker 3's logs deleted")
     wait_until(lambda: deleted_from_zookeeper(cluster, "doomed"), timeout=30, message="the znodes deleted")
-    assert "Deletion of topic doomed successfully completed" in cluster.controller.log()
+    # The controller logs completion after its last znode delete: the log line may trail the znodes by a moment.
+    wait_until(lambda: "Deletion of topic doomed successfully completed" in cluster.controller.log(), timeout=10,
+               message="the controller to log the completed deletion")
     # The other topic is untouched, and the brokers no longer know the deleted one.
     assert cluster.produce(TopicPartition("kept", 0), "still here") == ErrorCode.NONE
     metadata = cluster.client(1).Metadata(pb.MetadataRequest(topics=["doomed"], allow_auto_topic_creation=False),
