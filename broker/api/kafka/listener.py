@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import Counter
 
@@ -64,7 +65,9 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         try:
-            await KafkaConnection(self._context, reader, writer, peer).run()
+            # Each connection gets its own context: the listener's, with who is asking (Kafka's RequestContext).
+            context = dataclasses.replace(self._context, client_host=ip)
+            await KafkaConnection(context, reader, writer, peer).run()
         finally:
             self._connections.discard(task)
             self._per_ip[ip] -= 1
