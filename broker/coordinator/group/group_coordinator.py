@@ -229,6 +229,9 @@ class GroupCoordinator:
             self._do_current_member_join_group(group, member_id, group_instance_id, client_id, client_host,
                                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                                respond)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            # This may have been the member the rebalance waited for.
+            self._joins.check_and_complete(group_join_key(group_id))
         return await future
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
@@ -492,14 +495,22 @@ class GroupCoordinator:
             else:
                 for member_id, member in group.members.items():
                     member.assignment = assignment.get(member_id, b"")
-                    self._invoke_sync_callback(member, SyncGroupResult(ErrorCode.NONE, group.protocol_type,
-                                                                       group.protocol_name, member.assignment))
+                self._propagate_assignment(group, ErrorCode.NONE)
                 group.transition_to(GroupState.STABLE, self._time_ms())
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
-            self._invoke_sync_callback(member, SyncGroupResult(error))
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in list(group.members.values()):
+            if member.awaiting_sync_callback is not None:
+                self._invoke_sync_callback(member, SyncGroupResult(error, group.protocol_type, group.protocol_name,
+                                                                   member.assignment))
+                # A member waiting in SyncGroup counted as alive, so its session timer completed at once;
+                # from its answer on it must heartbeat again (Kafka's propagateAssignment).
+                self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     @staticmethod
     def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> None:
