@@ -1,8 +1,9 @@
 """The broker (Kafka 2.x's kafka.server + kafka.cluster + kafka.log, ZooKeeper era), in layers.
 
-Each layer imports only those listed after it: api -> server -> coordinator -> replication, fetcher, purgatory
--> log, and all of them -> common/, proto/, zk/ (the server wires the coordinator to the ReplicaManager's
-leadership listener; replication never imports a coordinator: an import-linter contract). Never controller/ (tests/unit/test_import_contracts.py).
+Each layer imports only those listed after it: api -> coordinator -> server -> replication, fetcher, purgatory
+-> log, and all of them -> common/, proto/, zk/; server/kafka_server.py, which builds everything, is the one
+exception. Replication never imports a coordinator: the server injects the coordinator as the ReplicaManager's
+leadership listener. Never controller/ (tests/unit/test_import_contracts.py checks both).
 
 Where the rules live:
   High watermark     broker/replication/rules.py  leader_high_watermark (min LEO over the maximal ISR,
