@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -136,6 +136,13 @@ def test_group_consumers_commit_resume_and_share_partitions(cluster: KafkaCluste
         admin.close()
     mixed_kp.close()
     mixed_ck.close()
+
+    # Only the coordinator writes __consumer_offsets (Kafka's INVALID_TOPIC_EXCEPTION for anyone else).
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "message.send.max.retries": 0})
+    producer.produce(GROUP_METADATA_TOPIC_NAME, b"garbage", partition=0, on_delivery=lambda e, m: errors.append(e))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
 
 
 def coordinator_of(admin: AdminClient, group: str) -> int:

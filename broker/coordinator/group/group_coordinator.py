@@ -114,8 +114,6 @@ class GroupCoordinator:
     async def find_coordinator(self, group_id: str, listener_name: str) -> FindCoordinatorResult:
         """The leader of the group's __consumer_offsets partition as reached on `listener_name`; the topic is
         created on first use (COORDINATOR_NOT_AVAILABLE until it has a leader)."""
-        if not group_id:
-            return FindCoordinatorResult(ErrorCode.INVALID_REQUEST, message="The group id must not be empty")
         error = await self._ensure_offsets_topic()
         if error is not ErrorCode.NONE:
             return FindCoordinatorResult(error)
@@ -450,12 +448,9 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_(GroupState.DEAD):
             return SyncGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID)
-        if not group.has(member_id):
-            return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id != group.generation_id:
-            return SyncGroupResult(ErrorCode.ILLEGAL_GENERATION)
+        error = _member_error(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return SyncGroupResult(error)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -535,12 +530,9 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        error = _member_error(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return error
         self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
         # Heartbeats during CompletingRebalance are normal: the member got its JoinGroup answer.
         return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(GroupState.PREPARING_REBALANCE) else ErrorCode.NONE
@@ -676,13 +668,7 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            if group.is_static_member_fenced(member_id, group_instance_id):
-                return ErrorCode.FENCED_INSTANCE_ID
-            if not group.has(member_id):
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
+            return _member_error(group, member_id, group_instance_id, generation_id)
         if not group.is_(GroupState.EMPTY):
             # Only a group without members may take standalone commits.
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -774,3 +760,16 @@ class GroupCoordinator:
         task = asyncio.ensure_future(work)
         self._loads.add(task)
         task.add_done_callback(self._loads.discard)
+
+
+def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode | None:
+    """The member checks of SyncGroup, Heartbeat and OffsetCommit, in Kafka's order: a fenced static member, an
+    unknown member, a stale generation."""
+    if group.is_static_member_fenced(member_id, group_instance_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return None
