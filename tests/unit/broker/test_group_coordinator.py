@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from broker.coordinator.group import records
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import (
     GROUP_METADATA_TOPIC_NAME,
@@ -327,6 +328,9 @@ def test_a_static_member_rejoining_takes_its_place_without_a_rebalance() -> None
         again = await h.join(instance="instance-1")
         assert (again.error, again.generation_id) == (ErrorCode.NONE, 1) and again.member_id != first.member_id
         assert (await h.sync(again.member_id, 1, instance="instance-1")).assignment == b"S"
+        # The new id is in __consumer_offsets before the member is told it: a new coordinator knows it.
+        stored = records.read_group_value(h.log.records(PARTITION)[-1][1] or b"")
+        assert {m.member_id: m.assignment for m in stored.members} == {leader.member_id: b"L", again.member_id: b"S"}
         # Its old incarnation is fenced.
         assert await h.coordinator.heartbeat(GROUP, first.member_id, "instance-1", 1) is ErrorCode.FENCED_INSTANCE_ID
         assert await h.coordinator.heartbeat(GROUP, again.member_id, "instance-1", 1) is ErrorCode.NONE
