@@ -49,7 +49,7 @@ class Wire:
         self.harness = harness
         self.flow = flow
         self.context = SimpleNamespace(group_coordinator=harness.coordinator, listener_name="PLAINTEXT",
-                                       client_host="/127.0.0.1")
+                                       client_host="127.0.0.1")
 
     def module(self, api: str) -> Any:
         return importlib.import_module(f"kio.schema.{MODULES[api]}.v{served(api, self.flow)}.request")
@@ -129,8 +129,8 @@ async def member_life(wire: Wire, group: str) -> None:
                                                         include_authorized_operations=False))
     [summary] = described.groups
     assert (summary.error_code, summary.group_state, summary.protocol_data) == (ErrorCode.NONE, "Stable", "range")
-    assert [(x.member_id, x.client_id, x.member_assignment) for x in summary.members] == [
-        (member_id, "client", b"assignment")]
+    assert [(x.member_id, x.client_id, x.client_host, x.member_assignment) for x in summary.members] == [
+        (member_id, "client", "/127.0.0.1", b"assignment")]
 
     listed = await wire.call("ListGroups", build(m("ListGroups").ListGroupsRequest, states_filter=("Stable",)))
     assert (listed.error_code, [g.group_id for g in listed.groups]) == (ErrorCode.NONE, [group])
