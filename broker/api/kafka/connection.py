@@ -53,8 +53,9 @@ logger = logging.getLogger(__name__)
 
 # Requests read ahead of their answers on one connection; reading waits beyond this (back pressure).
 MAX_IN_FLIGHT = 64
-# Record bytes read per os.pread when they cannot be sent with sendfile (TLS).
-TLS_READ_CHUNK = 1 << 20
+# Record bytes read per os.pread when they cannot be sent with sendfile (TLS): each chunk is encrypted on the
+# event loop, so a modest size keeps the other connections of the listener responsive.
+TLS_READ_CHUNK = 256 << 10
 
 _Pending = tuple[RequestHeader, "asyncio.Future[Reply | None]"]
 
