@@ -262,6 +262,10 @@ def test_requests_before_authentication_are_refused(secure: SecureBroker) -> Non
         assert body.error_code == 33  # UNSUPPORTED_SASL_MECHANISM, with what the listener offers
         assert list(body.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
         assert conn.closed_by_peer()
+    with WireConnection(address) as conn:  # a 2 GiB size before authentication: nothing is allocated
+        conn.send(b"\x7f\xff\xff\xff")
+        assert conn.closed_by_peer()
+        assert _peer_logged(secure, conn, "request size 2147483647 is larger than sasl.server.max.receive.size")
     with WireConnection(address) as conn:  # the exchange done, the connection is served as usual
         assert handshake(conn, "PLAIN").error_code == 0
         assert plain_authenticate(conn, "bob", PLAIN_USERS["bob"]).error_code == 0
