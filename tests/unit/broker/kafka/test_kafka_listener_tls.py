@@ -104,3 +104,43 @@ def test_bad_security_configs_are_named(tmp_path: Path) -> None:
                                    "listeners": "SASL_PLAINTEXT://:0,GRPC://:0", "sasl.enabled.mechanisms": "PLAIN"})
     with pytest.raises(ConfigError, match=re.escape("listener.name.sasl_plaintext.plain.sasl.jaas.config")):
         ListenerSecurity.of(sasl, "SASL_PLAINTEXT", "SASL_PLAINTEXT", CredentialCache())
+
+
+def test_inline_pem_stores_and_enabled_protocols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """ssl.keystore.certificate.chain + ssl.keystore.key and ssl.truststore.certificates inline, as Kafka 2.7+
+    takes them; ssl.enabled.protocols=TLSv1.3 refuses a TLS 1.2 client."""
+    ca = CertificateAuthority.create()
+    issued = ca.issue("CN=broker", hosts=["127.0.0.1"])
+    config = KafkaConfig.from_props({
+        "broker.id": "1", "zookeeper.connect": "z:1", "listeners": "SSL://127.0.0.1:0,GRPC://:0",
+        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM",
+        "ssl.keystore.certificate.chain": issued.chain_pem().decode(), "ssl.keystore.key": issued.key_pem().decode(),
+        "ssl.truststore.certificates": ca.certificate_pem().decode(), "ssl.client.auth": "required",
+        "ssl.enabled.protocols": "TLSv1.3", "connection.failed.authentication.delay.ms": "0"})
+    monkeypatch.setattr(listener_module, "KafkaConnection", Recorded)
+    Recorded.principals = []
+    security = ListenerSecurity.of(config, "SSL", "SSL", CredentialCache())
+    context: Any = KafkaContext(config, None, "cluster", None, "SSL", None)  # type: ignore[arg-type]
+    client = ssl.create_default_context(cadata=ca.certificate_pem().decode())
+    client.load_cert_chain(ca.issue("CN=carol").write_keystore(tmp_path / "carol.pem"))
+    old_client = ssl.create_default_context(cadata=ca.certificate_pem().decode())
+    old_client.load_cert_chain(tmp_path / "carol.pem")
+    old_client.maximum_version = ssl.TLSVersion.TLSv1_2
+
+    async def scenario() -> None:
+        listener = KafkaListener(context, "127.0.0.1", 0, security)
+        port = await listener.start()
+        try:
+            await _connect(port, client)
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                await _connect(port, old_client)
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.WARNING, logger="broker.api.kafka.listener"):
+        asyncio.run(scenario())
+    assert Recorded.principals == [KafkaPrincipal("User", "CN=carol")]
+    assert any("Failed TLS handshake" in r.getMessage() and "UNSUPPORTED_PROTOCOL" in r.getMessage()
+               for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
