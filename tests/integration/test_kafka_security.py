@@ -71,6 +71,22 @@ def test_confluent_kafka_sasl_ssl_scram(secure: SecureBroker, mechanism: str) ->
     assert set(values) <= set(got)
 
 
+def test_confluent_kafka_sasl_plaintext_scram(secure: SecureBroker) -> None:
+    config = {**confluent_config(secure, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+              "bootstrap.servers": secure.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT"}
+    del config["ssl.ca.location"]
+    producer = Producer({**config, "acks": "all"})
+    producer.produce(TOPIC, b"sasl-plaintext", partition=1)
+    assert producer.flush(30) == 0
+    # The listener offers PLAIN and SCRAM-SHA-256 only: SCRAM-SHA-512 is refused at the handshake.
+    errors: list[KafkaError] = []
+    refused = Producer({**config, "sasl.mechanism": "SCRAM-SHA-512", "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        refused.poll(0.2)
+    assert errors and "SCRAM-SHA-512" in errors[0].str(), errors
+
+
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_confluent_kafka_wrong_password_is_an_authentication_error(secure: SecureBroker, mechanism: str) -> None:
     user = SCRAM_USER if mechanism.startswith("SCRAM") else "bob"
