@@ -114,8 +114,13 @@ class GroupMembership:
 
     def leave(self) -> str | None:
         """The member leaves (close, unsubscribe, max.poll.interval.ms exceeded): the member id to send a
-        LeaveGroup with, None when it has not joined."""
-        member_id = self.generation.member_id if self.generation is not NO_GENERATION else None
+        LeaveGroup with, None when it has none. Partitions it still holds are lost (another member may get
+        them before this one rejoins)."""
+        # A member given its id by MEMBER_ID_REQUIRED is pending in the group already: it leaves too (Kafka keeps
+        # that id in its generation).
+        member_id = self.member_id or self.generation.member_id
+        if self.generation is not NO_GENERATION:
+            self.generation_lost = True
         self.generation = NO_GENERATION
         self.member_id = UNKNOWN_MEMBER_ID
         self.state = MemberState.UNJOINED

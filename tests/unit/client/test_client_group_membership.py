@@ -140,3 +140,17 @@ def test_commit_errors_of_a_past_generation_are_commit_failed_and_reset_it() -> 
     assert isinstance(m2.on_commit_error(ErrorCode.REBALANCE_IN_PROGRESS), CommitFailedError)
     assert m2.rejoin_needed and m2.generation.generation_id == 1
     assert m2.on_commit_error(ErrorCode.OFFSET_METADATA_TOO_LARGE).code == ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
+def test_a_member_leaving_while_joining_leaves_with_the_id_it_was_given() -> None:
+    m = GroupMembership("g")
+    m.start_join()
+    m.on_join_response(ErrorCode.MEMBER_ID_REQUIRED, generation_id=-1, protocol_name=None, leader="",
+                       member_id="m-9", members=[])
+    m.start_join()
+    assert m.leave() == "m-9" and not m.generation_lost
+
+
+def test_leaving_a_generation_loses_its_partitions() -> None:
+    m = stable()
+    assert m.leave() == "m-1" and m.generation_lost
