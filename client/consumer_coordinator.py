@@ -254,7 +254,9 @@ class ConsumerCoordinator:
         future = self._join_future
         if future is None:
             future = self._join_future = self._send_join_group()
-        if not future.wait(max(deadline_ms - self._now_ms(), 0) / 1000):
+        # poll(timeout_ms=inf) waits as long as the JoinGroup's own deadline.
+        wait_ms = min(max(deadline_ms - self._now_ms(), 0), self._rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
+        if not future.wait(wait_ms / 1000):
             return None
         self._join_future = None
         try:

@@ -495,8 +495,11 @@ class GroupCoordinator:
             else:
                 for member_id, member in group.members.items():
                     member.assignment = assignment.get(member_id, b"")
-                    self._invoke_sync_callback(member, SyncGroupResult(ErrorCode.NONE, group.protocol_type,
-                                                                       group.protocol_name, member.assignment))
+                    if self._invoke_sync_callback(member, SyncGroupResult(ErrorCode.NONE, group.protocol_type,
+                                                                          group.protocol_name, member.assignment)):
+                        # Kafka's propagateAssignment: while the member awaited its assignment its session could
+                        # not expire (the DelayedHeartbeat completed at once); arm it again now.
+                        self._complete_and_schedule_next_heartbeat_expiration(group, member)
                 group.transition_to(GroupState.STABLE, self._time_ms())
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
@@ -505,11 +508,13 @@ class GroupCoordinator:
             self._invoke_sync_callback(member, SyncGroupResult(error))
 
     @staticmethod
-    def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> None:
+    def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> bool:
         callback = member.awaiting_sync_callback
-        if callback is not None:
-            member.awaiting_sync_callback = None
-            callback(result)
+        if callback is None:
+            return False
+        member.awaiting_sync_callback = None
+        callback(result)
+        return True
 
     # ------------------------------------------------------------------ Heartbeat and sessions
 
