@@ -230,7 +230,7 @@ class GroupCoordinator:
                                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                                respond)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            # Kafka's handleJoinGroup: this join may have been the last one the rebalance waited for.
+            # This may have been the member the rebalance waited for.
             self._joins.check_and_complete(group_join_key(group_id))
         return await future
 
@@ -495,26 +495,29 @@ class GroupCoordinator:
             else:
                 for member_id, member in group.members.items():
                     member.assignment = assignment.get(member_id, b"")
-                    if self._invoke_sync_callback(member, SyncGroupResult(ErrorCode.NONE, group.protocol_type,
-                                                                          group.protocol_name, member.assignment)):
-                        # Kafka's propagateAssignment: while the member awaited its assignment its session could
-                        # not expire (the DelayedHeartbeat completed at once); arm it again now.
-                        self._complete_and_schedule_next_heartbeat_expiration(group, member)
+                self._propagate_assignment(group, ErrorCode.NONE)
                 group.transition_to(GroupState.STABLE, self._time_ms())
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
-            self._invoke_sync_callback(member, SyncGroupResult(error))
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in list(group.members.values()):
+            if member.awaiting_sync_callback is not None:
+                self._invoke_sync_callback(member, SyncGroupResult(error, group.protocol_type, group.protocol_name,
+                                                                   member.assignment))
+                # A member waiting in SyncGroup counted as alive, so its session timer completed at once;
+                # from its answer on it must heartbeat again (Kafka's propagateAssignment).
+                self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     @staticmethod
-    def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> bool:
+    def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> None:
         callback = member.awaiting_sync_callback
-        if callback is None:
-            return False
-        member.awaiting_sync_callback = None
-        callback(result)
-        return True
+        if callback is not None:
+            member.awaiting_sync_callback = None
+            callback(result)
 
     # ------------------------------------------------------------------ Heartbeat and sessions
 
