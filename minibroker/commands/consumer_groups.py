@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     except GroupCommandError as e:
         print(f"\nError: {e}")
         return 1
-    except (UsageError, KafkaError) as e:
+    except UsageError as e:
+        print(f"minibroker consumer-groups: {e}", file=sys.stderr)
+        return 1
+    except KafkaError as e:
         print(f"\nError: Executing consumer group command failed due to {e}", file=sys.stderr)
         return 1
     return 0
