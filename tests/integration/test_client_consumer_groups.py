@@ -61,6 +61,12 @@ def wait_for(condition: Callable[[], object], timeout: float = 30.0, message: st
         time.sleep(0.1)  # a condition polled under a deadline
 
 
+def topic_with_records(bootstrap: str, topic: str, partitions: int, count: int, prefix: str) -> list[str]:
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 2)])
+    return produce(bootstrap, topic, partitions, count, prefix)
+
+
 def produce(bootstrap: str, topic: str, partitions: int, count: int, prefix: str) -> list[str]:
     values = [f"{prefix}-{i}" for i in range(count)]
     with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
@@ -190,9 +196,7 @@ def consume(consumer: Consumer, count: int, timeout: float = 30) -> list[str]:
 
 def test_a_member_commits_and_the_next_one_resumes_from_the_committed_offsets(bootstrap: str) -> None:
     topic, group = "resumed", "resumers"
-    with Admin(bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, 2, 2)])
-    sent = produce(bootstrap, topic, 2, 40, "r")
+    sent = topic_with_records(bootstrap, topic, 2, 40, "r")
     listener = Recorder()
     first = Consumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                      enable_auto_commit=False, partition_assignment_strategy="roundrobin", **_member_kwargs())
@@ -227,9 +231,7 @@ def test_a_member_commits_and_the_next_one_resumes_from_the_committed_offsets(bo
 
 def test_a_member_the_group_moved_past_cannot_commit(bootstrap: str) -> None:
     topic, group = "stale", "stale-members"
-    with Admin(bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, 1, 2)])
-    produce(bootstrap, topic, 1, 5, "s")
+    topic_with_records(bootstrap, topic, 1, 5, "s")
     slow = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                     enable_auto_commit=False, max_poll_interval_ms=2000, **_member_kwargs())
     assert len(consume(slow, 5)) == 5
@@ -258,9 +260,7 @@ def command(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_consumer_groups_describes_resets_and_deletes(bootstrap: str) -> None:
     topic, group = "described", "describers"
-    with Admin(bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, 2, 2)])
-    produce(bootstrap, topic, 2, 20, "d")
+    topic_with_records(bootstrap, topic, 2, 20, "d")
     member = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="describer",
                       auto_offset_reset="earliest", enable_auto_commit=False, **_member_kwargs())
     assert len(consume(member, 14, 30)) == 14
