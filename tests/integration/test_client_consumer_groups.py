@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
 
 from client import Admin, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from client.errors import CommitFailedError
@@ -39,7 +40,7 @@ def minibroker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[s
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterInfo]:
     data_dir = tmp_path_factory.mktemp("groups") / "cluster"
     try:
         up = minibroker("cluster", "up", "--data-dir", str(data_dir), "--brokers", "3", "--controllers", "1",
@@ -47,10 +48,16 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                         "--override", "group.min.session.timeout.ms=1000",
                         "--override", "offsets.topic.num.partitions=3")
         assert up.returncode == 0, up.stderr
-        yield ClusterInfo.load(data_dir).bootstrap_servers
+        yield ClusterInfo.load(data_dir)
     finally:
         if ClusterInfo.exists(data_dir):
             LocalCluster(data_dir).down(kill=True)
+
+
+@pytest.fixture
+def bootstrap(cluster: ClusterInfo) -> str:
+    """The gRPC listeners, for the project's client."""
+    return cluster.bootstrap_servers
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 30.0, message: str | Callable[[], str] = "") -> None:
@@ -317,3 +324,41 @@ def test_consumer_groups_describes_resets_and_deletes(bootstrap: str) -> None:
     gone = command(bootstrap, "--describe", "--group", group)
     assert gone.stdout.strip() == f"Error: Consumer group '{group}' does not exist."
     assert group not in command(bootstrap, "--list").stdout.split()
+
+
+def test_a_project_client_member_and_a_confluent_kafka_member_share_one_group(cluster: ClusterInfo) -> None:
+    """Both write and read Kafka's ConsumerProtocol bytes: whichever is the leader assigns for both."""
+    topic, group, bootstrap = "shared", "mixed", cluster.bootstrap_servers
+    sent = topic_with_records(bootstrap, topic, 4, 40, "m")
+    ours = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="project-member",
+                    auto_offset_reset="earliest", **_member_kwargs())
+    theirs = ConfluentConsumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
+                                "client.id": "confluent-member", "auto.offset.reset": "earliest",
+                                "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 300})
+    theirs.subscribe([topic])
+    got: dict[str, list[str]] = {"project-member": [], "confluent-member": []}
+
+    def poll_both() -> None:
+        """Both members must keep polling for a rebalance to complete; what they read is kept."""
+        for records in ours.poll(timeout_ms=100).values():
+            got["project-member"] += [r.value.decode() for r in records]
+        message = theirs.poll(0.1)
+        if message is not None and message.error() is None:
+            got["confluent-member"].append(message.value().decode())
+
+    try:
+        with Admin(bootstrap) as admin:
+            wait_for(lambda: poll_both() or settled(admin, group, {"project-member", "confluent-member"}, 4), 60,
+                     lambda: f"both members in the group, not {group_view(admin, group)}")
+            owned = assignment_of(describe(admin, group))
+            assert owned["project-member"] and owned["confluent-member"]
+            read_before = {name: len(values) for name, values in got.items()}
+            wait_for(lambda: poll_both() or set(got["project-member"]) | set(got["confluent-member"]) >= set(sent),
+                     60, lambda: f"every record read by one member or the other: {got}")
+            assert settled(admin, group, {"project-member", "confluent-member"}, 4), "no rebalance meanwhile"
+        for name, values in got.items():
+            # Since the split, each member reads only its own partitions (record i went to partition i % 4).
+            assert {int(v.split("-")[1]) % 4 for v in values[read_before[name]:]} <= owned[name]
+    finally:
+        ours.close()
+        theirs.close()
