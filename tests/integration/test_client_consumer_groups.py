@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 
-from client import Admin, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from client import Admin, Consumer, KafkaError, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from client.errors import CommitFailedError
 from client.group_admin import ConsumerGroupDescription
 from client.subscription import ConsumerRebalanceListener
@@ -40,7 +40,7 @@ def minibroker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[s
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterInfo]:
+def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     data_dir = tmp_path_factory.mktemp("groups") / "cluster"
     try:
         up = minibroker("cluster", "up", "--data-dir", str(data_dir), "--brokers", "3", "--controllers", "1",
@@ -48,10 +48,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterInfo]:
                         "--override", "group.min.session.timeout.ms=1000",
                         "--override", "offsets.topic.num.partitions=3")
         assert up.returncode == 0, up.stderr
-        yield ClusterInfo.load(data_dir)
+        yield data_dir
     finally:
         if ClusterInfo.exists(data_dir):
             LocalCluster(data_dir).down(kill=True)
+
+
+@pytest.fixture
+def cluster(cluster_dir: Path) -> ClusterInfo:
+    return ClusterInfo.load(cluster_dir)
 
 
 @pytest.fixture
@@ -362,3 +367,53 @@ def test_a_project_client_member_and_a_confluent_kafka_member_share_one_group(cl
     finally:
         ours.close()
         theirs.close()
+
+
+def test_members_follow_their_coordinator_when_it_is_killed(cluster_dir: Path, bootstrap: str) -> None:
+    """SIGKILL of the broker coordinating a group (the module's last test: the broker stays down): the members
+    find the new leader of the group's __consumer_offsets partition, rejoin, read on and commit there."""
+    topic, group = "moving", "movers"
+    topic_with_records(bootstrap, topic, 4, 20, "before")
+    names = ("mover-1", "mover-2")
+    got: dict[str, list[str]] = {name: [] for name in names}
+    commit_errors: list[KafkaError] = []
+    stop = threading.Event()
+
+    def member(name: str) -> None:
+        consumer = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
+                            auto_offset_reset="earliest", enable_auto_commit=False, **_member_kwargs())
+        try:
+            while not stop.is_set():
+                records = [r for batch in consumer.poll(timeout_ms=100).values() for r in batch]
+                got[name] += [r.value.decode() for r in records]
+                if records:
+                    try:
+                        consumer.commit(timeout_ms=10_000)
+                    except KafkaError as e:  # the coordinator died under the commit: the records come again
+                        commit_errors.append(e)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=member, args=(name,), name=name) for name in names]
+    for thread in threads:
+        thread.start()
+    try:
+        with Admin(bootstrap) as admin:
+            wait_for(lambda: settled(admin, group, set(names), 4), 60, lambda: group_view(admin, group))
+            old = describe(admin, group).coordinator.node_id
+            LocalCluster(cluster_dir).send_signal(f"broker-{old}", signal.SIGKILL)
+            wait_for(lambda: describe(admin, group).coordinator.node_id != old and settled(admin, group, set(names), 4),
+                     60, lambda: f"the group on a new coordinator, not {group_view(admin, group)}")
+            after = produce(bootstrap, topic, 4, 20, "after")
+            wait_for(lambda: set(after) <= set(got["mover-1"]) | set(got["mover-2"]), 60,
+                     lambda: f"both members read on: {got}")
+            partitions = [TopicPartition(topic, p) for p in range(4)]
+            wait_for(lambda: admin.list_consumer_group_offsets(group) == {tp: OffsetAndMetadata(10, "", -1)
+                                                                          for tp in partitions}, 30,
+                     lambda: f"every partition committed to its end: {admin.list_consumer_group_offsets(group)}")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    # A commit in flight when the coordinator died may fail; only with an error a member recovers from.
+    assert all(e.retriable or isinstance(e, CommitFailedError) for e in commit_errors), commit_errors
