@@ -12,10 +12,7 @@ from typing import Any
 
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
-from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
-
-# Kafka's Topic.INTERNAL_TOPICS: clients leave them out of pattern subscriptions (exclude.internal.topics).
-INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME})
+from broker.api.operations import INTERNAL_TOPICS
 
 
 async def handle_metadata(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:

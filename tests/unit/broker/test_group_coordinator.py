@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from broker.coordinator.group import records
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import (
     GROUP_METADATA_TOPIC_NAME,
@@ -141,6 +142,11 @@ class Harness:
         return sorted(results, key=lambda r: r is not leader)
 
 
+def group_here(prefix: str) -> str:
+    """A group id of the partition the tests' coordinator leads."""
+    return next(g for i in range(100) if partition_for(g := f"{prefix}-{i}", NUM_PARTITIONS) == PARTITION)
+
+
 async def settle() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
@@ -192,6 +198,8 @@ def test_one_member_joins_after_the_initial_delay_and_syncs() -> None:
         assert (synced.error, synced.assignment, synced.protocol_name) == (ErrorCode.NONE, b"assignment", "range")
         [summary] = await h.coordinator.describe_groups([GROUP])
         assert (summary.state, summary.protocol, summary.members[0].assignment) == ("Stable", "range", b"assignment")
+        gauges = {name: read() for name, read in h.manager.metrics().items()}
+        assert (gauges["NumGroups"], gauges["NumGroupsStable"], gauges["NumGroupsEmpty"]) == (1, 1, 0)
         # The assignment is in __consumer_offsets before SyncGroup answers.
         assert [key for key, _ in h.log.records(PARTITION)] == [b"\x00\x02\x00\x05group"]
 
@@ -296,6 +304,10 @@ def test_join_is_refused_with_kafkas_errors() -> None:
         assert other.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # no protocol in common
         assert (await h.join()).error is ErrorCode.GROUP_MAX_SIZE_REACHED  # group.max.size=1
         assert member.error is ErrorCode.NONE
+        for protocol_type, protocols in (("", PROTOCOLS), ("consumer", [])):  # nothing to agree on
+            refused = await coordinator.join_group(group_here("fresh"), "", None, False, "c", "h", 1, SESSION_MS,
+                                                   protocol_type, protocols)
+            assert refused.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
     run(scenario)
 
@@ -316,6 +328,9 @@ def test_a_static_member_rejoining_takes_its_place_without_a_rebalance() -> None
         again = await h.join(instance="instance-1")
         assert (again.error, again.generation_id) == (ErrorCode.NONE, 1) and again.member_id != first.member_id
         assert (await h.sync(again.member_id, 1, instance="instance-1")).assignment == b"S"
+        # The new id is in __consumer_offsets before the member is told it: a new coordinator knows it.
+        stored = records.read_group_value(h.log.records(PARTITION)[-1][1] or b"")
+        assert {m.member_id: m.assignment for m in stored.members} == {leader.member_id: b"L", again.member_id: b"S"}
         # Its old incarnation is fenced.
         assert await h.coordinator.heartbeat(GROUP, first.member_id, "instance-1", 1) is ErrorCode.FENCED_INSTANCE_ID
         assert await h.coordinator.heartbeat(GROUP, again.member_id, "instance-1", 1) is ErrorCode.NONE
@@ -425,7 +440,7 @@ def test_delete_groups_only_deletes_empty_groups() -> None:
         await h.own_partition()
         [member] = await h.stable_group(1)
         await commit(h, member.member_id, 1, 3)
-        missing = next(g for i in range(100) if partition_for(g := f"missing-{i}", NUM_PARTITIONS) == PARTITION)
+        missing = group_here("missing")
         elsewhere = next(g for i in range(100) if partition_for(g := f"other-{i}", NUM_PARTITIONS) != PARTITION)
         assert await h.coordinator.delete_groups([GROUP, missing, elsewhere]) == {
             GROUP: ErrorCode.NON_EMPTY_GROUP, missing: ErrorCode.GROUP_ID_NOT_FOUND,
