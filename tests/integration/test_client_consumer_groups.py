@@ -257,6 +257,21 @@ def test_a_member_the_group_moved_past_cannot_commit(bootstrap: str) -> None:
     slow.close(autocommit=False)
 
 
+def test_a_pattern_subscription_follows_new_topics(bootstrap: str) -> None:
+    topic_with_records(bootstrap, "pattern-a", 1, 3, "a")
+    consumer = Consumer(bootstrap_servers=bootstrap, group_id="patterned", auto_offset_reset="earliest",
+                        metadata_max_age_ms=500, **_member_kwargs())
+    consumer.subscribe(pattern="pattern-.*")
+    assert sorted(consume(consumer, 3)) == ["a-0", "a-1", "a-2"]
+    assert consumer.subscription() == {"pattern-a"}
+    later = topic_with_records(bootstrap, "pattern-b", 2, 4, "b")
+    # The next metadata refresh shows the new topic: the member rejoins with it and reads it.
+    assert sorted(consume(consumer, 4)) == sorted(later)
+    assert consumer.assignment() == {TopicPartition("pattern-a", 0), TopicPartition("pattern-b", 0),
+                                     TopicPartition("pattern-b", 1)}
+    consumer.close()
+
+
 def _member_kwargs() -> dict[str, int]:
     return {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": 300}
 
