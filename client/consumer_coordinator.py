@@ -309,6 +309,7 @@ class ConsumerCoordinator:
             raise KafkaError("the group coordinator is not known", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         topics = sorted(self._subscriptions.subscription)
         with self._lock:
+            reason = self.membership.rejoin_reason
             member_id = self.membership.start_join()
         self._joined_subscription = self._subscriptions.subscription
         request = pb.JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self._session_timeout_ms,
@@ -318,7 +319,7 @@ class ConsumerCoordinator:
             metadata = encode_subscription(Subscription(tuple(topics),
                                                         self._assignors[name].subscription_user_data(topics)))
             request.protocols.add(name=name, metadata=metadata)
-        log.info("(Re-)joining group %s", self.group_id)
+        log.info("(Re-)joining group %s (%s)", self.group_id, reason)
         return self._metadata.pool.get(coordinator.address).call_async(
             lambda stub: stub.JoinGroup, request, self._rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS,
             long_poll=True)
