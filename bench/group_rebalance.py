@@ -1,15 +1,16 @@
 """Rebalance time of a new consumer group: from subscribe to each member's first record, for 1, 2 and 4 members.
 
     .venv/bin/python bench/group_rebalance.py [--members 1,2,4] [--rounds 3] [--initial-delay-ms 3000]
+                                              [--client confluent|minibroker]
 
 Brings a real cluster up in a temporary data dir (ZooKeeper, one controller, three brokers, through
 minibroker.local.cluster) with group.initial.rebalance.delay.ms as given (Kafka's default 3000), creates an
-8-partition RF=3 topic holding 800 records, then per round and per member count starts that many
-confluent-kafka group consumers at once, each in its own thread, in a new group, and times each one from
-subscribe() to its first record. It prints the fastest and slowest member's time per run (the slowest is the
-group's rebalance time: every member has its partitions and has read). The first FindCoordinator of the run
-creates __consumer_offsets; that is done once before timing. The cluster is torn down, and its data dir
-removed, however it ends.
+8-partition RF=3 topic holding 800 records, then per round and per member count starts that many group
+consumers at once (confluent-kafka's on the Kafka listeners, or with `--client minibroker` the project's over
+gRPC), each in its own thread, in a new group, and times each one from subscribe() to its first record. It
+prints the fastest and slowest member's time per run (the slowest is the group's rebalance time: every member
+has its partitions and has read). The first FindCoordinator of the run creates __consumer_offsets; that is
+done once before timing. The cluster is torn down, and its data dir removed, however it ends.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 if not __package__:  # run as a script: make the repository's packages importable
@@ -27,33 +29,53 @@ if not __package__:  # run as a script: make the repository's packages importabl
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from client import Consumer as MinibrokerConsumer
 from minibroker.local.cluster import scratch_cluster
+from minibroker.local.cluster_file import ClusterInfo
 
 TOPIC = "rebalance-bench"
 PARTITIONS = 8
 RECORDS = 800
 
 
-def first_record_seconds(bootstrap: str, group: str, members: int) -> list[float]:
+Member = tuple[Callable[[], None], Callable[[], bool], Callable[[], None]]
+
+
+def open_member(client: str, info: ClusterInfo, group: str) -> Member:
+    """One group member of `client`'s kind: (subscribe, poll once and say whether a record came, close)."""
+    if client == "minibroker":
+        ours = MinibrokerConsumer(bootstrap_servers=info.bootstrap_servers, group_id=group,
+                                  auto_offset_reset="earliest", enable_auto_commit=False)
+        return (lambda: ours.subscribe([TOPIC]), lambda: bool(ours.poll(timeout_ms=50, max_records=1)),
+                ours.close)
+    consumer = Consumer({"bootstrap.servers": info.kafka_bootstrap_servers, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+
+    def poll() -> bool:
+        message = consumer.poll(0.05)
+        return message is not None and message.error() is None
+
+    return lambda: consumer.subscribe([TOPIC]), poll, consumer.close
+
+
+def first_record_seconds(client: str, info: ClusterInfo, group: str, members: int) -> list[float]:
     """Start `members` consumers of `group` together; each one's seconds from subscribe to its first record."""
     times: list[float] = [float("nan")] * members
     start = threading.Barrier(members)
 
     def member(i: int) -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False})
+        subscribe, poll, close = open_member(client, info, group)
         try:
             start.wait()
             began = time.monotonic()
-            consumer.subscribe([TOPIC])
+            subscribe()
             deadline = began + 120
             while time.monotonic() < deadline:
-                message = consumer.poll(0.05)
-                if message is not None and message.error() is None:
+                if poll():
                     times[i] = time.monotonic() - began
                     break
         finally:
-            consumer.close()
+            close()
 
     threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
     for t in threads:
@@ -69,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="runs per member count (default 3)")
     parser.add_argument("--initial-delay-ms", type=int, default=3000,
                         help="group.initial.rebalance.delay.ms (default Kafka's 3000)")
+    parser.add_argument("--client", choices=("confluent", "minibroker"), default="confluent",
+                        help="the members' client: confluent-kafka on the Kafka listeners (default), or the"
+                             " project's over gRPC")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.members.split(",")]
     with scratch_cluster("minibroker-rebalance-", brokers=3, controllers=1,
@@ -83,14 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         if producer.flush(60):
             print("records not acknowledged: no bench", file=sys.stderr)
             return 1
-        first_record_seconds(bootstrap, "warm-up", 1)  # creates __consumer_offsets, off the clock
-        print(f"group.initial.rebalance.delay.ms={args.initial_delay_ms}, {PARTITIONS} partitions, confluent-kafka"
+        first_record_seconds(args.client, info, "warm-up", 1)  # creates __consumer_offsets, off the clock
+        print(f"group.initial.rebalance.delay.ms={args.initial_delay_ms}, {PARTITIONS} partitions, {args.client}"
               f" consumers; seconds from subscribe() to the first record", flush=True)
         print(f"{'members':>7} {'round':>5} {'fastest':>8} {'slowest':>8}", flush=True)
         slowest: dict[int, list[float]] = {n: [] for n in counts}
         for round_ in range(1, args.rounds + 1):
             for n in counts:
-                times = first_record_seconds(bootstrap, f"bench-{n}-{round_}", n)
+                times = first_record_seconds(args.client, info, f"bench-{n}-{round_}", n)
                 slowest[n].append(max(times))
                 print(f"{n:>7} {round_:>5} {min(times):>8.2f} {max(times):>8.2f}", flush=True)
         for n in counts:
