@@ -81,6 +81,10 @@ class ZkAclStore:
         self._zk.create_acl_paths([t.acl_name for t in STORED_RESOURCE_TYPES])
         for pattern_type in STORED_PATTERN_TYPES:
             self._watches.append(self._zk.watch_acl_changes(pattern_type.name, self._on_changes(pattern_type)))
+        self.load()
+
+    def load(self) -> None:
+        """Read every ACL into the cache (AclAuthorizer.loadCache); all a one-shot tool needs."""
         with self._lock:
             self.authorizer.replace_all({pattern: self._read(pattern) for pattern in self._stored_patterns()})
         logger.info("Loaded ACLs of %d resources from ZooKeeper", len(self.authorizer.acls_by_pattern()))
