@@ -42,12 +42,12 @@ from broker.security.acl import (
 from broker.security.authorizer import AclAuthorizer
 from broker.security.principal import KafkaPrincipal
 from broker.security.zk_acl_store import ZkAclStore
-from common.properties import load_properties
 from minibroker.commands.client_options import (
     UsageError,
     bootstrap_servers,
     cluster_info,
     connect_zookeeper,
+    load_config_file,
     parse_key_values,
 )
 from minibroker.commands.usage import CommandLineError
@@ -55,6 +55,7 @@ from proto.errors import KafkaError, error_for
 
 PATTERN_TYPES = ("literal", "prefixed", "match", "any")
 REQUEST_TIMEOUT_MS = 30_000
+BOOTSTRAP_TIMEOUT_MS = 10_000
 Results = list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]
 
 
@@ -242,10 +243,17 @@ class BrokerAcls:
         unknown = sorted(k for k in properties if k.replace(".", "_") not in KafkaAdminClient.DEFAULT_CONFIG)
         if unknown:
             raise UsageError(f"unknown client properties in --command-config: {', '.join(unknown)}")
+        from kafka.errors import KafkaError as KpError
+
         self._kp = kp_admin
-        self._admin = KafkaAdminClient(bootstrap_servers=servers.split(","), client_id="minibroker-acls",
-                                       request_timeout_ms=REQUEST_TIMEOUT_MS,
-                                       **{k.replace(".", "_"): v for k, v in properties.items()})
+        try:
+            self._admin = KafkaAdminClient(bootstrap_servers=servers.split(","), client_id="minibroker-acls",
+                                           request_timeout_ms=REQUEST_TIMEOUT_MS,
+                                           bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                                           **{k.replace(".", "_"): v for k, v in properties.items()})
+        except KpError as e:
+            # Kafka's AdminClient says it this way when no broker answers.
+            raise KafkaError(f"Timed out waiting for a node assignment ({servers}: {e})") from None
 
     def _entry_args(self, principal: str | None, host: str | None, operation: AclOperation,
                     permission: AclPermissionType) -> dict[str, Any]:
@@ -338,7 +346,7 @@ def _backend(args: argparse.Namespace) -> AclBackend:
         if not props.get("zookeeper.connect"):
             raise UsageError("--authorizer-properties needs zookeeper.connect=HOST:PORT")
         return ZooKeeperAcls(props["zookeeper.connect"])
-    properties = {} if args.command_config is None else load_properties(args.command_config)
+    properties = load_config_file(args.command_config)
     if args.bootstrap_server:
         servers = bootstrap_servers(args)
     else:
