@@ -20,12 +20,14 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.errors import TopicAuthorizationFailedError as KpTopicAuthorizationFailedError
 from kio.schema.metadata.v8.request import MetadataRequest
 from kio.schema.metadata.v8.response import MetadataResponse
 
+import client
 from minibroker.local.cluster import LocalCluster
 from minibroker.local.cluster_file import ClusterInfo
+from proto.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
@@ -157,7 +159,7 @@ def test_a_principal_allowed_read_but_not_write_is_refused_by_every_client_and_n
     # kafka-python: the send's future fails with the code's own error.
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=False,
                              retries=0, max_block_ms=30000)
-    with pytest.raises(TopicAuthorizationFailedError):
+    with pytest.raises(KpTopicAuthorizationFailedError):
         producer.send("acl-readonly", b"value").get(timeout=30)
     producer.close()
     # kcat: its delivery report names the error.
@@ -279,3 +281,31 @@ def test_super_users_bypass_every_acl(start_brokers: StartBrokers, start_control
     producer.flush(30)
     assert reports == [None]
     assert "acl-super" in admin.list_topics(timeout=10).topics
+
+
+def test_the_grpc_door_checks_the_same_acls(cluster: AclCluster, wait_until: WaitUntil) -> None:
+    """minibroker's own client (gRPC) is ANONYMOUS too: the same Produce check, and the group offsets' checks
+    (Read on the group and on each topic to commit)."""
+    create_topics(cluster, "acl-grpc-readonly", "acl-grpc-grouped")
+    until_ok(wait_until, acls, cluster, "--add", "--allow-principal", ANONYMOUS, "--operation", "Read", "--topic",
+             "acl-grpc-readonly")
+    until_ok(wait_until, acls, cluster, "--add", "--allow-principal", ANONYMOUS, "--consumer", "--topic",
+             "acl-grpc-grouped", "--group", "acl-group")
+    grpc = cluster.info.bootstrap_servers
+    wait_until(lambda: all("acl-grpc-grouped" in broker_topics(a) for a in cluster.kafka_addresses))
+    producer = client.Producer(bootstrap_servers=grpc, retries=0)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send("acl-grpc-readonly", b"value").get(30)
+    producer.close()
+
+    grouped = client.TopicPartition("acl-grpc-grouped", 0)
+    outsider = client.Consumer(bootstrap_servers=grpc, group_id="acl-other-group")
+    with pytest.raises(GroupAuthorizationFailedError):
+        outsider.commit({grouped: 1})
+    outsider.close()
+    member = client.Consumer(bootstrap_servers=grpc, group_id="acl-group")
+    member.commit({grouped: 1})
+    assert member.committed(grouped) == 1
+    with pytest.raises(TopicAuthorizationFailedError):
+        member.commit({client.TopicPartition("acl-grpc-nobody-reads", 0): 1})  # the group may, the topic not
+    member.close()
