@@ -80,6 +80,9 @@ class AclAuthorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._cache: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        # The same ACLs by (resource type, pattern type) then name, so a decision looks names up as plain
+        # strings (the literal, the wildcard, each prefix of the name) without building a pattern for each.
+        self._by_name: dict[tuple[ResourceType, PatternType], dict[str, frozenset[AccessControlEntry]]] = {}
         self._lock = threading.Lock()  # writers only; readers take a snapshot of the dict
 
     # ------------------------------------------------------------------ the cache
@@ -87,17 +90,27 @@ class AclAuthorizer:
     def update(self, pattern: ResourcePattern, acls: Iterable[AccessControlEntry]) -> None:
         """The pattern's ACLs are now `acls` (none: the pattern is gone)."""
         entries = frozenset(acls)
+        key = (pattern.resource_type, pattern.pattern_type)
         with self._lock:
+            # Copy on write, then one reference swap per map: a reader sees a pattern's old or new ACLs whole.
             cache = dict(self._cache)
+            names = dict(self._by_name.get(key, {}))
             if entries:
-                cache[pattern] = entries
+                cache[pattern] = names[pattern.name] = entries
             else:
                 cache.pop(pattern, None)
-            self._cache = cache  # one reference swap: readers see the old or the new map, never half of one
+                names.pop(pattern.name, None)
+            self._by_name = {**self._by_name, key: names}
+            self._cache = cache
 
     def replace_all(self, acls: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+        cache = {p: frozenset(e) for p, e in acls.items() if e}
+        by_name: dict[tuple[ResourceType, PatternType], dict[str, frozenset[AccessControlEntry]]] = {}
+        for pattern, entries in cache.items():
+            by_name.setdefault((pattern.resource_type, pattern.pattern_type), {})[pattern.name] = entries
         with self._lock:
-            self._cache = {p: frozenset(e) for p, e in acls.items() if e}
+            self._by_name = by_name
+            self._cache = cache
 
     def acls_by_pattern(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
         """A snapshot of the whole cache."""
@@ -116,11 +129,13 @@ class AclAuthorizer:
     def matching_acls(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         """The ACLs that apply to the resource: its literal ones, the type's wildcard ones, the prefixes of its
         name."""
-        cache = self._cache
-        found = [*cache.get(ResourcePattern(resource_type, name, PatternType.LITERAL), ()),
-                 *cache.get(ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL), ())]
-        for end in range(1, len(name) + 1):
-            found.extend(cache.get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED), ()))
+        by_name = self._by_name
+        literal = by_name.get((resource_type, PatternType.LITERAL), {})
+        found = [*literal.get(name, ()), *literal.get(WILDCARD_RESOURCE, ())]
+        prefixed = by_name.get((resource_type, PatternType.PREFIXED))
+        if prefixed:
+            for end in range(1, len(name) + 1):
+                found.extend(prefixed.get(name[:end], ()))
         return found
 
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str,
