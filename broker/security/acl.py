@@ -18,7 +18,18 @@ WILDCARD_PRINCIPAL = "User:*"  # AclEntry.WildcardPrincipalString
 CLUSTER_NAME = "kafka-cluster"  # CLUSTER_NAME: the one Cluster resource
 
 
-class ResourceType(enum.IntEnum):
+class _KafkaNamed:
+    """Kafka's camel-case word for an enum member: SecurityUtils.resourceTypeName / operationName ("Topic",
+    "TransactionalId", "IdempotentWrite", "Allow"): the ZooKeeper paths', the JSON's and the CLI's word."""
+
+    name: str
+
+    @property
+    def acl_name(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class ResourceType(_KafkaNamed, enum.IntEnum):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
@@ -26,11 +37,6 @@ class ResourceType(enum.IntEnum):
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
-
-    @property
-    def acl_name(self) -> str:
-        """SecurityUtils.resourceTypeName: "Topic", "TransactionalId" (the ZooKeeper path's segment)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
 
 
 class PatternType(enum.IntEnum):
@@ -45,7 +51,7 @@ class PatternType(enum.IntEnum):
         return self in (PatternType.LITERAL, PatternType.PREFIXED)
 
 
-class AclOperation(enum.IntEnum):
+class AclOperation(_KafkaNamed, enum.IntEnum):
     UNKNOWN = 0
     ANY = 1
     ALL = 2
@@ -60,21 +66,12 @@ class AclOperation(enum.IntEnum):
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
 
-    @property
-    def acl_name(self) -> str:
-        """SecurityUtils.operationName: "Read", "IdempotentWrite" (the ZooKeeper JSON's and the CLI's word)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
 
-
-class AclPermissionType(enum.IntEnum):
+class AclPermissionType(_KafkaNamed, enum.IntEnum):
     UNKNOWN = 0
     ANY = 1
     DENY = 2
     ALLOW = 3
-
-    @property
-    def acl_name(self) -> str:
-        return self.name.capitalize()
 
 
 def from_acl_name(cls: type[enum.IntEnum], text: str) -> enum.IntEnum:
