@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 import time
 from typing import Any
 
+from hypothesis import strategies as st
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -34,11 +36,29 @@ def raw_request(api_key: int, version: int, correlation_id: int, rest: bytes = b
     return struct.pack(">i", len(payload)) + payload
 
 
+def frames_from_schemas(api_keys: list[int]) -> st.SearchStrategy[bytes]:
+    """Fuzz input: frames with a plausible header (served API keys and some that are not, any version and
+    correlation id) and random bodies."""
+    return st.builds(
+        lambda key, version, correlation_id, body: raw_request(key, version, correlation_id, body),
+        st.sampled_from([*sorted(api_keys), 999, -1]),
+        st.integers(min_value=-1, max_value=14),
+        st.integers(min_value=-(2**31), max_value=2**31 - 1),
+        st.binary(max_size=300),
+    )
+
+
+RAW_BYTES = st.binary(min_size=1, max_size=400)
+
+
 class WireConnection:
-    def __init__(self, address: str, timeout: float = 15.0) -> None:
+    """A connection to a Kafka listener; over TLS with `tls` (the handshake done before it returns)."""
+
+    def __init__(self, address: str, timeout: float = 15.0, tls: ssl.SSLContext | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.local_port = self.sock.getsockname()[1]
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.local_port = sock.getsockname()[1]
+        self.sock: socket.socket = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
 
     def close(self) -> None:
         self.sock.close()
