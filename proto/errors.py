@@ -55,6 +55,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_COMMIT_OFFSET_SIZE = 28
     TOPIC_AUTHORIZATION_FAILED = 29
     GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_SASL_MECHANISM = 33
     ILLEGAL_SASL_STATE = 34
@@ -71,8 +72,8 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
-    CLUSTER_AUTHORIZATION_FAILED = 31
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
     SASL_AUTHENTICATION_FAILED = 58
@@ -237,6 +238,7 @@ TopicAuthorizationFailedError = _error_class(ErrorCode.TOPIC_AUTHORIZATION_FAILE
 GroupAuthorizationFailedError = _error_class(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 ClusterAuthorizationFailedError = _error_class(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TransactionalIdAuthorizationFailedError = _error_class(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+SecurityDisabledError = _error_class(ErrorCode.SECURITY_DISABLED)
 InvalidTimestampError = _error_class(ErrorCode.INVALID_TIMESTAMP)
 UnsupportedSaslMechanismError = _error_class(ErrorCode.UNSUPPORTED_SASL_MECHANISM)
 IllegalSaslStateError = _error_class(ErrorCode.ILLEGAL_SASL_STATE)

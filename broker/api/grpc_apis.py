@@ -29,9 +29,10 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.security.grpc_identity import grpc_session
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
+from broker.server.config_admin import AlterConfigsResult
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
@@ -52,7 +53,6 @@ NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker ep
 
 class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_coordinator: GroupCoordinator,
-                 config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str) -> None:
@@ -64,7 +64,6 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
         self._group_coordinator = group_coordinator
-        self._config_admin = config_admin
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory
@@ -92,14 +91,14 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         began = time.monotonic()
-        response = await self._produce(request)
+        response = await self._produce(request, context)
         self._metrics.record_request("Produce", (time.monotonic() - began) * 1000)
         return response
 
-    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         # Read once: each access to a bytes field copies it out of the message.
         order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
-        results = await self._operations.produce(request.timeout_ms, request.acks, order)
+        results = await self._operations.produce(grpc_session(context), request.timeout_ms, request.acks, order)
         tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:
@@ -135,7 +134,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                 ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         answered = await self._operations.fetch(
-            request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+            grpc_session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
                                 p.current_leader_epoch) for tp, p in requested])
         return self._fetch_response(answered, ErrorCode.NONE)
@@ -160,6 +159,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Context) -> pb.ListOffsetsResponse:
         is_replica = request.replica_id >= 0
         authorized = not is_replica or self._authorize_cluster_action(context)
+        # A replica proved itself with the cluster credential; a consumer's topics are checked per partition.
+        session = None if is_replica else grpc_session(context)
         isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
         repeated = duplicates(tp for tp, _ in requested)
@@ -173,7 +174,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                                   error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, timestamp=-1,
                                                   offset=-1, leader_epoch=-1)
                     continue
-                found = self._operations.list_offset(tp, p.timestamp, isolation, p.current_leader_epoch,
+                found = self._operations.list_offset(session, tp, p.timestamp, isolation, p.current_leader_epoch,
                                                      tp in repeated)
                 topic_response.partitions.add(partition_index=index, error_code=found.error,
                                               timestamp=found.timestamp, offset=found.offset,
@@ -185,7 +186,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
         requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
                      for p in t.partitions]
-        answers = await self._operations.delete_records(request.timeout_ms, requested)
+        answers = await self._operations.delete_records(grpc_session(context), request.timeout_ms, requested)
         response = pb.DeleteRecordsResponse()
         for topic, partitions in group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
             topic_response = response.topics.add(name=topic)
@@ -197,8 +198,9 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
-        found = await self._operations.metadata(list(request.topics) or None, request.allow_auto_topic_creation,
-                                                self._listener_name, self._timeout_ms(context))
+        found = await self._operations.metadata(grpc_session(context), list(request.topics) or None,
+                                                request.allow_auto_topic_creation, self._listener_name,
+                                                self._timeout_ms(context))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
         for node in found.brokers:
@@ -224,7 +226,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             )
             for t in request.topics
         ]
-        results = await self._operations.create_topics(topics, request.validate_only, request.timeout_ms)
+        results = await self._operations.create_topics(grpc_session(context), topics, request.validate_only,
+                                                        request.timeout_ms)
         response = pb.CreateTopicsResponse()
         for r in results:
             response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
@@ -235,14 +238,15 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                context: Context) -> pb.CreatePartitionsResponse:
         requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
                     for t in request.topics]
-        results = await self._operations.create_partitions(requests, request.validate_only, request.timeout_ms)
+        results = await self._operations.create_partitions(grpc_session(context), requests, request.validate_only,
+                                                            request.timeout_ms)
         response = pb.CreatePartitionsResponse()
         for r in results:
             response.results.add(name=r.name, error_code=r.error, error_message=r.message)
         return response
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
-        results = await self._operations.delete_topics(request.topic_names)
+        results = await self._operations.delete_topics(grpc_session(context), request.topic_names)
         response = pb.DeleteTopicsResponse()
         for r in results:
             response.responses.add(name=r.name, error_code=r.error, error_message=r.message)
@@ -253,7 +257,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
         error, producer_id, epoch = await self._operations.init_producer_id(
-            request.transactional_id if request.HasField("transactional_id") else None, self._timeout_ms(context))
+            grpc_session(context), request.transactional_id if request.HasField("transactional_id") else None,
+            self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
@@ -262,7 +267,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                               context: Context) -> pb.DescribeConfigsResponse:
         resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
         response = pb.DescribeConfigsResponse()
-        for result in await asyncio.to_thread(self._config_admin.describe_configs, resources):
+        for result in await self._operations.describe_configs(grpc_session(context), resources):
             out = response.results.add(error_code=result.error, error_message=result.message,
                                        resource_type=result.resource_type, resource_name=result.resource_name)
             for entry in result.entries:
@@ -275,7 +280,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         resources = [(r.resource_type, r.resource_name,
                       {c.name: c.value if c.HasField("value") else None for c in r.configs})
                      for r in request.resources]
-        results = await asyncio.to_thread(self._config_admin.alter_configs, resources, request.validate_only)
+        results = await self._operations.alter_configs(grpc_session(context), resources, request.validate_only,
+                                                       incremental=False)
         return pb.AlterConfigsResponse(responses=_alter_responses(results))
 
     async def IncrementalAlterConfigs(self, request: pb.IncrementalAlterConfigsRequest,
@@ -283,8 +289,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         resources = [(r.resource_type, r.resource_name,
                       [(c.name, c.config_operation, c.value if c.HasField("value") else None) for c in r.configs])
                      for r in request.resources]
-        results = await asyncio.to_thread(self._config_admin.incremental_alter_configs, resources,
-                                          request.validate_only)
+        results = await self._operations.alter_configs(grpc_session(context), resources, request.validate_only,
+                                                       incremental=True)
         return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
 
     # ------------------------------------------------------------------ cluster API
@@ -375,7 +381,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             for p in t.partitions:
                 if authorized:
                     error, epoch, end_offset = self._operations.offset_for_leader_epoch(
-                        TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+                        None, TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
                 else:
                     error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,
