@@ -7,6 +7,8 @@
     pause-controller  SIGSTOP the active controller; SIGCONT
     partition-leader  cut the leader of a random partition off from its peers and ZooKeeper, not from clients; heal
     bounce            SIGTERM the leader of a random partition (a controlled shutdown) and start it again at once
+    kill-coordinator  SIGKILL the broker coordinating the workload's consumer group (the leader of its
+                      __consumer_offsets partition); start it again
 
 One fault at a time is the failure model Kafka promises to survive (any single broker or the
 controller), so no acknowledged record may be lost whatever the schedule. The schedule and every
@@ -23,11 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from broker.fetcher.manager import java_string_hash
 from chaos.cluster import ChaosCluster, ChaosError, broker_name
 from chaos.history import Fault
 
 FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "partition-leader",
-          "bounce")
+          "bounce", "kill-coordinator")
 # Longest suffix first: "ms" before "s" and "m".
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "bounce")
@@ -38,6 +41,23 @@ class Planned:
     at: float  # seconds after the nemesis starts
     fault: str
     hold: float  # seconds the fault lasts before it heals (0 for bounce: its window is the restart itself)
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
+    n = java_string_hash(group)
+    return (0 if n == -(1 << 31) else abs(n)) % partitions
+
+
+def coordinator(cluster: ChaosCluster, group: str) -> str | None:
+    """The broker coordinating `group`: the leader of __consumer_offsets partition abs(hashCode(group)) % its
+    partition count, as ZooKeeper has it (None while that partition has no leader)."""
+    states = cluster.partition_state(OFFSETS_TOPIC)
+    leader = states[offsets_partition(group, len(states))][0]
+    return broker_name(leader) if leader >= 0 else None
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -80,8 +100,9 @@ def parse_duration(text: str) -> float:
 
 class Nemesis:
     def __init__(self, cluster: ChaosCluster, topic: str, plan: Sequence[Planned], rng: random.Random,
-                 record: Callable[[Fault], None], quiet: float, report: Callable[[str], None] = lambda _: None
-                 ) -> None:
+                 record: Callable[[Fault], None], quiet: float, report: Callable[[str], None] = lambda _: None,
+                 group: str | None = None) -> None:
+        self._group = group
         self._quiet = quiet
         self._cluster = cluster
         self._topic = topic
@@ -144,9 +165,9 @@ class Nemesis:
     def _begin(self, fault: str) -> tuple[str, Callable[[], None]]:
         """Inject `fault`; returns its target and how to undo it."""
         cluster = self._cluster
-        if fault in ("kill-leader", "kill-controller", "kill-random"):
+        if fault in ("kill-leader", "kill-controller", "kill-random", "kill-coordinator"):
             target = {"kill-leader": self._leader, "kill-controller": self._controller,
-                      "kill-random": self._any_process}[fault]()
+                      "kill-random": self._any_process, "kill-coordinator": self._coordinator}[fault]()
             cluster.kill(target, signal.SIGKILL)
             return target, lambda: cluster.start(target)
         if fault in ("pause-leader", "pause-controller"):
@@ -168,6 +189,11 @@ class Nemesis:
         partition = self._rng.choice(sorted(states))
         leader = states[partition][0]
         return broker_name(leader) if leader >= 0 else self._rng.choice(self._cluster.brokers)
+
+    def _coordinator(self) -> str:
+        if self._group is None:
+            raise ChaosError("kill-coordinator needs the workload's consumer group")
+        return coordinator(self._cluster, self._group) or self._rng.choice(self._cluster.brokers)
 
     def _controller(self) -> str:
         return self._cluster.active_controller() or self._rng.choice(self._cluster.controllers)
