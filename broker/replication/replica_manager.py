@@ -95,6 +95,16 @@ class FetcherManager(Protocol):
     def max_lag(self) -> int: ...
 
 
+class LeadershipListener(Protocol):
+    """Told, after a LeaderAndIsr or StopReplica was applied, which partitions this broker now leads (with their
+    leader epoch) and which it stopped leading (the epoch; None from a StopReplica, which carries none). Kafka's
+    onLeadershipChange: the group coordinator loads or drops its __consumer_offsets partitions on it. The server
+    injects it, so this package never imports a coordinator."""
+
+    def __call__(self, became_leader: Sequence[tuple[TopicPartition, int]],
+                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None: ...
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, *, log_manager: LogManager, metadata_cache: MetadataCache,
                  default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int],
@@ -126,6 +136,21 @@ class ReplicaManager:
         # Kafka starts checkpointing high watermarks at the first LeaderAndIsr: before it, no partition
         # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
         self._high_watermark_checkpointing = False
+        self._leadership_listeners: list[LeadershipListener] = []
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
+
+    def _notify_leadership_change(self, became_leader: Sequence[tuple[TopicPartition, int]],
+                                  resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+        if not became_leader and not resigned:
+            return
+        for listener in self._leadership_listeners:
+            try:
+                listener(became_leader, resigned)
+            except Exception:
+                logger.exception("A leadership listener failed on %d new leaders and %d resignations",
+                                 len(became_leader), len(resigned))
 
     # ------------------------------------------------------------------ partitions
 
@@ -201,12 +226,18 @@ class ReplicaManager:
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         # Kafka's order: makeLeaders, then makeFollowers.
         to_apply.sort(key=lambda item: item[1].leader != self.broker_id)
+        became_leader: list[tuple[TopicPartition, int]] = []
+        resigned: list[tuple[TopicPartition, int | None]] = []
         for partition, state in to_apply:
-            errors[partition.topic_partition] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+            tp = partition.topic_partition
+            errors[tp] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+            if errors[tp] is ErrorCode.NONE:
+                (became_leader if state.leader == self.broker_id else resigned).append((tp, state.leader_epoch))
         if to_fetch:
             self.replica_fetcher_manager.add_fetcher_for_partitions(to_fetch)
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         self._high_watermark_checkpointing = True
+        self._notify_leadership_change(became_leader, resigned)
         return ControllerResponse(ErrorCode.NONE, errors)
 
     def _new_partition(self, tp: TopicPartition, topic_config: TopicConfig) -> Partition:
@@ -285,6 +316,7 @@ class ReplicaManager:
                     error = ErrorCode.KAFKA_STORAGE_ERROR
             errors[tp] = error
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        self._notify_leadership_change([], [(tp, None) for tp in partitions if errors[tp] is ErrorCode.NONE])
         return ControllerResponse(ErrorCode.NONE, errors)
 
     def _stop_replica(self, tp: TopicPartition, delete_partition: bool) -> None:
