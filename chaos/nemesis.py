@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.fetcher.manager import java_string_hash
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
 from chaos.cluster import ChaosCluster, ChaosError, broker_name
 from chaos.history import Fault
 
@@ -43,20 +43,11 @@ class Planned:
     hold: float  # seconds the fault lasts before it heals (0 for bounce: its window is the restart itself)
 
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def offsets_partition(group: str, partitions: int) -> int:
-    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
-    n = java_string_hash(group)
-    return (0 if n == -(1 << 31) else abs(n)) % partitions
-
-
 def coordinator(cluster: ChaosCluster, group: str) -> str | None:
     """The broker coordinating `group`: the leader of __consumer_offsets partition abs(hashCode(group)) % its
     partition count, as ZooKeeper has it (None while that partition has no leader)."""
-    states = cluster.partition_state(OFFSETS_TOPIC)
-    leader = states[offsets_partition(group, len(states))][0]
+    states = cluster.partition_state(GROUP_METADATA_TOPIC_NAME)
+    leader = states[partition_for(group, len(states))][0]
     return broker_name(leader) if leader >= 0 else None
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from chaos.nemesis import OFFSETS_TOPIC, offsets_partition
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
 from tests.integration.group_cluster import GroupCluster, group_cluster
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
 
 def partition_bytes(cluster: GroupCluster) -> dict[int, int]:
     """broker id -> bytes of the group's __consumer_offsets partition's segments (.log files) on that broker."""
-    name = f"{OFFSETS_TOPIC}-{offsets_partition(GROUP, OFFSETS_PARTITIONS)}"
+    name = f"{GROUP_METADATA_TOPIC_NAME}-{partition_for(GROUP, OFFSETS_PARTITIONS)}"
     sizes = {}
     for broker in cluster.local.load().brokers:
         directory = Path(broker.log_dir) / name

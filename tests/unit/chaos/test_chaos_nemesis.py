@@ -19,7 +19,6 @@ from chaos.nemesis import (
     Nemesis,
     Planned,
     coordinator,
-    offsets_partition,
     parse_duration,
     parse_faults,
     schedule,
@@ -164,20 +163,14 @@ def test_every_fault_is_known() -> None:
 
 
 class OffsetsTopicCluster(RecordingCluster):
-    """__consumer_offsets has 50 partitions: broker-1 leads partitions 0 and 22, broker-3 all others."""
+    """__consumer_offsets has 50 partitions: broker-1 leads partitions 0 and 22, broker-3 all others.
+    (Java: "hello".hashCode() == 99162322, partition 22; "polygenelubricants".hashCode() == Integer.MIN_VALUE,
+    which Kafka's Utils.abs maps to 0.)"""
 
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
         if topic != "__consumer_offsets":
             return super().partition_state(topic)
         return {p: (1 if p in (0, 22) else 3, (1, 2, 3), (1, 2, 3)) for p in range(50)}
-
-
-def test_offsets_partition_is_kafkas_partition_for() -> None:
-    # Java: "hello".hashCode() == 99162322; "polygenelubricants".hashCode() == Integer.MIN_VALUE, which
-    # Kafka's Utils.abs maps to 0 (Math.abs would leave it negative).
-    assert offsets_partition("hello", 50) == 99162322 % 50 == 22
-    assert offsets_partition("polygenelubricants", 50) == 0
-    assert offsets_partition("chaos-group", 1) == 0
 
 
 @pytest.mark.parametrize("group", ["hello", "polygenelubricants"])
