@@ -1,5 +1,6 @@
 """Admin: create, delete and describe topics; describe the cluster; describe and alter topic and dynamic
-broker configs (kafka-python's KafkaAdminClient names, plus Java's incrementalAlterConfigs).
+broker configs (kafka-python's KafkaAdminClient names, plus Java's incrementalAlterConfigs); list, describe
+and delete consumer groups and their offsets (client/group_admin.py).
 
 Topic changes go to the controller broker when the metadata names one, else
 to any broker; NOT_CONTROLLER sends them again after a metadata refresh, as
@@ -19,8 +20,9 @@ import grpc
 
 from client.connection import ConnectionPool, Req, Resp, Rpc, parse_bootstrap_servers
 from client.errors import KafkaTimeoutError
+from client.group_admin import ConsumerGroupDescription, ConsumerGroupListing, GroupAdmin
 from client.metadata import ClusterMetadata, Metadata
-from client.structs import BrokerMetadata
+from client.structs import BrokerMetadata, OffsetAndMetadata
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
@@ -136,6 +138,7 @@ class Admin:
                               reconnect_backoff_max_ms=reconnect_backoff_max_ms, channel_factory=channel_factory)
         self._metadata = Metadata(parse_bootstrap_servers(bootstrap_servers), pool, retry_backoff_ms=retry_backoff_ms,
                                   metadata_max_age_ms=metadata_max_age_ms, allow_auto_topic_creation=False)
+        self._groups = GroupAdmin(self._metadata, retry_backoff_ms=retry_backoff_ms)
 
     # ------------------------------------------------------------------ topics
 
@@ -377,6 +380,29 @@ class Admin:
     @staticmethod
     def _now_ms() -> float:
         return time.monotonic() * 1000
+
+    # ------------------------------------------------------------------ consumer groups
+
+    def list_consumer_groups(self, timeout_ms: float | None = None) -> list[ConsumerGroupListing]:
+        return self._groups.list_consumer_groups(self._timeout(timeout_ms))
+
+    def describe_consumer_groups(self, group_ids: Iterable[str],
+                                 timeout_ms: float | None = None) -> list[ConsumerGroupDescription]:
+        return self._groups.describe_consumer_groups(group_ids, self._timeout(timeout_ms))
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
+                                    timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._groups.list_consumer_group_offsets(group_id, partitions, self._timeout(timeout_ms))
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                     timeout_ms: float | None = None) -> None:
+        self._groups.alter_consumer_group_offsets(group_id, offsets, self._timeout(timeout_ms))
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], timeout_ms: float | None = None) -> dict[str, ErrorCode]:
+        return self._groups.delete_consumer_groups(group_ids, self._timeout(timeout_ms))
+
+    def _timeout(self, timeout_ms: float | None) -> float:
+        return self._default_api_timeout_ms if timeout_ms is None else timeout_ms
 
     def close(self) -> None:
         self._metadata.pool.close()

@@ -162,6 +162,11 @@ class ResponseFuture(Generic[Resp]):
     def done(self) -> bool:
         return self._future.done()
 
+    def wait(self, timeout_s: float) -> bool:
+        """Until the call ends or `timeout_s` passes: whether it ended."""
+        concurrent.futures.wait([self._future], max(timeout_s, 0))
+        return self._future.done()
+
     def cancel(self) -> None:
         self._future.cancel()
 
@@ -211,17 +216,24 @@ class BrokerConnection:
         self.failures = 0
         self._blackout_until = 0.0
 
-    def _timeout_s(self, timeout_ms: float | None) -> float:
-        ms = self.request_timeout_ms if timeout_ms is None else min(timeout_ms, self.request_timeout_ms)
+    def _timeout_s(self, timeout_ms: float | None, long_poll: bool) -> float:
+        ms: float
+        if timeout_ms is None:
+            ms = self.request_timeout_ms
+        else:
+            ms = timeout_ms if long_poll else min(timeout_ms, self.request_timeout_ms)
         return max(ms, 1) / 1000
 
     def call(self, rpc: Rpc[Req, Resp], request: Req, timeout_ms: float | None = None) -> Resp:
         """A blocking call with a deadline of min(timeout_ms, request_timeout_ms). Not from the I/O thread."""
         return self.call_async(rpc, request, timeout_ms).result()
 
-    def call_async(self, rpc: Rpc[Req, Resp], request: Req, timeout_ms: float | None = None) -> ResponseFuture[Resp]:
+    def call_async(self, rpc: Rpc[Req, Resp], request: Req, timeout_ms: float | None = None, *,
+                   long_poll: bool = False) -> ResponseFuture[Resp]:
+        """`long_poll`: the broker may rightly hold the request longer than request_timeout_ms (a JoinGroup
+        waits for the whole group, up to its rebalance timeout), so `timeout_ms` is the deadline as given."""
         method = rpc(self.stub)
-        timeout_s = self._timeout_s(timeout_ms)
+        timeout_s = self._timeout_s(timeout_ms, long_poll)
 
         async def invoke() -> Resp:
             return await method(request, timeout=timeout_s)

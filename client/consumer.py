@@ -1,35 +1,48 @@
 """Consumer: Kafka's KafkaConsumer with kafka-python's names and defaults.
 
-Single-threaded like Kafka's: all network work happens inside the caller's
-poll(), commit(), position() ... calls, each bounded by a timeout. There is no
-consumer group membership yet: subscribe() reads every partition of the
-topics, and group_id only names where committed offsets are kept on the
-brokers (OffsetCommit / OffsetFetch, as a standalone consumer with generation
--1 does in Kafka).
+Like Kafka's, the work happens inside the caller's poll(), commit(),
+position() ... calls, each bounded by a timeout; with a group_id, a background
+thread also heartbeats to the group's coordinator (client/consumer_coordinator.py).
+
+With a group_id, subscribe() makes the consumer a member of the group: the
+group's coordinator (a broker) and its leader (a member) split the subscribed
+topics' partitions among the members, and offsets are committed to and fetched
+from the coordinator. Without one, subscribe() reads every partition of the
+topics (as kafka-python does) and nothing can be committed. assign() reads
+exactly the partitions given; with a group_id their offsets are committed as a
+standalone consumer's (generation -1), which Kafka allows while the group has
+no members.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import logging
+import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import grpc
 
+from client.assignors import PartitionAssignor, RangeAssignor, RoundRobinAssignor, resolve_assignors
 from client.connection import ConnectionPool, parse_bootstrap_servers
+from client.consumer_coordinator import CommitCallback, ConsumerCoordinator
 from client.errors import KafkaTimeoutError, NoOffsetForPartitionError
 from client.fetcher import Deserializer, Fetcher, parse_isolation_level
 from client.metadata import ClusterMetadata, Metadata
-from client.retry import call_with_retries
+from client.metrics import FetchManagerMetrics
 from client.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
-from client.subscription import OffsetResetStrategy, SubscriptionState
-from proto import minibroker_pb2 as pb
+from client.subscription import ConsumerRebalanceListener, OffsetResetStrategy, SubscriptionState
 from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+_client_ids = itertools.count(1)
+
+AssignorConfig = str | PartitionAssignor | type[PartitionAssignor]
 
 
 class Consumer:
@@ -51,6 +64,11 @@ class Consumer:
         auto_offset_reset: str = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: AssignorConfig | Sequence[AssignorConfig] = (RangeAssignor,
+                                                                                    RoundRobinAssignor),
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52428800,
@@ -68,10 +86,9 @@ class Consumer:
         allow_auto_create_topics: bool = True,
         channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
     ) -> None:
-        self.client_id = client_id
+        # Kafka's default client.id: consumer-<group.id>-<n>.
+        self.client_id = client_id or f"consumer-{group_id or ''}-{next(_client_ids)}"
         self.group_id = group_id
-        self._enable_auto_commit = enable_auto_commit and group_id is not None
-        self._auto_commit_interval_ms = auto_commit_interval_ms
         self._max_poll_records = max_poll_records
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
@@ -83,6 +100,7 @@ class Consumer:
                                   metadata_max_age_ms=metadata_max_age_ms,
                                   allow_auto_topic_creation=allow_auto_create_topics)
         self._subscriptions = SubscriptionState(OffsetResetStrategy.from_config(auto_offset_reset))
+        self._fetch_metrics = FetchManagerMetrics(self._now_ms)
         self._fetcher = Fetcher(
             self._metadata,
             self._subscriptions,
@@ -96,10 +114,19 @@ class Consumer:
             value_deserializer=value_deserializer,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            metrics=self._fetch_metrics,
         )
+        self._coordinator: ConsumerCoordinator | None = None
+        if group_id is not None:
+            if heartbeat_interval_ms >= session_timeout_ms:
+                raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+            self._coordinator = ConsumerCoordinator(
+                self._metadata, self._subscriptions, group_id=group_id, client_id=self.client_id,
+                assignors=resolve_assignors(partition_assignment_strategy), session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms, max_poll_interval_ms=max_poll_interval_ms,
+                retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
+                enable_auto_commit=enable_auto_commit, auto_commit_interval_ms=auto_commit_interval_ms)
         self._assigned_from: ClusterMetadata | None = None
-        self._next_auto_commit_ms = self._now_ms() + auto_commit_interval_ms
-        self._last_auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
         self._iterator_records: deque[ConsumerRecord] = deque()
         self._last_record_ms = self._now_ms()
         self._closed = False
@@ -112,16 +139,23 @@ class Consumer:
 
     # ------------------------------------------------------------------ assignment
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Read every partition of `topics`, including partitions added later.
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern[str] | None = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Read `topics`, or every topic whose whole name matches `pattern` (kafka-python's signature).
 
-        No consumer group rebalancing (a later issue): every consumer that
-        subscribes to a topic reads all of its partitions, whatever its group_id.
+        With a group_id the group decides which of their partitions this
+        consumer reads, and the listener hears of every change (inside poll());
+        without one it reads them all, including partitions added later.
         """
         topics = [topics] if isinstance(topics, str) else list(topics)
-        self._subscriptions.subscribe(topics)
+        if bool(topics) == (pattern is not None):
+            raise ValueError("subscribe() takes topics or a pattern, not both or neither")
+        if pattern is not None:
+            self._subscriptions.subscribe_pattern(pattern, listener)
+        else:
+            self._subscriptions.subscribe(topics, listener)
         self._assigned_from = None
-        self._metadata.set_topics(self._subscriptions.topics)
+        self._metadata.set_topics(self._subscriptions.metadata_topics())
 
     def subscription(self) -> set[str]:
         return set(self._subscriptions.subscription)
@@ -136,15 +170,22 @@ class Consumer:
         return set(self._subscriptions.assigned_partitions())
 
     def unsubscribe(self) -> None:
+        """Stop reading; a group member leaves its group (the others take its partitions over at once)."""
+        if self._coordinator is not None and self._subscriptions.partitions_auto_assigned:
+            self._coordinator.unsubscribe()
         self._subscriptions.unsubscribe()
         self._metadata.set_topics(())
 
     def _update_assignment(self) -> None:
-        """A subscription follows the topics' partitions in the current metadata."""
+        """Without a group, a subscription follows the topics' partitions in the current metadata."""
         cluster = self._metadata.cluster
-        if not self._subscriptions.subscription or cluster is self._assigned_from:
+        subscriptions = self._subscriptions
+        if self._coordinator is not None or not subscriptions.partitions_auto_assigned \
+                or cluster is self._assigned_from:
             return
         self._assigned_from = cluster
+        if subscriptions.pattern is not None:
+            subscriptions.match_pattern(cluster.topics, cluster.internal_topics)
         self._subscriptions.assign_from_subscribed(
             tp for topic in sorted(self._subscriptions.subscription) for tp in cluster.topic_partitions(topic) or ())
 
@@ -186,7 +227,8 @@ class Consumer:
         try:
             missing = subscriptions.partitions_needing_position()
             if missing:
-                committed = self._fetch_committed(missing, timeout_ms) if self.group_id is not None else {}
+                committed = ({} if self._coordinator is None
+                             else self._coordinator.fetch_committed_offsets(missing, timeout_ms))
                 for tp in missing:
                     offset = committed.get(tp)
                     if offset is not None:
@@ -225,10 +267,11 @@ class Consumer:
                 return records
 
     def _poll_once(self, deadline: float, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        self._maybe_auto_commit()
         # Blocking work inside poll() gets the poll's time, but at least retry_backoff_ms so poll(0) progresses.
         budget = max(deadline - self._now_ms(), self._retry_backoff_ms)
         self._metadata.maybe_refresh(min(budget, self._request_timeout_ms))
+        if self._coordinator is not None and not self._coordinator.poll(self._now_ms() + budget):
+            return {}  # not in the group yet (the join goes on at the next poll)
         self._update_assignment()
         self._update_fetch_positions(min(budget, self._request_timeout_ms))
         self._fetcher.handle_answers()
@@ -264,86 +307,40 @@ class Consumer:
 
     # ------------------------------------------------------------------ offsets on the broker
 
-    def _require_group(self) -> str:
-        if self.group_id is None:
+    def _require_coordinator(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
             raise ValueError("To use the group management or offset commit APIs, you must provide a valid group.id"
                              " in the consumer configuration.")
-        return self.group_id
+        return self._coordinator
+
+    def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        chosen = self._subscriptions.all_consumed() if offsets is None else offsets
+        return {TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                for tp, o in chosen.items()}
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                timeout_ms: float | None = None) -> None:
-        """Store offsets for the group on the brokers: by default every assigned partition's position."""
-        group_id = self._require_group()
-        wanted = {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
-                  for tp, o in (self._subscriptions.all_consumed() if offsets is None else offsets).items()}
-        if not wanted:
-            return
-        request = pb.OffsetCommitRequest(group_id=group_id)
-        for topic, parts in _by_topic(wanted).items():
-            entry = request.topics.add(name=topic)
-            for tp, om in parts:
-                entry.partitions.add(partition_index=tp.partition, committed_offset=om.offset,
-                                     committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata)
+        """Commit offsets to the group's coordinator, waiting for it to accept them: by default every
+        assigned partition's position. A member the group has rebalanced past gets CommitFailedError."""
+        coordinator = self._require_coordinator()
+        coordinator.commit_offsets_sync(self._offsets_to_commit(offsets),
+                                        self._default_api_timeout_ms if timeout_ms is None else timeout_ms)
 
-        def attempt(remaining_ms: float) -> None:
-            response = self._metadata.call_any(lambda stub: stub.OffsetCommit, request, remaining_ms)
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, f"committing {t.name}-{p.partition_index}")
-
-        call_with_retries(attempt, timeout_ms=self._default_api_timeout_ms if timeout_ms is None else timeout_ms,
-                          backoff_ms=self._retry_backoff_ms, what="OffsetCommit")
-        self._last_auto_committed.update(wanted)
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: CommitCallback | None = None) -> concurrent.futures.Future[None]:
+        """Commit without waiting: `callback(offsets, exception or None)` runs inside a later poll()."""
+        return self._require_coordinator().commit_offsets_async(self._offsets_to_commit(offsets), callback)
 
     def committed(self, partition: TopicPartition, metadata: bool = False,
                   timeout_ms: float | None = None) -> int | OffsetAndMetadata | None:
         """The group's committed offset (kafka-python's signature): None if there is none."""
-        found = self._fetch_committed([partition], self._default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        found = self._require_coordinator().fetch_committed_offsets(
+            [partition], self._default_api_timeout_ms if timeout_ms is None else timeout_ms)
         committed = found.get(partition)
         if committed is None or metadata:
             return committed
         return committed.offset
-
-    def _fetch_committed(self, partitions: list[TopicPartition],
-                         timeout_ms: float) -> dict[TopicPartition, OffsetAndMetadata]:
-        request = pb.OffsetFetchRequest(group_id=self._require_group())
-        for topic, parts in _by_topic(dict.fromkeys(partitions)).items():
-            request.topics.add(name=topic, partition_indexes=[tp.partition for tp, _ in parts])
-
-        def attempt(remaining_ms: float) -> dict[TopicPartition, OffsetAndMetadata]:
-            response = self._metadata.call_any(lambda stub: stub.OffsetFetch, request, remaining_ms)
-            if response.error_code:
-                raise error_for(response.error_code, "OffsetFetch")
-            found: dict[TopicPartition, OffsetAndMetadata] = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, f"fetching the committed offset of {t.name}-{p.partition_index}")
-                    if p.committed_offset >= 0:
-                        found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata, p.committed_leader_epoch)
-            return found
-
-        return call_with_retries(attempt, timeout_ms=timeout_ms, backoff_ms=self._retry_backoff_ms,
-                                 what="OffsetFetch")
-
-    def _maybe_auto_commit(self) -> None:
-        now = self._now_ms()
-        if not self._enable_auto_commit or now < self._next_auto_commit_ms:
-            return
-        self._next_auto_commit_ms = now + self._auto_commit_interval_ms
-        self._auto_commit()
-
-    def _auto_commit(self) -> None:
-        consumed = self._subscriptions.all_consumed()
-        changed = {tp: o for tp, o in consumed.items() if self._last_auto_committed.get(tp) != o}
-        if not changed:
-            return
-        try:
-            self.commit(changed, timeout_ms=min(self._request_timeout_ms, self._default_api_timeout_ms))
-        except KafkaError as exc:
-            log.warning("auto-commit of %d partition(s) failed: %s", len(changed), exc)
 
     # ------------------------------------------------------------------ offsets in the log
 
@@ -405,16 +402,24 @@ class Consumer:
 
     # ------------------------------------------------------------------ close
 
-    def close(self, autocommit: bool = True) -> None:
+    def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        """Commit what was consumed (with enable_auto_commit), leave the group, release the connections."""
         if self._closed:
             return
         self._closed = True
         try:
-            if autocommit and self._enable_auto_commit:
-                self._auto_commit()
+            if self._coordinator is not None:
+                self._coordinator.close(autocommit, self._default_api_timeout_ms if timeout_ms is None
+                                        else timeout_ms)
         finally:
             self._fetcher.close()
             self._metadata.pool.close()
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """The consumer's metrics by group, with Kafka's names (kafka-python's metrics()):
+        consumer-fetch-manager-metrics' records-lag-max (the most any partition's position trailed its high
+        watermark over the last sample window, NaN before any fetch) and records-lag per partition."""
+        return {"consumer-fetch-manager-metrics": self._fetch_metrics.snapshot()}
 
     def __enter__(self) -> Consumer:
         return self
@@ -422,10 +427,4 @@ class Consumer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-
-def _by_topic(offsets: dict[TopicPartition, Any]) -> dict[str, list[tuple[TopicPartition, Any]]]:
-    grouped: dict[str, list[tuple[TopicPartition, Any]]] = {}
-    for tp, value in offsets.items():
-        grouped.setdefault(tp.topic, []).append((tp, value))
-    return grouped
 

@@ -37,6 +37,14 @@ class IllegalStateError(KafkaError):
         return self.message
 
 
+class CommitFailedError(KafkaError):
+    """A group member's commit the coordinator refused because the group rebalanced past the member's
+    generation (Kafka's CommitFailedException, kafka-python's CommitFailedError): not retriable, the
+    partitions may belong to another member by now."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
 class NoOffsetForPartitionError(KafkaError):
     """auto_offset_reset='none' and the partition has no committed offset (Kafka's NoOffsetForPartitionException)."""
 
@@ -44,6 +52,7 @@ class NoOffsetForPartitionError(KafkaError):
 
 
 __all__ = [
+    "CommitFailedError",
     "CorruptMessageError",
     "ErrorCode",
     "IllegalStateError",

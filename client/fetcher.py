@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from client.connection import ResponseFuture
 from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
 from client.metadata import Metadata
+from client.metrics import FetchManagerMetrics
 from client.retry import FetchAction, fetch_action
 from client.structs import ConsumerRecord, OffsetAndTimestamp
 from client.subscription import SubscriptionState
@@ -202,8 +203,10 @@ class Fetcher:
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         clock: Callable[[], float] = time.monotonic,
+        metrics: FetchManagerMetrics | None = None,
     ) -> None:
         self._metadata = metadata
+        self._metrics = metrics
         self._subscriptions = subscriptions
         self._fetch_min_bytes = fetch_min_bytes
         self._fetch_max_wait_ms = fetch_max_wait_ms
@@ -365,6 +368,7 @@ class Fetcher:
                 if records:
                     out.setdefault(tp, []).extend(records)
                     remaining -= len(records)
+                self._record_lag(tp)
                 continue
             try:
                 records = completed.decode()
@@ -384,7 +388,14 @@ class Fetcher:
             if taken:
                 out.setdefault(tp, []).extend(taken)
             subscriptions.state(tp).position = max(position, completed.fetch_offset)
+            self._record_lag(tp)
         return out
+
+    def _record_lag(self, tp: TopicPartition) -> None:
+        """Kafka records a partition's lag as its records are handed out: high watermark - new position."""
+        state = self._subscriptions.state(tp)
+        if self._metrics is not None and state.high_watermark >= 0 and state.position is not None:
+            self._metrics.record_partition_lag(tp, state.high_watermark - state.position)
 
     def close(self) -> None:
         for pending in self._pending.values():

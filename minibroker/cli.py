@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "minibroker.commands.configs",
     "minibroker.commands.leader_election",
     "minibroker.commands.get_offsets",
+    "minibroker.commands.consumer_groups",
     "minibroker.commands.delete_records",
     "minibroker.commands.reassign_partitions",
     "minibroker.commands.console_producer",

@@ -1328,7 +1328,14 @@ class OffsetCommitRequest(_message.Message):
 
     GROUP_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
+    generation_id: _builtins.int
+    """-1 and "" for a standalone consumer's commit (Kafka's defaults)."""
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitRequest.OffsetCommitRequestTopic]: ...
     def __init__(
@@ -1336,12 +1343,17 @@ class OffsetCommitRequest(_message.Message):
         *,
         group_id: _builtins.str = ...,
         topics: _abc.Iterable[Global___OffsetCommitRequest.OffsetCommitRequestTopic] | None = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "generation_id", b"generation_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
 
 Global___OffsetCommitRequest: _TypeAlias = OffsetCommitRequest  # noqa: Y015
 
@@ -1433,7 +1445,13 @@ class OffsetFetchRequest(_message.Message):
 
     GROUP_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    REQUIRE_STABLE_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
+    require_stable: _builtins.bool
+    """KIP-447: answer UNSTABLE_OFFSET_COMMIT while a commit of the partition is
+    pending instead of its last completed one. (Kafka's OffsetFetch carries no
+    generation or member id before KIP-848's v9.)
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchRequest.OffsetFetchRequestTopic]:
         """Empty means every partition the group has committed (Kafka's null)."""
@@ -1443,10 +1461,11 @@ class OffsetFetchRequest(_message.Message):
         *,
         group_id: _builtins.str = ...,
         topics: _abc.Iterable[Global___OffsetFetchRequest.OffsetFetchRequestTopic] | None = ...,
+        require_stable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "require_stable", b"require_stable", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2535,3 +2554,691 @@ class IncrementalAlterConfigsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsResponse  # noqa: Y015
+
+@_typing.final
+class FindCoordinatorRequest(_message.Message):
+    """---------------------------------------------------------------- consumer groups
+    Kafka's FindCoordinator v3, JoinGroup v7, SyncGroup v5, Heartbeat v4,
+    LeaveGroup v4, DescribeGroups v5, ListGroups v4 and DeleteGroups v2.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    KEY_TYPE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    key_type: _builtins.int
+    """0: a group (the only kind here; 1, a transaction, is answered INVALID_REQUEST)."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        key_type: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "key_type", b"key_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindCoordinatorRequest: _TypeAlias = FindCoordinatorRequest  # noqa: Y015
+
+@_typing.final
+class FindCoordinatorResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    node_id: _builtins.int
+    """-1, "" and -1 when there is none."""
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str | None = ...,
+        node_id: _builtins.int = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "error_message", b"error_message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_message", b"_error_message", "error_code", b"error_code", "error_message", b"error_message", "host", b"host", "node_id", b"node_id", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error_message: _TypeAlias = _typing.Literal["error_message"]  # noqa: Y015
+    _WhichOneofArgType__error_message: _TypeAlias = _typing.Literal["_error_message", b"_error_message"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error_message) -> _WhichOneofReturnType__error_message | None: ...
+
+Global___FindCoordinatorResponse: _TypeAlias = FindCoordinatorResponse  # noqa: Y015
+
+@_typing.final
+class JoinGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class JoinGroupRequestProtocol(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        METADATA_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        metadata: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            metadata: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "name", b"name"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOLS_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    session_timeout_ms: _builtins.int
+    rebalance_timeout_ms: _builtins.int
+    member_id: _builtins.str
+    """"" on a member's first join: the coordinator answers MEMBER_ID_REQUIRED
+    with the member id to join again with (KIP-394).
+    """
+    group_instance_id: _builtins.str
+    protocol_type: _builtins.str
+    client_id: _builtins.str
+    """Kafka reads the member's client id from the request header; gRPC has none,
+    so it travels here (DescribeGroups and kafka-consumer-groups.sh show it).
+    """
+    @_builtins.property
+    def protocols(self) -> _containers.RepeatedCompositeFieldContainer[Global___JoinGroupRequest.JoinGroupRequestProtocol]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        session_timeout_ms: _builtins.int = ...,
+        rebalance_timeout_ms: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
+        protocol_type: _builtins.str = ...,
+        protocols: _abc.Iterable[Global___JoinGroupRequest.JoinGroupRequestProtocol] | None = ...,
+        client_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "client_id", b"client_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "protocol_type", b"protocol_type", "protocols", b"protocols", "rebalance_timeout_ms", b"rebalance_timeout_ms", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+Global___JoinGroupRequest: _TypeAlias = JoinGroupRequest  # noqa: Y015
+
+@_typing.final
+class JoinGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class JoinGroupResponseMember(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MEMBER_ID_FIELD_NUMBER: _builtins.int
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+        METADATA_FIELD_NUMBER: _builtins.int
+        member_id: _builtins.str
+        group_instance_id: _builtins.str
+        metadata: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            member_id: _builtins.str = ...,
+            group_instance_id: _builtins.str | None = ...,
+            metadata: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "metadata", b"metadata"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+        _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    generation_id: _builtins.int
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    leader: _builtins.str
+    member_id: _builtins.str
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___JoinGroupResponse.JoinGroupResponseMember]:
+        """Every member's metadata for the chosen protocol: the leader's answer only."""
+
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        generation_id: _builtins.int = ...,
+        protocol_type: _builtins.str | None = ...,
+        protocol_name: _builtins.str | None = ...,
+        leader: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+        members: _abc.Iterable[Global___JoinGroupResponse.JoinGroupResponseMember] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "error_code", b"error_code", "generation_id", b"generation_id", "leader", b"leader", "member_id", b"member_id", "members", b"members", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__protocol_name: _TypeAlias = _typing.Literal["protocol_name"]  # noqa: Y015
+    _WhichOneofArgType__protocol_name: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name"]  # noqa: Y015
+    _WhichOneofReturnType__protocol_type: _TypeAlias = _typing.Literal["protocol_type"]  # noqa: Y015
+    _WhichOneofArgType__protocol_type: _TypeAlias = _typing.Literal["_protocol_type", b"_protocol_type"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_name) -> _WhichOneofReturnType__protocol_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_type) -> _WhichOneofReturnType__protocol_type | None: ...
+
+Global___JoinGroupResponse: _TypeAlias = JoinGroupResponse  # noqa: Y015
+
+@_typing.final
+class SyncGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class SyncGroupRequestAssignment(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MEMBER_ID_FIELD_NUMBER: _builtins.int
+        ASSIGNMENT_FIELD_NUMBER: _builtins.int
+        member_id: _builtins.str
+        assignment: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            member_id: _builtins.str = ...,
+            assignment: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "member_id", b"member_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    generation_id: _builtins.int
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    @_builtins.property
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___SyncGroupRequest.SyncGroupRequestAssignment]:
+        """The leader's assignment of every member; empty from the others."""
+
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
+        protocol_type: _builtins.str | None = ...,
+        protocol_name: _builtins.str | None = ...,
+        assignments: _abc.Iterable[Global___SyncGroupRequest.SyncGroupRequestAssignment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "group_instance_id", b"group_instance_id", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "assignments", b"assignments", "generation_id", b"generation_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    _WhichOneofReturnType__protocol_name: _TypeAlias = _typing.Literal["protocol_name"]  # noqa: Y015
+    _WhichOneofArgType__protocol_name: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name"]  # noqa: Y015
+    _WhichOneofReturnType__protocol_type: _TypeAlias = _typing.Literal["protocol_type"]  # noqa: Y015
+    _WhichOneofArgType__protocol_type: _TypeAlias = _typing.Literal["_protocol_type", b"_protocol_type"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_name) -> _WhichOneofReturnType__protocol_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_type) -> _WhichOneofReturnType__protocol_type | None: ...
+
+Global___SyncGroupRequest: _TypeAlias = SyncGroupRequest  # noqa: Y015
+
+@_typing.final
+class SyncGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    assignment: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        protocol_type: _builtins.str | None = ...,
+        protocol_name: _builtins.str | None = ...,
+        assignment: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name", "_protocol_type", b"_protocol_type", "assignment", b"assignment", "error_code", b"error_code", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__protocol_name: _TypeAlias = _typing.Literal["protocol_name"]  # noqa: Y015
+    _WhichOneofArgType__protocol_name: _TypeAlias = _typing.Literal["_protocol_name", b"_protocol_name"]  # noqa: Y015
+    _WhichOneofReturnType__protocol_type: _TypeAlias = _typing.Literal["protocol_type"]  # noqa: Y015
+    _WhichOneofArgType__protocol_type: _TypeAlias = _typing.Literal["_protocol_type", b"_protocol_type"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_name) -> _WhichOneofReturnType__protocol_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protocol_type) -> _WhichOneofReturnType__protocol_type | None: ...
+
+Global___SyncGroupResponse: _TypeAlias = SyncGroupResponse  # noqa: Y015
+
+@_typing.final
+class HeartbeatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    generation_id: _builtins.int
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "generation_id", b"generation_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+Global___HeartbeatRequest: _TypeAlias = HeartbeatRequest  # noqa: Y015
+
+@_typing.final
+class HeartbeatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatResponse: _TypeAlias = HeartbeatResponse  # noqa: Y015
+
+@_typing.final
+class LeaveGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MemberIdentity(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MEMBER_ID_FIELD_NUMBER: _builtins.int
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+        member_id: _builtins.str
+        group_instance_id: _builtins.str
+        def __init__(
+            self,
+            *,
+            member_id: _builtins.str = ...,
+            group_instance_id: _builtins.str | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+        _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeaveGroupRequest.MemberIdentity]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        members: _abc.Iterable[Global___LeaveGroupRequest.MemberIdentity] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveGroupRequest: _TypeAlias = LeaveGroupRequest  # noqa: Y015
+
+@_typing.final
+class LeaveGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MemberResponse(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MEMBER_ID_FIELD_NUMBER: _builtins.int
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        member_id: _builtins.str
+        group_instance_id: _builtins.str
+        error_code: _builtins.int
+        def __init__(
+            self,
+            *,
+            member_id: _builtins.str = ...,
+            group_instance_id: _builtins.str | None = ...,
+            error_code: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "error_code", b"error_code", "group_instance_id", b"group_instance_id", "member_id", b"member_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+        _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeaveGroupResponse.MemberResponse]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        members: _abc.Iterable[Global___LeaveGroupResponse.MemberResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveGroupResponse: _TypeAlias = LeaveGroupResponse  # noqa: Y015
+
+@_typing.final
+class DescribeGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeGroupsRequest: _TypeAlias = DescribeGroupsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DescribedGroupMember(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MEMBER_ID_FIELD_NUMBER: _builtins.int
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+        CLIENT_ID_FIELD_NUMBER: _builtins.int
+        CLIENT_HOST_FIELD_NUMBER: _builtins.int
+        MEMBER_METADATA_FIELD_NUMBER: _builtins.int
+        MEMBER_ASSIGNMENT_FIELD_NUMBER: _builtins.int
+        member_id: _builtins.str
+        group_instance_id: _builtins.str
+        client_id: _builtins.str
+        client_host: _builtins.str
+        member_metadata: _builtins.bytes
+        member_assignment: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            member_id: _builtins.str = ...,
+            group_instance_id: _builtins.str | None = ...,
+            client_id: _builtins.str = ...,
+            client_host: _builtins.str = ...,
+            member_metadata: _builtins.bytes = ...,
+            member_assignment: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "client_host", b"client_host", "client_id", b"client_id", "group_instance_id", b"group_instance_id", "member_assignment", b"member_assignment", "member_id", b"member_id", "member_metadata", b"member_metadata"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+        _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+    @_typing.final
+    class DescribedGroup(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        GROUP_ID_FIELD_NUMBER: _builtins.int
+        GROUP_STATE_FIELD_NUMBER: _builtins.int
+        PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+        PROTOCOL_DATA_FIELD_NUMBER: _builtins.int
+        MEMBERS_FIELD_NUMBER: _builtins.int
+        error_code: _builtins.int
+        group_id: _builtins.str
+        group_state: _builtins.str
+        """Kafka's names: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead."""
+        protocol_type: _builtins.str
+        protocol_data: _builtins.str
+        """The chosen protocol (the assignor's name for a consumer group)."""
+        @_builtins.property
+        def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeGroupsResponse.DescribedGroupMember]: ...
+        def __init__(
+            self,
+            *,
+            error_code: _builtins.int = ...,
+            group_id: _builtins.str = ...,
+            group_state: _builtins.str = ...,
+            protocol_type: _builtins.str = ...,
+            protocol_data: _builtins.str = ...,
+            members: _abc.Iterable[Global___DescribeGroupsResponse.DescribedGroupMember] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "group_id", b"group_id", "group_state", b"group_state", "members", b"members", "protocol_data", b"protocol_data", "protocol_type", b"protocol_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeGroupsResponse.DescribedGroup]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___DescribeGroupsResponse.DescribedGroup] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeGroupsResponse: _TypeAlias = DescribeGroupsResponse  # noqa: Y015
+
+@_typing.final
+class ListGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATES_FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def states_filter(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only groups in these states; empty means all (KIP-518)."""
+
+    def __init__(
+        self,
+        *,
+        states_filter: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["states_filter", b"states_filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGroupsRequest: _TypeAlias = ListGroupsRequest  # noqa: Y015
+
+@_typing.final
+class ListGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ListedGroup(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        GROUP_ID_FIELD_NUMBER: _builtins.int
+        PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+        GROUP_STATE_FIELD_NUMBER: _builtins.int
+        group_id: _builtins.str
+        protocol_type: _builtins.str
+        group_state: _builtins.str
+        def __init__(
+            self,
+            *,
+            group_id: _builtins.str = ...,
+            protocol_type: _builtins.str = ...,
+            group_state: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "group_state", b"group_state", "protocol_type", b"protocol_type"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListGroupsResponse.ListedGroup]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        groups: _abc.Iterable[Global___ListGroupsResponse.ListedGroup] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGroupsResponse: _TypeAlias = ListGroupsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        groups_names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups_names", b"groups_names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsRequest: _TypeAlias = DeleteGroupsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class DeletableGroupResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        GROUP_ID_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        group_id: _builtins.str
+        error_code: _builtins.int
+        def __init__(
+            self,
+            *,
+            group_id: _builtins.str = ...,
+            error_code: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "group_id", b"group_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteGroupsResponse.DeletableGroupResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___DeleteGroupsResponse.DeletableGroupResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsResponse: _TypeAlias = DeleteGroupsResponse  # noqa: Y015

@@ -81,6 +81,31 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/minibroker.KafkaClient/FindCoordinator',
+                request_serializer=proto_dot_minibroker__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/minibroker.KafkaClient/JoinGroup',
+                request_serializer=proto_dot_minibroker__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/minibroker.KafkaClient/SyncGroup',
+                request_serializer=proto_dot_minibroker__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/minibroker.KafkaClient/Heartbeat',
+                request_serializer=proto_dot_minibroker__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/minibroker.KafkaClient/LeaveGroup',
+                request_serializer=proto_dot_minibroker__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
         self.OffsetCommit = channel.unary_unary(
                 '/minibroker.KafkaClient/OffsetCommit',
                 request_serializer=proto_dot_minibroker__pb2.OffsetCommitRequest.SerializeToString,
@@ -90,6 +115,21 @@ class KafkaClientStub:
                 '/minibroker.KafkaClient/OffsetFetch',
                 request_serializer=proto_dot_minibroker__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroups = channel.unary_unary(
+                '/minibroker.KafkaClient/DescribeGroups',
+                request_serializer=proto_dot_minibroker__pb2.DescribeGroupsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DescribeGroupsResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/minibroker.KafkaClient/ListGroups',
+                request_serializer=proto_dot_minibroker__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/minibroker.KafkaClient/DeleteGroups',
+                request_serializer=proto_dot_minibroker__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/minibroker.KafkaClient/DescribeConfigs',
@@ -168,15 +208,68 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
+        call but FindCoordinator and ListGroups goes to the group's coordinator,
+        the leader of its __consumer_offsets partition; another broker answers
+        NOT_COORDINATOR, one still loading the partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetCommit(self, request, context):
-        """Consumer group offsets stored on the broker; there is no group membership
-        or rebalancing, so these are the standalone-consumer (generation -1) calls.
+        """Group members commit with their generation and member id; a standalone
+        consumer commits with generation -1 and an empty member id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Each broker lists the groups it coordinates: ask every broker for them all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -249,6 +342,31 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     request_deserializer=proto_dot_minibroker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.InitProducerIdResponse.SerializeToString,
             ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=proto_dot_minibroker__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=proto_dot_minibroker__pb2.JoinGroupRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=proto_dot_minibroker__pb2.SyncGroupRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=proto_dot_minibroker__pb2.HeartbeatRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=proto_dot_minibroker__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.LeaveGroupResponse.SerializeToString,
+            ),
             'OffsetCommit': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetCommit,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetCommitRequest.FromString,
@@ -258,6 +376,21 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetFetchRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroups,
+                    request_deserializer=proto_dot_minibroker__pb2.DescribeGroupsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=proto_dot_minibroker__pb2.ListGroupsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=proto_dot_minibroker__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DeleteGroupsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -531,6 +664,141 @@ class KafkaClient:
             _registered_method=True)
 
     @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/FindCoordinator',
+            proto_dot_minibroker__pb2.FindCoordinatorRequest.SerializeToString,
+            proto_dot_minibroker__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/JoinGroup',
+            proto_dot_minibroker__pb2.JoinGroupRequest.SerializeToString,
+            proto_dot_minibroker__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/SyncGroup',
+            proto_dot_minibroker__pb2.SyncGroupRequest.SerializeToString,
+            proto_dot_minibroker__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/Heartbeat',
+            proto_dot_minibroker__pb2.HeartbeatRequest.SerializeToString,
+            proto_dot_minibroker__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/LeaveGroup',
+            proto_dot_minibroker__pb2.LeaveGroupRequest.SerializeToString,
+            proto_dot_minibroker__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def OffsetCommit(request,
             target,
             options=(),
@@ -574,6 +842,87 @@ class KafkaClient:
             '/minibroker.KafkaClient/OffsetFetch',
             proto_dot_minibroker__pb2.OffsetFetchRequest.SerializeToString,
             proto_dot_minibroker__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DescribeGroups',
+            proto_dot_minibroker__pb2.DescribeGroupsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/ListGroups',
+            proto_dot_minibroker__pb2.ListGroupsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DeleteGroups',
+            proto_dot_minibroker__pb2.DeleteGroupsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,11 +81,25 @@ class KafkaClientStub:
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]
+    FindCoordinator: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]
+    """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
+    call but FindCoordinator and ListGroups goes to the group's coordinator,
+    the leader of its __consumer_offsets partition; another broker answers
+    NOT_COORDINATOR, one still loading the partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    JoinGroup: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.JoinGroupRequest, _minibroker_pb2.JoinGroupResponse]
+    SyncGroup: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.SyncGroupRequest, _minibroker_pb2.SyncGroupResponse]
+    Heartbeat: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.HeartbeatRequest, _minibroker_pb2.HeartbeatResponse]
+    LeaveGroup: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.LeaveGroupRequest, _minibroker_pb2.LeaveGroupResponse]
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]
-    """Consumer group offsets stored on the broker; there is no group membership
-    or rebalancing, so these are the standalone-consumer (generation -1) calls.
+    """Group members commit with their generation and member id; a standalone
+    consumer commits with generation -1 and an empty member id.
     """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]
+    DescribeGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]
+    ListGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.ListGroupsRequest, _minibroker_pb2.ListGroupsResponse]
+    """Each broker lists the groups it coordinates: ask every broker for them all."""
+    DeleteGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteGroupsRequest, _minibroker_pb2.DeleteGroupsResponse]
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]
@@ -108,11 +122,25 @@ class KafkaClientAsyncStub(KafkaClientStub):
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    FindCoordinator: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
+    """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
+    call but FindCoordinator and ListGroups goes to the group's coordinator,
+    the leader of its __consumer_offsets partition; another broker answers
+    NOT_COORDINATOR, one still loading the partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    JoinGroup: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.JoinGroupRequest, _minibroker_pb2.JoinGroupResponse]  # type: ignore[assignment]
+    SyncGroup: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.SyncGroupRequest, _minibroker_pb2.SyncGroupResponse]  # type: ignore[assignment]
+    Heartbeat: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.HeartbeatRequest, _minibroker_pb2.HeartbeatResponse]  # type: ignore[assignment]
+    LeaveGroup: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.LeaveGroupRequest, _minibroker_pb2.LeaveGroupResponse]  # type: ignore[assignment]
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]  # type: ignore[assignment]
-    """Consumer group offsets stored on the broker; there is no group membership
-    or rebalancing, so these are the standalone-consumer (generation -1) calls.
+    """Group members commit with their generation and member id; a standalone
+    consumer commits with generation -1 and an empty member id.
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]  # type: ignore[assignment]
+    DescribeGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
+    ListGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.ListGroupsRequest, _minibroker_pb2.ListGroupsResponse]  # type: ignore[assignment]
+    """Each broker lists the groups it coordinates: ask every broker for them all."""
+    DeleteGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteGroupsRequest, _minibroker_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]  # type: ignore[assignment]
@@ -188,13 +216,53 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_minibroker_pb2.InitProducerIdResponse, _abc.Awaitable[_minibroker_pb2.InitProducerIdResponse]]: ...
 
     @_abc_1.abstractmethod
+    def FindCoordinator(
+        self,
+        request: _minibroker_pb2.FindCoordinatorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.FindCoordinatorResponse, _abc.Awaitable[_minibroker_pb2.FindCoordinatorResponse]]:
+        """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
+        call but FindCoordinator and ListGroups goes to the group's coordinator,
+        the leader of its __consumer_offsets partition; another broker answers
+        NOT_COORDINATOR, one still loading the partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+
+    @_abc_1.abstractmethod
+    def JoinGroup(
+        self,
+        request: _minibroker_pb2.JoinGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.JoinGroupResponse, _abc.Awaitable[_minibroker_pb2.JoinGroupResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SyncGroup(
+        self,
+        request: _minibroker_pb2.SyncGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.SyncGroupResponse, _abc.Awaitable[_minibroker_pb2.SyncGroupResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Heartbeat(
+        self,
+        request: _minibroker_pb2.HeartbeatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.HeartbeatResponse, _abc.Awaitable[_minibroker_pb2.HeartbeatResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def LeaveGroup(
+        self,
+        request: _minibroker_pb2.LeaveGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.LeaveGroupResponse, _abc.Awaitable[_minibroker_pb2.LeaveGroupResponse]]: ...
+
+    @_abc_1.abstractmethod
     def OffsetCommit(
         self,
         request: _minibroker_pb2.OffsetCommitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.OffsetCommitResponse, _abc.Awaitable[_minibroker_pb2.OffsetCommitResponse]]:
-        """Consumer group offsets stored on the broker; there is no group membership
-        or rebalancing, so these are the standalone-consumer (generation -1) calls.
+        """Group members commit with their generation and member id; a standalone
+        consumer commits with generation -1 and an empty member id.
         """
 
     @_abc_1.abstractmethod
@@ -203,6 +271,28 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.OffsetFetchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.OffsetFetchResponse, _abc.Awaitable[_minibroker_pb2.OffsetFetchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DescribeGroups(
+        self,
+        request: _minibroker_pb2.DescribeGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DescribeGroupsResponse, _abc.Awaitable[_minibroker_pb2.DescribeGroupsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListGroups(
+        self,
+        request: _minibroker_pb2.ListGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.ListGroupsResponse, _abc.Awaitable[_minibroker_pb2.ListGroupsResponse]]:
+        """Each broker lists the groups it coordinates: ask every broker for them all."""
+
+    @_abc_1.abstractmethod
+    def DeleteGroups(
+        self,
+        request: _minibroker_pb2.DeleteGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DeleteGroupsResponse, _abc.Awaitable[_minibroker_pb2.DeleteGroupsResponse]]: ...
 
     @_abc_1.abstractmethod
     def DescribeConfigs(

@@ -98,7 +98,6 @@ class FakeZk:
         self.session_expired_callbacks: list[Any] = []
         self.new_session_callbacks: list[Any] = []
         self.fail_next_get_all_brokers: Exception | None = None
-        self.consumer_offsets: dict[str, dict[TopicPartition, paths.ConsumerOffset]] = {}
         self.topic_partition_writes: list[TopicAssignment] = []
 
     # --- test controls ---
@@ -203,17 +202,6 @@ class FakeZk:
     def set_topic_partitions(self, assignment: TopicAssignment) -> None:
         self.topic_partition_writes.append(assignment)
         self.topics[assignment.topic] = assignment
-
-    # --- committed consumer offsets (ZkGroupOffsets) ---
-
-    def set_consumer_offsets(self, group_id: str, offsets: Mapping[TopicPartition, paths.ConsumerOffset]) -> None:
-        self.consumer_offsets.setdefault(group_id, {}).update(offsets)
-
-    def get_consumer_offsets(self, group_id: str,
-                             partitions: Iterable[TopicPartition] | None = None
-                             ) -> dict[TopicPartition, paths.ConsumerOffset]:
-        stored = self.consumer_offsets.get(group_id, {})
-        return dict(stored) if partitions is None else {tp: stored[tp] for tp in partitions if tp in stored}
 
     # --- topic config and deletion ---
 

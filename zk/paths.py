@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from proto.errors import ErrorCode, KafkaError
 from proto.types import SECURITY_PROTOCOL_IDS, EndPoint, TopicPartition
@@ -569,49 +569,3 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 def decode_cluster_id(data: bytes) -> str:
     with _decoding(CLUSTER_ID, data):
         return _str(_loads(data)["id"])
-
-
-# --- /consumers/<group>/offsets/<topic>/<partition> (Kafka 0.8's ZooKeeper offset storage) ---
-
-CONSUMERS = "/consumers"
-
-
-def validate_group_id(group_id: str) -> None:
-    """A group id that can name a znode: Kafka allows any non-empty string, ZooKeeper does not.
-
-    Raises KafkaError(INVALID_REQUEST); Kafka's INVALID_GROUP_ID is not a code here.
-    """
-    if group_id in ("", ".", "..") or "/" in group_id or "\x00" in group_id:
-        raise KafkaError(f"group id {group_id!r} is empty, '.', '..' or contains '/' or NUL", ErrorCode.INVALID_REQUEST)
-
-
-def consumer_offsets_path(group_id: str) -> str:
-    validate_group_id(group_id)
-    return f"{CONSUMERS}/{group_id}/offsets"
-
-
-def consumer_offset_path(group_id: str, tp: TopicPartition) -> str:
-    validate_topic(tp.topic)
-    return f"{consumer_offsets_path(group_id)}/{tp.topic}/{tp.partition}"
-
-
-class ConsumerOffset(NamedTuple):
-    """A committed offset and the metadata string committed with it."""
-
-    offset: int
-    metadata: str = ""
-
-
-def encode_consumer_offset(committed: ConsumerOffset) -> bytes:
-    """Kafka 0.8 wrote the bare offset and dropped the metadata; this keeps both, as JSON like the other znodes."""
-    return _dumps({"version": 1, "offset": committed.offset, "metadata": committed.metadata})
-
-
-def decode_consumer_offset(path: str, data: bytes) -> ConsumerOffset:
-    """The JSON form, or the bare decimal offset Kafka 0.8 (and minibroker before it kept metadata) wrote."""
-    with _decoding(path, data):
-        text = data.decode().strip()
-        if text.lstrip("-").isdigit():
-            return ConsumerOffset(int(text))
-        fields = _loads(data)
-        return ConsumerOffset(_int(fields["offset"]), _str(fields["metadata"]))

@@ -8,7 +8,7 @@ the contract has one; gRPC status codes are left to transport failures. Calls
 that block on ZooKeeper run in worker threads, so the event loop never waits
 on it; answers that come later (delayed produce, fetch, create topics) arrive
 through a callback that resolves the handler's future, from whichever thread
-completes them.
+completes them. The consumer-group RPCs are GroupApis' (broker/api/grpc_group_apis.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any
 
 import grpc
 
-from broker.api.operations import BrokerOperations, duplicates, group_by_topic, zookeeper_bound
+from broker.api.grpc_group_apis import GroupApis
+from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
@@ -30,7 +32,6 @@ from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionSt
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
-from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
@@ -49,8 +50,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker epochs: not checked
 
 
-class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
-    def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_offsets: ZkGroupOffsets,
+class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
+    def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_coordinator: GroupCoordinator,
                  config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
@@ -62,7 +63,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         self._operations = operations
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
-        self._group_offsets = group_offsets
+        self._group_coordinator = group_coordinator
         self._config_admin = config_admin
         self._topic_configs = topic_configs
         self._zk = zk
@@ -255,26 +256,6 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             request.transactional_id if request.HasField("transactional_id") else None, self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
-    # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
-
-    async def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Context) -> pb.OffsetCommitResponse:
-        commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset, p.committed_metadata)
-                   for t in request.topics for p in t.partitions]
-        try:
-            errors = await zookeeper_bound(lambda: self._group_offsets.commit(request.group_id, commits),
-                                           self._timeout_ms(context))
-        except KafkaError as e:
-            errors = [(c.topic_partition, e.code) for c in commits]
-        except Exception:
-            logger.exception("Failed to commit offsets of group %r", request.group_id)
-            errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]
-        response = pb.OffsetCommitResponse()
-        for topic, partition_errors in group_by_topic(errors).items():
-            topic_response = response.topics.add(name=topic)
-            for index, error in partition_errors:
-                topic_response.partitions.add(partition_index=index, error_code=error)
-        return response
-
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
@@ -305,24 +286,6 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         results = await asyncio.to_thread(self._config_admin.incremental_alter_configs, resources,
                                           request.validate_only)
         return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
-
-    async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
-        partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
-                      if request.topics else None)
-        try:
-            committed = await asyncio.to_thread(self._group_offsets.fetch, request.group_id, partitions)
-        except KafkaError as e:
-            return pb.OffsetFetchResponse(error_code=e.code)
-        except Exception:
-            logger.exception("Failed to fetch offsets of group %r", request.group_id)
-            return pb.OffsetFetchResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        response = pb.OffsetFetchResponse(error_code=ErrorCode.NONE)
-        for topic, offsets in group_by_topic((c.topic_partition, c) for c in committed).items():
-            topic_response = response.topics.add(name=topic)
-            for index, c in offsets:
-                topic_response.partitions.add(partition_index=index, committed_offset=c.offset,
-                                              committed_leader_epoch=-1, metadata=c.metadata, error_code=c.error)
-        return response
 
     # ------------------------------------------------------------------ cluster API
 

@@ -8,6 +8,5 @@
   metadata_cache.py      MetadataCache: the cluster as UpdateMetadata last described it
   admin_manager.py       CreateTopics / CreatePartitions / DeleteTopics and auto-creation
   producer_id_manager.py producer id blocks from ZooKeeper (idempotence)
-  group_offsets.py       committed consumer offsets in ZooKeeper
   malloc.py              glibc malloc tuning for a process that moves megabytes per request
 """

@@ -75,7 +75,6 @@ from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
 from broker.server.dynamic_config import DynamicConfigManager
-from broker.server.group_offsets import ZkGroupOffsets
 from broker.server.malloc import tune_malloc
 from broker.server.metadata_cache import MetadataCache
 from broker.server.metrics import BrokerMetrics
@@ -221,7 +220,7 @@ class KafkaServer:
         config_admin = ConfigAdmin(config, zk, topic_configs)
         apis = functools.partial(
             KafkaApis,
-            config, operations=operations, group_offsets=ZkGroupOffsets(zk, metadata_cache),
+            config, operations=operations, group_coordinator=group_coordinator,
             config_admin=config_admin,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,

@@ -229,6 +229,9 @@ class GroupCoordinator:
             self._do_current_member_join_group(group, member_id, group_instance_id, client_id, client_host,
                                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                                respond)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            # Kafka's handleJoinGroup: this join may have been the last one the rebalance waited for.
+            self._joins.check_and_complete(group_join_key(group_id))
         return await future
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:

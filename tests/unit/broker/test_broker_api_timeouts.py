@@ -1,4 +1,4 @@
-"""KafkaApis bounds the requests that wait on ZooKeeper (OffsetCommit, InitProducerId, Metadata with auto-create)
+"""KafkaApis bounds the requests that wait on ZooKeeper (InitProducerId, Metadata with auto-create)
 by the request's timeout: during an outage the ZooKeeper call retries until reconnected, and the client must get
 REQUEST_TIMED_OUT, not a wait as long as the outage. The stores below block until released, as kazoo does while
 ZooKeeper is away; the request's deadline is a short gRPC time_remaining."""
@@ -57,7 +57,6 @@ class Cache:
 
 class Blocking:
     def __init__(self, outage: Outage) -> None:
-        self.commit = outage.block
         self.generate_producer_id = outage.block
         self.auto_create_topic = outage.block
 
@@ -73,7 +72,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
         operations = BrokerOperations(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
                                       admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
                                       topic_purgatory=None, loop=loop)  # type: ignore[arg-type]
-        apis = KafkaApis(config, operations=operations, group_offsets=blocking,  # type: ignore[arg-type]
+        apis = KafkaApis(config, operations=operations, group_coordinator=None,  # type: ignore[arg-type]
                          config_admin=None, topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
                          listener_name="GRPC")
@@ -85,14 +84,6 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
             outage.over.set()
 
     return asyncio.run(scenario())
-
-
-def test_offset_commit_times_out_with_request_timed_out() -> None:
-    request = pb.OffsetCommitRequest(group_id="g", topics=[pb.OffsetCommitRequest.OffsetCommitRequestTopic(
-        name="t", partitions=[pb.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
-                                                                                   committed_offset=5)])])
-    response = handle(lambda apis: apis.OffsetCommit(request, Deadline()))  # type: ignore[arg-type]
-    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.REQUEST_TIMED_OUT]
 
 
 def test_init_producer_id_times_out_with_request_timed_out() -> None:

@@ -169,6 +169,10 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
                     out.partitions.add(partition_index=part.partition_index, offset=offset, timestamp=-1)
         return response
 
+    def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+        """The one broker coordinates every group (standalone commits only: no JoinGroup here)."""
+        return pb.FindCoordinatorResponse(node_id=NODE_ID, host="127.0.0.1", port=self.port)
+
     def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Any) -> pb.OffsetCommitResponse:
         response = pb.OffsetCommitResponse()
         with self._lock:

@@ -1,0 +1,169 @@
+"""The consumer-group RPCs of the gRPC door: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups (Kafka's KafkaApis handle*Request for
+groups), each a translation between proto/minibroker.proto and the GroupCoordinator's plain values
+(broker/coordinator/group/), the same coordinator the Kafka listener serves, so a project-client member and
+a Kafka-client member of one group meet in it.
+
+A mixin of KafkaApis (broker/api/grpc_apis.py): it needs the coordinator and
+the listener these APIs are served on (FindCoordinator answers with the
+coordinator's address on that listener).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from broker.coordinator.group.group_coordinator import GroupCoordinator
+from broker.coordinator.group.results import NO_LEADER_EPOCH, MemberIdentity, OffsetAndMetadata
+from proto import minibroker_pb2 as pb
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+COORDINATOR_KEY_GROUP = 0  # FindCoordinator's key_type; 1 (a transactional id) has no coordinator here
+
+
+def client_host(context: Context) -> str:
+    """The member's address as Kafka shows it (InetAddress.toString: "/127.0.0.1") from gRPC's peer string
+    ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")."""
+    peer = context.peer() or ""
+    _, _, address = peer.partition(":")
+    host = address.rsplit(":", 1)[0] if address.count(":") >= 1 else address
+    return "/" + host.strip("[]")
+
+
+def _optional(message: Any, name: str) -> str | None:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+class GroupApis:
+    _group_coordinator: GroupCoordinator
+    _listener_name: str
+
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest,
+                              context: Context) -> pb.FindCoordinatorResponse:
+        if request.key_type != COORDINATOR_KEY_GROUP:
+            return pb.FindCoordinatorResponse(error_code=ErrorCode.INVALID_REQUEST, node_id=-1, port=-1,
+                                              error_message=f"Unsupported coordinator key type {request.key_type}")
+        found = await self._group_coordinator.find_coordinator(request.key, self._listener_name)
+        response = pb.FindCoordinatorResponse(error_code=found.error, node_id=-1, port=-1)
+        if found.message is not None:
+            response.error_message = found.message
+        if found.node is not None:
+            response.node_id, response.host, response.port = found.node.id, found.node.host, found.node.port
+        return response
+
+    async def JoinGroup(self, request: pb.JoinGroupRequest, context: Context) -> pb.JoinGroupResponse:
+        result = await self._group_coordinator.join_group(
+            request.group_id, request.member_id, _optional(request, "group_instance_id"),
+            require_known_member_id=True, client_id=request.client_id, client_host=client_host(context),
+            rebalance_timeout_ms=request.rebalance_timeout_ms, session_timeout_ms=request.session_timeout_ms,
+            protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols])
+        response = pb.JoinGroupResponse(error_code=result.error, generation_id=result.generation_id,
+                                        leader=result.leader_id, member_id=result.member_id)
+        if result.protocol_type is not None:
+            response.protocol_type = result.protocol_type
+        if result.protocol_name is not None:
+            response.protocol_name = result.protocol_name
+        for m in result.members:
+            member = response.members.add(member_id=m.member_id, metadata=m.metadata)
+            if m.group_instance_id is not None:
+                member.group_instance_id = m.group_instance_id
+        return response
+
+    async def SyncGroup(self, request: pb.SyncGroupRequest, context: Context) -> pb.SyncGroupResponse:
+        assignments = {a.member_id: a.assignment for a in request.assignments}
+        if len(assignments) != len(request.assignments):
+            return pb.SyncGroupResponse(error_code=ErrorCode.INVALID_REQUEST)
+        result = await self._group_coordinator.sync_group(
+            request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
+            _optional(request, "protocol_type"), _optional(request, "protocol_name"), assignments)
+        response = pb.SyncGroupResponse(error_code=result.error, assignment=result.assignment)
+        if result.protocol_type is not None:
+            response.protocol_type = result.protocol_type
+        if result.protocol_name is not None:
+            response.protocol_name = result.protocol_name
+        return response
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: Context) -> pb.HeartbeatResponse:
+        error = await self._group_coordinator.heartbeat(request.group_id, request.member_id,
+                                                        _optional(request, "group_instance_id"),
+                                                        request.generation_id)
+        return pb.HeartbeatResponse(error_code=error)
+
+    async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: Context) -> pb.LeaveGroupResponse:
+        if not request.members:
+            return pb.LeaveGroupResponse(error_code=ErrorCode.INVALID_REQUEST)
+        result = await self._group_coordinator.leave_group(
+            request.group_id, [MemberIdentity(m.member_id, _optional(m, "group_instance_id"))
+                               for m in request.members])
+        response = pb.LeaveGroupResponse(error_code=result.error)
+        for identity, error in result.members:
+            member = response.members.add(member_id=identity.member_id, error_code=error)
+            if identity.group_instance_id is not None:
+                member.group_instance_id = identity.group_instance_id
+        return response
+
+    async def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Context) -> pb.OffsetCommitResponse:
+        requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
+        offsets = {tp: OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                   for tp, p in requested}
+        if len(offsets) != len(requested):
+            errors = dict.fromkeys(offsets, ErrorCode.INVALID_REQUEST)
+        else:
+            errors = await self._group_coordinator.commit_offsets(
+                request.group_id, request.member_id, _optional(request, "group_instance_id"), request.generation_id,
+                offsets)
+        response = pb.OffsetCommitResponse()
+        topics: dict[str, pb.OffsetCommitResponse.OffsetCommitResponseTopic] = {}
+        for tp, _ in requested:
+            if tp.topic not in topics:
+                topics[tp.topic] = response.topics.add(name=tp.topic)
+            topics[tp.topic].partitions.add(partition_index=tp.partition, error_code=errors[tp])
+        return response
+
+    async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
+        partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+                      if request.topics else None)
+        result = await self._group_coordinator.fetch_offsets(request.group_id, partitions)
+        response = pb.OffsetFetchResponse(error_code=result.error)
+        topics: dict[str, pb.OffsetFetchResponse.OffsetFetchResponseTopic] = {}
+        for tp, offset in result.offsets.items():
+            if tp.topic not in topics:
+                topics[tp.topic] = response.topics.add(name=tp.topic)
+            topics[tp.topic].partitions.add(
+                partition_index=tp.partition, committed_offset=offset.offset, metadata=offset.metadata,
+                committed_leader_epoch=offset.leader_epoch if offset.leader_epoch is not None else NO_LEADER_EPOCH,
+                error_code=offset.error)
+        return response
+
+    async def DescribeGroups(self, request: pb.DescribeGroupsRequest,
+                             context: Context) -> pb.DescribeGroupsResponse:
+        response = pb.DescribeGroupsResponse()
+        for summary in await self._group_coordinator.describe_groups(list(request.groups)):
+            group = response.groups.add(error_code=summary.error, group_id=summary.group_id,
+                                        group_state=summary.state, protocol_type=summary.protocol_type,
+                                        protocol_data=summary.protocol)
+            for m in summary.members:
+                member = group.members.add(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                                           member_metadata=m.metadata, member_assignment=m.assignment)
+                if m.group_instance_id is not None:
+                    member.group_instance_id = m.group_instance_id
+        return response
+
+    async def ListGroups(self, request: pb.ListGroupsRequest, context: Context) -> pb.ListGroupsResponse:
+        result = await self._group_coordinator.list_groups(set(request.states_filter) or None)
+        response = pb.ListGroupsResponse(error_code=result.error)
+        for g in result.groups:
+            response.groups.add(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+        return response
+
+    async def DeleteGroups(self, request: pb.DeleteGroupsRequest, context: Context) -> pb.DeleteGroupsResponse:
+        results = await self._group_coordinator.delete_groups(list(request.groups_names))
+        response = pb.DeleteGroupsResponse()
+        for group_id, error in results.items():
+            response.results.add(group_id=group_id, error_code=error)
+        return response
