@@ -44,8 +44,9 @@ class GroupCluster:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-        self.admin().create_topics([NewTopic(name, partitions, 3, config=config or {})],
-                                   operation_timeout=30)[name].result(timeout=60)
+        admin = self.admin()  # held until the answer: a destroyed handle fails its futures
+        admin.create_topics([NewTopic(name, partitions, 3, config=config or {})],
+                            operation_timeout=30)[name].result(timeout=60)
 
     def coordinator(self, group: str) -> int:
         """The broker id ZooKeeper names leader of the group's __consumer_offsets partition (-1: none yet)."""
@@ -54,7 +55,8 @@ class GroupCluster:
 
     def describe(self, group: str) -> ConsumerGroupDescription:
         """DescribeConsumerGroups through librdkafka (FindCoordinator, then the coordinator's answer)."""
-        return self.admin().describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+        admin = self.admin()
+        return admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
 
     def wait_stable(self, group: str, members: int, timeout: float = 60.0) -> ConsumerGroupDescription:
         deadline = time.monotonic() + timeout
@@ -68,6 +70,8 @@ class GroupCluster:
                 if last.state == ConsumerGroupState.STABLE and len(last.members) == members:
                     return last
             time.sleep(0.1)
+        if isinstance(last, ConsumerGroupDescription):
+            last = (last.state, [(m.client_id, m.member_id, m.assignment.topic_partitions) for m in last.members])
         raise AssertionError(f"group {group} not Stable with {members} members after {timeout} s: {last}")
 
     def kill(self, broker_id: int) -> None:
