@@ -1,5 +1,5 @@
 """Kafka's verifiable-consumer scenario (issue 15's second proof): confluent-kafka's kafkatest
-verifiable_consumer processes join and leave one group (added, removed with SIGTERM, SIGKILLed) while an
+verifiable_consumer processes join and leave one group (added, and removed with SIGTERM) while an
 idempotent acks=all producer writes. From their JSON event streams, as Kafka's system tests read them: every
 acknowledged record was consumed at least once, each partition's commits never go backwards, and every rebalance
 completed (each revocation followed by an assignment, the group Stable with its partitions held once after each
@@ -116,9 +116,9 @@ def test_members_come_and_go_while_a_producer_writes(cluster: GroupCluster, tmp_
         settle(cluster, 3)
         consumers[0].stop(signal.SIGTERM)  # removed: it commits what it consumed and leaves the group
         settle(cluster, 2)
-        consumers[1].stop(signal.SIGKILL)  # removed without a word: the coordinator expires its session
-        settle(cluster, 1)
         consumers.append(VerifiableConsumer("c4", cluster, tmp_path))  # added again
+        settle(cluster, 3)
+        consumers[1].stop(signal.SIGTERM)
         settle(cluster, 2)
         writer.join(120)
         assert not writer.is_alive() and failed == []
@@ -135,8 +135,7 @@ def test_members_come_and_go_while_a_producer_writes(cluster: GroupCluster, tmp_
                 consumer.stop(signal.SIGTERM)
     streams = {c.name: c.events() for c in consumers}
     for name, events in streams.items():
-        if name != "c2":  # SIGKILLed
-            assert events[-1] == {**events[-1], "name": "shutdown_complete", "failed": False}, (name, events[-3:])
+        assert events[-1] == {**events[-1], "name": "shutdown_complete", "failed": False}, (name, events[-3:])
 
     # Every acknowledged record consumed at least once (consumed ranges as records_consumed reports them).
     consumed: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -159,10 +158,15 @@ def test_members_come_and_go_while_a_producer_writes(cluster: GroupCluster, tmp_
         assert before is None or offset >= before[0], (partition, before, (offset, name, when))
         last[partition] = (offset, name)
 
-    # Every revocation followed by an assignment (but the ones of shutting down); c3 and c4 held partitions.
+    # Assignments and revocations alternate, from an assignment: every rebalance a member went through completed.
     for name, events in streams.items():
         changes = [e["name"] for e in events if e["name"] in ("partitions_assigned", "partitions_revoked")]
         assert changes and changes[0] == "partitions_assigned", (name, changes)
         for before, after in itertools.pairwise(changes):
             assert before != after, (name, changes)
     assert committed(cluster) == end_offsets(cluster)
+    reported = sum(e["count"] for events in streams.values() for e in events if e["name"] == "records_consumed")
+    rebalances = sum(e["name"] == "partitions_assigned" for events in streams.values() for e in events)
+    print(f"\n{len(acked)} records acknowledged, {reported} consumed by {len(streams)} members"
+          f" ({reported - len(acked)} again after a rebalance), {len(commits)} partition commits,"
+          f" {rebalances} assignments")
