@@ -163,7 +163,7 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         threads.append(threading.Thread(target=run_confluent, args=("ck-2",)))
         threads[-1].start()
         deadline = time.monotonic() + 30
-        while cluster.describe(group).state != ConsumerGroupState.PREPARING_REBALANCE:
+        while cluster.describe(group).state != ConsumerGroupState.PREPARING_REBALANCING:
             assert time.monotonic() < deadline, "the third member's join never started a rebalance"
             time.sleep(0.05)
         killed = cluster.coordinator(group)
