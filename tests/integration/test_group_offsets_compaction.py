@@ -20,11 +20,11 @@ pytestmark = pytest.mark.integration
 
 SEGMENT_BYTES = 64 * 1024
 OFFSETS_PARTITIONS = 3
-BOUND = 24 * SEGMENT_BYTES  # the active segment, the cleaned ones, and what piles up between two cleanings
+BOUND = 8 * SEGMENT_BYTES  # the active segment, the cleaned ones, and what piles up between two cleanings
 TOPIC = GROUP = "committer"
 PARTITIONS = 8
 METADATA = "m" * 1000
-COMMITS = 1200  # ~8 KB each: over 9 MB written to the group's offsets partition
+COMMITS = 600  # ~8 KB each: over 4.8 MB written to the group's offsets partition
 
 
 @pytest.fixture(scope="module")
