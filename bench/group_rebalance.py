@@ -1,11 +1,12 @@
 """Consumer-group rebalance times: join to first record, and scaling a group out and in, for 1, 2 and 4 members.
 
     .venv/bin/python bench/group_rebalance.py [--rounds 3] [--partitions 8] [--heartbeat-interval-ms 1000]
-                                              [--initial-rebalance-delay-ms 0]
+                                              [--initial-rebalance-delay-ms 0] [--clients confluent-kafka,minibroker]
 
 Brings up three brokers and a controller (`cluster up`'s library) and a topic of --partitions partitions,
-RF 3, filled with records. Members are confluent-kafka (librdkafka) group consumers on the Kafka listeners,
-each polling in a thread of its own, committing nothing (so a partition's new owner starts from the beginning
+RF 3, filled with records. Members are confluent-kafka (librdkafka) group consumers on the Kafka listeners
+and the project's own (client.Consumer with a group_id, on the gRPC listeners), each polling in a thread of
+its own, committing nothing (so a partition's new owner starts from the beginning
 and has a record at once). Per round and per group size N, with a fresh group:
 
   join -> first record   N members subscribe together; until every one of them has its first record
@@ -14,9 +15,9 @@ and has a record at once). Per round and per group size N, with a fresh group:
   scale in N+1 -> N      that member leaves (close(): LeaveGroup); until every remaining member got its new
                          assignment
 
-The baseline, measured in the same run, is a consumer without a group (assign()): the time to a first record
-that no coordinator stands in front of. The other members learn of a rebalance on their next heartbeat, so the
-rebalance times scale with heartbeat.interval.ms (printed).
+The baseline, measured in the same run for each client, is a consumer without a group (assign()): the time to
+a first record that no coordinator stands in front of. The other members learn of a rebalance on their next
+heartbeat, so the rebalance times scale with heartbeat.interval.ms (printed).
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer  # noqa: E402
+from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+import client  # noqa: E402
+from client.subscription import ConsumerRebalanceListener  # noqa: E402
 from minibroker.local.cluster import LocalCluster  # noqa: E402
+from minibroker.local.cluster_file import ClusterInfo  # noqa: E402
+from proto.types import TopicPartition  # noqa: E402
 
 TOPIC = "rebalance"
 DEADLINE_S = 120.0
@@ -48,32 +54,80 @@ SIZES = (1, 2, 4)
 class Member:
     """One group consumer polling in its own thread; remembers when it was assigned and first got a record."""
 
-    def __init__(self, bootstrap: str, group: str, name: str, heartbeat_ms: int) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                   "session.timeout.ms": 10_000, "heartbeat.interval.ms": heartbeat_ms,
-                                   "fetch.wait.max.ms": 100})
-        self.assigned: list[float] = []  # when each on_assign came
+    def __init__(self) -> None:
+        self.assigned: list[float] = []  # when each assignment came
         self.first_record: float | None = None
         self._stop = threading.Event()
         self.subscribed = time.monotonic()
-        self._consumer.subscribe([TOPIC], on_assign=lambda _c, _p: self.assigned.append(time.monotonic()))
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+
+    def _on_assign(self) -> None:
+        self.assigned.append(time.monotonic())
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            messages = self._consumer.consume(500, 0.05)
-            if self.first_record is None and any(m.error() is None for m in messages):
+            if self._poll() and self.first_record is None:
                 self.first_record = time.monotonic()
+
+    def _poll(self) -> bool:
+        """Poll once; True when a record came."""
+        raise NotImplementedError
+
+    def _leave(self) -> None:
+        raise NotImplementedError
 
     def close(self) -> float:
         """Leave the group; returns when the leave began."""
         self._stop.set()
         self._thread.join()
         left = time.monotonic()
-        self._consumer.close()
+        self._leave()
         return left
+
+
+class ConfluentMember(Member):
+    """librdkafka on the Kafka listeners."""
+
+    def __init__(self, cluster: ClusterInfo, group: str, name: str, heartbeat_ms: int) -> None:
+        super().__init__()
+        self._consumer = Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
+                                   "client.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                   "session.timeout.ms": 10_000, "heartbeat.interval.ms": heartbeat_ms,
+                                   "fetch.wait.max.ms": 100})
+        self._consumer.subscribe([TOPIC], on_assign=lambda _c, _p: self._on_assign())
+        self._thread.start()
+
+    def _poll(self) -> bool:
+        return any(m.error() is None for m in self._consumer.consume(500, 0.05))
+
+    def _leave(self) -> None:
+        self._consumer.close()
+
+
+class MinibrokerMember(Member, ConsumerRebalanceListener):
+    """The project's client on the gRPC listeners."""
+
+    def __init__(self, cluster: ClusterInfo, group: str, name: str, heartbeat_ms: int) -> None:
+        Member.__init__(self)
+        self._consumer = client.Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group, client_id=name,
+                                         enable_auto_commit=False, auto_offset_reset="earliest",
+                                         session_timeout_ms=10_000, heartbeat_interval_ms=heartbeat_ms,
+                                         fetch_max_wait_ms=100)
+        self._consumer.subscribe([TOPIC], listener=self)
+        self._thread.start()
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._on_assign()
+
+    def _poll(self) -> bool:
+        return bool(self._consumer.poll(timeout_ms=50))
+
+    def _leave(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+MEMBERS: dict[str, Callable[[ClusterInfo, str, str, int], Member]] = {
+    "confluent-kafka": ConfluentMember, "minibroker": MinibrokerMember}
 
 
 def wait(condition: Callable[[], bool], what: str) -> float:
@@ -86,31 +140,46 @@ def wait(condition: Callable[[], bool], what: str) -> float:
     return time.monotonic()
 
 
-def baseline(bootstrap: str, partitions: int) -> float:
-    """A consumer without a group: assign() every partition, until the first record."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+def confluent_baseline(cluster: ClusterInfo, partitions: int) -> float:
+    consumer = Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "unused",
+                         "enable.auto.commit": False})
     start = time.monotonic()
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
-    while True:
-        message = consumer.poll(0.05)
-        if message is not None and message.error() is None:
-            break
-        if time.monotonic() - start > DEADLINE_S:
-            raise SystemExit("the baseline consumer got no record")
+    consumer.assign([CkTopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
+    wait(lambda: any(m.error() is None for m in consumer.consume(500, 0.05)), "the baseline's first record")
     elapsed = time.monotonic() - start
     consumer.close()
     return elapsed
 
 
-def one_round(bootstrap: str, size: int, round_no: int, heartbeat_ms: int) -> tuple[float, float, float]:
-    group = f"bench-{size}-{round_no}"
-    members = [Member(bootstrap, group, f"m{i}", heartbeat_ms) for i in range(size)]
+def minibroker_baseline(cluster: ClusterInfo, partitions: int) -> float:
+    start = time.monotonic()
+    consumer = client.Consumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False,
+                               fetch_max_wait_ms=100)
+    tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    wait(lambda: bool(consumer.poll(timeout_ms=50)), "the baseline's first record")
+    elapsed = time.monotonic() - start
+    consumer.close()
+    return elapsed
+
+
+# A consumer without a group: assign() every partition from the beginning, until the first record.
+BASELINES: dict[str, Callable[[ClusterInfo, int], float]] = {
+    "confluent-kafka": confluent_baseline, "minibroker": minibroker_baseline}
+
+
+def one_round(kind: str, cluster: ClusterInfo, size: int, round_no: int, heartbeat_ms: int
+              ) -> tuple[float, float, float]:
+    group = f"bench-{kind}-{size}-{round_no}"
+    new_member = MEMBERS[kind]
+    members = [new_member(cluster, group, f"m{i}", heartbeat_ms) for i in range(size)]
     try:
         start = min(m.subscribed for m in members)
         joined = wait(lambda: all(m.first_record is not None for m in members), "every member's first record")
         # Scale out: the members already in the group are assigned again, the new one reads.
         counts = [len(m.assigned) for m in members]
-        extra = Member(bootstrap, group, f"m{size}", heartbeat_ms)
+        extra = new_member(cluster, group, f"m{size}", heartbeat_ms)
         members.append(extra)
         out_done = wait(lambda: all(len(m.assigned) > c for m, c in zip(members, counts, strict=False))
                         and extra.first_record is not None, "the scale-out rebalance")
@@ -128,6 +197,8 @@ def one_round(bootstrap: str, size: int, round_no: int, heartbeat_ms: int) -> tu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=lambda text: text.split(","), default=list(MEMBERS),
+                        help=f"comma-separated, from {', '.join(MEMBERS)} (default both)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1000)
     parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
@@ -139,28 +210,34 @@ def main() -> None:
         info = cluster.up(brokers=3, controllers=1, overrides=[
             f"group.initial.rebalance.delay.ms={args.initial_rebalance_delay_ms}", "replica.fetch.wait.max.ms=100"])
         bootstrap = info.kafka_bootstrap_servers
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-            [NewTopic(TOPIC, args.partitions, 3)], operation_timeout=30)[TOPIC].result(timeout=60)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer
+        admin.create_topics([NewTopic(TOPIC, args.partitions, 3)], operation_timeout=30)[TOPIC].result(timeout=60)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
         for i in range(args.partitions * 500):
             producer.produce(TOPIC, b"x" * 100, partition=i % args.partitions)
         producer.flush(60)
-        base_s = statistics.median(baseline(bootstrap, args.partitions) for _ in range(args.rounds))
         rows = {}
-        for size in SIZES:
-            results = [one_round(bootstrap, size, r, args.heartbeat_interval_ms) for r in range(args.rounds)]
-            rows[size] = [statistics.median(column) for column in zip(*results, strict=True)]
+        baselines = {}
+        for kind in args.clients:
+            BASELINES[kind](info, args.partitions)  # warm-up: the first connections of this process
+            baselines[kind] = statistics.median(BASELINES[kind](info, args.partitions) for _ in range(args.rounds))
+            for size in SIZES:
+                results = [one_round(kind, info, size, r, args.heartbeat_interval_ms) for r in range(args.rounds)]
+                rows[(kind, size)] = [statistics.median(column) for column in zip(*results, strict=True)]
     finally:
         cluster.down(kill=True)
         shutil.rmtree(base, ignore_errors=True)
 
-    print(f"confluent-kafka group consumers, topic of {args.partitions} partitions (RF 3), heartbeat.interval.ms"
+    print(f"group consumers, topic of {args.partitions} partitions (RF 3), heartbeat.interval.ms"
           f" {args.heartbeat_interval_ms}, group.initial.rebalance.delay.ms {args.initial_rebalance_delay_ms};"
           f" median of {args.rounds} round(s)")
-    print(f"baseline: a consumer without a group (assign) has its first record after {base_s * 1000:.0f} ms")
-    print(f"{'members':>7}  {'join -> first record':>21}  {'scale out N -> N+1':>19}  {'scale in N+1 -> N':>18}")
-    for size, (join, out, back) in rows.items():
-        print(f"{size:>7}  {join * 1000:>18.0f} ms  {out * 1000:>16.0f} ms  {back * 1000:>15.0f} ms")
+    for kind, base_s in baselines.items():
+        print(f"baseline: a {kind} consumer without a group (assign) has its first record after"
+              f" {base_s * 1000:.0f} ms")
+    print(f"{'client':<16} {'members':>7}  {'join -> first record':>21}  {'scale out N -> N+1':>19}"
+          f"  {'scale in N+1 -> N':>18}")
+    for (kind, size), (join, out, back) in rows.items():
+        print(f"{kind:<16} {size:>7}  {join * 1000:>18.0f} ms  {out * 1000:>16.0f} ms  {back * 1000:>15.0f} ms")
 
 
 if __name__ == "__main__":
