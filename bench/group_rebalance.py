@@ -142,7 +142,7 @@ def wait(condition: Callable[[], bool], what: str) -> float:
 
 def confluent_baseline(cluster: ClusterInfo, partitions: int) -> float:
     consumer = Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "unused",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     start = time.monotonic()
     consumer.assign([CkTopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
     wait(lambda: any(m.error() is None for m in consumer.consume(500, 0.05)), "the baseline's first record")
