@@ -1,17 +1,19 @@
 """Consumer-group rebalance times: join to first record, and scaling a group out and in, for 1, 2 and 4 members.
 
-    .venv/bin/python bench/group_rebalance.py [--rounds 3] [--partitions 8] [--heartbeat-interval-ms 1000]
-                                              [--initial-rebalance-delay-ms 0] [--clients confluent-kafka,minibroker]
+    .venv/bin/python bench/group_rebalance.py [--members 1,2,4] [--rounds 3] [--partitions 8]
+        [--heartbeat-interval-ms 1000] [--initial-delay-ms 3000] [--clients confluent-kafka,minibroker]
 
-Brings up three brokers and a controller (`cluster up`'s library) and a topic of --partitions partitions,
-RF 3, filled with records. Members are confluent-kafka (librdkafka) group consumers on the Kafka listeners
-and the project's own (client.Consumer with a group_id, on the gRPC listeners), each polling in a thread of
-its own, committing nothing (so a partition's new owner starts from the beginning
-and has a record at once). Per round and per group size N, with a fresh group:
+Brings up three brokers and a controller (minibroker.local's scratch_cluster) and a topic of --partitions
+partitions, RF 3, filled with records; one group joins first (the first FindCoordinator creates
+__consumer_offsets). Members are confluent-kafka (librdkafka) group consumers on the Kafka listeners and the
+project's own (client.Consumer with a group_id, on the gRPC listeners), each polling in a thread of its own,
+committing nothing (so a partition's new owner starts from the beginning and has a record at once). Per round
+and per group size N, with a fresh group:
 
-  join -> first record   N members subscribe together; until every one of them has its first record
+  join -> first record   N members subscribe together; until every one of them has its first record (with
+                         Kafka's group.initial.rebalance.delay.ms, a new group waits that long for more members)
   scale out N -> N+1     one more member subscribes; until every member got its new assignment
-                         (librdkafka's on_assign) and the new member its first record
+                         (on_assign / on_partitions_assigned) and the new member its first record
   scale in N+1 -> N      that member leaves (close(): LeaveGroup); until every remaining member got its new
                          assignment
 
@@ -23,10 +25,8 @@ heartbeat, so the rebalance times scale with heartbeat.interval.ms (printed).
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -42,13 +42,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import client  # noqa: E402
 from client.subscription import ConsumerRebalanceListener  # noqa: E402
-from minibroker.local.cluster import LocalCluster  # noqa: E402
+from minibroker.local.cluster import scratch_cluster  # noqa: E402
 from minibroker.local.cluster_file import ClusterInfo  # noqa: E402
 from proto.types import TopicPartition  # noqa: E402
 
 TOPIC = "rebalance"
 DEADLINE_S = 120.0
-SIZES = (1, 2, 4)
 
 
 class Member:
@@ -196,19 +195,20 @@ def one_round(kind: str, cluster: ClusterInfo, size: int, round_no: int, heartbe
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=lambda text: [int(n) for n in text.split(",")], default=[1, 2, 4],
+                        help="group sizes, comma-separated (default 1,2,4)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=lambda text: text.split(","), default=list(MEMBERS),
                         help=f"comma-separated, from {', '.join(MEMBERS)} (default both)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1000)
-    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
-                        help="the brokers' group.initial.rebalance.delay.ms (Kafka's default is 3000)")
+    parser.add_argument("--initial-delay-ms", type=int, default=3000,
+                        help="the brokers' group.initial.rebalance.delay.ms (default Kafka's, 3000)")
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="group-bench-"))
-    cluster = LocalCluster(base / "cluster")
-    try:
-        info = cluster.up(brokers=3, controllers=1, overrides=[
-            f"group.initial.rebalance.delay.ms={args.initial_rebalance_delay_ms}", "replica.fetch.wait.max.ms=100"])
+    rows = {}
+    baselines = {}
+    with scratch_cluster("group-bench-", brokers=3, controllers=1, overrides=[
+            f"group.initial.rebalance.delay.ms={args.initial_delay_ms}", "replica.fetch.wait.max.ms=100"]) as (_, info):
         bootstrap = info.kafka_bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer
         admin.create_topics([NewTopic(TOPIC, args.partitions, 3)], operation_timeout=30)[TOPIC].result(timeout=60)
@@ -216,20 +216,19 @@ def main() -> None:
         for i in range(args.partitions * 500):
             producer.produce(TOPIC, b"x" * 100, partition=i % args.partitions)
         producer.flush(60)
-        rows = {}
-        baselines = {}
+        # The first FindCoordinator creates __consumer_offsets: once, before anything is timed.
+        warm_up = ConfluentMember(info, "bench-warm-up", "warm-up", args.heartbeat_interval_ms)
+        wait(lambda: warm_up.first_record is not None, "the warm-up member's first record")
+        warm_up.close()
         for kind in args.clients:
             BASELINES[kind](info, args.partitions)  # warm-up: the first connections of this process
             baselines[kind] = statistics.median(BASELINES[kind](info, args.partitions) for _ in range(args.rounds))
-            for size in SIZES:
+            for size in args.members:
                 results = [one_round(kind, info, size, r, args.heartbeat_interval_ms) for r in range(args.rounds)]
                 rows[(kind, size)] = [statistics.median(column) for column in zip(*results, strict=True)]
-    finally:
-        cluster.down(kill=True)
-        shutil.rmtree(base, ignore_errors=True)
 
     print(f"group consumers, topic of {args.partitions} partitions (RF 3), heartbeat.interval.ms"
-          f" {args.heartbeat_interval_ms}, group.initial.rebalance.delay.ms {args.initial_rebalance_delay_ms};"
+          f" {args.heartbeat_interval_ms}, group.initial.rebalance.delay.ms {args.initial_delay_ms};"
           f" median of {args.rounds} round(s)")
     for kind, base_s in baselines.items():
         print(f"baseline: a {kind} consumer without a group (assign) has its first record after"

@@ -114,8 +114,6 @@ class GroupCoordinator:
     async def find_coordinator(self, group_id: str, listener_name: str) -> FindCoordinatorResult:
         """The leader of the group's __consumer_offsets partition as reached on `listener_name`; the topic is
         created on first use (COORDINATOR_NOT_AVAILABLE until it has a leader)."""
-        if not group_id:
-            return FindCoordinatorResult(ErrorCode.INVALID_REQUEST, message="The group id must not be empty")
         error = await self._ensure_offsets_topic()
         if error is not ErrorCode.NONE:
             return FindCoordinatorResult(error)
@@ -230,7 +228,7 @@ class GroupCoordinator:
                                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                                respond)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            # Kafka's handleJoinGroup: this join may have been the last one the rebalance waited for.
+            # This may have been the member the rebalance waited for.
             self._joins.check_and_complete(group_join_key(group_id))
         return await future
 
@@ -329,35 +327,61 @@ class GroupCoordinator:
         member.supported_protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if member.awaiting_join_callback is None:
-            group.num_members_awaiting_join += 1
-        member.awaiting_join_callback = respond
+        self._await_join(group, member, respond)
         self._maybe_prepare_rebalance(group, f"Updating metadata for member {member.member_id}")
 
     def _update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
                                             group_instance_id: str, rebalance_timeout_ms: int,
                                             session_timeout_ms: int, protocols: list[tuple[str, bytes]],
                                             respond: Callable[[JoinGroupResult], None]) -> None:
+        """Kafka's updateStaticMemberAndRebalance: a known group.instance.id joined without a member id (a
+        restart). It takes the old member's place under a new id; the old incarnation is fenced."""
+        current_leader = group.leader_id or ""
         old = group.get(old_member_id)
-        # The old incarnation's waiting requests learn it is fenced; its session goes with it.
         if old.awaiting_join_callback is not None:
-            old.awaiting_join_callback(JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id))
-            old.awaiting_join_callback = None
-            group.num_members_awaiting_join -= 1
-        if old.awaiting_sync_callback is not None:
-            self._invoke_sync_callback(old, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
-        old.is_leaving = True
-        self._heartbeats.check_and_complete(member_key(group.group_id, old_member_id))
-        old.is_leaving = False
+            self._invoke_join_callback(group, old, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID,
+                                                                   member_id=old_member_id))
+        self._invoke_sync_callback(old, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
+        old_protocols = old.supported_protocols
+        # The old id's session timer expires without effect: the group no longer has that id.
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         self._complete_and_schedule_next_heartbeat_expiration(group, member)
-        if group.is_(GroupState.STABLE) and member.matches(protocols) and not group.is_leader(new_member_id):
-            # Known protocols and not the leader: the current assignment stands (KIP-345's point).
-            respond(JoinGroupResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
-                                    group.leader_id or "", new_member_id))
+        member.supported_protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if group.is_(GroupState.STABLE) and group.select_protocol() == group.protocol_name:
+            # The assignment stands (KIP-345's point): persist the new member id, no rebalance.
+            self._spawn(self._store_static_member(group, member, old_member_id, old_protocols, current_leader,
+                                                  respond))
+        else:
+            self._await_join(group, member, respond)
+            # Unless one is under way (it takes the member in): Stable with another protocol to choose, or
+            # CompletingRebalance, where the leader may be assigning to the old id, need a new rebalance.
+            if not group.is_(GroupState.PREPARING_REBALANCE):
+                self._prepare_rebalance(group, f"Updating metadata for static member {new_member_id} with"
+                                               f" instance id {group_instance_id}")
+
+    async def _store_static_member(self, group: GroupMetadata, member: MemberMetadata, old_member_id: str,
+                                   old_protocols: list[tuple[str, bytes]], current_leader: str,
+                                   respond: Callable[[JoinGroupResult], None]) -> None:
+        generation = group.generation_id
+        error = await self.manager.store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+        if error is not ErrorCode.NONE and group.has(member.member_id) and member.group_instance_id is not None:
+            logger.warning("Failed to persist metadata for group %s: %s", group.group_id, error.name)
+            # The new member id is not stored: the old one comes back.
+            member.supported_protocols = old_protocols
+            restored = group.replace_static_member(member.group_instance_id, member.member_id, old_member_id)
+            self._complete_and_schedule_next_heartbeat_expiration(group, restored)
+            respond(JoinGroupResult(error, generation, group.protocol_type, group.protocol_name, current_leader))
             return
-        self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                          respond)
+        respond(JoinGroupResult(error, generation, group.protocol_type, group.protocol_name, current_leader,
+                                member.member_id))
+
+    def _await_join(self, group: GroupMetadata, member: MemberMetadata,
+                    respond: Callable[[JoinGroupResult], None]) -> None:
+        if member.awaiting_join_callback is None:
+            group.num_members_awaiting_join += 1
+        member.awaiting_join_callback = respond
 
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance():
@@ -450,12 +474,9 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_(GroupState.DEAD):
             return SyncGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID)
-        if not group.has(member_id):
-            return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id != group.generation_id:
-            return SyncGroupResult(ErrorCode.ILLEGAL_GENERATION)
+        error = _member_error(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return SyncGroupResult(error)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -495,14 +516,22 @@ class GroupCoordinator:
             else:
                 for member_id, member in group.members.items():
                     member.assignment = assignment.get(member_id, b"")
-                    self._invoke_sync_callback(member, SyncGroupResult(ErrorCode.NONE, group.protocol_type,
-                                                                       group.protocol_name, member.assignment))
+                self._propagate_assignment(group, ErrorCode.NONE)
                 group.transition_to(GroupState.STABLE, self._time_ms())
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
-            self._invoke_sync_callback(member, SyncGroupResult(error))
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in list(group.members.values()):
+            if member.awaiting_sync_callback is not None:
+                self._invoke_sync_callback(member, SyncGroupResult(error, group.protocol_type, group.protocol_name,
+                                                                   member.assignment))
+                # A member waiting in SyncGroup counted as alive, so its session timer completed at once;
+                # from its answer on it must heartbeat again (Kafka's propagateAssignment).
+                self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
     @staticmethod
     def _invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> None:
@@ -527,12 +556,9 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        error = _member_error(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return error
         self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
         # Heartbeats during CompletingRebalance are normal: the member got its JoinGroup answer.
         return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(GroupState.PREPARING_REBALANCE) else ErrorCode.NONE
@@ -668,13 +694,7 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            if group.is_static_member_fenced(member_id, group_instance_id):
-                return ErrorCode.FENCED_INSTANCE_ID
-            if not group.has(member_id):
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
+            return _member_error(group, member_id, group_instance_id, generation_id)
         if not group.is_(GroupState.EMPTY):
             # Only a group without members may take standalone commits.
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -766,3 +786,16 @@ class GroupCoordinator:
         task = asyncio.ensure_future(work)
         self._loads.add(task)
         task.add_done_callback(self._loads.discard)
+
+
+def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode | None:
+    """The member checks of SyncGroup, Heartbeat and OffsetCommit, in Kafka's order: a fenced static member, an
+    unknown member, a stale generation."""
+    if group.is_static_member_fenced(member_id, group_instance_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return None

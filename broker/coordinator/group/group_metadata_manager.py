@@ -34,6 +34,7 @@ from broker.coordinator.group.group_metadata import (
 )
 from broker.coordinator.group.results import OffsetAndMetadata, PartitionOffset
 from broker.purgatory.delayed_produce import ProducePartitionResponse
+from common.java_hash import java_string_hash, kafka_abs
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
@@ -46,21 +47,8 @@ GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 Append = Callable[[TopicPartition, bytes], Awaitable[ProducePartitionResponse]]
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, 32-bit signed overflow."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, not to itself."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's partitionFor: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions."""
     return kafka_abs(java_string_hash(group_id)) % num_partitions
 
 

@@ -226,12 +226,18 @@ def read_key(data: bytes) -> OffsetKey | GroupKey:
     raise RecordFormatError(f"Unknown group metadata message version: {version}")
 
 
-def read_offset_value(data: bytes) -> OffsetValue:
+def _value_reader(data: bytes, what: str) -> tuple[int, _Reader]:
+    """The value's version (0-4: what Kafka has written) and a reader after it; v4 is flexible (KIP-915)."""
     version = _I16.unpack_from(data)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
-        raise RecordFormatError(f"Unknown offset message version: {version}")
+        raise RecordFormatError(f"Unknown {what} message version: {version}")
     r = _Reader(data, flexible=version >= 4)
     r.pos = 2
+    return version, r
+
+
+def read_offset_value(data: bytes) -> OffsetValue:
+    version, r = _value_reader(data, "offset")
     offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
@@ -242,11 +248,7 @@ def read_offset_value(data: bytes) -> OffsetValue:
 
 
 def read_group_value(data: bytes) -> GroupValue:
-    version = _I16.unpack_from(data)[0] if len(data) >= 2 else -1
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"Unknown group metadata message version: {version}")
-    r = _Reader(data, flexible=version >= 4)
-    r.pos = 2
+    version, r = _value_reader(data, "group metadata")
     protocol_type = r.string()
     generation = r.i32()
     protocol = r.nullable_string()
