@@ -3,6 +3,17 @@
 Talks to brokers over gRPC (proto/minibroker.proto); records travel as Kafka
 RecordBatch v2 bytes (common/record.py), the only part of the broker this
 package uses.
+
+The group consumer (Consumer with a group_id), rules apart from I/O:
+  consumer_protocol.py    Kafka's ConsumerProtocol subscription / assignment bytes (protocol type "consumer")
+  assignors.py            range and round-robin assignors (the leader's job)
+  group_membership.py     a member's state machine: what each JoinGroup/SyncGroup/Heartbeat answer means
+  heartbeat.py            the session, heartbeat and max.poll.interval.ms timers
+  consumer_coordinator.py the I/O: FindCoordinator, join/sync, commits, the heartbeat thread
+  subscription.py         what the consumer reads (topics, pattern, assignment) and its ConsumerRebalanceListener
+  metrics.py              records-lag-max (FetchManagerMetrics)
+  offset_requests.py      OffsetCommit / OffsetFetch requests and answers, for the coordinator and group_admin
+  group_admin.py          Admin's consumer-group calls (kafka-consumer-groups.sh's)
 """
 
 from client.admin import (
@@ -18,8 +29,10 @@ from client.admin import (
     PartitionInfo,
     TopicDescription,
 )
+from client.assignors import PartitionAssignor, RangeAssignor, RoundRobinAssignor
 from client.consumer import Consumer
 from client.errors import (
+    CommitFailedError,
     CorruptMessageError,
     ErrorCode,
     IllegalStateError,
@@ -35,6 +48,7 @@ from client.errors import (
     error_for,
 )
 from client.future import FutureRecordMetadata
+from client.group_admin import ConsumerGroupDescription, ConsumerGroupListing, MemberDescription
 from client.partitioner import DefaultPartitioner, murmur2
 from client.producer import Producer
 from client.structs import (
@@ -45,6 +59,7 @@ from client.structs import (
     PartitionMetadata,
     RecordMetadata,
 )
+from client.subscription import ConsumerRebalanceListener
 from proto.types import TopicPartition
 
 __all__ = [
@@ -52,10 +67,14 @@ __all__ = [
     "AlterConfigOp",
     "BrokerMetadata",
     "ClusterDescription",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigResource",
     "ConfigResourceType",
     "Consumer",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CorruptMessageError",
     "DefaultPartitioner",
@@ -66,6 +85,7 @@ __all__ = [
     "KafkaError",
     "KafkaStorageError",
     "KafkaTimeoutError",
+    "MemberDescription",
     "MessageTooLargeError",
     "NewPartitions",
     "NewTopic",
@@ -74,11 +94,14 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "OpType",
+    "PartitionAssignor",
     "PartitionInfo",
     "PartitionMetadata",
     "Producer",
+    "RangeAssignor",
     "RecordListTooLargeError",
     "RecordMetadata",
+    "RoundRobinAssignor",
     "TopicDescription",
     "TopicPartition",
     "UnsupportedCompressionTypeError",

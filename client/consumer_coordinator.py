@@ -50,6 +50,7 @@ from client.group_membership import (
 )
 from client.heartbeat import Heartbeat
 from client.metadata import Metadata
+from client.offset_requests import commit_errors, committed_offsets, offset_commit_request, offset_fetch_request
 from client.structs import BrokerMetadata, OffsetAndMetadata
 from client.subscription import SubscriptionState
 from proto import minibroker_pb2 as pb
@@ -254,7 +255,9 @@ class ConsumerCoordinator:
         future = self._join_future
         if future is None:
             future = self._join_future = self._send_join_group()
-        if not future.wait(max(deadline_ms - self._now_ms(), 0) / 1000):
+        # poll(timeout_ms=inf) waits as long as the JoinGroup's own deadline.
+        wait_ms = min(max(deadline_ms - self._now_ms(), 0), self._rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
+        if not future.wait(wait_ms / 1000):
             return None
         self._join_future = None
         try:
@@ -442,32 +445,18 @@ class ConsumerCoordinator:
                         " retry the operation.")
 
     def _commit_request(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> pb.OffsetCommitRequest:
-        generation_id, member_id = self._commit_generation()
-        request = pb.OffsetCommitRequest(group_id=self.group_id, generation_id=generation_id, member_id=member_id)
-        topics: dict[str, pb.OffsetCommitRequest.OffsetCommitRequestTopic] = {}
-        for tp, om in offsets.items():
-            topic = topics.get(tp.topic)
-            if topic is None:
-                topic = topics[tp.topic] = request.topics.add(name=tp.topic)
-            topic.partitions.add(partition_index=tp.partition, committed_offset=om.offset,
-                                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata)
-        return request
+        return offset_commit_request(self.group_id, *self._commit_generation(), offsets)
 
     def _commit_error(self, response: pb.OffsetCommitResponse) -> KafkaError | None:
         """The first partition error of an answer, as the exception the caller sees (None: all committed)."""
-        for topic in response.topics:
-            for p in topic.partitions:
-                if not p.error_code:
-                    continue
-                code = error_code(p.error_code)
-                if code in _COORDINATOR_GONE:
-                    self.mark_coordinator_unknown(code.name)
-                if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
-                            ErrorCode.REBALANCE_IN_PROGRESS):
-                    with self._lock:
-                        return self.membership.on_commit_error(code)
-                return error_for(code, f"committing offsets of {topic.name}-{p.partition_index} for group"
-                                       f" {self.group_id!r}")
+        for tp, error in commit_errors(response):
+            code = error_code(error)
+            if code in _COORDINATOR_GONE:
+                self.mark_coordinator_unknown(code.name)
+            if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS):
+                with self._lock:
+                    return self.membership.on_commit_error(code)
+            return error_for(code, f"committing offsets of {tp.topic}-{tp.partition} for group {self.group_id!r}")
         return None
 
     def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float) -> None:
@@ -564,19 +553,14 @@ class ConsumerCoordinator:
     def fetch_committed_offsets(self, partitions: list[TopicPartition],
                                 timeout_ms: float) -> dict[TopicPartition, OffsetAndMetadata]:
         """OffsetFetch from the coordinator: the committed offsets (partitions without one are left out)."""
-        request = pb.OffsetFetchRequest(group_id=self.group_id, require_stable=True)
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        for topic, parts in by_topic.items():
-            request.topics.add(name=topic, partition_indexes=parts)
+        request = offset_fetch_request(self.group_id, partitions, require_stable=True)
         deadline = self._now_ms() + timeout_ms
         last_error: KafkaError | None = None
         while True:
             if self.ensure_coordinator_ready(deadline):
                 try:
-                    return self._offsets_from(self._call(lambda stub: stub.OffsetFetch, request,
-                                                         max(deadline - self._now_ms(), 1)))
+                    return committed_offsets(self._call(lambda stub: stub.OffsetFetch, request,
+                                                        max(deadline - self._now_ms(), 1)), self.group_id)
                 except KafkaError as exc:
                     if not exc.retriable:
                         raise
@@ -588,19 +572,6 @@ class ConsumerCoordinator:
                                         f" of group {self.group_id!r} could be fetched"
                                         + (f" (last error: {last_error})" if last_error else ""))
             time.sleep(self._retry_backoff_ms / 1000)
-
-    def _offsets_from(self, response: pb.OffsetFetchResponse) -> dict[TopicPartition, OffsetAndMetadata]:
-        if response.error_code:
-            raise error_for(response.error_code, f"OffsetFetch of group {self.group_id!r}")
-        found: dict[TopicPartition, OffsetAndMetadata] = {}
-        for t in response.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    raise error_for(p.error_code, f"fetching the committed offset of {t.name}-{p.partition_index}")
-                if p.committed_offset >= 0:
-                    found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.metadata, p.committed_leader_epoch)
-        return found
 
 
 class HeartbeatThread(threading.Thread):

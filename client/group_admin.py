@@ -17,6 +17,7 @@ from typing import NamedTuple, TypeVar
 from client.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from client.errors import KafkaTimeoutError
 from client.metadata import Metadata
+from client.offset_requests import commit_errors, committed_offsets, offset_commit_request, offset_fetch_request
 from client.structs import BrokerMetadata, OffsetAndMetadata
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
@@ -140,27 +141,11 @@ class GroupAdmin:
     def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
                                     timeout_ms: float) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (all of them when `partitions` is None); none: left out."""
-        request = pb.OffsetFetchRequest(group_id=group_id)
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions or ():
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        for topic, parts in by_topic.items():
-            request.topics.add(name=topic, partition_indexes=parts)
+        request = offset_fetch_request(group_id, partitions)
 
         def call(coordinator: BrokerMetadata, remaining: float) -> dict[TopicPartition, OffsetAndMetadata]:
-            response = self._metadata.pool.get(coordinator.address).call(lambda stub: stub.OffsetFetch, request,
-                                                                          remaining)
-            if response.error_code:
-                raise error_for(response.error_code, f"fetching the offsets of group {group_id!r}")
-            found = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, f"fetching the offset of {t.name}-{p.partition_index}")
-                    if p.committed_offset >= 0:
-                        found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata, p.committed_leader_epoch)
-            return found
+            return committed_offsets(self._metadata.pool.get(coordinator.address).call(
+                lambda stub: stub.OffsetFetch, request, remaining), group_id)
 
         return self._with_coordinator(group_id, timeout_ms, call)
 
@@ -168,21 +153,12 @@ class GroupAdmin:
                                      timeout_ms: float) -> None:
         """A standalone commit (generation -1): the coordinator takes it only while the group has no
         members (UNKNOWN_MEMBER_ID otherwise, as Kafka answers an active group)."""
-        request = pb.OffsetCommitRequest(group_id=group_id, generation_id=-1)
-        topics: dict[str, pb.OffsetCommitRequest.OffsetCommitRequestTopic] = {}
-        for tp, om in offsets.items():
-            if tp.topic not in topics:
-                topics[tp.topic] = request.topics.add(name=tp.topic)
-            topics[tp.topic].partitions.add(partition_index=tp.partition, committed_offset=om.offset,
-                                            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata)
+        request = offset_commit_request(group_id, -1, "", offsets)
 
         def call(coordinator: BrokerMetadata, remaining: float) -> None:
             response = self._metadata.pool.get(coordinator.address).call(lambda stub: stub.OffsetCommit, request,
                                                                           remaining)
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, f"committing {t.name}-{p.partition_index} for group"
-                                                      f" {group_id!r}")
+            for tp, code in commit_errors(response):
+                raise error_for(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
 
         self._with_coordinator(group_id, timeout_ms, call)

@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     except GroupCommandError as e:
         print(f"\nError: {e}")
         return 1
-    except (UsageError, KafkaError) as e:
+    except UsageError as e:
+        print(f"minibroker consumer-groups: {e}", file=sys.stderr)
+        return 1
+    except KafkaError as e:
         print(f"\nError: Executing consumer group command failed due to {e}", file=sys.stderr)
         return 1
     return 0
@@ -199,7 +202,8 @@ def _describe(admin: Admin, servers: str, args: argparse.Namespace) -> None:
 
 
 def _print_parts(parts: tuple[str, str]) -> None:
-    """(stderr text, stdout text): Kafka says a group's state on stderr and prints its table on stdout."""
+    """(stderr text, stdout text): Kafka says a live group's state on stderr, and the table (or that the group
+    does not exist) on stdout."""
     err, out = parts
     if err:
         print(err, file=sys.stderr)
@@ -238,7 +242,8 @@ def offset_rows(description: ConsumerGroupDescription, committed: Mapping[TopicP
 
 
 def _state_notice(group: str, state: str, rows: int) -> tuple[str, bool]:
-    """Kafka's shouldPrintMemberState: (what to say on stderr, whether to print the table)."""
+    """Kafka's shouldPrintMemberState: (what to say, whether to print the table). Only a Dead group's
+    notice is the output itself (Kafka's printError, on stdout)."""
     if state == "Dead":
         return f"\nError: Consumer group '{group}' does not exist.", False
     if state == "Empty":
@@ -248,6 +253,10 @@ def _state_notice(group: str, state: str, rows: int) -> tuple[str, bool]:
     return "", rows > 0
 
 
+def _unshown(state: str, notice: str) -> tuple[str, str]:
+    return ("", notice) if state == "Dead" else (notice, "")
+
+
 def _cell(value: object) -> str:
     return MISSING if value is None else str(value)
 
@@ -255,7 +264,7 @@ def _cell(value: object) -> str:
 def format_offsets(group: str, state: str, rows: Sequence[PartitionRow]) -> tuple[str, str]:
     notice, show = _state_notice(group, state, len(rows))
     if not show:
-        return notice, ""
+        return _unshown(state, notice)
     group_w = max([15, *(len(r.group) for r in rows)])
     topic_w = max([15, *(len(_cell(r.topic)) for r in rows)])
     consumer_w = max([15, *(len(r.consumer_id) for r in rows)])
@@ -277,7 +286,7 @@ def format_members(description: ConsumerGroupDescription, verbose: bool) -> tupl
     members = description.members
     notice, show = _state_notice(description.group_id, description.state, len(members))
     if not show:
-        return notice, ""
+        return _unshown(description.state, notice)
     group = description.group_id
     with_instance = any(m.group_instance_id for m in members)
     widths = [max([15, len(group)]), max([15, *(len(m.member_id) for m in members)]),
@@ -314,7 +323,7 @@ def format_assignment(partitions: Iterable[TopicPartition]) -> str:
 def format_state(description: ConsumerGroupDescription) -> tuple[str, str]:
     notice, show = _state_notice(description.group_id, description.state, 1)
     if not show:
-        return notice, ""
+        return _unshown(description.state, notice)
     c = description.coordinator
     coordinator = f"{c.host}:{c.port} ({c.node_id})"
     width = max(25, len(coordinator))

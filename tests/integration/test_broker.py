@@ -524,9 +524,11 @@ def test_admin_apis(start_broker: StartBroker, connect: Callable[..., BrokerClie
 
 
 def test_with_the_real_controller(start_broker: StartBroker, connect: Callable[..., BrokerClient],
-                                  processes: StartProcess, zk_connect: str) -> None:
-    """CreateTopics waits for the controller's leaders; committed offsets are answered by any broker."""
-    brokers = [start_broker(1), start_broker(2)]
+                                  processes: StartProcess, zk_connect: str, wait_until: WaitUntil) -> None:
+    """CreateTopics waits for the controller's leaders; committed offsets are answered by the group's coordinator
+    only."""
+    two_brokers = {"offsets.topic.replication.factor": "2", "offsets.topic.num.partitions": "2"}
+    brokers = [start_broker(1, two_brokers), start_broker(2, two_brokers)]
     processes("controller", [sys.executable, "-m", "controller.main", "--zookeeper", zk_connect,
                              "--controller-id", "1000", "--override", f"cluster.credential={CREDENTIAL}",
                              "--override", "zookeeper.session.timeout.ms=3000"])
@@ -544,18 +546,36 @@ def test_with_the_real_controller(start_broker: StartBroker, connect: Callable[.
         assert client.produce(batch(f"p{partition}"), topic="events", partition=partition).base_offset == 0
         assert values(client.read_all("events", partition)) == [f"p{partition}".encode()]
 
-    commit = pb.OffsetCommitRequest(group_id="g")
-    commit.topics.add(name="events").partitions.add(partition_index=1, committed_offset=42)
+    # Committed offsets live with the group's coordinator, the leader of its __consumer_offsets partition (made
+    # on the first FindCoordinator: COORDINATOR_NOT_AVAILABLE until it has leaders).
+    def find() -> pb.FindCoordinatorResponse:
+        return c1.client.FindCoordinator(pb.FindCoordinatorRequest(key="g"))
+
+    wait_until(lambda: find().error_code == ErrorCode.NONE, message="the group's coordinator")
+    found = find()
+    coordinator, other = (c1, c2) if found.node_id == 1 else (c2, c1)
+    assert found.port == (brokers[0] if found.node_id == 1 else brokers[1]).port
+    commit = pb.OffsetCommitRequest(group_id="g", generation_id=-1)
+    commit.topics.add(name="events").partitions.add(partition_index=1, committed_offset=42,
+                                                    committed_metadata="meta")
     commit.topics.add(name="unknown").partitions.add(partition_index=0, committed_offset=1)
-    answer = c1.client.OffsetCommit(commit)
+    answer = coordinator.client.OffsetCommit(commit)
     assert [t.partitions[0].error_code for t in answer.topics] == [ErrorCode.NONE,
                                                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     fetch = pb.OffsetFetchRequest(group_id="g")
     fetch.topics.add(name="events", partition_indexes=[1, 2])
-    offsets = c2.client.OffsetFetch(fetch)  # the other broker
+    offsets = coordinator.client.OffsetFetch(fetch)
     assert offsets.error_code == ErrorCode.NONE
-    assert [(p.partition_index, p.committed_offset) for p in offsets.topics[0].partitions] == [(1, 42), (2, -1)]
-    everything = c2.client.OffsetFetch(pb.OffsetFetchRequest(group_id="g"))
+    assert [(p.partition_index, p.committed_offset, p.metadata) for p in offsets.topics[0].partitions] == [
+        (1, 42, "meta"), (2, -1, "")]
+    everything = coordinator.client.OffsetFetch(pb.OffsetFetchRequest(group_id="g"))
     assert [(t.name, p.partition_index, p.committed_offset) for t in everything.topics for p in t.partitions] == [
         ("events", 1, 42)]
-    assert c2.client.OffsetFetch(pb.OffsetFetchRequest(group_id="a/b")).error_code == ErrorCode.INVALID_REQUEST
+    assert other.client.OffsetFetch(fetch).error_code == ErrorCode.NOT_COORDINATOR
+    assert [p.error_code for t in other.client.OffsetCommit(commit).topics for p in t.partitions] == [
+        ErrorCode.NOT_COORDINATOR] * 2
+    # A commit naming a generation is a member's: the group has none (Kafka's UNKNOWN_MEMBER_ID).
+    member_commit = pb.OffsetCommitRequest(group_id="g", generation_id=3, member_id="m-1")
+    member_commit.topics.add(name="events").partitions.add(partition_index=1, committed_offset=50)
+    assert [p.error_code for t in coordinator.client.OffsetCommit(member_commit).topics for p in t.partitions] == [
+        ErrorCode.UNKNOWN_MEMBER_ID]

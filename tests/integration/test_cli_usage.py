@@ -150,6 +150,17 @@ CASES = [
     Case(("topics", "--create", "--topic", "t", "--partitions", "x", "--bootstrap-server", "{nobody}"), 2,
          "argument --partitions: invalid int value: 'x'"),
     Case(("topics", "--list", "--bootstrap-server", "{nobody}"), 1, "UNAVAILABLE from {nobody}"),
+    Case(("consumer-groups",), 2,
+         "one of the arguments --list --describe --reset-offsets --delete is required"),
+    Case(("consumer-groups", "--describe", "--bootstrap-server", "{nobody}"), 1,
+         'Option "[describe]" / "[reset-offsets]" / "[delete]" takes one of these options: "[all-groups]",'
+         ' "[group]"'),
+    Case(("consumer-groups", "--reset-offsets", "--group", "g", "--all-topics", "--bootstrap-server", "{nobody}"), 1,
+         'Option "[reset-offsets]" takes one of these options: "[to-datetime]", "[shift-by]", "[to-earliest]",'
+         ' "[to-latest]", "[to-offset]"'),
+    Case(("consumer-groups", "--list", "--to-earliest", "--bootstrap-server", "{nobody}"), 1,
+         'can only be used with option "[reset-offsets]"'),
+    Case(("consumer-groups", "--list", "--bootstrap-server", "{nobody}"), 1, "UNAVAILABLE from {nobody}"),
     Case(("leader-election",), 2, "the following arguments are required: --election-type"),
     Case(("leader-election", "--election-type", "preferred", "--all-topic-partitions", "--zookeeper", "{nobody}"), 1,
          "cannot connect to ZooKeeper at {nobody}", within_s=10),

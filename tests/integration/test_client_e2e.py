@@ -19,8 +19,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def bootstrap(start_broker: StartBroker, processes: StartProcess, zk_connect: str) -> Iterator[str]:
-    """Two brokers and a controller; the bootstrap servers string."""
-    brokers = [start_broker(1), start_broker(2)]
+    """Two brokers and a controller; the bootstrap servers string. (__consumer_offsets must fit on two brokers:
+    Kafka does not create it with fewer live brokers than offsets.topic.replication.factor.)"""
+    overrides = {"offsets.topic.replication.factor": "2", "offsets.topic.num.partitions": "3",
+                 "group.initial.rebalance.delay.ms": "0"}
+    brokers = [start_broker(1, overrides), start_broker(2, overrides)]
     processes("controller", [sys.executable, "-m", "minibroker.cli", "controller", "--zookeeper", zk_connect,
                              "--controller-id", "1000", "--override", f"cluster.credential={CLUSTER_CREDENTIAL}",
                              "--override", "zookeeper.session.timeout.ms=3000"])

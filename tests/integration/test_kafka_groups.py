@@ -1,7 +1,8 @@
 """Real clients' group consumers against the group coordinator on a three-broker cluster (issue 15): kafka-python
 and confluent-kafka join, consume, commit and resume from their commits after a restart; a kafka-python and a
 confluent-kafka member share one group's partitions; and SIGKILLing the group's coordinator moves the group to
-the new leader of its __consumer_offsets partition without losing an acknowledged commit.
+the new leader of its __consumer_offsets partition without losing an acknowledged commit. Static members
+(group.instance.id) restart into their old place.
 (The exhaustive client x fault matrix lives with the groups-proof work; this is the coordinator's own proof.)"""
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def kp_poll(consumer: KafkaConsumer, wanted: int, timeout: float = 60.0) -> list
 
 
 def test_group_consumers_commit_resume_and_share_partitions(cluster: KafkaCluster, wait_until: WaitUntil) -> None:
-    create_topic(cluster, "orders")
+    ck_admin = create_topic(cluster, "orders")
     produce(cluster, "orders", range(40))
 
     # kafka-python: consume everything, commit, close; a restarted consumer resumes after the commits.
@@ -136,6 +137,32 @@ def test_group_consumers_commit_resume_and_share_partitions(cluster: KafkaCluste
         admin.close()
     mixed_kp.close()
     mixed_ck.close()
+
+    # Static members (KIP-345): a restarted member with the same group.instance.id takes its old place, with its
+    # old partitions (librdkafka sends no LeaveGroup for a static member; that no rebalance happens is in the
+    # unit tests).
+    def static_member(instance: str) -> Consumer:
+        member = ck_consumer(cluster, "static", **{"group.instance.id": instance,
+                                                   "partition.assignment.strategy": "range"})
+        member.subscribe(["orders"])
+        return member
+
+    def assigned(*members: Consumer) -> bool:
+        for member in members:
+            member.poll(0.1)
+        return all(member.assignment() for member in members)
+
+    first, second = static_member("i-1"), static_member("i-2")
+    wait_until(lambda: assigned(first, second), timeout=60, message="both static members have partitions")
+    before = {tp.partition for tp in second.assignment()}
+    second.close()
+    second = static_member("i-2")
+    wait_until(lambda: assigned(first, second), timeout=30, message="the restarted static member has partitions")
+    assert {tp.partition for tp in second.assignment()} == before
+    static = ck_admin.describe_consumer_groups(["static"])["static"].result(timeout=30)
+    assert sorted(m.group_instance_id for m in static.members) == ["i-1", "i-2"]
+    first.close()
+    second.close()
 
     # Only the coordinator writes __consumer_offsets (Kafka's INVALID_TOPIC_EXCEPTION for anyone else).
     errors: list[Any] = []

@@ -18,6 +18,11 @@ def test_broker_command_does_not_import_the_client() -> None:
     assert _python("import sys, minibroker.commands.broker; print('client' in sys.modules)") == "False"
 
 
+def test_the_client_imports_kio_only_when_a_group_member_needs_it() -> None:
+    # kio pulls in hypothesis (~1.5 s): ConsumerProtocol bytes load it on first use.
+    assert _python("import sys, client; print('kio' in sys.modules)") == "False"
+
+
 def test_package_still_exports_the_client_on_first_use() -> None:
     out = _python("import sys, minibroker; from minibroker import Producer, Consumer, Admin, NewTopic, TopicPartition;"
                   " import client; print(Producer is client.Producer and minibroker.Admin is client.Admin)")
