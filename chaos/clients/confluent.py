@@ -73,6 +73,21 @@ class ConfluentProducer:
         self._poller.join()
 
 
+def consume(consumer: Consumer, timeout: float) -> tuple[list[Record], list[str]]:
+    """What one consume() call hands out: its records, and its error events as text."""
+    records: list[Record] = []
+    errors: list[str] = []
+    for message in consumer.consume(1000, timeout):
+        error = message.error()
+        if error is not None:
+            errors.append(str(error))
+            continue
+        partition, offset = message.partition(), message.offset()
+        if partition is not None and offset is not None:
+            records.append((partition, offset, message.value() or b""))
+    return records, errors
+
+
 class ConfluentConsumer:
     def __init__(self, bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> None:
         # group.id is required by the library; with assign() and no commits no group API is used.
@@ -82,17 +97,7 @@ class ConfluentConsumer:
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
     def poll(self, timeout: float) -> tuple[list[Record], list[str]]:
-        records: list[Record] = []
-        errors: list[str] = []
-        for message in self._consumer.consume(1000, timeout):
-            error = message.error()
-            if error is not None:
-                errors.append(str(error))
-                continue
-            partition, offset = message.partition(), message.offset()
-            if partition is not None and offset is not None:
-                records.append((partition, offset, message.value() or b""))
-        return records, errors
+        return consume(self._consumer, timeout)
 
     def close(self) -> None:
         self._consumer.close()
@@ -143,17 +148,9 @@ class ConfluentGroupMember:
         self._change(REVOKED, partitions)
 
     def poll(self, timeout: float) -> GroupPolled:
-        records: list[Record] = []
-        errors: list[str] = []
-        for message in self._consumer.consume(1000, timeout):
-            error = message.error()
-            if error is not None:
-                errors.append(str(error))
-                continue
-            partition, offset = message.partition(), message.offset()
-            if partition is not None and offset is not None:
-                records.append((partition, offset, message.value() or b""))
-                self._positions[partition] = offset + 1
+        records, errors = consume(self._consumer, timeout)
+        for partition, offset, _ in records:
+            self._positions[partition] = offset + 1
         events, self._events = self._events, []
         return GroupPolled(records, errors, events)
 
