@@ -49,7 +49,7 @@ async def handle_join_group(context: KafkaContext, header: RequestHeader, reques
     result = await context.group_coordinator.join_group(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         require_known_member_id=header.api_version >= 4, client_id=header.client_id or "",
-        client_host=context.client_host,
+        client_host=f"/{context.client_host}",  # Java's InetAddress.toString, as Kafka stores and shows it
         rebalance_timeout_ms=session_timeout_ms if rebalance is None else to_millis(rebalance),
         session_timeout_ms=session_timeout_ms, protocol_type=request.protocol_type,
         protocols=[(p.name, p.metadata) for p in request.protocols])

@@ -91,7 +91,8 @@ class GroupCoordinator:
         self._ensure_offsets_topic = ensure_offsets_topic
         self._time_ms = time_ms
         self._active = False
-        self._loads: set[asyncio.Task[None]] = set()
+        # Loads and appends in flight (a reference keeps each task alive; shutdown cancels them).
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def now_ms(self) -> int:
         """The coordinator's clock: commit timestamps and expire times are in it."""
@@ -103,7 +104,7 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Stop answering; what members wait for is dropped (they find the next coordinator)."""
         self._active = False
-        for task in self._loads:
+        for task in self._tasks:
             task.cancel()
 
     # ------------------------------------------------------------------ FindCoordinator
@@ -144,9 +145,7 @@ class GroupCoordinator:
             return
         logger.info("Scheduling loading of offsets and group metadata from %s-%d for epoch %d",
                     GROUP_METADATA_TOPIC_NAME, partition, leader_epoch)
-        task = asyncio.get_running_loop().create_task(self._load(partition, leader_epoch))
-        self._loads.add(task)
-        task.add_done_callback(self._loads.discard)
+        self._spawn(self._load(partition, leader_epoch))
 
     async def _load(self, partition: int, leader_epoch: int) -> None:
         for group in await self.manager.load_groups_and_offsets(partition, leader_epoch):
@@ -212,7 +211,7 @@ class GroupCoordinator:
         if not group.supports_protocols(protocol_type, (name for name, _ in protocols)):
             return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if not self._accept_joining_member(group, member_id):
-            self._maybe_remove_unaccepted_member(group, member_id)
+            self._maybe_remove_unaccepted_member(group)
             return JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id)
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
 
@@ -238,7 +237,8 @@ class GroupCoordinator:
             return True
         return group.size() + len(group.pending_members) < self.config.max_size
 
-    def _maybe_remove_unaccepted_member(self, group: GroupMetadata, member_id: str) -> None:
+    def _maybe_remove_unaccepted_member(self, group: GroupMetadata) -> None:
+        """A group created for a join it then refused is not kept."""
         if group.is_(GroupState.EMPTY) and not group.members and not group.has_offsets():
             self.manager.remove_group(group)
 
@@ -784,8 +784,8 @@ class GroupCoordinator:
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
-        self._loads.add(task)
-        task.add_done_callback(self._loads.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
 
 def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None,

@@ -17,6 +17,7 @@ member votes for the first of its own list that is a candidate, and the most vot
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,10 @@ _VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
         {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
 }
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 JoinCallback = Callable[[JoinGroupResult], None]
 SyncCallback = Callable[[SyncGroupResult], None]
@@ -128,6 +133,7 @@ class GroupMetadata:
     num_members_awaiting_join: int = 0
     new_member_added: bool = False
     offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = field(default_factory=dict)
+    subscribed_topics: set[str] | None = None  # a consumer group's topics (KIP-496), set with each generation
     pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
     def is_(self, state: GroupState) -> bool:
@@ -247,6 +253,22 @@ class GroupMetadata:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+        self.subscribed_topics = self.compute_subscribed_topics()
+
+    def compute_subscribed_topics(self) -> set[str] | None:
+        """The topics a consumer group's members subscribe to, from their subscriptions (Kafka's
+        computeSubscribedTopics); None when not a consumer group or a subscription does not parse."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return set()
+        topics: set[str] = set()
+        for _, metadata in self.current_member_metadata():
+            found = subscription_topics(metadata)
+            if found is None:
+                return None
+            topics.update(found)
+        return topics
 
     def current_member_metadata(self) -> list[tuple[MemberMetadata, bytes]]:
         """Each member and its subscription for the chosen protocol: what the leader assigns from."""
@@ -289,20 +311,31 @@ class GroupMetadata:
         return removed
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
-        """Kafka's removeExpiredOffsets for an Empty group or one only storing offsets: an offset expires
-        offsets.retention.minutes after the group became Empty (or after its commit, for a group that never
-        had members), or at its explicit expire timestamp. Offsets of a group with members stay."""
-        if self.protocol_type is not None and not self.is_(GroupState.EMPTY):
+        """Kafka's removeExpiredOffsets (KIP-211, KIP-496). An offset with an explicit expire timestamp expires
+        then; otherwise offsets.retention.minutes after:
+        - the group became Empty, for a group that had members (all its offsets);
+        - its commit, for a consumer group with members, only for topics none of them subscribes to;
+        - its commit, for a group that never had members (standalone commits).
+        Other groups with members keep their offsets."""
+        if self.protocol_type is not None and self.is_(GroupState.EMPTY):
+            def base(c: CommitRecordMetadataAndOffset) -> int:
+                if self.current_state_timestamp >= 0:
+                    return self.current_state_timestamp
+                return c.offset_and_metadata.commit_timestamp
+            subscribed: set[str] = set()
+        elif self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None:
+            def base(c: CommitRecordMetadataAndOffset) -> int:
+                return c.offset_and_metadata.commit_timestamp
+            subscribed = self.subscribed_topics
+        elif self.protocol_type is None:
+            def base(c: CommitRecordMetadataAndOffset) -> int:
+                return c.offset_and_metadata.commit_timestamp
+            subscribed = set()
+        else:
             return []
-
-        def base(c: CommitRecordMetadataAndOffset) -> int:
-            if self.protocol_type is not None and self.current_state_timestamp >= 0:
-                return self.current_state_timestamp
-            return c.offset_and_metadata.commit_timestamp
-
         expired = []
         for tp, committed in self.offsets.items():
-            if tp in self.pending_offset_commits:
+            if tp.topic in subscribed or tp in self.pending_offset_commits:
                 continue
             expire = committed.offset_and_metadata.expire_timestamp
             if (now_ms >= expire) if expire >= 0 else (now_ms - base(committed) >= retention_ms):
@@ -310,6 +343,24 @@ class GroupMetadata:
         for tp in expired:
             del self.offsets[tp]
         return expired
+
+
+def subscription_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a consumer's subscription (ConsumerProtocolSubscription: int16 version, then an array of
+    int16-length topic names, in every version); None if it does not parse."""
+    try:
+        (count,) = _I32.unpack_from(metadata, 2)
+        pos, topics = 6, []
+        for _ in range(count):
+            (length,) = _I16.unpack_from(metadata, pos)
+            topic = metadata[pos + 2:pos + 2 + length]
+            if length < 0 or len(topic) != length:
+                return None
+            topics.append(topic.decode("utf-8"))
+            pos += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None
 
 
 class IllegalStateTransition(Exception):

@@ -315,6 +315,7 @@ def _group_from_value(group_id: str, value: records.GroupValue) -> GroupMetadata
                                 [(value.protocol or "", m.subscription)], assignment=m.assignment)
         group.add(member)
     group.leader_id = value.leader
+    group.subscribed_topics = group.compute_subscribed_topics()
     return group
 
 

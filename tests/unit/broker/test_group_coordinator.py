@@ -81,8 +81,9 @@ class Harness:
         self.clock = clock or FakeClock()
         self.timer = MockTimer(self.clock)
         self.log = log or MemoryLog()
-        cache = MetadataCache(1)
-        cache.update_metadata(1, [(TOPIC_TP, metadata_state()), (TopicPartition("orders", 1), metadata_state())],
+        self.cache = cache = MetadataCache(1)
+        cache.update_metadata(1, [(TOPIC_TP, metadata_state()), (TopicPartition("orders", 1), metadata_state()),
+                                  (TopicPartition(GROUP_METADATA_TOPIC_NAME, PARTITION), metadata_state())],
                               [live_broker(1)])
         self.manager = GroupMetadataManager(
             1, OffsetsConfig(NUM_PARTITIONS, RETENTION_MS, metadata_max_bytes=10, load_buffer_size=1 << 20),

@@ -4,6 +4,7 @@ selection by vote, and which offsets expire."""
 from __future__ import annotations
 
 import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from broker.coordinator.group.group_metadata import (
     CommitRecordMetadataAndOffset,
@@ -11,6 +12,7 @@ from broker.coordinator.group.group_metadata import (
     GroupState,
     IllegalStateTransition,
     MemberMetadata,
+    subscription_topics,
 )
 from broker.coordinator.group.results import OffsetAndMetadata
 from proto.types import TopicPartition
@@ -86,8 +88,8 @@ def test_offsets_expire_after_the_group_emptied_or_at_their_expire_timestamp() -
     assert group.remove_expired_offsets(now_ms=5000, retention_ms=10**9) == [tp1]
 
 
-def test_offsets_of_a_group_with_members_do_not_expire() -> None:
-    group = GroupMetadata("g", state=S, protocol_type="consumer", current_state_timestamp=0)
+def test_offsets_of_a_group_with_members_and_no_known_subscriptions_do_not_expire() -> None:
+    group = GroupMetadata("g", state=S, protocol_type="connect", current_state_timestamp=0)
     group.offsets = {TopicPartition("t", 0): committed(1, 0)}
     assert group.remove_expired_offsets(now_ms=10**12, retention_ms=1) == []
 
@@ -99,3 +101,28 @@ def test_a_later_record_wins_over_an_earlier_one() -> None:
     group.on_offset_commit_append(tp, CommitRecordMetadataAndOffset(10, OffsetAndMetadata(5)))
     group.on_offset_commit_append(tp, CommitRecordMetadataAndOffset(9, OffsetAndMetadata(4)))
     assert group.offset(tp) == OffsetAndMetadata(5)
+
+
+def subscription(version: int, *topics: str) -> bytes:
+    """A consumer's subscription as kafka-python encodes it (ConsumerProtocolSubscription)."""
+    return bytes(ConsumerProtocolSubscription(version, list(topics), b"").encode())
+
+
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_subscription_topics_from_a_real_clients_subscription(version: int) -> None:
+    assert subscription_topics(subscription(version, "orders", "events")) == ["orders", "events"]
+    assert subscription_topics(b"\x00\x00\x00\x00\x00\x05\x00") is None  # cut short
+
+
+def test_a_consumer_group_with_members_expires_offsets_of_topics_nobody_subscribes_to() -> None:
+    """KIP-496: a Stable consumer group keeps its subscribed topics' offsets; the others expire."""
+    group = GroupMetadata("g", state=PR)
+    group.add(MemberMetadata("a", None, "client", "host", 60_000, 10_000, "consumer",
+                             [("range", subscription(0, "orders"))]), callback=lambda result: None)
+    group.init_next_generation(0)
+    assert group.subscribed_topics == {"orders"}
+    kept, dropped = TopicPartition("orders", 0), TopicPartition("old-topic", 0)
+    group.offsets = {kept: committed(1, 0), dropped: committed(2, 0)}
+    assert group.remove_expired_offsets(now_ms=999, retention_ms=1000) == []
+    assert group.remove_expired_offsets(now_ms=1000, retention_ms=1000) == [dropped]
+    assert list(group.offsets) == [kept]
