@@ -24,7 +24,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -116,7 +116,8 @@ class ConsumerCoordinator:
         self._join_future: ResponseFuture[pb.JoinGroupResponse] | None = None
         self._needs_join_prepare = True
         self._joined_subscription: frozenset[str] = frozenset()
-        # Partition counts of the topics this member watched when it joined: a change means a rebalance.
+        # Partition counts (0: not in metadata) of the topics this member watched when it joined: a change,
+        # a topic appearing included, means a rebalance (Kafka's assignmentSnapshot / metadataSnapshot).
         self._metadata_snapshot: dict[str, int] = {}
         self._next_auto_commit_ms = self._now_ms() + auto_commit_interval_ms
         self._last_committed: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -216,9 +217,9 @@ class ConsumerCoordinator:
             return True
         return False
 
-    def _partition_counts(self, topics: Mapping[str, Any]) -> dict[str, int]:
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         cluster = self._metadata.cluster
-        return {t: len(tps) for t in topics if (tps := cluster.topic_partitions(t)) is not None}
+        return {t: len(cluster.topic_partitions(t) or ()) for t in topics}
 
     def _ensure_active_group(self, deadline_ms: float) -> bool:
         if self._heartbeat_thread is None:
@@ -308,6 +309,7 @@ class ConsumerCoordinator:
             raise KafkaError("the group coordinator is not known", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         topics = sorted(self._subscriptions.subscription)
         with self._lock:
+            reason = self.membership.rejoin_reason
             member_id = self.membership.start_join()
         self._joined_subscription = self._subscriptions.subscription
         request = pb.JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self._session_timeout_ms,
@@ -317,7 +319,7 @@ class ConsumerCoordinator:
             metadata = encode_subscription(Subscription(tuple(topics),
                                                         self._assignors[name].subscription_user_data(topics)))
             request.protocols.add(name=name, metadata=metadata)
-        log.info("(Re-)joining group %s", self.group_id)
+        log.info("(Re-)joining group %s (%s)", self.group_id, reason)
         return self._metadata.pool.get(coordinator.address).call_async(
             lambda stub: stub.JoinGroup, request, self._rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS,
             long_poll=True)
@@ -369,7 +371,7 @@ class ConsumerCoordinator:
         if not leader:
             self._subscriptions.group_subscription = frozenset()
         self._metadata.set_topics(self._subscriptions.metadata_topics())
-        self._metadata_snapshot = self._partition_counts(dict.fromkeys(watched))
+        self._metadata_snapshot = self._partition_counts(watched)
         log.info("Setting newly assigned partitions %s for group %s (generation %d)", sorted(ours), self.group_id,
                  generation_id)
         self._subscriptions.listener.on_partitions_assigned(set(ours))

@@ -76,9 +76,8 @@ _COORDINATOR_GONE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NO
 
 
 class GroupMembership:
-    def __init__(self, group_id: str, group_instance_id: str | None = None) -> None:
+    def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_instance_id = group_instance_id
         self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
         # The member id survives a failed join (KIP-394: the coordinator gave it), not a lost generation.

@@ -28,7 +28,6 @@ class Heartbeat:
         self._heartbeat_due_ms = now_ms + heartbeat_interval_ms
         self._session_deadline_ms = now_ms + session_timeout_ms
         self._poll_deadline_ms = now_ms + max_poll_interval_ms
-        self.last_heartbeat_send_ms = 0.0
         self.heartbeat_in_flight = False
 
     # -- events
@@ -38,7 +37,6 @@ class Heartbeat:
         self._poll_deadline_ms = now_ms + self.max_poll_interval_ms
 
     def sent_heartbeat(self, now_ms: float) -> None:
-        self.last_heartbeat_send_ms = now_ms
         self.heartbeat_in_flight = True
         self._heartbeat_due_ms = now_ms + self.heartbeat_interval_ms
 
@@ -58,9 +56,6 @@ class Heartbeat:
         self._heartbeat_due_ms = now_ms + self.heartbeat_interval_ms
         self.heartbeat_in_flight = False
 
-    def reset_session_timeout(self, now_ms: float) -> None:
-        self._session_deadline_ms = now_ms + self.session_timeout_ms
-
     # -- questions
 
     def should_heartbeat(self, now_ms: float) -> bool:
@@ -74,7 +69,3 @@ class Heartbeat:
 
     def poll_timeout_expired(self, now_ms: float) -> bool:
         return now_ms >= self._poll_deadline_ms
-
-    def time_to_next_poll(self, now_ms: float) -> float:
-        """How long the application may take before it must poll() again."""
-        return max(self._poll_deadline_ms - now_ms, 0.0)

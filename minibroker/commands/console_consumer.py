@@ -17,7 +17,10 @@ partition's log is said on stderr, then auto.offset.reset applies (latest,
 unless --consumer-property auto.offset.reset=none makes it an error), as the
 Java consumer does. --include subscribes to the topics that exist and whose
 names match the regular expression in full (Kafka 3's --include, formerly
---whitelist).
+--whitelist). With --group the consumer is a member of that consumer group:
+several console consumers of one group split the partitions between them,
+start from the group's committed offsets, and hand their partitions over when
+they stop (Ctrl-C leaves the group at once).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="The number of messages to consume before exiting; without it (or -1), consume for ever.")
     parser.add_argument("--timeout-ms", type=int, metavar="MS",
                         help="Exit if no message is available for consumption for this long.")
-    parser.add_argument("--group", help="The consumer group id: where committed offsets are kept.")
+    parser.add_argument("--group", help="The consumer group to join: its members share the topic's partitions,"
+                        " and each commits what it read (enable.auto.commit).")
     parser.add_argument("--formatter", default=DEFAULT_FORMATTER, metavar="CLASS",
                         help="The message formatter: Kafka's DefaultMessageFormatter, the only one (configured with"
                              " --property).")

@@ -559,9 +559,13 @@ def test_with_the_real_controller(start_broker: StartBroker, connect: Callable[.
     commit.topics.add(name="events").partitions.add(partition_index=1, committed_offset=42,
                                                     committed_metadata="meta")
     commit.topics.add(name="unknown").partitions.add(partition_index=0, committed_offset=1)
-    answer = coordinator.client.OffsetCommit(commit)
-    assert [t.partitions[0].error_code for t in answer.topics] == [ErrorCode.NONE,
-                                                                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+    def commit_errors() -> list[int]:
+        return [t.partitions[0].error_code for t in coordinator.client.OffsetCommit(commit).topics]
+
+    # The new leader of the group's partition loads it first (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    wait_until(lambda: commit_errors() != [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * 2, message="the group loaded")
+    assert commit_errors() == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     fetch = pb.OffsetFetchRequest(group_id="g")
     fetch.topics.add(name="events", partition_indexes=[1, 2])
     offsets = coordinator.client.OffsetFetch(fetch)

@@ -272,6 +272,22 @@ def test_a_pattern_subscription_follows_new_topics(bootstrap: str) -> None:
     consumer.close()
 
 
+def test_a_member_subscribed_to_a_topic_not_yet_created_reads_it_once_it_is(bootstrap: str) -> None:
+    consumer = Consumer("created-later", bootstrap_servers=bootstrap, group_id="early", auto_offset_reset="earliest",
+                        allow_auto_create_topics=False, metadata_max_age_ms=500, **_member_kwargs())
+    wait_for(lambda: consumer.poll(timeout_ms=100) == {} and describe_state(bootstrap, "early") == "Stable", 30,
+             "the member in the group, with nothing to read")
+    assert consumer.assignment() == set()
+    sent = topic_with_records(bootstrap, "created-later", 2, 6, "late")
+    assert sorted(consume(consumer, 6)) == sorted(sent)
+    consumer.close()
+
+
+def describe_state(bootstrap: str, group: str) -> str:
+    with Admin(bootstrap) as admin:
+        return describe(admin, group).state
+
+
 def _member_kwargs() -> dict[str, int]:
     return {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": 300}
 
