@@ -14,6 +14,19 @@ after the run, once every fault has healed) is the ground truth the other observ
     lost-read             a consumer got a value that the final read no longer has (it was committed: a
                           consumer reads only below the high watermark)
 
+(A group member's records count as a consumer's for inconsistent-offsets and lost-read; the per-consumer order
+checks are not theirs: a member starts where the group committed and its partitions change with rebalances.)
+
+A consumer group's members (group-poll, commit and final-committed events) are held to at-least-once delivery:
+
+    commit-backwards      a group's committed offset of a partition went down: a commit acknowledged with a lower
+                          offset than one acknowledged before it was sent (real-time order: no overlap)
+    lost-commit           the offset the group has committed after the run (read back with OffsetFetch) is below
+                          one the coordinator acknowledged
+    group-unseen          an offset of the final read below an acknowledged commit that no member of the group got
+    group-unsettled       after the run, a partition no member of the group had been assigned (the last
+                          rebalance did not complete), or one two members both held
+
 Reported but never failing: `acks1-lost` and `acks1-duplicate` (acks=1 promises neither).
 A value is "<process>-<seq>": each writer's sequence numbers rise in the order it sends.
 """
@@ -25,10 +38,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.history import OK, History, Send
+from chaos.history import ASSIGNED, OK, Commit, GroupPoll, History, Poll, Send
 
 FAILING = ("lost-write", "duplicate", "inconsistent-offsets", "nonmonotonic-send", "nonmonotonic-poll", "poll-skip",
-           "unseen", "lost-read")
+           "unseen", "lost-read", "commit-backwards", "lost-commit", "group-unseen", "group-unsettled")
 REPORTED = ("acks1-lost", "acks1-duplicate")
 _EXAMPLES = 8
 
@@ -105,6 +118,7 @@ def check(history: History) -> CheckResult:
                 result.add("unseen", {"value": send.value, "partition": send.partition, "offset": send.offset})
     else:
         result.notes.append("no consumer read along: unseen cannot be checked")
+    _groups(result, history, final)
     return result
 
 
@@ -123,9 +137,14 @@ def _lost(result: CheckResult, all_sends: list[Send], acks1: list[Send], in_fina
                                      "acked": send.complete})
 
 
+def _reads(history: History) -> list[Poll | GroupPoll]:
+    """What every consumer, a group's members included, got."""
+    return [*history.polls, *history.group_polls]
+
+
 def _lost_read(result: CheckResult, history: History, in_final: set[str]) -> None:
     reported: set[str] = set()
-    for poll in history.polls:
+    for poll in _reads(history):
         for partition, offset, value in poll.records:
             if value not in in_final and value not in reported:
                 reported.add(value)
@@ -145,7 +164,7 @@ def _inconsistent_offsets(result: CheckResult, history: History, final: dict[int
     for partition, records in final.items():
         for offset, value in records.items():
             seen[(partition, offset)].setdefault(value, "final-read")
-    for poll in history.polls:
+    for poll in _reads(history):
         for partition, offset, value in poll.records:
             seen[(partition, offset)].setdefault(value, poll.process)
     # Not acks=1 acks: a leader acknowledges those before any follower has them, and a successor may give
@@ -201,3 +220,72 @@ def _polls(result: CheckResult, history: History, final: dict[int, dict[int, str
                                              "to": offset, "skipped": len(missed) or offset - prev - 1,
                                              "time": poll.time})
             last[key] = offset
+
+
+def _groups(result: CheckResult, history: History, final: dict[int, dict[int, str]]) -> None:
+    acked: dict[tuple[str, int], list[tuple[Commit, int]]] = defaultdict(list)  # (group, partition) -> acks
+    for commit in history.commits:
+        if commit.outcome == OK:
+            for partition, offset in commit.offsets:
+                acked[(commit.group, partition)].append((commit, offset))
+    for (group, partition), commits in sorted(acked.items()):
+        _commit_backwards(result, group, partition, commits)
+    highest = {key: max(offset for _, offset in commits) for key, commits in acked.items()}
+    for read in history.final_committed:
+        for partition, offset in read.offsets:
+            best = highest.get((read.group, partition))
+            if best is not None and offset < best:
+                result.add("lost-commit", {"group": read.group, "partition": partition, "committed": offset,
+                                           "acknowledged": best})
+    groups = {c.group for c in history.commits} | {p.group for p in history.group_polls}
+    if groups and not history.final_committed:
+        result.notes.append("no final committed offsets in the history: lost-commit cannot be checked")
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for poll in history.group_polls:
+        for partition, offset, _ in poll.records:
+            seen[(poll.group, partition)].add(offset)
+    for (group, partition), best in sorted(highest.items()):
+        unseen = [o for o in final.get(partition, {}) if o < best and o not in seen[(group, partition)]]
+        if unseen:
+            result.add("group-unseen", {"group": group, "partition": partition, "committed": best,
+                                        "unseen": len(unseen), "first": min(unseen)})
+    _unsettled(result, history)
+
+
+def _commit_backwards(result: CheckResult, group: str, partition: int, commits: list[tuple[Commit, int]]) -> None:
+    """Each acknowledged commit against the highest one acknowledged before it was invoked."""
+    by_completion = sorted(commits, key=lambda c: c[0].complete)
+    by_invoke = sorted(commits, key=lambda c: c[0].invoke)
+    done, best, best_commit = 0, -1, None
+    for commit, offset in by_invoke:
+        while done < len(by_completion) and by_completion[done][0].complete < commit.invoke:
+            if by_completion[done][1] > best:
+                best, best_commit = by_completion[done][1], by_completion[done][0]
+            done += 1
+        if offset < best and best_commit is not None:
+            result.add("commit-backwards", {"group": group, "partition": partition, "offset": offset,
+                                            "process": commit.process, "invoke": commit.invoke, "before": best,
+                                            "before_process": best_commit.process,
+                                            "before_acked": best_commit.complete})
+
+
+def _unsettled(result: CheckResult, history: History) -> None:
+    """The members' last assignments, once the run is over, must cover every partition once."""
+    partitions = history.meta.get("partitions")
+    held: dict[tuple[str, str], tuple[int, ...]] = {}  # (group, member) -> partitions held at the end
+    for change in sorted(history.assignments, key=lambda a: a.time):
+        key = (change.group, change.process)
+        now = set(held.get(key, ()))
+        now = now | set(change.partitions) if change.event == ASSIGNED else now - set(change.partitions)
+        held[key] = tuple(sorted(now))
+    for group in sorted({g for g, _ in held}):
+        owners: dict[int, list[str]] = defaultdict(list)
+        for (g, member), owned in held.items():
+            if g == group:
+                for partition in owned:
+                    owners[partition].append(member)
+        twice = {p: m for p, m in owners.items() if len(m) > 1}
+        missing = [p for p in range(int(partitions or 0)) if p not in owners]
+        if twice or missing:
+            result.add("group-unsettled", {"group": group, "unassigned": missing,
+                                           "held_twice": {str(p): m for p, m in sorted(twice.items())}})

@@ -14,6 +14,20 @@ One event per line, each a JSON object with a "type":
     {"type": "fault", "fault": "kill-leader", "target": "broker-2", "start": t, "end": t, "detail": "..."}
     {"type": "recovered", "time": t, "full_isr": true, "detail": "..."}
 
+A group consumer's events (members of one consumer group sharing the topic's partitions):
+
+    {"type": "group-poll", "process": "g0", "group": "chaos-group", "time": t, "records": [[partition, offset,
+     value], ...]}
+    {"type": "commit", "process": "g0", "group": "chaos-group", "invoke": t, "complete": t, "outcome": "ok",
+     "offsets": [[partition, offset], ...]}
+          an OffsetCommit of the member's positions (the next offset to read); outcome as a send's, "error"
+          when not "ok"; only the partitions the coordinator acknowledged are in an "ok" commit's offsets
+    {"type": "assignment", "process": "g0", "group": "chaos-group", "time": t, "event": "assigned",
+     "partitions": [0, 3]}
+          a rebalance handed the member these partitions ("assigned") or took them ("revoked")
+    {"type": "final-committed", "group": "chaos-group", "time": t, "offsets": [[partition, offset], ...]}
+          the group's committed offsets read back with OffsetFetch after the run (-1: none)
+
 Times are seconds since the epoch (time.time()), so a history read back later still lines up with the
 cluster's own logs. A send is written when it completes; sends still pending when the run ends are
 written as "info".
@@ -74,6 +88,47 @@ class Recovered:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class GroupPoll:
+    process: str
+    group: str
+    time: float
+    records: tuple[tuple[int, int, str], ...]  # (partition, offset, value)
+
+
+@dataclass(frozen=True)
+class Commit:
+    process: str
+    group: str
+    invoke: float
+    complete: float
+    outcome: str
+    offsets: tuple[tuple[int, int], ...]  # (partition, next offset to read)
+    error: str = ""
+
+
+ASSIGNED, REVOKED = "assigned", "revoked"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    process: str
+    group: str
+    time: float
+    event: str  # ASSIGNED or REVOKED
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FinalCommitted:
+    group: str
+    time: float
+    offsets: tuple[tuple[int, int], ...]  # (partition, committed offset; -1 when none)
+
+
+Event = Send | Poll | FinalRead | Fault | Recovered | GroupPoll | Commit | Assignment | FinalCommitted
+
+
 @dataclass
 class History:
     meta: dict[str, Any] = field(default_factory=dict)
@@ -82,13 +137,17 @@ class History:
     final_reads: list[FinalRead] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     recovered: Recovered | None = None
+    group_polls: list[GroupPoll] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    assignments: list[Assignment] = field(default_factory=list)
+    final_committed: list[FinalCommitted] = field(default_factory=list)
 
 
 class HistoryError(Exception):
     """A history file that is not one this module wrote; the message names the line."""
 
 
-def encode(event: Send | Poll | FinalRead | Fault | Recovered) -> dict[str, Any]:
+def encode(event: Event) -> dict[str, Any]:
     if isinstance(event, Send):
         out: dict[str, Any] = {"type": "send", "process": event.process, "value": event.value, "acks": event.acks,
                                "partition": event.partition, "invoke": event.invoke, "complete": event.complete,
@@ -107,7 +166,31 @@ def encode(event: Send | Poll | FinalRead | Fault | Recovered) -> dict[str, Any]
     if isinstance(event, Fault):
         return {"type": "fault", "fault": event.fault, "target": event.target, "start": event.start,
                 "end": event.end, "detail": event.detail}
-    return {"type": "recovered", "time": event.time, "full_isr": event.full_isr, "detail": event.detail}
+    if isinstance(event, Recovered):
+        return {"type": "recovered", "time": event.time, "full_isr": event.full_isr, "detail": event.detail}
+    return _encode_group(event)
+
+
+def _encode_group(event: GroupPoll | Commit | Assignment | FinalCommitted) -> dict[str, Any]:
+    if isinstance(event, GroupPoll):
+        return {"type": "group-poll", "process": event.process, "group": event.group, "time": event.time,
+                "records": [list(r) for r in event.records]}
+    if isinstance(event, Commit):
+        out: dict[str, Any] = {"type": "commit", "process": event.process, "group": event.group,
+                               "invoke": event.invoke, "complete": event.complete, "outcome": event.outcome,
+                               "offsets": [list(o) for o in event.offsets]}
+        if event.outcome != OK:
+            out["error"] = event.error
+        return out
+    if isinstance(event, Assignment):
+        return {"type": "assignment", "process": event.process, "group": event.group, "time": event.time,
+                "event": event.event, "partitions": list(event.partitions)}
+    return {"type": "final-committed", "group": event.group, "time": event.time,
+            "offsets": [list(o) for o in event.offsets]}
+
+
+def _pairs(data: list[list[int]]) -> tuple[tuple[int, int], ...]:
+    return tuple((int(a), int(b)) for a, b in data)
 
 
 def _decode(history: History, data: dict[str, Any]) -> None:
@@ -129,6 +212,19 @@ def _decode(history: History, data: dict[str, Any]) -> None:
                                     data.get("detail", "")))
     elif kind == "recovered":
         history.recovered = Recovered(float(data["time"]), bool(data["full_isr"]), data.get("detail", ""))
+    elif kind == "group-poll":
+        history.group_polls.append(GroupPoll(data["process"], data["group"], float(data["time"]),
+                                             tuple((int(p), int(o), str(v)) for p, o, v in data["records"])))
+    elif kind == "commit":
+        history.commits.append(Commit(data["process"], data["group"], float(data["invoke"]), float(data["complete"]),
+                                      data["outcome"], _pairs(data["offsets"]), data.get("error", "")))
+    elif kind == "assignment":
+        if data["event"] not in (ASSIGNED, REVOKED):
+            raise KeyError(f"unknown assignment event {data['event']!r}")
+        history.assignments.append(Assignment(data["process"], data["group"], float(data["time"]), data["event"],
+                                              tuple(int(p) for p in data["partitions"])))
+    elif kind == "final-committed":
+        history.final_committed.append(FinalCommitted(data["group"], float(data["time"]), _pairs(data["offsets"])))
     else:
         raise KeyError(f"unknown event type {kind!r}")
 
@@ -164,7 +260,7 @@ class HistoryWriter:
     def meta(self, **fields: Any) -> None:
         self._write({"type": "meta", **fields})
 
-    def write(self, event: Send | Poll | FinalRead | Fault | Recovered) -> None:
+    def write(self, event: Event) -> None:
         self._write(encode(event))
 
     def _write(self, data: dict[str, Any]) -> None:

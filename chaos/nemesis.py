@@ -7,6 +7,8 @@
     pause-controller  SIGSTOP the active controller; SIGCONT
     partition-leader  cut the leader of a random partition off from its peers and ZooKeeper, not from clients; heal
     bounce            SIGTERM the leader of a random partition (a controlled shutdown) and start it again at once
+    kill-coordinator  SIGKILL the broker coordinating the workload's consumer group (the leader of its
+                      __consumer_offsets partition); start it again
 
 One fault at a time is the failure model Kafka promises to survive (any single broker or the
 controller), so no acknowledged record may be lost whatever the schedule. The schedule and every
@@ -23,11 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
 from chaos.cluster import ChaosCluster, ChaosError, broker_name
 from chaos.history import Fault
 
 FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "partition-leader",
-          "bounce")
+          "bounce", "kill-coordinator")
 # Longest suffix first: "ms" before "s" and "m".
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "bounce")
@@ -38,6 +41,14 @@ class Planned:
     at: float  # seconds after the nemesis starts
     fault: str
     hold: float  # seconds the fault lasts before it heals (0 for bounce: its window is the restart itself)
+
+
+def coordinator(cluster: ChaosCluster, group: str) -> str | None:
+    """The broker coordinating `group`: the leader of __consumer_offsets partition abs(hashCode(group)) % its
+    partition count, as ZooKeeper has it (None while that partition has no leader)."""
+    states = cluster.partition_state(GROUP_METADATA_TOPIC_NAME)
+    leader = states[partition_for(group, len(states))][0]
+    return broker_name(leader) if leader >= 0 else None
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -80,8 +91,9 @@ def parse_duration(text: str) -> float:
 
 class Nemesis:
     def __init__(self, cluster: ChaosCluster, topic: str, plan: Sequence[Planned], rng: random.Random,
-                 record: Callable[[Fault], None], quiet: float, report: Callable[[str], None] = lambda _: None
-                 ) -> None:
+                 record: Callable[[Fault], None], quiet: float, report: Callable[[str], None] = lambda _: None,
+                 group: str | None = None) -> None:
+        self._group = group
         self._quiet = quiet
         self._cluster = cluster
         self._topic = topic
@@ -144,9 +156,9 @@ class Nemesis:
     def _begin(self, fault: str) -> tuple[str, Callable[[], None]]:
         """Inject `fault`; returns its target and how to undo it."""
         cluster = self._cluster
-        if fault in ("kill-leader", "kill-controller", "kill-random"):
+        if fault in ("kill-leader", "kill-controller", "kill-random", "kill-coordinator"):
             target = {"kill-leader": self._leader, "kill-controller": self._controller,
-                      "kill-random": self._any_process}[fault]()
+                      "kill-random": self._any_process, "kill-coordinator": self._coordinator}[fault]()
             cluster.kill(target, signal.SIGKILL)
             return target, lambda: cluster.start(target)
         if fault in ("pause-leader", "pause-controller"):
@@ -168,6 +180,11 @@ class Nemesis:
         partition = self._rng.choice(sorted(states))
         leader = states[partition][0]
         return broker_name(leader) if leader >= 0 else self._rng.choice(self._cluster.brokers)
+
+    def _coordinator(self) -> str:
+        if self._group is None:
+            raise ChaosError("kill-coordinator needs the workload's consumer group")
+        return coordinator(self._cluster, self._group) or self._rng.choice(self._cluster.brokers)
 
     def _controller(self) -> str:
         return self._cluster.active_controller() or self._rng.choice(self._cluster.controllers)

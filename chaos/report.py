@@ -23,7 +23,7 @@ PNG_FILE = "chaos.png"
 HTML_FILE = "chaos.html"
 _FAULT_COLOURS = {"kill-leader": "#d62728", "kill-controller": "#9467bd", "kill-random": "#8c564b",
                   "pause-leader": "#ff7f0e", "pause-controller": "#e377c2", "partition-leader": "#17becf",
-                  "bounce": "#bcbd22"}
+                  "bounce": "#bcbd22", "kill-coordinator": "#e6550d"}
 
 
 def _span(history: History) -> tuple[float, float]:
@@ -119,11 +119,22 @@ def summarize(history: History, check: CheckResult, audit: AuditResult | None) -
                        "max": _round(max(latencies, default=None))},
         "final_records": check.final_records,
         "polled_records": check.polled_records,
+        "group": _group_summary(history),
         "recovery": None if recovered is None else {"full_isr": recovered.full_isr, "detail": recovered.detail},
         "audit": None if audit is None else audit.to_json(),
         "notes": check.notes + list(history.meta.get("notes", [])),
         "errors": list(history.meta.get("errors", [])),
     }
+
+
+def _group_summary(history: History) -> dict[str, Any] | None:
+    """The consumer group's side of the run, when it had one: its members, commits and rebalances."""
+    if not history.commits and not history.group_polls:
+        return None
+    return {"group": history.meta.get("group"), "members": history.meta.get("group_members"),
+            "commits": dict(Counter(c.outcome for c in history.commits)),
+            "polled_records": sum(len(p.records) for p in history.group_polls),
+            "assignments": sum(1 for a in history.assignments if a.event == "assigned")}
 
 
 def _round(value: float | None) -> float | None:
@@ -150,8 +161,15 @@ def verdict(summary: dict[str, Any]) -> str:
         f" max {summary['latency_ms']['max']}",
         f"  acks=1 writer        {acks1['sends'].get(OK, 0)} acknowledged, {acks1['lost']} lost,"
         f" {acks1['duplicated']} duplicated (reported, not failed)",
-        "  checks",
     ]
+    group = summary.get("group")
+    if group:
+        commits = group["commits"]
+        lines.append(f"  consumer group       {group['group']}: {group['members']} members,"
+                     f" {group['polled_records']} records, {commits.get(OK, 0)} commits acknowledged"
+                     f" ({commits.get(FAIL, 0)} failed, {commits.get(INFO, 0)} unknown),"
+                     f" {group['assignments']} assignments")
+    lines.append("  checks")
     anomalies = summary["anomalies"]
     for name in FAILING:
         count = anomalies.get(name, 0)

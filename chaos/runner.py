@@ -4,7 +4,8 @@
     2. the nemesis injects its schedule while the writers write
     3. at `duration`: the nemesis heals its fault, writers stop and wait for their answers
     4. restore (SIGCONT, start what is down, heal cuts), wait for a full ISR on every partition
-    5. readers read on to the end offsets; a final read of every partition from the beginning
+    5. readers (and the group's members) read on to the end offsets; a final read of every partition from the
+       beginning, and the group's committed offsets read back
     6. check the history (chaos/checker.py), run the Spark audit (chaos/audit.py), write the report
 """
 
@@ -17,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.clients import library
+from chaos.clients import ClientLibrary, GroupSettings, library
 from chaos.cluster import ChaosCluster, ChaosError
+from chaos.group_workload import GroupMember, GroupProgress, read_final_committed
 from chaos.history import HistoryWriter, Recovered
 from chaos.nemesis import Nemesis, schedule
 from chaos.workload import Reader, WorkloadConfig, Writer, create_topic, end_offsets, final_read
@@ -56,8 +58,14 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
     if not client_bootstrap:
         raise ChaosError(f"--client {config.client} needs the brokers' Kafka listeners, and the cluster records none"
                          " (a cluster.json from before they existed?): start the cluster again")
+    why = group_unsupported(config)
+    if why is not None:
+        raise ChaosError(why)
+    group = GroupSettings("", workload.group, workload.topic, workload.session_timeout_ms,
+                          workload.request_timeout_ms)
     nemesis: Nemesis | None = None
     restored: list[str] | None = None
+    members: list[GroupMember] = []
     try:
         create_topic(bootstrap, workload)
         started = time.time()
@@ -67,6 +75,7 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
                      acks1_writer=workload.acks1_writer, consumers=workload.readers, rate=workload.rate,
                      faults=list(config.faults), interval=config.interval, duration=config.duration,
                      seed=config.seed, bootstrap_servers=bootstrap, client=config.client,
+                     group=workload.group if workload.group_members else None, group_members=workload.group_members,
                      client_bootstrap_servers=client_bootstrap,
                      data_dir=None if cluster.data_dir is None else str(cluster.data_dir), start=started)
         report(f"chaos: topic {workload.topic!r} ({workload.partitions} partitions, RF {workload.replication_factor},"
@@ -76,11 +85,17 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
         writers = [Writer(f"w{i}", client, client_bootstrap, workload, history) for i in range(workload.writers)]
         if workload.acks1_writer:
             writers.append(Writer("a1", client, client_bootstrap, workload, history, acks="1"))
+        progress = GroupProgress(workload.partitions)
+        members = [GroupMember(client, client_bootstrap, _member_settings(group, f"g{i}"), progress, history)
+                   for i in range(workload.group_members)]
         for reader in readers:
             reader.start()
+        for member in members:
+            member.start()
         for writer in writers:
             writer.start()
-        nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report)
+        nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report,
+                          group=workload.group if workload.group_members else None)
         nemesis.start()
         # Slow heals (restarts) push the schedule back; the run then goes on until every planned fault has
         # happened, up to one more `duration`.
@@ -101,10 +116,12 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
         targets = end_offsets(bootstrap, workload)
         for reader in readers:
             reader.finish(targets, timeout=60)
+        notes, member_errors = _finish_group(members, client, client_bootstrap, group, targets, workload.partitions,
+                                             history)
         unread = final_read(bootstrap, workload, targets, history, timeout=60)
-        notes = [f"{r.name} did not read up to the end offsets" for r in readers if not r.caught_up]
+        notes += [f"{r.name} did not read up to the end offsets" for r in readers if not r.caught_up]
         notes += [f"final read could not reach the end of partition {p}" for p in unread]
-        errors = [w.error for w in writers if w.error is not None]
+        errors = [w.error for w in writers if w.error is not None] + member_errors
         if nemesis.error is not None:
             errors.insert(0, nemesis.error)
         history.meta(notes=notes, errors=[repr(e) for e in errors])
@@ -116,8 +133,47 @@ def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable
             with contextlib.suppress(Exception):
                 nemesis.stop(timeout=config.recovery_timeout)
                 nemesis.restore()
+        for member in members:
+            with contextlib.suppress(Exception):
+                member.close()
         history.close()
     return history.path
+
+
+def group_unsupported(config: RunConfig) -> str | None:
+    """Why the run's consumer group (or kill-coordinator) cannot be, or None."""
+    if "kill-coordinator" in config.faults and not config.workload.group_members:
+        return "kill-coordinator kills the broker coordinating the workload's consumer group: give --group-members N"
+    client = library(config.client)
+    if config.workload.group_members and (client.group_member is None or client.committed is None):
+        return (f"--client {config.client} has no group consumer in the chaos workload yet: give --client"
+                " confluent-kafka with --group-members")
+    return None
+
+
+def _member_settings(group: GroupSettings, client_id: str) -> GroupSettings:
+    return GroupSettings(client_id, group.group, group.topic, group.session_timeout_ms, group.request_timeout_ms)
+
+
+def _finish_group(members: list[GroupMember], client: ClientLibrary, bootstrap: str, group: GroupSettings,
+                  targets: dict[int, int], partitions: int, history: HistoryWriter
+                  ) -> tuple[list[str], list[BaseException]]:
+    """The members read on to `targets` and commit; then the group's committed offsets are read back. Returns
+    notes on what did not happen, and the members' errors."""
+    if not members:
+        return [], []
+    for member in members:
+        member.finish(targets, timeout=90)
+    for member in members:
+        member.join()
+    notes = [] if all(m.finished for m in members) else [
+        f"the group {group.group} did not settle and read up to the end offsets within 90 s"]
+    failed = [m.error for m in members if m.error is not None]
+    for member in members:
+        member.close()
+    members.clear()  # closed: run()'s cleanup has nothing left to do
+    read_final_committed(client, bootstrap, group, partitions, history)
+    return notes, failed
 
 
 def _wait_full_isr(cluster: ChaosCluster, topic: str, timeout: float) -> tuple[bool, str]:

@@ -39,6 +39,9 @@ class WorkloadConfig:
     max_pending: int = 2000  # per writer: stop sending while this many sends are unanswered
     request_timeout_ms: int = 5000
     delivery_timeout_ms: int = 30000
+    group_members: int = 0  # members of a consumer group sharing the topic (chaos/group_workload.py)
+    group: str = "chaos-group"
+    session_timeout_ms: int = 6000
 
 
 def create_topic(bootstrap: str, config: WorkloadConfig) -> None:

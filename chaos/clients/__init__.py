@@ -8,7 +8,10 @@ A producer adapter sends one value to one partition and reports its outcome once
 acknowledged offset, or "fail" when the record cannot have been written, or "info" when nobody can tell);
 a consumer adapter is assigned every partition from the beginning and hands out (partition, offset, value)
 records plus the errors its poll met. The workload records both in the history, so the checker judges every
-library by the same rules.
+library by the same rules. A library with a group consumer also offers a group member adapter: it subscribes to
+the topic in a consumer group, hands out records with the rebalances and commits its poll went through, commits
+the positions of the records it handed out when asked and when its partitions are revoked, and reads a group's
+committed offsets back (OffsetFetch).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from chaos.history import FAIL, INFO
+from chaos.history import FAIL, INFO, Assignment, Commit
 from proto.errors import ErrorCode, is_retriable
 
 CLIENTS = ("minibroker", "confluent-kafka", "kafka-python")
@@ -71,12 +74,48 @@ class ChaosConsumer(Protocol):
 
 
 @dataclass(frozen=True)
+class GroupSettings:
+    client_id: str  # also the member's name in the history
+    group: str
+    topic: str
+    session_timeout_ms: int
+    request_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class GroupPolled:
+    records: list[Record]
+    errors: list[str]
+    events: list[Assignment | Commit]  # the rebalances (and the commits on revocation) the poll went through
+
+
+class ChaosGroupMember(Protocol):
+    def poll(self, timeout: float) -> GroupPolled:
+        """What the member hands out within `timeout` seconds."""
+
+    def commit(self) -> Commit | None:
+        """Commit (synchronously) the positions of the records handed out so far on the partitions it holds;
+        None when there is nothing new to commit."""
+
+    def close(self) -> None:
+        """Leave the group (without a last commit: the workload commits before it closes)."""
+
+
+# (bootstrap, group, topic, partitions, timeout s) -> partition -> committed offset (-1: none)
+Committed = Callable[[str, str, str, int, float], dict[int, int]]
+
+
+@dataclass(frozen=True)
 class ClientLibrary:
     name: str
     kafka_protocol: bool  # connects to the Kafka listeners (else to the gRPC ones)
     producer: Callable[[str, ProducerSettings], ChaosProducer]
     # (bootstrap, client id, topic, partitions, request timeout ms): assigned every partition from the beginning
     consumer: Callable[[str, str, str, int, int], ChaosConsumer]
+    # A member of a consumer group, and how to read a group's committed offsets (None: the library has no group
+    # consumer behind an adapter yet)
+    group_member: Callable[[str, GroupSettings], ChaosGroupMember] | None = None
+    committed: Committed | None = None
 
 
 def library(name: str) -> ClientLibrary:

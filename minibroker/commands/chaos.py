@@ -3,7 +3,7 @@ acknowledged was lost (chaos/).
 
     minibroker chaos run [--data-dir D | --compose [PROJECT]] [--faults kill-leader,...] [--interval 10s]
                          [--duration 120s] [--seed N] [--output DIR] [--audit | --no-audit]
-                         [--client minibroker|confluent-kafka|kafka-python]
+                         [--client minibroker|confluent-kafka|kafka-python] [--group-members N]
     minibroker chaos check HISTORY [--output DIR]
 
 Without --data-dir or --compose, `run` starts a fresh cluster of its own under OUTPUT/cluster and stops it at
@@ -35,7 +35,7 @@ from chaos.compose_cluster import ComposeChaosCluster
 from chaos.history import HistoryError, load
 from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
-from chaos.runner import RunConfig, run
+from chaos.runner import RunConfig, group_unsupported, run
 from chaos.workload import WorkloadConfig
 from minibroker.commands import extras
 from minibroker.local.cluster import ClusterError, LocalCluster
@@ -99,6 +99,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser.add_argument("--rate", type=float, default=100.0, metavar="N",
                             help="records per second per writer (default 100)")
     run_parser.add_argument("--readers", type=int, default=2, metavar="N", help="consumers reading along (default 2)")
+    run_parser.add_argument("--group-members", type=int, default=0, metavar="N",
+                            help="members of one consumer group sharing the topic, committing what they read"
+                                 " (--client confluent-kafka; default 0); kill-coordinator needs them")
     run_parser.add_argument("--acks1-writer", action=argparse.BooleanOptionalAction, default=True,
                             help="also an acks=1 writer, whose losses are reported, not failed (default on)")
     run_parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -134,8 +137,9 @@ def _run(args: argparse.Namespace) -> int:
     needed = extras.CHAOS_MODULES if args.audit is not False else ("matplotlib",)
     if not extras.require("minibroker chaos run", "chaos", needed):
         return 2
-    if args.partitions < 1 or args.writers < 1 or args.readers < 0 or args.rate <= 0:
-        return _fail("--partitions and --writers must be at least 1, --readers at least 0, --rate positive")
+    if args.partitions < 1 or args.writers < 1 or args.readers < 0 or args.group_members < 0 or args.rate <= 0:
+        return _fail("--partitions and --writers must be at least 1, --readers and --group-members at least 0,"
+                     " --rate positive")
     if args.interval > args.duration:
         return _fail(f"--interval ({args.interval:g} s) is longer than --duration ({args.duration:g} s): no fault"
                      " would be injected")
@@ -155,7 +159,10 @@ def _run(args: argparse.Namespace) -> int:
                        client=args.client,
                        workload=WorkloadConfig(topic=args.topic, partitions=args.partitions, writers=args.writers,
                                                rate=args.rate, acks1_writer=args.acks1_writer,
-                                               readers=args.readers))
+                                               readers=args.readers, group_members=args.group_members))
+    why = group_unsupported(config)
+    if why is not None:
+        return _fail(why)
     if args.compose is not None:
         return _run_compose(args.compose or default_project(Path.cwd(), os.environ), config, output,
                             audit=args.audit is None)

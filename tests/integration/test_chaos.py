@@ -46,11 +46,13 @@ def output(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None:
-    """Writers and readers are librdkafka's, on the brokers' Kafka listeners; the checker judges them unchanged."""
-    faults = ("kill-leader", "pause-controller")
+    """Writers, readers and a consumer group's members are librdkafka's, on the brokers' Kafka listeners; the
+    checker judges them unchanged, and the group at least once, through a SIGKILL of its coordinator."""
+    faults = ("kill-leader", "kill-coordinator")
     run = minibroker("chaos", "run", "--client", "confluent-kafka", "--faults", ",".join(faults), "--interval", "8s",
                      "--duration", "32s", "--seed", str(SEED), "--output", str(output), "--partitions", "3",
-                     "--writers", "2", "--rate", "40", "--readers", "1", "--no-audit", timeout=280)
+                     "--writers", "2", "--rate", "40", "--readers", "1", "--group-members", "2", "--no-audit",
+                     timeout=280)
     assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr[-4000:]}"
     assert "VERDICT: every safety check held" in run.stdout
     assert "confluent-kafka clients at 127.0.0.1:" in run.stderr
@@ -61,6 +63,9 @@ def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None
     assert sorted(w["fault"] for w in result["fault_windows"]) == sorted(
         p.fault for p in schedule(faults, 8, 32, random.Random(SEED)))
     assert result["recovery"]["full_isr"]
+    group = result["group"]
+    assert group["members"] == 2 and group["commits"]["ok"] > 10 and group["polled_records"] >= result["acked"]
+    assert "kill-coordinator" in result["faults"]
     cluster = ClusterInfo.load(output / "cluster")
     meta = json.loads((output / "history.jsonl").read_text().splitlines()[0])
     # The workload went through the Kafka listeners, not the gRPC ones.

@@ -35,6 +35,20 @@ def test_partition_faults_need_netns(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not (tmp_path / "out").exists()  # refused before any cluster started
 
 
+def test_a_consumer_group_needs_a_client_with_a_group_member_and_kill_coordinator_a_group(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["chaos", "run", "--faults", "kill-coordinator", "--client", "confluent-kafka", "--output",
+                 str(out)]) == 2
+    assert "kill-coordinator kills the broker coordinating the workload's consumer group: give --group-members N" \
+        in capsys.readouterr().err
+    assert main(["chaos", "run", "--group-members", "2", "--client", "kafka-python", "--output", str(out)]) == 2
+    assert "--client kafka-python has no group consumer in the chaos workload yet" in capsys.readouterr().err
+    assert main(["chaos", "run", "--group-members", "-1", "--output", str(out)]) == 2
+    assert "--readers and --group-members at least 0" in capsys.readouterr().err
+    assert not out.exists()  # refused before any cluster started
+
+
 def test_bad_options_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "run", "--interval", "30s", "--duration", "10s", "--output", str(tmp_path)]) == 2
     assert "--interval (30 s) is longer than --duration (10 s)" in capsys.readouterr().err

@@ -11,8 +11,18 @@ from typing import ClassVar
 
 import pytest
 
+from chaos.cluster import ChaosError
 from chaos.history import Fault
-from chaos.nemesis import DEFAULT_FAULTS, FAULTS, Nemesis, Planned, parse_duration, parse_faults, schedule
+from chaos.nemesis import (
+    DEFAULT_FAULTS,
+    FAULTS,
+    Nemesis,
+    Planned,
+    coordinator,
+    parse_duration,
+    parse_faults,
+    schedule,
+)
 
 
 class RecordingCluster:
@@ -148,4 +158,38 @@ def test_stop_heals_the_fault_under_way() -> None:
 
 
 def test_every_fault_is_known() -> None:
-    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader"}
+    # partition-leader needs network namespaces, kill-coordinator a workload with a consumer group.
+    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader", "kill-coordinator"}
+
+
+class OffsetsTopicCluster(RecordingCluster):
+    """__consumer_offsets has 50 partitions: broker-1 leads partitions 0 and 22, broker-3 all others.
+    (Java: "hello".hashCode() == 99162322, partition 22; "polygenelubricants".hashCode() == Integer.MIN_VALUE,
+    which Kafka's Utils.abs maps to 0.)"""
+
+    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        if topic != "__consumer_offsets":
+            return super().partition_state(topic)
+        return {p: (1 if p in (0, 22) else 3, (1, 2, 3), (1, 2, 3)) for p in range(50)}
+
+
+@pytest.mark.parametrize("group", ["hello", "polygenelubricants"])
+def test_kill_coordinator_kills_the_leader_of_the_groups_offsets_partition(group: str) -> None:
+    cluster = OffsetsTopicCluster()
+    assert coordinator(cluster, group) == "broker-1"
+    recorded: list[Fault] = []
+    nemesis = Nemesis(cluster, "t", [Planned(0.0, "kill-coordinator", 0.05)], random.Random(1), recorded.append,
+                      quiet=0.0, group=group)
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while not nemesis.finished and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert nemesis.finished and nemesis.error is None
+    assert cluster.calls == [("kill", "broker-1", "SIGKILL"), ("start", "broker-1")]
+    assert [(f.fault, f.target) for f in recorded] == [("kill-coordinator", "broker-1")]
+
+
+def test_kill_coordinator_without_a_group_is_an_error() -> None:
+    nemesis = Nemesis(OffsetsTopicCluster(), "t", [], random.Random(1), lambda _: None, quiet=0.0)
+    with pytest.raises(ChaosError, match="kill-coordinator needs the workload's consumer group"):
+        nemesis._begin("kill-coordinator")

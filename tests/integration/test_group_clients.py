@@ -1,0 +1,200 @@
+"""Kafka clients' own group consumers against the group coordinator (issue 15's first proof): kafka-python,
+confluent-kafka, aiokafka and `kcat -G` each join a group, are assigned every partition, consume, commit, and a
+new consumer of the group resumes from the committed offsets; members of two different clients in one group
+share its partitions. Committed offsets are read back through another client than the one that wrote them."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, Producer
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from tests.integration.group_cluster import GroupCluster, assignments, covers_once, group_cluster
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+RECORDS = 30  # per round, spread over every partition
+TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
+    with group_cluster(tmp_path_factory.mktemp("groups") / "cluster") as started:
+        yield started
+
+
+def produce(cluster: GroupCluster, topic: str, prefix: str, count: int, partitions: int = PARTITIONS) -> list[str]:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    values = [f"{prefix}-{i}" for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value.encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+    return values
+
+
+def committed(cluster: GroupCluster, group: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
+    """The group's committed offsets, by kafka-python's OffsetFetch (whoever committed them)."""
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return {p: consumer.committed(KpTopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+# One session per client: join `group` on `topic`, be assigned all of it, read `count` values, commit, leave.
+Session = Callable[[str, str, str, int], list[str]]
+
+
+def kafka_python_session(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=1000)
+    try:
+        got: list[str] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value.decode() for r in records)
+        assert consumer.assignment() == {KpTopicPartition(topic, p) for p in range(PARTITIONS)}
+        consumer.commit()
+        return got
+    finally:
+        consumer.close()
+
+
+def confluent_session(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 10_000})
+    consumer.subscribe([topic])
+    try:
+        got: list[str] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            for message in consumer.consume(100, 0.5):
+                assert message.error() is None, message.error()
+                got.append((message.value() or b"").decode())
+        assert sorted(tp.partition for tp in consumer.assignment()) == list(range(PARTITIONS))
+        consumer.commit(asynchronous=False)
+        return got
+    finally:
+        consumer.close()
+
+
+def aiokafka_session(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    async def run() -> list[str]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=10_000)
+        await consumer.start()
+        try:
+            got: list[str] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < count and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(r.value.decode() for r in records if r.value is not None)
+            assert sorted(tp.partition for tp in consumer.assignment()) == list(range(PARTITIONS))
+            await consumer.commit()
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def kcat_session(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    """`kcat -G`: librdkafka's balanced consumer with auto-commit, exiting (and committing) at the end of every
+    partition it was assigned."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is installed by scripts/setup.sh"
+    run = subprocess.run([kcat, "-b", bootstrap, "-G", group, "-X", "auto.offset.reset=earliest", "-e",
+                          "-f", "%p:%s\n", topic], capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    lines = run.stdout.splitlines()
+    assert {int(line.partition(":")[0]) for line in lines} == set(range(PARTITIONS)), run.stderr
+    return [line.partition(":")[2] for line in lines]
+
+
+SESSIONS: dict[str, Session] = {"kafka-python": kafka_python_session, "confluent-kafka": confluent_session,
+                                "aiokafka": aiokafka_session, "kcat": kcat_session}
+
+
+@pytest.mark.parametrize("client", list(SESSIONS))
+def test_a_group_consumer_joins_consumes_commits_and_resumes_from_its_commit(cluster: GroupCluster,
+                                                                             client: str) -> None:
+    session = SESSIONS[client]
+    topic = group = f"resume-{client}"
+    cluster.create_topic(topic, PARTITIONS)
+    first = produce(cluster, topic, "first", RECORDS)
+    assert sorted(session(cluster.bootstrap, topic, group, RECORDS)) == sorted(first)
+    assert committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), RECORDS // PARTITIONS)
+    # A new consumer of the group (a restart) starts where the group committed: only the new records.
+    second = produce(cluster, topic, "second", RECORDS)
+    assert sorted(session(cluster.bootstrap, topic, group, RECORDS)) == sorted(second)
+    assert committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), 2 * RECORDS // PARTITIONS)
+
+
+def test_members_of_two_clients_share_the_groups_partitions(cluster: GroupCluster) -> None:
+    topic = group = "shared"
+    partitions = 4
+    cluster.create_topic(topic, partitions)
+    stop = threading.Event()
+    got: dict[str, list[tuple[int, str]]] = {"ck-member": [], "kp-member": []}
+    errors: list[BaseException] = []
+
+    def confluent_member() -> None:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": "ck-member",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        try:
+            while not stop.is_set():
+                for message in consumer.consume(100, 0.2):
+                    if message.error() is None:
+                        got["ck-member"].append((message.partition() or 0, (message.value() or b"").decode()))
+            consumer.commit(asynchronous=False)
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            consumer.close()
+
+    def kafka_python_member() -> None:
+        consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id="kp-member",
+                                 enable_auto_commit=False, auto_offset_reset="earliest")
+        try:
+            while not stop.is_set():
+                for tp, records in consumer.poll(timeout_ms=200).items():
+                    got["kp-member"].extend((tp.partition, r.value.decode()) for r in records)
+            consumer.commit()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=confluent_member), threading.Thread(target=kafka_python_member)]
+    for thread in threads:
+        thread.start()
+    try:
+        description = cluster.wait_stable(group, members=2)
+        assigned = assignments(description, topic)
+        assert {m.client_id for m in description.members} == {"ck-member", "kp-member"}
+        assert covers_once(assigned, partitions) and all(assigned.values()), assigned
+        by_client = {m.client_id: assigned[m.member_id] for m in description.members}
+        values = produce(cluster, topic, "shared", 80, partitions)
+        deadline = time.monotonic() + TIMEOUT_S
+        while sum(len(g) for g in got.values()) < len(values) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert errors == []
+    assert sorted(v for g in got.values() for _, v in g) == sorted(values), "every record once, by one member"
+    for client, records in got.items():
+        assert records and {p for p, _ in records} <= set(by_client[client]), (client, by_client)
+    assert committed(cluster, group, topic, partitions) == dict.fromkeys(range(partitions), 20)
