@@ -223,8 +223,8 @@ class LogManager:
             offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == log_dir)
             for tp in offline:
                 self._logs.pop(tp).mark_offline()
-        logger.warning("Logs for partitions %s are offline and logs for future partitions are offline due to"
-                       " failure on log directory %s", ",".join(map(str, offline)), log_dir)
+        logger.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                       ",".join(map(str, offline)), log_dir)
         logger.info("Stopped serving logs in dir %s", log_dir)
         return offline
 
