@@ -11,7 +11,9 @@ A broker whose registration disappears (or changes: it restarted) is a broker
 failure: its replicas go offline, the partitions it led elect a new leader from
 their live ISR, and it leaves every ISR it was in - so acks=all never counts a
 dead replica. A broker that registers gets the metadata and its replicas'
-states; partitions waiting offline for it come back.
+states; partitions waiting offline for it come back. A broker whose log dir failed says so under
+/log_dir_event_notification: the controller asks it about each replica it hosts (LeaderAndIsr), and those it
+answers with KAFKA_STORAGE_ERROR are offline (Kafka's replicasOnOfflineDirs) until it registers again.
 
 Planned operations: a broker about to stop asks for a controlled shutdown
 (over the KafkaController gRPC service, controller/server.py); it stops being

@@ -10,4 +10,5 @@
   producer_id_manager.py producer id blocks from ZooKeeper (idempotence)
   group_offsets.py       committed consumer offsets in ZooKeeper
   malloc.py              glibc malloc tuning for a process that moves megabytes per request
+  log_dir_failure_handler.py  takes a failed log dir's partitions offline and tells the controller (ZooKeeper)
 """
