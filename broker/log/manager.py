@@ -122,10 +122,30 @@ class LogManager:
         without it every log uses the broker default.
         """
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            _check_or_write_meta_properties(log_dir, self.broker_id)
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir, topic_configs or (lambda _topic: self.default_config))
+            with self._failing_at_startup(log_dir, "Failed to create or validate data directory"):
+                log_dir.mkdir(parents=True, exist_ok=True)
+                _check_or_write_meta_properties(log_dir, self.broker_id)
+        for log_dir in self.live_log_dirs:
+            with self._failing_at_startup(log_dir, "Error while loading log dir"):
+                self._load_dir(log_dir, topic_configs or (lambda _topic: self.default_config))
+        if not self._live_log_dirs:
+            raise LogDirFailedError(f"None of the specified log dirs from {', '.join(map(str, self.log_dirs))}"
+                                    " can be created or validated")
+
+    @contextlib.contextmanager
+    def _failing_at_startup(self, log_dir: Path, message: str) -> Iterator[None]:
+        """Kafka's start-up: a dir with an I/O error is offline from the start (reported, so the controller hears of
+        it once the broker runs) and the others load; one owned by another broker still stops the start."""
+        try:
+            yield
+        except LogDirOwnedError:
+            raise
+        except (OSError, KafkaError) as e:
+            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"{message} {log_dir}", e)
+            with self._lock:
+                self._live_log_dirs.remove(log_dir)
 
     def _load_dir(self, log_dir: Path, topic_configs: Callable[[str], LogConfig]) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
@@ -237,9 +257,16 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None, is_new: bool = False) -> Log:
+        """The partition's log, created in a dir in service if there is none. A replica that is not new (the
+        controller's is_new) and has no log while a dir is offline had it there: creating an empty one elsewhere
+        would pass for its data (Kafka refuses the same way)."""
         with self._lock:
             log = self._logs.get(tp)
+            offline = [d for d in self.log_dirs if d not in self._live_log_dirs]
+            if log is None and offline and not is_new:
+                raise LogDirFailedError(f"Can not create log for {tp} because log directories"
+                                        f" {', '.join(map(str, offline))} are offline")
             if log is None:
                 log_dir = self._next_log_dir(tp)
                 try:

@@ -40,6 +40,7 @@ from typing import Protocol
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
+from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogManager
 from broker.purgatory.delayed_delete_records import (
     DelayedDeleteRecords,
@@ -253,14 +254,27 @@ class ReplicaManager:
                 state_change_logger.error(
                     "Cannot make %s a follower of broker %d in leader epoch %d: the leader is not alive",
                     tp, state.leader, state.leader_epoch)
-                partition.create_log_if_not_exists(checkpoints)
-        except KafkaError as e:
-            state_change_logger.error("Failed to apply the state of %s: %s", tp, e)
-            return e.code
-        except OSError as e:
-            state_change_logger.error("Storage error applying the state of %s: %s", tp, e)
+                partition.create_log_if_not_exists(checkpoints, state.is_new)
+        except (KafkaError, OSError) as e:
+            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                state_change_logger.error("Failed to apply the state of %s: %s", tp, e)
+                return e.code
+            self._on_storage_error(partition, e)
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
+
+    def _on_storage_error(self, partition: Partition, error: KafkaError | OSError) -> None:
+        """Kafka's "the replica for the partition is offline due to disk error": the partition is Offline from now
+        on, and its dir is reported if nothing below did (an epoch checkpoint written by the role change)."""
+        tp = partition.topic_partition
+        state_change_logger.error("Skipped the state change of %s since the replica for the partition is offline due"
+                                  " to disk error %s", tp, error)
+        if partition.log is not None and not isinstance(error, LogDirFailedError):
+            self._log_manager.failure_channel.maybe_add_offline_log_dir(
+                partition.log.dir.parent, f"Error while changing the state of {tp}", error)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
+        self._partitions.pop(tp, None)
+        self._offline_partitions.add(tp)
 
     def _lazy_high_watermark_checkpoints(self) -> HighWatermarkCheckpoints:
         """Kafka's LazyOffsetCheckpoints: the files are read once, and only if a new log needs them."""

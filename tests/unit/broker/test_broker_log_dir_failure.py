@@ -3,6 +3,7 @@ the handler thread that tells the controller."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -112,3 +113,17 @@ def test_the_handler_takes_the_dir_offline_then_tells_the_controller_until_zooke
     assert notified.wait(10)
     handler.shutdown()
     assert events == ["offline a", "notify", "notify"]
+
+
+def test_a_replica_whose_log_was_on_a_failed_dir_is_not_recreated_elsewhere(h: Harness) -> None:
+    """With a dir offline the broker cannot tell which partitions were there (after a restart it never loaded
+    them): a LeaderAndIsr for a replica that is not new and has no log answers KAFKA_STORAGE_ERROR (the controller
+    marks it offline) instead of starting an empty log in the dir in service; a new replica is created there."""
+    h.replica_manager.handle_log_dir_failure(first_dir(h))
+    old, new = TopicPartition("lost", 0), TopicPartition("created", 0)
+    follower = leader_state(leader=2, isr=(2, LOCAL))
+    answer = h.replica_manager.become_leader_or_follower(
+        0, 1, [(old, dataclasses.replace(follower, is_new=False)), (new, follower)], live_leaders(2), {})
+    assert answer.partition_errors == {old: ErrorCode.KAFKA_STORAGE_ERROR, new: ErrorCode.NONE}
+    assert h.log_manager.get_log(old) is None and h.log_manager.get_log(new) is not None
+    assert produce(h, batch(), acks=1, tp=old).value[old].error is ErrorCode.KAFKA_STORAGE_ERROR

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.log import checkpoint as checkpoint_module
 from broker.log import index as index_module
+from broker.log import manager as manager_module
 from broker.log import segment as segment_module
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.config import LogConfig
@@ -154,7 +156,10 @@ def test_a_failed_dir_leaves_service_and_its_logs_go_offline(tmp_path: Path) -> 
     assert lost.offline and lm.get_log(TP0) is None and lm.offline_log_dir_count == 1
     assert lm.live_log_dirs == [dirs[1].resolve()]
     # New logs go to the dirs in service only; checkpoints and the clean-shutdown marker skip the failed one.
-    assert lm.get_or_create_log(TopicPartition("new", 0)).dir.parent == dirs[1].resolve()
+    assert lm.get_or_create_log(TopicPartition("new", 0), is_new=True).dir.parent == dirs[1].resolve()
+    # A replica that is not new has its log in the failed dir: no empty one elsewhere passes for it.
+    with pytest.raises(LogDirFailedError, match=r"because log directories .* are offline"):
+        lm.get_or_create_log(TopicPartition("old", 0))
     (dirs[0] / REPLICATION_OFFSET_CHECKPOINT).unlink()
     (dirs[0] / RECOVERY_POINT_OFFSET_CHECKPOINT).unlink(missing_ok=True)
     lm.write_high_watermarks([(TP1, 3)])
@@ -203,3 +208,32 @@ def test_creating_a_log_in_a_dir_that_fails_reports_it(tmp_path: Path, monkeypat
     with pytest.raises(LogDirFailedError, match="Error while creating log for orders-0"):
         lm.get_or_create_log(TP0)
     assert channel.take_next_offline_log_dir() == (tmp_path / "a").resolve()
+
+
+def test_a_dir_that_fails_at_startup_is_offline_and_the_others_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's start-up: the failing dir is reported (the handler tells the controller once the broker runs)."""
+    channel = LogDirFailureChannel()
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    real_check = manager_module._check_or_write_meta_properties
+
+    def check(log_dir: Path, broker_id: int) -> None:
+        if log_dir == dirs[0].resolve():
+            no_space()
+        real_check(log_dir, broker_id)
+
+    monkeypatch.setattr(manager_module, "_check_or_write_meta_properties", check)
+    lm = manager(dirs, channel)
+    assert lm.live_log_dirs == [dirs[1].resolve()] and lm.offline_log_dir_count == 1
+    assert channel.take_next_offline_log_dir() == dirs[0].resolve()
+
+
+def test_a_broker_whose_every_dir_fails_at_startup_does_not_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint_module.os, "fsync", no_space)  # meta.properties cannot be written
+    lm = LogManager([tmp_path / "a"], LogConfig(), broker_id=1, time_ms=FakeClock(),
+                    log_dir_failure_channel=LogDirFailureChannel(), halt=halt)
+    with pytest.raises(LogDirFailedError, match="can be created or validated"):
+        lm.startup()
