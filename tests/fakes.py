@@ -84,9 +84,9 @@ class FakeZk:
         self.topics: dict[str, TopicAssignment] = {}
         self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
-        # /log_dir_event_notification: sequence number -> broker id; and those the controller deleted.
+        # /log_dir_event_notification: sequence number -> broker id, and the next sequence number.
         self.log_dir_events: dict[str, int] = {}
-        self.deleted_log_dir_events: dict[str, int] = {}
+        self.log_dir_event_sequence = 0
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}  # /config/brokers/<id|<default>>
         self.config_changes: list[str] = []  # entity paths of /config/changes notifications, in order
@@ -270,16 +270,22 @@ class FakeZk:
     def delete_isr_change_notifications(
         self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
     ) -> None:
+        self._delete_notifications(self.isr_notifications, sequence_numbers, expected_controller_epoch_zk_version)
+
+    def _delete_notifications(self, notifications: dict[str, Any], sequence_numbers: Iterable[str],
+                              expected_controller_epoch_zk_version: int) -> None:
+        """A fenced multi-delete of sequential notification znodes (none: no check, as the real client)."""
         sequence_numbers = list(sequence_numbers)
         if sequence_numbers:
             self._fence(expected_controller_epoch_zk_version)
         for s in sequence_numbers:
-            self.isr_notifications.pop(s, None)
+            notifications.pop(s, None)
 
     # --- log dir event notifications ---
 
     def propagate_log_dir_event(self, broker_id: int) -> str:
-        sequence_number = f"{len(self.log_dir_events) + len(self.deleted_log_dir_events):010d}"
+        sequence_number = f"{self.log_dir_event_sequence:010d}"
+        self.log_dir_event_sequence += 1
         self.log_dir_events[sequence_number] = broker_id
         return sequence_number
 
@@ -292,12 +298,7 @@ class FakeZk:
     def delete_log_dir_event_notifications(
         self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
     ) -> None:
-        sequence_numbers = list(sequence_numbers)
-        if sequence_numbers:
-            self._fence(expected_controller_epoch_zk_version)
-        for s in sequence_numbers:
-            if s in self.log_dir_events:
-                self.deleted_log_dir_events[s] = self.log_dir_events.pop(s)
+        self._delete_notifications(self.log_dir_events, sequence_numbers, expected_controller_epoch_zk_version)
 
     # --- watches: recorded, never fired (tests call process() with the events instead) ---
 
