@@ -8,4 +8,5 @@ It imports none of them (tests/unit/test_import_contracts.py).
   assignment.py  replica assignment (AdminUtils.assignReplicasToBrokers: racks, preferred leaders)
   limits.py      wire limits (the 100 MiB gRPC message limit)
   metrics.py     MetricsEndpoint: a Prometheus registry served over HTTP
+  java_hash.py   Java's String.hashCode and Kafka's Utils.abs (a group's offsets partition, a fetcher id)
 """

@@ -47,6 +47,14 @@ class ErrorCode(enum.IntEnum):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
@@ -67,6 +75,8 @@ class ErrorCode(enum.IntEnum):
     LOG_DIR_NOT_FOUND = 57
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70
     LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
@@ -74,11 +84,15 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
     OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
     PREFERRED_LEADER_NOT_AVAILABLE = 80
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
 
 
 # Kafka's RetriableException subclasses (InvalidMetadataException ones included).
@@ -106,6 +120,7 @@ _RETRIABLE = frozenset(
         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
         ErrorCode.BROKER_NOT_AVAILABLE,  # see the module's docstring
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
     }
 )
 
@@ -209,6 +224,14 @@ NotEnoughReplicasError = _error_class(ErrorCode.NOT_ENOUGH_REPLICAS)
 NotEnoughReplicasAfterAppendError = _error_class(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 InvalidRequiredAcksError = _error_class(ErrorCode.INVALID_REQUIRED_ACKS)
 IllegalGenerationError = _error_class(ErrorCode.ILLEGAL_GENERATION)
+InconsistentGroupProtocolError = _error_class(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+InvalidGroupIdError = _error_class(ErrorCode.INVALID_GROUP_ID)
+UnknownMemberIdError = _error_class(ErrorCode.UNKNOWN_MEMBER_ID)
+InvalidSessionTimeoutError = _error_class(ErrorCode.INVALID_SESSION_TIMEOUT)
+RebalanceInProgressError = _error_class(ErrorCode.REBALANCE_IN_PROGRESS)
+InvalidCommitOffsetSizeError = _error_class(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
+TopicAuthorizationFailedError = _error_class(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GroupAuthorizationFailedError = _error_class(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 ClusterAuthorizationFailedError = _error_class(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TransactionalIdAuthorizationFailedError = _error_class(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 InvalidTimestampError = _error_class(ErrorCode.INVALID_TIMESTAMP)
@@ -229,6 +252,8 @@ KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
 LogDirNotFoundError = _error_class(ErrorCode.LOG_DIR_NOT_FOUND)
 UnknownProducerIdError = _error_class(ErrorCode.UNKNOWN_PRODUCER_ID)
 ReassignmentInProgressError = _error_class(ErrorCode.REASSIGNMENT_IN_PROGRESS)
+NonEmptyGroupError = _error_class(ErrorCode.NON_EMPTY_GROUP)
+GroupIdNotFoundError = _error_class(ErrorCode.GROUP_ID_NOT_FOUND)
 FetchSessionIdNotFoundError = _error_class(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
 ListenerNotFoundError = _error_class(ErrorCode.LISTENER_NOT_FOUND)
 FencedLeaderEpochError = _error_class(ErrorCode.FENCED_LEADER_EPOCH)
@@ -236,11 +261,15 @@ UnknownLeaderEpochError = _error_class(ErrorCode.UNKNOWN_LEADER_EPOCH)
 UnsupportedCompressionTypeError = _error_class(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
 StaleBrokerEpochError = _error_class(ErrorCode.STALE_BROKER_EPOCH)
 OffsetNotAvailableError = _error_class(ErrorCode.OFFSET_NOT_AVAILABLE)
+MemberIdRequiredError = _error_class(ErrorCode.MEMBER_ID_REQUIRED)
+GroupMaxSizeReachedError = _error_class(ErrorCode.GROUP_MAX_SIZE_REACHED)
+FencedInstanceIdError = _error_class(ErrorCode.FENCED_INSTANCE_ID)
 PreferredLeaderNotAvailableError = _error_class(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
 EligibleLeadersNotAvailableError = _error_class(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
 ElectionNotNeededError = _error_class(ErrorCode.ELECTION_NOT_NEEDED)
 NoReassignmentInProgressError = _error_class(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
+UnstableOffsetCommitError = _error_class(ErrorCode.UNSTABLE_OFFSET_COMMIT)
 
 
 def error_class(code: ErrorCode) -> type[KafkaError]:

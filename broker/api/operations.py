@@ -15,8 +15,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
+from broker.purgatory.completion import Completion
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
@@ -37,26 +39,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONSUMER_REPLICA_ID = -1
-
-
-class Completion(Generic[T]):
-    """A callback resolving a future on the event loop, callable from any thread, at most once useful."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
-        self.future: asyncio.Future[T] = loop.create_future()
-        self._loop = loop
-        self._loop_thread = loop_thread
-
-    def __call__(self, value: T) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self._set(value)
-        else:
-            self._loop.call_soon_threadsafe(self._set, value)
-
-    def _set(self, value: T) -> None:
-        # Done already when the client went away and the handler was cancelled.
-        if not self.future.done():
-            self.future.set_result(value)
+# Kafka's Topic.INTERNAL_TOPICS: written only by their coordinators, flagged internal in Metadata.
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME})
 
 
 def group_by_topic(items: Iterable[tuple[TopicPartition, T]]) -> dict[str, list[tuple[int, T]]]:
@@ -140,6 +124,10 @@ class BrokerOperations:
             elif not self.metadata_cache.contains(tp):
                 refused[tp] = ProducePartitionResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                        error_message=f"Unknown topic or partition {tp}")
+            elif tp.topic in INTERNAL_TOPICS:
+                # Only its coordinator writes an internal topic (Kafka's internalTopicsAllowed).
+                refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                       error_message=f"Cannot append to internal topic {tp.topic}")
             else:
                 entries.append((tp, records))
         result: asyncio.Future[dict[TopicPartition, ProducePartitionResponse]] = self._loop.create_future()

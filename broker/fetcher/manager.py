@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState, LeaderEndPoint, ReplicaFetcherConfig
 from broker.fetcher.thread import PartitionLookup, ReplicaFetcherThread
+from common.java_hash import java_int, java_string_hash, kafka_abs
 from proto.types import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -27,25 +28,10 @@ LeaderEndPointFactory = Callable[[BrokerEndPoint], LeaderEndPoint]
 FetcherThreadFactory = Callable[..., ReplicaFetcherThread]
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def _int32(n: int) -> int:
-    n &= 0xFFFFFFFF
-    return n - (1 << 32) if n >= 1 << 31 else n
-
-
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     """Kafka's getFetcherId: Utils.abs(31 * topic.hashCode + partition) % numFetchers, in Java int arithmetic
     (Utils.abs maps Integer.MIN_VALUE to 0)."""
-    n = _int32(31 * java_string_hash(tp.topic) + tp.partition)
-    return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
+    return kafka_abs(java_int(31 * java_string_hash(tp.topic) + tp.partition)) % num_fetchers
 
 
 class ReplicaFetcherManager:

@@ -7,4 +7,8 @@
   delayed_fetch.py          fetch long poll: until min_bytes or max_wait_ms
   delayed_create_topics.py  CreateTopics / CreatePartitions waiting for its partitions' leaders
   delayed_delete_records.py DeleteRecords: until every in-sync replica's log start offset reached the offset
+  delayed_join.py           DelayedJoin / InitialDelayedJoin: a group's rebalance waiting for its members
+                            (group.initial.rebalance.delay.ms for a new group)
+  delayed_heartbeat.py      DelayedHeartbeat: a group member's session timeout
+  completion.py             Completion: a delayed operation's answer delivered to the event loop
 """

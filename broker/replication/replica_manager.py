@@ -101,6 +101,16 @@ class FetcherManager(Protocol):
     def max_lag(self) -> int: ...
 
 
+class LeadershipListener(Protocol):
+    """Told, after a LeaderAndIsr or StopReplica was applied, which partitions this broker now leads (with their
+    leader epoch) and which it stopped leading (the epoch; None from a StopReplica, which carries none). Kafka's
+    onLeadershipChange: the group coordinator loads or drops its __consumer_offsets partitions on it. The server
+    injects it, so this package never imports a coordinator."""
+
+    def __call__(self, became_leader: Sequence[tuple[TopicPartition, int]],
+                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None: ...
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, *, log_manager: LogManager, metadata_cache: MetadataCache,
                  default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int],
@@ -134,6 +144,21 @@ class ReplicaManager:
         # Kafka starts checkpointing high watermarks at the first LeaderAndIsr: before it, no partition
         # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
         self._high_watermark_checkpointing = False
+        self._leadership_listeners: list[LeadershipListener] = []
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
+
+    def _notify_leadership_change(self, became_leader: Sequence[tuple[TopicPartition, int]],
+                                  resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+        if not became_leader and not resigned:
+            return
+        for listener in self._leadership_listeners:
+            try:
+                listener(became_leader, resigned)
+            except Exception:
+                logger.exception("A leadership listener failed on %d new leaders and %d resignations",
+                                 len(became_leader), len(resigned))
 
     # ------------------------------------------------------------------ partitions
 
@@ -217,12 +242,18 @@ class ReplicaManager:
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         # Kafka's order: makeLeaders, then makeFollowers.
         to_apply.sort(key=lambda item: item[1].leader != self.broker_id)
+        became_leader: list[tuple[TopicPartition, int]] = []
+        resigned: list[tuple[TopicPartition, int | None]] = []
         for partition, state in to_apply:
-            errors[partition.topic_partition] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+            tp = partition.topic_partition
+            errors[tp] = self._apply_state(partition, state, live, checkpoints, to_fetch)
+            if errors[tp] is ErrorCode.NONE:
+                (became_leader if state.leader == self.broker_id else resigned).append((tp, state.leader_epoch))
         if to_fetch:
             self.replica_fetcher_manager.add_fetcher_for_partitions(to_fetch)
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         self._high_watermark_checkpointing = True
+        self._notify_leadership_change(became_leader, resigned)
         return ControllerResponse(ErrorCode.NONE, errors)
 
     def _new_partition(self, tp: TopicPartition, topic_config: TopicConfig) -> Partition:
@@ -275,6 +306,7 @@ class ReplicaManager:
         self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
         self._partitions.pop(tp, None)
         self._offline_partitions.add(tp)
+        self._notify_leadership_change([], [(tp, None)])
 
     def _lazy_high_watermark_checkpoints(self) -> HighWatermarkCheckpoints:
         """Kafka's LazyOffsetCheckpoints: the files are read once, and only if a new log needs them."""
@@ -316,6 +348,7 @@ class ReplicaManager:
                     error = ErrorCode.KAFKA_STORAGE_ERROR
             errors[tp] = error
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        self._notify_leadership_change([], [(tp, None) for tp in partitions if errors[tp] is ErrorCode.NONE])
         return ControllerResponse(ErrorCode.NONE, errors)
 
     def _stop_replica(self, tp: TopicPartition, delete_partition: bool) -> None:
@@ -527,6 +560,8 @@ class ReplicaManager:
             self._partitions.pop(tp, None)
         for tp in offline:
             self._complete_delayed_requests(tp)
+        # A coordinator of groups on these partitions (__consumer_offsets) lets them go: they cannot be written.
+        self._notify_leadership_change([], [(tp, None) for tp in offline])
         logger.warning("Broker %d stopped fetcher for partitions %s because they are in the failed log directory %s.",
                        self.broker_id, ",".join(map(str, offline)), log_dir)
         self._log_manager.handle_log_dir_failure(log_dir)

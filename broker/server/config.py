@@ -249,8 +249,41 @@ class KafkaConfig:
         Type.LONG, 5000, "Wait between controlled shutdown attempts", at_least(0)
     )
 
-    # Offsets and producer ids
+    # The group coordinator (broker/coordinator/group/) and __consumer_offsets
+    group_min_session_timeout_ms: int = define(
+        Type.INT, 6000, "The minimum allowed session timeout for registered consumers", at_least(0))
+    group_max_session_timeout_ms: int = define(
+        Type.INT, 1800000, "The maximum allowed session timeout for registered consumers", at_least(0))
+    group_initial_rebalance_delay_ms: int = define(
+        Type.INT, 3000, "How long the coordinator waits for more consumers to join a new group before the first"
+        " rebalance", at_least(0))
+    group_max_size: int = define(Type.INT, 2147483647, "The maximum number of consumers in a single group",
+                                 at_least(1))
+    offset_metadata_max_bytes: int = define(
+        Type.INT, 4096, "The maximum size for a metadata entry associated with an offset commit", at_least(0))
+    offsets_topic_num_partitions: int = define(
+        Type.INT, 50, "The number of partitions for the offset commit topic (should not change after deployment)",
+        at_least(1))
+    offsets_topic_replication_factor: int = define(
+        Type.INT, 3, "The replication factor for the offsets topic; its creation fails until the cluster has"
+        " this many live brokers", at_least(1))
+    offsets_topic_segment_bytes: int = define(
+        Type.INT, 104857600, "The offsets topic segment bytes (kept small for faster compaction and loading)",
+        at_least(HEADER_SIZE))
+    offsets_load_buffer_size: int = define(
+        Type.INT, 5242880, "Batch size for reading from the offsets segments when loading offsets into the cache",
+        at_least(1))
+    offsets_commit_required_acks: int = define(
+        Type.INT, -1, "The required acks before the commit can be accepted (the default, -1, should not be"
+        " overridden)", between(-1, 1))
+    offsets_commit_timeout_ms: int = define(
+        Type.INT, 5000, "An offset commit waits this long for the offsets topic's replicas, then fails",
+        at_least(1))
+    offsets_retention_check_interval_ms: int = define(
+        Type.LONG, 600000, "Frequency at which to check for stale offsets", at_least(1))
     offsets_retention_minutes: int = define(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
+
+    # Producer ids
     transactional_id_expiration_ms: int = define(
         Type.INT, 7 * 24 * _MS_PER_HOUR, "Idle time after which a transactional id expires", at_least(1)
     )

@@ -38,7 +38,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -50,6 +50,10 @@ from broker.api.grpc_apis import KafkaApis
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.operations import BrokerOperations
+from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
+from broker.coordinator.group.group_metadata_manager import GroupMetadataManager, OffsetsConfig
+from broker.coordinator.group.offsets_topic import OffsetsTopic
+from broker.coordinator.group.storage import ReplicaManagerStorage
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
@@ -149,6 +153,7 @@ class KafkaServer:
         self._dynamic_config: DynamicConfigManager | None = None
         self._registration: BrokerInfo | None = None
         self._log_dir_failure_handler: LogDirFailureHandler | None = None
+        self.group_coordinator: GroupCoordinator | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -216,10 +221,12 @@ class KafkaServer:
         self._dynamic_config = DynamicConfigManager(self.broker_id, zk, topic_configs, replica_manager,
                                                     fetchers.resize_thread_pool, config.num_replica_fetchers)
         await asyncio.to_thread(self._dynamic_config.startup)
+        admin_manager = AdminManager(config, zk, topic_configs)
+        self.group_coordinator = group_coordinator = self._group_coordinator(
+            replica_manager, metadata_cache, admin_manager, timer, loop)
         # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
         operations = BrokerOperations(
-            config, replica_manager=replica_manager, metadata_cache=metadata_cache,
-            admin_manager=AdminManager(config, zk, topic_configs),
+            config, replica_manager=replica_manager, metadata_cache=metadata_cache, admin_manager=admin_manager,
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop)
         config_admin = ConfigAdmin(config, zk, topic_configs)
@@ -232,7 +239,7 @@ class KafkaServer:
         )
         kafka_context = functools.partial(
             KafkaContext, config, operations, cluster_id, self.metrics,
-            config_admin=config_admin)
+            config_admin=config_admin, group_coordinator=group_coordinator)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
@@ -245,6 +252,46 @@ class KafkaServer:
         if config.metrics_port:
             self.metrics.serve(config.metrics_port)
         logger.info("[KafkaServer id=%d] started (broker epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _group_coordinator(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                           admin_manager: AdminManager, timer: AsyncioTimer,
+                           loop: asyncio.AbstractEventLoop) -> GroupCoordinator:
+        """The group coordinator on __consumer_offsets; the ReplicaManager tells it which of the topic's partitions
+        this broker leads (Kafka's onLeadershipChange), on the event loop whichever thread applied the change."""
+        config = self.config
+        storage = ReplicaManagerStorage(replica_manager, config.offsets_commit_required_acks,
+                                        config.offsets_commit_timeout_ms, loop)
+        manager = GroupMetadataManager(
+            self.broker_id,
+            OffsetsConfig(num_partitions=config.offsets_topic_num_partitions,
+                          retention_ms=config.offsets_retention_minutes * 60 * 1000,
+                          metadata_max_bytes=config.offset_metadata_max_bytes,
+                          load_buffer_size=config.offsets_load_buffer_size),
+            storage.append, self._time_ms, storage.read_log)
+        offsets_topic = OffsetsTopic(metadata_cache, config.offsets_topic_num_partitions,
+                                     config.offsets_topic_replication_factor, config.offsets_topic_segment_bytes,
+                                     admin_manager.create_topics)
+        coordinator = GroupCoordinator(
+            self.broker_id,
+            GroupConfig(min_session_timeout_ms=config.group_min_session_timeout_ms,
+                        max_session_timeout_ms=config.group_max_session_timeout_ms,
+                        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                        max_size=config.group_max_size),
+            manager, DelayedOperationPurgatory("Heartbeat", timer), DelayedOperationPurgatory("Rebalance", timer),
+            metadata_cache, offsets_topic.ensure, self._time_ms)
+        self.metrics.bind_group_metadata_manager(manager.metrics())
+        loop_thread = threading.get_ident()
+
+        def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
+                                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+            if threading.get_ident() == loop_thread:
+                coordinator.on_leadership_change(became_leader, resigned)
+            else:
+                loop.call_soon_threadsafe(coordinator.on_leadership_change, list(became_leader), list(resigned))
+
+        replica_manager.add_leadership_listener(on_leadership_change)
+        coordinator.startup()
+        return coordinator
 
     def _start_log_cleaner(self, log_manager: LogManager, replica_manager: ReplicaManager) -> LogCleaner:
         config = self.config
@@ -368,6 +415,12 @@ class KafkaServer:
                            hw_interval, hw_interval)
         isr_expiration_ms = config.replica_lag_time_max_ms // 2
         scheduler.schedule("isr-expiration", replica_manager.maybe_shrink_isr, isr_expiration_ms, isr_expiration_ms)
+        if self.group_coordinator is not None and self._loop is not None:
+            coordinator, loop = self.group_coordinator, self._loop
+            scheduler.schedule(
+                "delete-expired-group-metadata",
+                lambda: asyncio.run_coroutine_threadsafe(coordinator.cleanup_group_metadata(), loop).result(),
+                0, config.offsets_retention_check_interval_ms)
         propagation_ms = propagator.config.check_interval_ms
         scheduler.schedule("isr-change-propagation", propagator.maybe_propagate_isr_changes, propagation_ms,
                            propagation_ms)
@@ -416,6 +469,8 @@ class KafkaServer:
             await self._health.enter_graceful_shutdown()
         if self._scheduler is not None:
             await self._scheduler.shutdown()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
         if self._dynamic_config is not None:
             await asyncio.to_thread(self._dynamic_config.shutdown)
         stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers),

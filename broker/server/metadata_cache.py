@@ -142,6 +142,9 @@ class MetadataCache:
         nodes = (self._node(broker, listener_name) for _, broker in sorted(snapshot.alive_brokers.items()))
         return [node for node in nodes if node is not None]
 
+    def alive_broker_ids(self) -> list[int]:
+        return sorted(self._snapshot.alive_brokers)
+
     def is_broker_alive(self, broker_id: int) -> bool:
         return broker_id in self._snapshot.alive_brokers
 

@@ -9,7 +9,7 @@ process (tests) do not collide; `metrics.port` serves it over HTTP (0: off).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -74,6 +74,14 @@ class BrokerMetrics(MetricsEndpoint):
               registry=self.registry).set_function(offline_log_dirs)
         Gauge("kafka_server_ReplicaManager_OfflineReplicaCount", "Partitions hosted here on an offline log dir",
               registry=self.registry).set_function(offline_replicas)
+
+    def bind_group_metadata_manager(self, gauges: Mapping[str, Callable[[], int]]) -> None:
+        """kafka.coordinator.group:type=GroupMetadataManager gauges by Kafka's name (NumGroups, NumOffsets,
+        NumGroupsStable, NumGroupsPreparingRebalance, ...)."""
+        for name, read in gauges.items():
+            Gauge(f"kafka_coordinator_group_GroupMetadataManager_{name}",
+                  f"GroupMetadataManager {name} of the groups this broker coordinates",
+                  registry=self.registry).set_function(read)
 
     def bind_fetcher_max_lag(self, max_lag: Callable[[], int]) -> None:
         self._fetcher_max_lag.labels(clientId="Replica").set_function(max_lag)

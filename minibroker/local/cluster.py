@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -69,6 +69,9 @@ from zk.paths import BrokerInfo
 from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, pid_alive
 
 HOST = "127.0.0.1"
+# KafkaConfig's default offsets.topic.replication.factor (3).
+OFFSETS_TOPIC_REPLICATION_FACTOR = cast(
+    int, KafkaConfig.__dataclass_fields__["offsets_topic_replication_factor"].default)
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
 CONTROLLER_ID_BASE = 1000
 # An --override of a key the controller reads goes to the controllers as well as to the brokers, as it would
@@ -252,6 +255,10 @@ class LocalCluster:
                     launcher["listeners"] = f"{GRPC_LISTENER_NAME}://{host}:{port},PLAINTEXT://{host}:{kafka_port}"
                 if not config.exists():
                     launcher["log.dirs"] = str(self.data_dir / f"broker-{broker_id}" / "data")
+                    if brokers < OFFSETS_TOPIC_REPLICATION_FACTOR:
+                        # As Kafka's own development server.properties: a cluster smaller than the offsets topic's
+                        # default replication factor could never create it, and no group consumer would work.
+                        launcher["offsets.topic.replication.factor"] = str(brokers)
                 self._write_config(config, {**launcher, **props}, report)
                 broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
                                      log_dir=cluster_configs.first_log_dir(config) or "", kafka_port=kafka_port)

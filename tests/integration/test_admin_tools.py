@@ -193,6 +193,8 @@ def test_unclean_election_brings_back_a_partition_with_no_live_isr_member(
 def test_topics_with_overrides_and_perf_payload_file(data_dir: Path, tmp_path: Path) -> None:
     d = ("--data-dir", str(data_dir))
     bootstrap = ok("cluster", "up", *d, "--brokers", "1", "--controllers", "1").strip()
+    # One broker could never hold a 3-replica __consumer_offsets: its config says 1, as Kafka's dev config does.
+    assert "offsets.topic.replication.factor=1\n" in (data_dir / "broker-1" / "server.properties").read_text()
     ok("topics", *d, "--create", "--topic", "plain", "--partitions", "1")
     ok("topics", *d, "--create", "--topic", "tuned", "--partitions", "2", "--config", "retention.ms=600000")
     assert ok("topics", *d, "--describe", "--topics-with-overrides") == \

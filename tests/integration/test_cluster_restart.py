@@ -62,8 +62,7 @@ group.initial.rebalance.delay.ms=0
 cluster.credential=s3cret-of-the-cluster
 """
 UNUSED = ("num.network.threads, num.io.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
-          " offsets.topic.replication.factor, transaction.state.log.replication.factor,"
-          " transaction.state.log.min.isr, group.initial.rebalance.delay.ms")
+          " transaction.state.log.replication.factor, transaction.state.log.min.isr")
 
 
 def minibroker(*args: str) -> subprocess.CompletedProcess[str]:

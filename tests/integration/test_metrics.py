@@ -46,6 +46,9 @@ def test_the_leader_reports_isr_shrink_and_expand(start_broker: StartBroker, sta
         before = scrape(port)
         assert before[f"{RM}LeaderCount"] == 1 and before[f"{RM}PartitionCount"] == 1
         assert before[f"{RM}UnderReplicatedPartitions"] == 0 and before[f"{RM}UnderMinIsrPartitionCount"] == 0
+        # The group coordinator's gauges (no group coordinated here yet).
+        gm = "kafka_coordinator_group_GroupMetadataManager_"
+        assert (before[f"{gm}NumGroups"], before[f"{gm}NumOffsets"], before[f"{gm}NumGroupsStable"]) == (0, 0, 0)
 
         with paused(cluster.brokers[follower]):
             # An idle follower at the log end stays in sync however long it is silent: a record it cannot fetch

@@ -21,6 +21,8 @@ FORBIDDEN_IMPORTS = {
     "common-is-shared": ("common/limits.py", "import broker.server.config"),
     "client-is-standalone": ("client/retry.py", "import broker.log.log"),
     "broker-controller-independent": ("broker/replication/rules.py", "import controller.election"),
+    "replication-below-coordinators": ("broker/replication/replica_manager.py",
+                                       "import broker.coordinator.group.group_coordinator"),
     # Indirect: the state store reaches kazoo through zk.client and prometheus through the metrics.
     "rules-are-plain": ("broker/replication/rules.py", "from broker.replication import partition_state_store"),
     "commands-are-the-cli": ("broker/server/kafka_server.py", "import minibroker.commands.broker"),

@@ -1,10 +1,11 @@
 """The APIs and versions this broker serves on its Kafka listeners, and nothing more (ApiVersions
 advertises exactly this). librdkafka turns record batch v2 on only when Produce >= 3 and Fetch >= 4 are
-advertised, and the idempotent producer only with InitProducerId."""
+advertised, the idempotent producer only with InitProducerId, and its group consumer only with the group
+family (FindCoordinator through DeleteGroups)."""
 
 from __future__ import annotations
 
-from broker.api.kafka import admin, api_versions, fetch, metadata, offsets, produce, producer_id
+from broker.api.kafka import admin, api_versions, fetch, groups, metadata, offsets, produce, producer_id
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
 
 API_TABLE: list[ApiSpec] = [
@@ -12,12 +13,22 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(1, "Fetch", 4, 11, fetch.handle_fetch),
     ApiSpec(2, "ListOffsets", 1, 5, offsets.handle_list_offsets),
     ApiSpec(3, "Metadata", 0, 8, metadata.handle_metadata),
+    ApiSpec(8, "OffsetCommit", 2, 8, groups.handle_offset_commit),
+    ApiSpec(9, "OffsetFetch", 1, 7, groups.handle_offset_fetch),
+    ApiSpec(10, "FindCoordinator", 0, 3, groups.handle_find_coordinator),
+    ApiSpec(11, "JoinGroup", 0, 7, groups.handle_join_group),
+    ApiSpec(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
+    ApiSpec(13, "LeaveGroup", 0, 4, groups.handle_leave_group),
+    ApiSpec(14, "SyncGroup", 0, 5, groups.handle_sync_group),
+    ApiSpec(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
+    ApiSpec(16, "ListGroups", 0, 4, groups.handle_list_groups),
     ApiSpec(19, "CreateTopics", 2, 4, admin.handle_create_topics),
     ApiSpec(20, "DeleteTopics", 1, 3, admin.handle_delete_topics),
     ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
     ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
     ApiSpec(32, "DescribeConfigs", 1, 3, admin.handle_describe_configs),
     ApiSpec(33, "AlterConfigs", 0, 1, admin.handle_alter_configs),
+    ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))

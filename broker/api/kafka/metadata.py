@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
+from broker.api.operations import INTERNAL_TOPICS
 
 
 async def handle_metadata(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
@@ -33,7 +34,8 @@ async def handle_metadata(context: KafkaContext, header: RequestHeader, request:
                   isr_nodes=tuple(p.isr), offline_replicas=tuple(p.offline_replicas))
             for p in metadata.partitions)
         topic_entries.append(build(schema.MetadataResponseTopic, error_code=kio_error(error), name=name,
-                                   is_internal=False, partitions=partitions, topic_authorized_operations=-2147483648))
+                                   is_internal=name in INTERNAL_TOPICS, partitions=partitions,
+                                   topic_authorized_operations=-2147483648))
     return encode(build(schema.MetadataResponse, throttle_time=millis(0), brokers=brokers,
                         cluster_id=context.cluster_id, controller_id=context.broker_id, topics=tuple(topic_entries),
                         cluster_authorized_operations=-2147483648))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from broker_helpers import LOCAL, TP, leader_state, topic_config
 
-from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id, java_string_hash
+from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id
 from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
@@ -31,6 +31,7 @@ from broker.fetcher.truncation import (
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.manager import LogManager
 from broker.replication.partition import FetchIsolation, Partition
+from common.java_hash import java_string_hash
 from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition

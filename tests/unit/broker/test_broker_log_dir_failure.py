@@ -78,6 +78,14 @@ def test_the_dirs_partitions_go_offline_and_answer_kafka_storage_error(h: Harnes
     assert h.log_manager.read_high_watermarks() == {SPARED: 3}
 
 
+def test_leadership_listeners_hear_that_the_dirs_partitions_are_gone(h: Harness) -> None:
+    """The group coordinator drops the __consumer_offsets partitions it led there: nothing can be written to them."""
+    heard: list[tuple[object, object]] = []
+    h.replica_manager.add_leadership_listener(lambda became, resigned: heard.append((list(became), list(resigned))))
+    h.replica_manager.handle_log_dir_failure(first_dir(h))
+    assert heard == [([], [(TP, None), (FOLLOWED, None)])]
+
+
 def test_a_dir_already_offline_is_handled_once(h: Harness) -> None:
     assert h.replica_manager.handle_log_dir_failure(first_dir(h)) == [TP, FOLLOWED]
     assert h.replica_manager.handle_log_dir_failure(first_dir(h)) == []

@@ -264,3 +264,19 @@ def test_high_watermarks_are_checkpointed_only_once_partitions_are_hosted(h: Har
     assert partition is not None and partition.high_watermark == 7
     h.replica_manager.checkpoint_high_watermarks()
     assert h.log_manager.read_high_watermarks() == {TP: 7}
+
+
+def test_leadership_listeners_hear_of_new_leaders_and_resignations(h: Harness) -> None:
+    """Kafka's onLeadershipChange: the group coordinator loads and drops __consumer_offsets partitions on it."""
+    heard: list[tuple[list[tuple[TopicPartition, int]], list[tuple[TopicPartition, int | None]]]] = []
+    h.replica_manager.add_leadership_listener(lambda leaders, resigned: heard.append((list(leaders), list(resigned))))
+    other = TopicPartition("orders", 1)
+    h.replica_manager.become_leader_or_follower(
+        0, 1, [(TP, leader_state(LOCAL, 3, (LOCAL, 2), replicas=(LOCAL, 2))),
+               (other, leader_state(2, 5, (LOCAL, 2), replicas=(LOCAL, 2)))], live_leaders(LOCAL, 2), {})
+    assert heard == [([(TP, 3)], [(other, 5)])]
+    # A stale request changes nothing, and says nothing.
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(LOCAL, 3))], live_leaders(LOCAL), {})
+    assert len(heard) == 1
+    h.replica_manager.stop_replicas(0, 1, False, [TP])
+    assert heard[-1] == ([], [(TP, None)])
