@@ -45,6 +45,9 @@ class ControllerContext:
         # Live brokers that asked for a controlled shutdown: still registered, but no longer elected leader
         # (Kafka's shuttingDownBrokerIds). They leave with their registration.
         self.shutting_down_broker_ids: set[int] = set()
+        # Per broker, its replicas on an offline log dir, as its LeaderAndIsr answers said (Kafka's
+        # replicasOnOfflineDirs): offline to elections until the broker registers again.
+        self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
         self.all_topics: set[str] = set()
         self.partition_assignments: dict[str, dict[int, ReplicaAssignment]] = {}
         self.partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
@@ -80,8 +83,9 @@ class ControllerContext:
         return broker_id in self.live_brokers
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
-        # Kafka also counts a replica on a failed log dir as offline; brokers here have no such report.
-        return self.is_broker_online(broker_id, include_shutting_down)
+        """On a live broker, and not on one of its offline log dirs."""
+        return (self.is_broker_online(broker_id, include_shutting_down)
+                and tp not in self.replicas_on_offline_dirs.get(broker_id, ()))
 
     # --- topics and assignments ---
 

@@ -11,7 +11,9 @@ A broker whose registration disappears (or changes: it restarted) is a broker
 failure: its replicas go offline, the partitions it led elect a new leader from
 their live ISR, and it leaves every ISR it was in - so acks=all never counts a
 dead replica. A broker that registers gets the metadata and its replicas'
-states; partitions waiting offline for it come back.
+states; partitions waiting offline for it come back. A broker whose log dir failed says so under
+/log_dir_event_notification: the controller asks it about each replica it hosts (LeaderAndIsr), and those it
+answers with KAFKA_STORAGE_ERROR are offline (Kafka's replicasOnOfflineDirs) until it registers again.
 
 Planned operations: a broker about to stop asks for a controlled shutdown
 (over the KafkaController gRPC service, controller/server.py); it stops being
@@ -53,6 +55,8 @@ from controller.events import (
     ElectLeadersCallback,
     Expire,
     IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
     PartitionModifications,
     PartitionReassignment,
     PartitionReassignmentIsrChange,
@@ -78,7 +82,9 @@ from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import ControllerMovedError, KafkaZkClient
-from zk.paths import BrokerInfo
+from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, BrokerInfo
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 
 class KafkaController:
@@ -99,7 +105,7 @@ class KafkaController:
         self._zk = zk
         self._active = False
         self._log = controller_logger(__name__, self.controller_id)
-        state_change_log = state_change_logger(self.controller_id, lambda: self.context.epoch)
+        self._state_change_log = state_change_log = state_change_logger(self.controller_id, lambda: self.context.epoch)
         self._channel_manager = channel_manager or ControllerChannelManager(
             self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms,
             config.inter_broker_listener,
@@ -112,6 +118,7 @@ class KafkaController:
             state_change_log,
             self._on_stop_replica_response,
             config.inter_broker_listener,
+            self._on_leader_and_isr_response,
         )
         self._partition_state_machine = PartitionStateMachine(
             self.controller_id,
@@ -191,6 +198,10 @@ class KafkaController:
                     self._process_partition_modifications(event.topic)
                 case IsrChangeNotification():
                     self._process_isr_change_notification()
+                case LogDirEventNotification():
+                    self._process_log_dir_event_notification()
+                case LeaderAndIsrResponseReceived():
+                    self._process_leader_and_isr_response_received(event)
                 case TopicDeletion():
                     self._process_topic_deletion()
                 case TopicDeletionStopReplicaResponseReceived():
@@ -314,6 +325,10 @@ class KafkaController:
         # The whole state is read below: pending notifications would only repeat it.
         self._log.info("Deleting isr change notifications")
         self._zk.delete_isr_change_notifications(self._zk.get_isr_change_notifications(), self.context.epoch_zk_version)
+        # The LeaderAndIsr every replica gets below makes brokers name their offline replicas again.
+        self._log.info("Deleting log dir event notifications")
+        self._zk.delete_log_dir_event_notifications(
+            self._zk.get_all_log_dir_event_notifications(), self.context.epoch_zk_version)
         self._log.info("Initializing controller context")
         self._initialize_controller_context()
         # Brokers learn the live brokers before the LeaderAndIsr requests that name them.
@@ -394,6 +409,9 @@ class KafkaController:
         )
         for broker_id in dead_ids + bounced_ids:
             self._channel_manager.remove_broker(broker_id)
+        # A broker's new incarnation loaded its log dirs afresh: its replicas are no longer known to be offline.
+        for broker_id in new_ids + dead_ids + bounced_ids:
+            self.context.replicas_on_offline_dirs.pop(broker_id, None)
         if new_ids:
             self._add_live_brokers([current[i] for i in new_ids])
             self._on_broker_startup(new_ids)
@@ -673,16 +691,22 @@ class KafkaController:
             self._on_preferred_replica_election(partitions, "auto")
 
     def _unclean_leader_election_enabled(self, topic: str) -> bool:
-        """The topic's override of unclean.leader.election.enable, else the controller's (Kafka reads the topic's
-        config from ZooKeeper at election time too, so a change applies to the next election)."""
-        text = self._zk.get_topic_config(topic).get("unclean.leader.election.enable")
-        if text is None:
-            return self.config.unclean_leader_election_enable
-        try:
-            return bool(parse_value("unclean.leader.election.enable", Type.BOOLEAN, text.strip()))
-        except ConfigError as e:
-            self._log.warning("Ignoring the invalid topic config of %s: %s", topic, e)
-            return self.config.unclean_leader_election_enable
+        """unclean.leader.election.enable as Kafka's controller reads it at election time (so a change applies to
+        the next election): the topic's override, else the cluster-wide dynamic broker default
+        (/config/brokers/<default>, `configs --entity-type brokers --entity-default`), else the static config."""
+        sources = (
+            (f"topic {topic}", lambda: self._zk.get_topic_config(topic)),
+            ("the default broker config", lambda: self._zk.get_entity_config(BROKERS_ENTITY, DEFAULT_ENTITY_NAME)),
+        )
+        for source, read in sources:
+            text = read().get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            if text is None:
+                continue
+            try:
+                return bool(parse_value(UNCLEAN_LEADER_ELECTION_ENABLE, Type.BOOLEAN, text.strip()))
+            except ConfigError as e:
+                self._log.warning("Ignoring the invalid %s of %s: %s", UNCLEAN_LEADER_ELECTION_ENABLE, source, e)
+        return self.config.unclean_leader_election_enable
 
     # --- topics ---
 
@@ -814,3 +838,47 @@ class KafkaController:
                 self._send_update_metadata_request(self.context.live_broker_ids, partitions)
         finally:
             self._zk.delete_isr_change_notifications(sequence_numbers, self.context.epoch_zk_version)
+
+    # --- log dir failures ---
+
+    def _process_log_dir_event_notification(self) -> None:
+        """Kafka's processLogDirEventNotification: ask every replica on the brokers named (a LeaderAndIsr to each,
+        OnlineReplica): their answers say which replicas are on an offline dir (the LeaderAndIsr response)."""
+        if not self._active:
+            return
+        sequence_numbers = self._zk.get_all_log_dir_event_notifications()
+        try:
+            broker_ids = sorted(set(self._zk.get_broker_ids_from_log_dir_events(sequence_numbers)))
+            if broker_ids:
+                self._log.info("Handling log directory failure for brokers %s", ",".join(map(str, broker_ids)))
+                self._replica_state_machine.handle_state_changes(
+                    self.context.replicas_on_brokers(broker_ids), ReplicaState.OnlineReplica)
+        finally:
+            self._zk.delete_log_dir_event_notifications(sequence_numbers, self.context.epoch_zk_version)
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: pb.LeaderAndIsrResponse) -> None:
+        """On the channel's thread: hand the answer to the event thread."""
+        self._event_manager.put(LeaderAndIsrResponseReceived(
+            broker_id, response.error_code,
+            tuple((TopicPartition(e.topic_name, e.partition_index), e.error_code) for e in response.partition_errors),
+        ))
+
+    def _process_leader_and_isr_response_received(self, event: LeaderAndIsrResponseReceived) -> None:
+        """Kafka's processLeaderAndIsrResponseReceived: KAFKA_STORAGE_ERROR marks the broker's replica offline
+        (elections skip it, it leaves the ISR, a partition it led elects another leader); NONE marks it online."""
+        if not self._active:
+            return
+        if event.error != ErrorCode.NONE:
+            self._state_change_log.error("Received error %s in LeaderAndIsr response from broker %d",
+                                         ErrorCode(event.error).name, event.broker_id)
+            return
+        offline = {tp for tp, error in event.partition_errors if error == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {tp for tp, error in event.partition_errors if error == ErrorCode.NONE}
+        previous = self.context.replicas_on_offline_dirs.get(event.broker_id, set())
+        current = (previous - online) | offline
+        self.context.replicas_on_offline_dirs[event.broker_id] = current
+        newly_offline = sorted(current - previous)
+        if newly_offline:
+            self._state_change_log.info("Mark replicas %s on broker %d as offline",
+                                        ",".join(map(str, newly_offline)), event.broker_id)
+            self._on_replicas_become_offline([PartitionAndReplica(tp, event.broker_id) for tp in newly_offline])

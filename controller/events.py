@@ -69,6 +69,24 @@ class IsrChangeNotification(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    """Brokers said under /log_dir_event_notification that a log dir of theirs went offline."""
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    """A broker answered a LeaderAndIsr: KAFKA_STORAGE_ERROR for a partition means its replica there is on an
+    offline log dir (Kafka's LeaderAndIsrResponseReceived)."""
+
+    broker_id: int
+    error: int
+    partition_errors: tuple[tuple[TopicPartition, int], ...]
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(broker_id={self.broker_id}, error={self.error})"
+
+
+@dataclass(frozen=True)
 class TopicDeletion(ControllerEvent):
     """The children of /admin/delete_topics changed: topics were marked for deletion."""
 

@@ -22,11 +22,13 @@ from zk.paths import LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest | pb.StopReplicaRequest
 BrokerResponse = pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse | pb.StopReplicaResponse
-# Called with a broker's answer (on the channel's thread); only StopReplica has one.
+# Called with a broker's answer (on the channel's thread): LeaderAndIsr's and deleting StopReplica's have one.
 ResponseCallback = Callable[[BrokerResponse], None]
 SendRequest = Callable[[int, BrokerRequest, ResponseCallback | None], None]
 # (broker id, its answer) to a StopReplica that deletes partitions.
 StopReplicaResponseCallback = Callable[[int, pb.StopReplicaResponse], None]
+# (broker id, its answer) to a LeaderAndIsr: the controller learns which replicas are on offline log dirs.
+LeaderAndIsrResponseCallback = Callable[[int, pb.LeaderAndIsrResponse], None]
 
 # Kafka's LeaderAndIsr.LeaderDuringDelete.
 LEADER_DURING_DELETE = -2
@@ -41,8 +43,10 @@ class ControllerBrokerRequestBatch:
         state_change_log: Logger,
         stop_replica_response: StopReplicaResponseCallback,
         inter_broker_listener: str = "PLAINTEXT",
+        leader_and_isr_response: LeaderAndIsrResponseCallback | None = None,
     ) -> None:
         self._controller_id = controller_id
+        self._leader_and_isr_response = leader_and_isr_response
         self._context = context
         self._send = send
         self._log = state_change_log
@@ -117,7 +121,8 @@ class ControllerBrokerRequestBatch:
         try:
             for broker_id, partitions in sorted(self._leader_and_isr.items()):
                 if broker_id in self._context.live_brokers:
-                    self._send(broker_id, self._leader_and_isr_request(broker_id, partitions), None)
+                    self._send(broker_id, self._leader_and_isr_request(broker_id, partitions),
+                               self._on_leader_and_isr_response(broker_id))
             brokers = sorted(self._update_metadata_brokers & self._context.live_broker_ids)
             if brokers:
                 self._send_update_metadata(brokers)
@@ -129,6 +134,17 @@ class ControllerBrokerRequestBatch:
                             self._send_stop_replica(broker_id, to_stop, delete)
         finally:
             self.clear()
+
+    def _on_leader_and_isr_response(self, broker_id: int) -> ResponseCallback | None:
+        callback = self._leader_and_isr_response
+        if callback is None:
+            return None
+
+        def on_response(response: BrokerResponse) -> None:
+            assert isinstance(response, pb.LeaderAndIsrResponse)
+            callback(broker_id, response)
+
+        return on_response
 
     def _send_stop_replica(self, broker_id: int, partitions: list[TopicPartition], delete: bool) -> None:
         self._log.info(

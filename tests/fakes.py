@@ -84,6 +84,9 @@ class FakeZk:
         self.topics: dict[str, TopicAssignment] = {}
         self.partition_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
+        # /log_dir_event_notification: sequence number -> broker id, and the next sequence number.
+        self.log_dir_events: dict[str, int] = {}
+        self.log_dir_event_sequence = 0
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}  # /config/brokers/<id|<default>>
         self.user_configs: dict[str, dict[str, str]] = {}  # /config/users/<user>
@@ -264,11 +267,35 @@ class FakeZk:
     def delete_isr_change_notifications(
         self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
     ) -> None:
+        self._delete_notifications(self.isr_notifications, sequence_numbers, expected_controller_epoch_zk_version)
+
+    def _delete_notifications(self, notifications: dict[str, Any], sequence_numbers: Iterable[str],
+                              expected_controller_epoch_zk_version: int) -> None:
+        """A fenced multi-delete of sequential notification znodes (none: no check, as the real client)."""
         sequence_numbers = list(sequence_numbers)
         if sequence_numbers:
             self._fence(expected_controller_epoch_zk_version)
         for s in sequence_numbers:
-            self.isr_notifications.pop(s, None)
+            notifications.pop(s, None)
+
+    # --- log dir event notifications ---
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        sequence_number = f"{self.log_dir_event_sequence:010d}"
+        self.log_dir_event_sequence += 1
+        self.log_dir_events[sequence_number] = broker_id
+        return sequence_number
+
+    def get_all_log_dir_event_notifications(self) -> list[str]:
+        return sorted(self.log_dir_events)
+
+    def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        return [self.log_dir_events[s] for s in sequence_numbers if s in self.log_dir_events]
+
+    def delete_log_dir_event_notifications(
+        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        self._delete_notifications(self.log_dir_events, sequence_numbers, expected_controller_epoch_zk_version)
 
     # --- watches: recorded, never fired (tests call process() with the events instead) ---
 
@@ -290,6 +317,9 @@ class FakeZk:
 
     def watch_isr_change_notifications(self, callback: Any) -> Any:
         return self._watch("isr_change_notification", callback)
+
+    def watch_log_dir_event_notifications(self, callback: Any) -> Any:
+        return self._watch("log_dir_event_notification", callback)
 
     def watch_topic_deletions(self, callback: Any) -> Any:
         return self._watch("delete_topics", callback)

@@ -788,6 +788,38 @@ class KafkaZkClient:
             [paths.isr_change_path(seq) for seq in sequence_numbers], expected_controller_epoch_zk_version
         )
 
+    # --- log dir event notifications ---
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A log dir of this broker went offline: tell the controller (Kafka's propagateLogDirEvent). Returns the
+        notification's sequence number."""
+        created = self._call(
+            self._zk.create, paths.log_dir_event_path(), paths.encode_log_dir_event(broker_id), sequence=True,
+            makepath=True,
+        )
+        return paths.sequence_number(str(created).rsplit("/", 1)[-1], paths.LOG_DIR_EVENT_PREFIX)
+
+    def get_all_log_dir_event_notifications(self) -> list[str]:
+        """Sequence numbers of pending log dir events, oldest first."""
+        return sorted(
+            paths.sequence_number(child, paths.LOG_DIR_EVENT_PREFIX)
+            for child in self._children(paths.LOG_DIR_EVENT_NOTIFICATION)
+        )
+
+    def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        """The brokers the events name, in event order (one broker may appear more than once)."""
+        sequence_numbers = list(sequence_numbers)
+        nodes = self._get_many([paths.log_dir_event_path(seq) for seq in sequence_numbers])
+        return [paths.decode_log_dir_event(seq, node[0]) for seq, node in zip(sequence_numbers, nodes)
+                if node is not None]
+
+    def delete_log_dir_event_notifications(
+        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int
+    ) -> None:
+        self._fenced_delete_all(
+            [paths.log_dir_event_path(seq) for seq in sequence_numbers], expected_controller_epoch_zk_version
+        )
+
     # --- admin requests ---
 
     def create_delete_topic_path(self, topic: str) -> bool:
@@ -1032,6 +1064,13 @@ class KafkaZkClient:
         return self.watch_children(
             paths.ISR_CHANGE_NOTIFICATION,
             lambda children: callback(sorted(paths.sequence_number(c, paths.ISR_CHANGE_PREFIX) for c in children)),
+        )
+
+    def watch_log_dir_event_notifications(self, callback: Callable[[list[str]], None]) -> Watch:
+        """callback(sequence numbers, oldest first)."""
+        return self.watch_children(
+            paths.LOG_DIR_EVENT_NOTIFICATION,
+            lambda children: callback(sorted(paths.sequence_number(c, paths.LOG_DIR_EVENT_PREFIX) for c in children)),
         )
 
     def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:

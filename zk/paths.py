@@ -38,6 +38,10 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+# Kafka's LogDirEventNotificationHandler.LogDirFailureEvent: the only event kind there is.
+LOG_DIR_FAILURE_EVENT = 1
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -50,7 +54,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
 
 # Kafka's ZkData.PersistentZkPaths, minus the paths of features we do not have
-# (old consumers, broker id generation, log dir events, client configs).
+# (old consumers, broker id generation, client configs).
 PERSISTENT_ZK_PATHS = (
     BROKER_IDS,
     TOPICS,
@@ -60,6 +64,7 @@ PERSISTENT_ZK_PATHS = (
     CONFIG_USERS,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     PRODUCER_ID_BLOCK,
 )
 
@@ -152,6 +157,11 @@ def delete_topic_path(topic: str) -> str:
 def isr_change_path(sequence_number: str = "") -> str:
     """With no sequence number: the prefix to create a sequential node with."""
     return f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}{sequence_number}"
+
+
+def log_dir_event_path(sequence_number: str = "") -> str:
+    """With no sequence number: the prefix to create a sequential node with."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}{sequence_number}"
 
 
 def config_change_path(sequence_number: str = "") -> str:
@@ -497,6 +507,20 @@ def encode_isr_change_notification(partitions: Iterable[TopicPartition]) -> byte
 def decode_isr_change_notification(sequence_number: str, data: bytes) -> set[TopicPartition]:
     with _decoding(isr_change_path(sequence_number), data):
         return _partitions_from_json(_loads(data)["partitions"])
+
+
+# --- /log_dir_event_notification/log_dir_event_<seq> ---
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka's LogDirEventNotificationSequenceZNode.encode: {"version":1,"broker":<id>,"event":1}."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(sequence_number: str, data: bytes) -> int:
+    """The broker id a log dir event names."""
+    with _decoding(log_dir_event_path(sequence_number), data):
+        return int(_loads(data)["broker"])
 
 
 # --- /admin/preferred_replica_election, /admin/reassign_partitions ---

@@ -13,7 +13,8 @@
   cleaner.py         the log cleaner's algorithm over one log: map the dirty section, recopy, swap
   cleaner_manager.py which compacted log to clean next; cleaner-offset-checkpoint
   log_cleaner.py     LogCleaner: the log.cleaner.threads threads, their stats lines and metrics
-  manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints
+  manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints, a dir's failure
+  log_dir_failure.py LogDirFailureChannel: where an I/O error on a log dir is reported (the dir goes offline)
   config.py          LogConfig: a topic's log settings
   dump.py            kafka-dump-log's output for `minibroker dump-log`
 The record format itself (RecordBatch v2) is common/record.py: the client and the audit share it.

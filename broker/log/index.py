@@ -97,11 +97,15 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None
         self._length = 0
         self._entries = 0
+        # Bytes from the start known to have disk blocks: the preallocated file is sparse, and a write through
+        # the mapping into a hole of a full file system is a SIGBUS that kills the process, not an error.
+        self._allocated = 0
         if self.newly_created:
             self.resize(max_index_size)
         else:
             self._map(self._file.size())
             self._entries = self._entries_before_zero_tail()
+            self._allocated = self._entries * self.entry_size
         self._refresh_last_entry()
 
     def __repr__(self) -> str:
@@ -179,9 +183,21 @@ class AbstractIndex:
             self._mmap.close()
             self._mmap = None
         os.ftruncate(self._file.fd, rounded)
+        self._allocated = min(self._allocated, rounded)
         self._map(rounded)
         if self._entries > self.max_entries:
             self._truncate_to_entries(self.max_entries)
+
+    def _allocate_next_entry(self) -> None:
+        """Give the page the next entry goes to its disk blocks first (posix_fallocate), so a full disk is an
+        OSError (ENOSPC) the log dir's failure handling can act on."""
+        end = (self._entries + 1) * self.entry_size
+        if end <= self._allocated:
+            return
+        start = self._allocated - self._allocated % mmap.PAGESIZE
+        stop = min(end + (-end) % mmap.PAGESIZE, self._length)
+        os.posix_fallocate(self._file.fd, start, stop - start)
+        self._allocated = stop
 
     def trim_to_valid_size(self) -> None:
         self.resize(self._entries * self.entry_size)
@@ -360,6 +376,7 @@ class OffsetIndex(AbstractIndex):
                 f" offset appended ({self.last_offset}) to {self.path}"
             )
         assert self._mmap is not None
+        self._allocate_next_entry()
         _OFFSET_ENTRY.pack_into(self._mmap, self._entries * self.entry_size, self.relative_offset(offset), position)
         self._entries += 1
         self._last_entry = OffsetPosition(offset, position)
@@ -446,6 +463,7 @@ class TimeIndex(AbstractIndex):
         if self._entries >= self.max_entries:
             self.resize((self._entries + 1) * self.entry_size)
         assert self._mmap is not None
+        self._allocate_next_entry()
         _TIME_ENTRY.pack_into(self._mmap, self._entries * self.entry_size, timestamp, self.relative_offset(offset))
         self._entries += 1
         self._last_entry = TimestampOffset(timestamp, offset)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import itertools
 import logging
 import os
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from broker.log.batch_scan import scan_batches
 from broker.log.config import LogConfig
@@ -43,6 +45,7 @@ from broker.log.files import (
     TIME_INDEX_FILE_SUFFIX,
 )
 from broker.log.index import CorruptIndexError
+from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from broker.log.segment import (
     BatchSpan,
@@ -66,6 +69,7 @@ from proto.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -199,12 +203,48 @@ class _Recovery:
             logger.warning("%sDeleting %s (%d bytes): %s", self.ident, file, size, reason)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reports_io_errors(
+    action: str,
+) -> Callable[[Callable[Concatenate[Log, _P], _R]], Callable[Concatenate[Log, _P], _R]]:
+    """Kafka's Log.maybeHandleIOException: an OSError (or a storage error from a segment or checkpoint below) takes
+    the log's dir offline through the failure channel and fails the call with KAFKA_STORAGE_ERROR; a log already
+    taken offline fails at once. Without a channel (tools, unit tests) the error passes unchanged."""
+
+    def decorate(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
+        @functools.wraps(method)
+        def wrapper(self: Log, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if self.offline:
+                raise KafkaStorageError(
+                    f"The log of {self.topic_partition} is in the offline log dir {self.dir.parent}")
+            try:
+                return method(self, *args, **kwargs)
+            except LogDirFailedError:
+                raise
+            except (OSError, KafkaStorageError) as e:
+                if self._failure_channel is None:
+                    raise
+                message = f"Error while {action} {self.topic_partition} in dir {self.dir.parent}"
+                raise self._failure_channel.storage_error(self.dir.parent, message, e) from e
+
+        return wrapper
+
+    return decorate
+
+
 class Log:
     """A partition's log. Build it with `Log.open`."""
 
     def __init__(self, dir: Path, config: LogConfig, time: Callable[[], int],
-                 leader_epoch_cache: LeaderEpochCache | None, producer_id_expiration_ms: int) -> None:
+                 leader_epoch_cache: LeaderEpochCache | None, producer_id_expiration_ms: int,
+                 log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
         self.dir = dir
+        self._failure_channel = log_dir_failure_channel
+        # Set once the log's dir went offline: every operation fails with KAFKA_STORAGE_ERROR from then on.
+        self.offline = False
         self.topic_partition = TopicPartition.parse(dir.name)
         self.config = config
         self.leader_epoch_cache = leader_epoch_cache
@@ -230,14 +270,16 @@ class Log:
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
              clean_shutdown: bool = False, time: Callable[[], int] = _wall_clock_ms,
              leader_epoch_cache: LeaderEpochCache | None = None,
-             producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
+             producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+             log_dir_failure_channel: LogDirFailureChannel | None = None) -> Log:
         """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
 
         `recovery_point` and `log_start_offset` come from the log directory's
         checkpoints; `time` is the millisecond clock (injected for tests).
-        What recovery changed is in `recovery_report`.
+        What recovery changed is in `recovery_report`. I/O errors on the log from then on are reported to
+        `log_dir_failure_channel`.
         """
-        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms)
+        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel)
         log._load(recovery_point, log_start_offset, clean_shutdown)
         return log
 
@@ -485,6 +527,7 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
+    @_reports_io_errors("appending records to")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Validate a produce request's batches, assign offsets and the leader epoch, append them.
 
@@ -541,6 +584,7 @@ class Log:
             self.flush(flush_to)
         return _append_info(first_offset, spans, stamp, view)
 
+    @_reports_io_errors("appending records to")
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping its offsets, epochs and timestamps.
 
@@ -651,6 +695,7 @@ class Log:
             segment = self._roll(now)
         return segment
 
+    @_reports_io_errors("rolling log segment for")
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
         with self._lock:
@@ -701,6 +746,7 @@ class Log:
         if self._time() - self._last_flush_time >= self.config.flush_interval_ms:
             self.flush()
 
+    @_reports_io_errors("flushing log for")
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, `up_to_offset`) and advance the recovery point."""
         with self._lock:
@@ -721,6 +767,7 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
+    @_reports_io_errors("reading from")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_message: bool = True) -> FetchDataInfo:
         """Whole batches from the one holding `start_offset`, below `max_offset` (e.g. the high watermark).
@@ -760,6 +807,7 @@ class Log:
         found = self._segments[i].translate_offset(max_offset)
         return (i, found[0]) if found is not None else (i, self._segments[i].size)
 
+    @_reports_io_errors("reading from")
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
         """The first record with timestamp >= `target_timestamp` (ListOffsets); None if every record is older."""
         with self._lock:
@@ -773,6 +821,7 @@ class Log:
 
     # ------------------------------------------------------------------ truncation
 
+    @_reports_io_errors("truncating log for")
     def truncate_to(self, target_offset: int) -> bool:
         """Drop every batch holding an offset >= `target_offset` (follower truncation).
 
@@ -814,6 +863,7 @@ class Log:
             self._load_producer_state(self._time())
             return True
 
+    @_reports_io_errors("truncating the entire log for")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at `new_offset` (a follower far behind the leader's log start)."""
         with self._lock:
@@ -836,6 +886,7 @@ class Log:
 
     # ------------------------------------------------------------------ retention
 
+    @_reports_io_errors("deleting segments for")
     def delete_old_segments(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
         """Retention (Kafka's deleteOldSegments): drop whole segments from the head; return how many.
 
@@ -870,6 +921,7 @@ class Log:
             deleted += self._delete_log_start_offset_breached_segments(high_watermark)
             return deleted
 
+    @_reports_io_errors("deleting segments for")
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> None:
         """Move the log start offset up (DeleteRecords), dropping segments entirely below it.
 
@@ -924,6 +976,7 @@ class Log:
 
     # ------------------------------------------------------------------ log cleaner
 
+    @_reports_io_errors("replacing segments for")
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
                          crash_point: Callable[[str], None] = lambda step: None) -> bool:
         """Swap the cleaner's `.cleaned` segment in for the group `old` it was copied from (Kafka's
@@ -958,6 +1011,13 @@ class Log:
 
     # ------------------------------------------------------------------ close
 
+    def mark_offline(self) -> None:
+        """Its dir went offline (Kafka's closeHandlers): nothing more is read or written here. The files' handles
+        and index mappings go with the last reference to the log."""
+        with self._lock:
+            self.offline = True
+
+    @_reports_io_errors("closing log for")
     def close(self) -> None:
         """Flush, then seal every segment (indexes trimmed to their entries). The log is unusable after."""
         self.flush()

@@ -12,15 +12,23 @@ At start-up every log is opened in parallel (`num.recovery.threads.per.data.dir`
 threads per dir); a log in a dir without the clean-shutdown marker re-validates
 its segments past the recovery point. The marker is removed once loading is
 done, so a crash at any later moment means recovery next time.
+
+A dir where an I/O error happens (a full disk) is reported to the
+LogDirFailureChannel; `handle_log_dir_failure` then takes it out of service
+(Kafka's handleLogDirFailure): its logs are dropped, no checkpoint, new log or
+clean-shutdown marker goes there again, and when no dir is left the broker
+halts. The dir is back only after a restart, which recovers its logs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +46,7 @@ from broker.log.files import (
 )
 from broker.log.leader_epoch import LeaderEpochFileCache
 from broker.log.log import Log
+from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
@@ -85,10 +94,17 @@ def _check_or_write_meta_properties(log_dir: Path, broker_id: int) -> None:
 
 class LogManager:
     def __init__(self, log_dirs: Sequence[Path], default_config: LogConfig, *, broker_id: int,
-                 time_ms: Callable[[], int] = _wall_clock_ms, recovery_threads: int = 1) -> None:
+                 time_ms: Callable[[], int] = _wall_clock_ms, recovery_threads: int = 1,
+                 log_dir_failure_channel: LogDirFailureChannel | None = None,
+                 halt: Callable[[int], None] = os._exit) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        # The dirs in service; one leaves it for good (until a restart) when its failure is handled.
+        self._live_log_dirs = list(self.log_dirs)
+        self.failure_channel = log_dir_failure_channel or LogDirFailureChannel()
+        # Kafka's Exit.halt: no shutdown hooks, nothing more written anywhere.
+        self._halt = halt
         self.default_config = default_config
         self.broker_id = broker_id
         self._time_ms = time_ms
@@ -106,10 +122,30 @@ class LogManager:
         without it every log uses the broker default.
         """
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            _check_or_write_meta_properties(log_dir, self.broker_id)
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir, topic_configs or (lambda _topic: self.default_config))
+            with self._failing_at_startup(log_dir, "Failed to create or validate data directory"):
+                log_dir.mkdir(parents=True, exist_ok=True)
+                _check_or_write_meta_properties(log_dir, self.broker_id)
+        for log_dir in self.live_log_dirs:
+            with self._failing_at_startup(log_dir, "Error while loading log dir"):
+                self._load_dir(log_dir, topic_configs or (lambda _topic: self.default_config))
+        if not self._live_log_dirs:
+            raise LogDirFailedError(f"None of the specified log dirs from {', '.join(map(str, self.log_dirs))}"
+                                    " can be created or validated")
+
+    @contextlib.contextmanager
+    def _failing_at_startup(self, log_dir: Path, message: str) -> Iterator[None]:
+        """Kafka's start-up: a dir with an I/O error is offline from the start (reported, so the controller hears of
+        it once the broker runs) and the others load; one owned by another broker still stops the start."""
+        try:
+            yield
+        except LogDirOwnedError:
+            raise
+        except (OSError, KafkaError) as e:
+            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"{message} {log_dir}", e)
+            with self._lock:
+                self._live_log_dirs.remove(log_dir)
 
     def _load_dir(self, log_dir: Path, topic_configs: Callable[[str], LogConfig]) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
@@ -138,6 +174,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
                 clean_shutdown=clean, time=self._time_ms,
                 leader_epoch_cache=LeaderEpochFileCache(path / LEADER_EPOCH_CHECKPOINT),
+                log_dir_failure_channel=self.failure_channel,
             )
 
         with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
@@ -153,15 +190,63 @@ class LogManager:
         logger.info("Loaded %d logs from %s (%s shutdown)", len(loaded), log_dir, "clean" if clean else "unclean")
 
     def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, and mark each dir cleanly shut down."""
+        """Flush and close every log, checkpoint, and mark each dir still in service cleanly shut down: a dir that
+        failed (before or during this) is recovered at the next start."""
         with self._lock:
             logs = list(self._logs.values())
         for log in logs:
-            log.close()
+            try:
+                log.close()
+            except LogDirFailedError:
+                pass  # reported: its dir gets no clean-shutdown marker below
         self.checkpoint_log_offsets()
-        for log_dir in self.log_dirs:
-            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        for log_dir in self.live_log_dirs:
+            if not self.failure_channel.has_offline_log_dir(log_dir):
+                with self._writing_in(log_dir, "writing the clean shutdown marker"):
+                    atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
         logger.info("Shut down %d logs cleanly", len(logs))
+
+    # ------------------------------------------------------------------ log dir failure
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        with self._lock:
+            return list(self._live_log_dirs)
+
+    @property
+    def offline_log_dir_count(self) -> int:
+        """kafka.log:type=LogManager,name=OfflineLogDirectoryCount."""
+        return len(self.log_dirs) - len(self.live_log_dirs)
+
+    @contextlib.contextmanager
+    def _writing_in(self, log_dir: Path, action: str) -> Iterator[None]:
+        """An I/O error in the block takes the dir offline (reported) instead of failing the caller, which goes on
+        with the other dirs (Kafka's checkpoint writers catch and report the same way)."""
+        try:
+            yield
+        except (OSError, KafkaError) as e:
+            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while {action} in dir {log_dir}", e)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Take the dir out of service (Kafka's LogManager.handleLogDirFailure); returns the partitions whose
+        logs were there. The last dir to go halts the broker: with no dir it can serve nothing."""
+        logger.warning("Stopping serving logs in dir %s", log_dir)
+        with self._lock:
+            if log_dir in self._live_log_dirs:
+                self._live_log_dirs.remove(log_dir)
+            if not self._live_log_dirs:
+                logger.critical("Shutdown broker because all log dirs in %s have failed",
+                                ", ".join(map(str, self.log_dirs)))
+                self._halt(1)
+            offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == log_dir)
+            for tp in offline:
+                self._logs.pop(tp).mark_offline()
+        logger.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                       ",".join(map(str, offline)), log_dir)
+        logger.info("Stopped serving logs in dir %s", log_dir)
+        return offline
 
     # ------------------------------------------------------------------ partitions
 
@@ -172,23 +257,40 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None, is_new: bool = False) -> Log:
+        """The partition's log, created in a dir in service if there is none. A replica that is not new (the
+        controller's is_new) and has no log while a dir is offline had it there: creating an empty one elsewhere
+        would pass for its data (Kafka refuses the same way)."""
         with self._lock:
             log = self._logs.get(tp)
+            offline = [d for d in self.log_dirs if d not in self._live_log_dirs]
+            if log is None and offline and not is_new:
+                raise LogDirFailedError(f"Can not create log for {tp} because log directories"
+                                        f" {', '.join(map(str, offline))} are offline")
             if log is None:
-                log_dir = self._next_log_dir()
-                log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
-                               leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT))
+                log_dir = self._next_log_dir(tp)
+                try:
+                    log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
+                                   leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT),
+                                   log_dir_failure_channel=self.failure_channel)
+                except (OSError, KafkaError) as e:
+                    if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                        raise
+                    message = f"Error while creating log for {tp} in dir {log_dir}"
+                    raise self.failure_channel.storage_error(log_dir, message, e) from e
                 self._logs[tp] = log
                 logger.info("Created log for partition %s in %s", tp, log_dir)
             return log
 
-    def _next_log_dir(self) -> Path:
-        """The dir holding the fewest partitions (Kafka's nextLogDirs)."""
-        counts = {d: 0 for d in self.log_dirs}
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        """The dir in service holding the fewest partitions (Kafka's nextLogDirs)."""
+        if not self._live_log_dirs:
+            raise LogDirFailedError(f"Can not create log for {tp} because all log directories"
+                                    f" {', '.join(map(str, self.log_dirs))} are offline")
+        counts = {d: 0 for d in self._live_log_dirs}
         for log in self._logs.values():
             counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self._live_log_dirs, key=lambda d: counts[d])
 
     def log_dir_of(self, tp: TopicPartition) -> Path | None:
         log = self._logs.get(tp)
@@ -210,7 +312,7 @@ class LogManager:
     # ------------------------------------------------------------------ periodic work
 
     def _logs_by_dir(self) -> dict[Path, list[Log]]:
-        by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        by_dir: dict[Path, list[Log]] = {d: [] for d in self.live_log_dirs}
         for log in self.all_logs().values():
             by_dir.setdefault(log.dir.parent, []).append(log)
         return by_dir
@@ -223,24 +325,26 @@ class LogManager:
 
     def _checkpoint_log_offsets(self) -> None:
         for log_dir, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
-                {log.topic_partition: log.recovery_point for log in logs})
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {log.topic_partition: log.log_start_offset for log in logs})
+            with self._writing_in(log_dir, "writing recovery point and log start offset checkpoints"):
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
+                    {log.topic_partition: log.recovery_point for log in logs})
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                    {log.topic_partition: log.log_start_offset for log in logs})
 
     def write_high_watermarks(self, high_watermarks: Iterable[tuple[TopicPartition, int]]) -> None:
         """Write `replication-offset-checkpoint` in every dir, each with the partitions it holds."""
-        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
         for tp, hw in high_watermarks:
             log_dir = self.log_dir_of(tp)
-            if log_dir is not None:
-                per_dir.setdefault(log_dir, {})[tp] = hw
+            if log_dir in per_dir:
+                per_dir[log_dir][tp] = hw
         for log_dir, offsets in per_dir.items():
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
+            with self._writing_in(log_dir, "writing the high watermark checkpoint"):
+                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         high_watermarks: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             high_watermarks.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
         return high_watermarks
 
@@ -249,7 +353,10 @@ class LogManager:
         now = self._time_ms()
         for log in self.all_logs().values():
             if now - log.last_flush_time >= log.config.flush_interval_ms:
-                log.flush()
+                try:
+                    log.flush()
+                except LogDirFailedError:
+                    pass  # reported; the other dirs' logs are flushed all the same
 
     def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None] | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted.
@@ -260,5 +367,8 @@ class LogManager:
         now = self._time_ms()
         deleted = 0
         for tp, log in self.all_logs().items():
-            deleted += log.delete_old_segments(now, None if high_watermark is None else high_watermark(tp))
+            try:
+                deleted += log.delete_old_segments(now, None if high_watermark is None else high_watermark(tp))
+            except LogDirFailedError:
+                pass  # reported; retention goes on in the other dirs
         return deleted

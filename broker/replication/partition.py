@@ -198,7 +198,7 @@ class Partition:
         with self._lock:
             self.controller_epoch = state.controller_epoch
             self._update_assignment_and_isr(state.replicas, state.isr)
-            log = self._create_log_if_not_exists(checkpoints)
+            log = self._create_log_if_not_exists(checkpoints, state.is_new)
             start_offset = log.log_end_offset
             logger.info("Leader %s starts at leader epoch %d from offset %d with high watermark %d ISR %s."
                         " Previous leader epoch was %d.", self.topic_partition, state.leader_epoch, start_offset,
@@ -232,7 +232,7 @@ class Partition:
             self.controller_epoch = state.controller_epoch
             # Only the leader keeps the ISR.
             self._update_assignment_and_isr(state.replicas, ())
-            self._create_log_if_not_exists(checkpoints)
+            self._create_log_if_not_exists(checkpoints, state.is_new)
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = None
             self.zk_version = state.zk_version
@@ -242,10 +242,10 @@ class Partition:
             self.leader_replica_id = state.leader
             return True
 
-    def create_log_if_not_exists(self, checkpoints: HighWatermarkCheckpoints) -> None:
+    def create_log_if_not_exists(self, checkpoints: HighWatermarkCheckpoints, is_new: bool) -> None:
         """Host the replica without a role (its leader is not alive yet)."""
         with self._lock:
-            self._create_log_if_not_exists(checkpoints)
+            self._create_log_if_not_exists(checkpoints, is_new)
 
     def delete(self) -> None:
         """StopReplica with delete: forget every role and remove the log."""
@@ -267,10 +267,10 @@ class Partition:
         }
         self.in_sync_replica_ids = frozenset(isr)
 
-    def _create_log_if_not_exists(self, checkpoints: HighWatermarkCheckpoints) -> Log:
+    def _create_log_if_not_exists(self, checkpoints: HighWatermarkCheckpoints, is_new: bool) -> Log:
         if self.log is not None:
             return self.log
-        log = self._log_manager.get_or_create_log(self.topic_partition, self.topic_config.log)
+        log = self._log_manager.get_or_create_log(self.topic_partition, self.topic_config.log, is_new)
         checkpointed = checkpoints(self.topic_partition)
         if checkpointed is None:
             logger.info("No checkpointed highwatermark is found for partition %s", self.topic_partition)

@@ -15,6 +15,10 @@ server/ReplicaManager.scala).
   (become-leader and StopReplica take them back); a follower's fetch updates
   its state at the leader, and may let it rejoin the ISR; the periodic
   maybe_shrink_isr drops followers that lag (replica.lag.time.max.ms).
+- Log dir failure (handle_log_dir_failure): the partitions on a dir that went
+  offline stop fetching and become Offline (Kafka's HostedPartition.Offline):
+  every request for them, the controller's included, is KAFKA_STORAGE_ERROR
+  until the broker restarts.
 
 Requests run in the caller's thread without I/O other than the logs'; the
 gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. ISR writes go
@@ -30,11 +34,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
+from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogManager
 from broker.purgatory.delayed_delete_records import (
     DelayedDeleteRecords,
@@ -62,7 +68,7 @@ from broker.replication.partition_state_store import PartitionStateStore
 from broker.server.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig
-from proto.errors import ErrorCode, KafkaError
+from proto.errors import ErrorCode, KafkaError, KafkaStorageError
 from proto.types import TopicPartition
 from zk.paths import validate_topic
 
@@ -117,6 +123,8 @@ class ReplicaManager:
         self._default_topic_config = default_topic_config
         self._time_ms = time_ms
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Partitions whose log dir went offline (Kafka's HostedPartition.Offline): hosted, but unusable.
+        self._offline_partitions: set[TopicPartition] = set()
         self.replica_fetcher_manager = fetcher_manager(self._partitions.get)
         self._state_store = state_store
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -176,6 +184,8 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is not None:
             return partition
+        if tp in self._offline_partitions:
+            raise KafkaStorageError(f"Partition {tp} is in an offline log directory")
         if self._metadata_cache.contains(tp):
             # The topic exists but this broker is not a replica: the client's metadata is stale.
             raise KafkaError(f"Broker {self.broker_id} is not a replica of {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -201,6 +211,12 @@ class ReplicaManager:
             error = _invalid_partition(tp)
             if error is not None:
                 errors[tp] = error
+                continue
+            if tp in self._offline_partitions:
+                state_change_logger.warning(
+                    "Ignoring LeaderAndIsr request from controller %d with epoch %d for partition %s as the local"
+                    " replica for the partition is in an offline log directory", controller_id, controller_epoch, tp)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             partition = self._partitions.get(tp)
             if partition is None:
@@ -269,14 +285,28 @@ class ReplicaManager:
                 state_change_logger.error(
                     "Cannot make %s a follower of broker %d in leader epoch %d: the leader is not alive",
                     tp, state.leader, state.leader_epoch)
-                partition.create_log_if_not_exists(checkpoints)
-        except KafkaError as e:
-            state_change_logger.error("Failed to apply the state of %s: %s", tp, e)
-            return e.code
-        except OSError as e:
-            state_change_logger.error("Storage error applying the state of %s: %s", tp, e)
+                partition.create_log_if_not_exists(checkpoints, state.is_new)
+        except (KafkaError, OSError) as e:
+            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
+                state_change_logger.error("Failed to apply the state of %s: %s", tp, e)
+                return e.code
+            self._on_storage_error(partition, e)
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
+
+    def _on_storage_error(self, partition: Partition, error: KafkaError | OSError) -> None:
+        """Kafka's "the replica for the partition is offline due to disk error": the partition is Offline from now
+        on, and its dir is reported if nothing below did (an epoch checkpoint written by the role change)."""
+        tp = partition.topic_partition
+        state_change_logger.error("Skipped the state change of %s since the replica for the partition is offline due"
+                                  " to disk error %s", tp, error)
+        if partition.log is not None and not isinstance(error, LogDirFailedError):
+            self._log_manager.failure_channel.maybe_add_offline_log_dir(
+                partition.log.dir.parent, f"Error while changing the state of {tp}", error)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
+        self._partitions.pop(tp, None)
+        self._offline_partitions.add(tp)
+        self._notify_leadership_change([], [(tp, None)])
 
     def _lazy_high_watermark_checkpoints(self) -> HighWatermarkCheckpoints:
         """Kafka's LazyOffsetCheckpoints: the files are read once, and only if a new log needs them."""
@@ -307,7 +337,9 @@ class ReplicaManager:
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:
             error = _invalid_partition(tp)
-            if error is None:
+            if error is None and tp in self._offline_partitions:
+                error = ErrorCode.KAFKA_STORAGE_ERROR
+            elif error is None:
                 try:
                     self._stop_replica(tp, delete_partitions)
                     error = ErrorCode.NONE
@@ -510,6 +542,36 @@ class ReplicaManager:
             if high_watermark_moved:
                 # Waiting acks=all produces complete, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if now below min ISR.
                 self._complete_delayed_requests(partition.topic_partition)
+
+    # ------------------------------------------------------------------ log dir failure
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Kafka's ReplicaManager.handleLogDirFailure: the dir's partitions stop fetching and go Offline, requests
+        waiting on them fail now (KAFKA_STORAGE_ERROR), then the LogManager drops the dir (halting the broker if
+        it was the last). Returns the partitions taken offline; telling the controller is the caller's part."""
+        if log_dir not in self._log_manager.live_log_dirs:
+            return []
+        logger.warning("Stopping serving replicas in dir %s", log_dir)
+        offline = sorted(p.topic_partition for p in self.hosted_partitions()
+                         if p.log is not None and p.log.dir.parent == log_dir)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(offline)
+        for tp in offline:
+            self._offline_partitions.add(tp)
+            self._partitions.pop(tp, None)
+        for tp in offline:
+            self._complete_delayed_requests(tp)
+        # A coordinator of groups on these partitions (__consumer_offsets) lets them go: they cannot be written.
+        self._notify_leadership_change([], [(tp, None) for tp in offline])
+        logger.warning("Broker %d stopped fetcher for partitions %s because they are in the failed log directory %s.",
+                       self.broker_id, ",".join(map(str, offline)), log_dir)
+        self._log_manager.handle_log_dir_failure(log_dir)
+        logger.warning("Stopped serving replicas in dir %s", log_dir)
+        return offline
+
+    @property
+    def offline_partition_count(self) -> int:
+        """kafka.server:type=ReplicaManager,name=OfflineReplicaCount."""
+        return len(self._offline_partitions)
 
     # ------------------------------------------------------------------ offsets
 

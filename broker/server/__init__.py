@@ -9,4 +9,5 @@
   admin_manager.py       CreateTopics / CreatePartitions / DeleteTopics and auto-creation
   producer_id_manager.py producer id blocks from ZooKeeper (idempotence)
   malloc.py              glibc malloc tuning for a process that moves megabytes per request
+  log_dir_failure_handler.py  takes a failed log dir's partitions offline and tells the controller (ZooKeeper)
 """

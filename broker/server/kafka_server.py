@@ -61,6 +61,7 @@ from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 from broker.fetcher.thread import PartitionLookup
 from broker.log.config import LogConfig
 from broker.log.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.manager import LogManager
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.purgatory import DelayedOperationPurgatory
@@ -79,6 +80,7 @@ from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
 from broker.server.dynamic_config import DynamicConfigManager
+from broker.server.log_dir_failure_handler import LogDirFailureHandler
 from broker.server.malloc import tune_malloc
 from broker.server.metadata_cache import MetadataCache
 from broker.server.metrics import BrokerMetrics
@@ -155,6 +157,7 @@ class KafkaServer:
         self._dynamic_config: DynamicConfigManager | None = None
         self._acl_store: ZkAclStore | None = None
         self._registration: BrokerInfo | None = None
+        self._log_dir_failure_handler: LogDirFailureHandler | None = None
         self.group_coordinator: GroupCoordinator | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -191,7 +194,8 @@ class KafkaServer:
         await asyncio.to_thread(self._await_stale_registration, zk)
         topic_configs = TopicConfigs(config)
         log_manager = LogManager(config.log_dir_paths, topic_configs.default.log, broker_id=self.broker_id,
-                                 time_ms=self._time_ms, recovery_threads=config.num_recovery_threads_per_data_dir)
+                                 time_ms=self._time_ms, recovery_threads=config.num_recovery_threads_per_data_dir,
+                                 log_dir_failure_channel=LogDirFailureChannel())
         await asyncio.to_thread(log_manager.startup, _StartupTopicConfigs(zk, topic_configs))
         # Only now may shutdown close the logs: a clean-shutdown marker written after a failed
         # start-up would make the next one skip recovering logs that were never recovered.
@@ -209,6 +213,13 @@ class KafkaServer:
             state_store=ZkPartitionStateStore(zk, self._isr_change_propagator, self.metrics),
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
+        self.metrics.bind_log_dir_failure(offline_log_dirs=lambda: log_manager.offline_log_dir_count,
+                                          offline_replicas=lambda: replica_manager.offline_partition_count)
+        # As Kafka's ReplicaManager.startup: from here on a failed log dir takes its partitions offline.
+        self._log_dir_failure_handler = LogDirFailureHandler(
+            log_manager.failure_channel, replica_manager.handle_log_dir_failure,
+            functools.partial(zk.propagate_log_dir_event, self.broker_id))
+        self._log_dir_failure_handler.start()
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
         fetchers = self._fetcher_manager
         assert fetchers is not None  # made by the ReplicaManager just above
@@ -493,6 +504,8 @@ class KafkaServer:
         await stopping
         if self._log_cleaner is not None:
             await asyncio.to_thread(self._log_cleaner.shutdown)
+        if self._log_dir_failure_handler is not None:
+            await asyncio.to_thread(self._log_dir_failure_handler.shutdown)
         if self._replica_manager is not None:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:

@@ -69,6 +69,12 @@ class BrokerMetrics(MetricsEndpoint):
         self._leader_count.set_function(leader_count)
         self._partition_count.set_function(partition_count)
 
+    def bind_log_dir_failure(self, *, offline_log_dirs: Callable[[], int], offline_replicas: Callable[[], int]) -> None:
+        Gauge("kafka_log_LogManager_OfflineLogDirectoryCount", "Log dirs taken offline by an I/O error",
+              registry=self.registry).set_function(offline_log_dirs)
+        Gauge("kafka_server_ReplicaManager_OfflineReplicaCount", "Partitions hosted here on an offline log dir",
+              registry=self.registry).set_function(offline_replicas)
+
     def bind_group_metadata_manager(self, gauges: Mapping[str, Callable[[], int]]) -> None:
         """kafka.coordinator.group:type=GroupMetadataManager gauges by Kafka's name (NumGroups, NumOffsets,
         NumGroupsStable, NumGroupsPreparingRebalance, ...)."""

@@ -160,6 +160,15 @@ def test_isr_change_notification_json() -> None:
     assert paths.decode_isr_change_notification("0000000001", data) == partitions
 
 
+def test_log_dir_event_notification_json() -> None:
+    """Kafka's LogDirEventNotificationSequenceZNode, under /log_dir_event_notification/log_dir_event_<seq>."""
+    data = paths.encode_log_dir_event(3)
+    assert data == b'{"version":1,"broker":3,"event":1}'
+    assert paths.decode_log_dir_event("0000000004", data) == 3
+    assert paths.log_dir_event_path("0000000004") == "/log_dir_event_notification/log_dir_event_0000000004"
+    assert paths.LOG_DIR_EVENT_NOTIFICATION in paths.PERSISTENT_ZK_PATHS
+
+
 def test_preferred_replica_election_json() -> None:
     data = paths.encode_preferred_replica_election([TP])
     assert data == b'{"version":1,"partitions":[{"topic":"orders","partition":3}]}'

@@ -135,10 +135,13 @@ class InlineExecutor(Executor):
 class Harness:
     """A ReplicaManager of broker LOCAL over real logs, a mock timer and a manual clock."""
 
-    def __init__(self, tmp_path: Path, min_isr: int = 1, replica_lag_time_max_ms: int = 30_000) -> None:
+    def __init__(self, tmp_path: Path, min_isr: int = 1, replica_lag_time_max_ms: int = 30_000,
+                 log_dirs: int = 1, halt: Callable[[int], None] | None = None) -> None:
         self.clock = FakeClock()
         self.timer = MockTimer(self.clock)
-        self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
+        dirs = [tmp_path / "logs"] + [tmp_path / f"logs-{i}" for i in range(2, log_dirs + 1)]
+        self.log_manager = LogManager(dirs, topic_config().log, broker_id=LOCAL, time_ms=self.clock,
+                                      **({} if halt is None else {"halt": halt}))
         self.log_manager.startup()
         self.metadata_cache = MetadataCache(LOCAL)
         self.state_store = FakeStateStore()

@@ -87,14 +87,18 @@ def test_without_a_live_isr_member_the_partition_stays_offline_until_one_returns
     assert sorted(channels.sent.leader_and_isr()) == [1, 3]  # the new leader, and broker 3 to follow it
 
 
-@pytest.mark.parametrize("how", ["controller config", "topic override"])
+@pytest.mark.parametrize("how", ["controller config", "topic override", "dynamic broker default"])
 def test_unclean_election_elects_a_live_replica_outside_the_isr(
     zk: FakeZk, channels: FakeChannelManager, caplog: pytest.LogCaptureFixture, how: str
 ) -> None:
     if how == "controller config":
         controller = start(zk, channels, unclean_leader_election_enable="true")
-    else:
+    elif how == "topic override":
         zk.topic_configs["orders"] = {"unclean.leader.election.enable": "true"}
+        controller = start(zk, channels)
+    else:
+        # `configs --entity-type brokers --entity-default --alter --add-config unclean.leader.election.enable=true`
+        zk.broker_configs["<default>"] = {"unclean.leader.election.enable": "true"}
         controller = start(zk, channels)
     kill(zk, controller, 2, 3)
     kill(zk, controller, 1)
@@ -107,9 +111,22 @@ def test_unclean_election_elects_a_live_replica_outside_the_isr(
     assert "Unclean leader election" in caplog.text and "potential data loss" in caplog.text
 
 
-def test_a_topic_override_can_refuse_what_the_controller_allows(zk: FakeZk, channels: FakeChannelManager) -> None:
-    zk.topic_configs["orders"] = {"unclean.leader.election.enable": "false"}
-    controller = start(zk, channels, unclean_leader_election_enable="true")
+@pytest.mark.parametrize("how", ["topic override over the controller", "topic override over the broker default",
+                                 "broker default over the controller"])
+def test_a_closer_config_can_refuse_what_a_wider_one_allows(
+    zk: FakeZk, channels: FakeChannelManager, how: str
+) -> None:
+    """Kafka's precedence: the topic's override, then the dynamic <default> broker config, then the static one."""
+    if how == "topic override over the controller":
+        zk.topic_configs["orders"] = {"unclean.leader.election.enable": "false"}
+        controller = start(zk, channels, unclean_leader_election_enable="true")
+    elif how == "topic override over the broker default":
+        zk.topic_configs["orders"] = {"unclean.leader.election.enable": "false"}
+        zk.broker_configs["<default>"] = {"unclean.leader.election.enable": "true"}
+        controller = start(zk, channels)
+    else:
+        zk.broker_configs["<default>"] = {"unclean.leader.election.enable": "false"}
+        controller = start(zk, channels, unclean_leader_election_enable="true")
     kill(zk, controller, 2, 3)
     kill(zk, controller, 1)
     zk.brokers[3] = broker(3, epoch=300)

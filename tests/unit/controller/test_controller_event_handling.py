@@ -73,8 +73,8 @@ def test_startup_elects_this_controller_when_the_seat_is_free(zk: FakeZk, channe
     assert (controller.context.epoch, controller.context.epoch_zk_version) == (1, 1)
     assert controller.active_controller_id == CONTROLLER_ID
     assert set(zk.watches) == {
-        "controller", "brokers", "topics", "isr_change_notification", "delete_topics", "preferred_replica_election",
-        "reassign_partitions",
+        "controller", "brokers", "topics", "isr_change_notification", "log_dir_event_notification", "delete_topics",
+        "preferred_replica_election", "reassign_partitions",
     }
     assert sorted(channels.brokers) == [1, 2]
 
