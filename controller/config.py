@@ -27,6 +27,8 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.jaas import JaasError
+from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 _REQUIRED: Any = object()
 
@@ -51,6 +53,13 @@ _KEYS = {
     "zookeeper.connect": _Key(Type.STRING, _REQUIRED, "ZooKeeper connection string host1:port1,host2:port2[/chroot]"),
     "zookeeper.session.timeout.ms": _Key(
         Type.INT, 18000, "ZooKeeper session timeout: how long a killed active controller holds its seat", at_least(1)
+    ),
+    "zookeeper.set.acl": _Key(
+        Type.BOOLEAN, False, "Create znodes with ACLs: only the cluster's ZooKeeper user may change them (zk/acl.py)"
+    ),
+    JAAS_CONFIG_KEY: _Key(
+        Type.STRING, None, "JAAS login file whose Client section (DigestLoginModule username, password) is the"
+        " ZooKeeper identity: Kafka's system property of this name"
     ),
     "controller.id": _Key(
         Type.INT,
@@ -110,6 +119,8 @@ class ControllerConfig:
     # One field per key of _KEYS, named as the key with '.' -> '_'.
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int
+    zookeeper_set_acl: bool
+    java_security_auth_login_config: str | None
     controller_id: int
     controller_socket_timeout_ms: int
     listeners: str
@@ -141,7 +152,17 @@ class ControllerConfig:
             if value is not None and spec.validator is not None and (reason := spec.validator(value)) is not None:
                 raise ConfigError(key, value, reason)
             kwargs[key.replace(".", "_")] = value
-        return cls(**kwargs)
+        config = cls(**kwargs)
+        config.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
+        return config
+
+    @property
+    def zk_security(self) -> ZkSecurity:
+        """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
+        try:
+            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
+        except JaasError as e:
+            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
 
     @property
     def inter_broker_listener(self) -> str:

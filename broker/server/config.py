@@ -49,8 +49,10 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.jaas import JaasError
 from common.record import HEADER_SIZE
 from proto.types import EndPoint
+from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 T = TypeVar("T")
 
@@ -66,6 +68,13 @@ class KafkaConfig:
     zookeeper_session_timeout_ms: int = define(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
     zookeeper_connection_timeout_ms: int | None = define(
         Type.INT, None, "Max wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset", at_least(1)
+    )
+    zookeeper_set_acl: bool = define(
+        Type.BOOLEAN, False, "Create znodes with ACLs: only the cluster's ZooKeeper user may change them (zk/acl.py)"
+    )
+    java_security_auth_login_config: str | None = define(
+        Type.STRING, None, "JAAS login file whose Client section (DigestLoginModule username, password) is the"
+        " ZooKeeper identity: Kafka's system property of this name"
     )
 
     # General
@@ -303,6 +312,7 @@ class KafkaConfig:
                 "must not exceed replica.lag.time.max.ms, or idle followers keep leaving the ISR",
             )
         self._check_listeners()
+        self.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
 
     def _check_listeners(self) -> None:
         # KafkaConfig.validateValues' listener rules; each parse raises on a malformed value.
@@ -365,6 +375,14 @@ class KafkaConfig:
         if self.zookeeper_connection_timeout_ms is not None:
             return self.zookeeper_connection_timeout_ms
         return self.zookeeper_session_timeout_ms
+
+    @property
+    def zk_security(self) -> ZkSecurity:
+        """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
+        try:
+            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
+        except JaasError as e:
+            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
 
     @property
     def log_dir_paths(self) -> tuple[Path, ...]:

@@ -273,7 +273,8 @@ class KafkaServer:
         timeout_ms = config.zookeeper_connection_timeout_millis
         try:
             self._zk = zk = await asyncio.to_thread(KafkaZkClient.connect, config.zookeeper_connect,
-                                                    config.zookeeper_session_timeout_ms, timeout_ms / 1000)
+                                                    config.zookeeper_session_timeout_ms, timeout_ms / 1000,
+                                                    config.zk_security)
         except KazooTimeoutError:
             raise BrokerStartupError(f"cannot connect to ZooKeeper at {config.zookeeper_connect} within"
                                      f" {timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
