@@ -78,9 +78,9 @@ def one_of(*allowed: str) -> Validator:
     return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
 
 
-# Only PLAINTEXT is served until TLS lands.
 SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# Kafka listeners serve all four; gRPC listeners are checked by the broker's config (KafkaConfig).
+SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
 # The listener name of minibroker's gRPC front door (its own client, follower fetches, controller
 # requests): listeners named in grpc.listener.names speak gRPC, every other one Apache Kafka's protocol.
 GRPC_LISTENER_NAME = "GRPC"
@@ -126,7 +126,7 @@ def parse_endpoints(text: str, protocols: Mapping[str, str] | None = None,
         if protocol is None:
             raise ValueError(f"No security protocol defined for listener {name}")
         if protocol not in SERVED_SECURITY_PROTOCOLS:
-            raise ValueError(f"listener {name} uses security protocol {protocol}: only PLAINTEXT listeners are served")
+            raise ValueError(f"listener {name} uses security protocol {protocol}, which is not served")
         if not 0 <= port <= 65535:
             raise ValueError(f"port {port} of {item!r} is not in 0..65535")
         endpoints.append(EndPoint(name, host, port, protocol))

@@ -56,6 +56,11 @@ from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 T = TypeVar("T")
 
+LISTENER_PREFIX = "listener.name."
+# The SASL mechanisms served on SASL_PLAINTEXT / SASL_SSL listeners (no GSSAPI, no OAUTHBEARER).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+JAAS_CONFIG = "sasl.jaas.config"
+
 _MS_PER_MINUTE = 60 * 1000
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
 
@@ -134,6 +139,45 @@ class KafkaConfig:
     max_connections_per_ip: int = define(
         Type.INT, 2147483647, "The maximum number of connections the broker allows from each ip address",
         at_least(0))
+
+    # TLS on the Kafka listeners (Kafka's ssl.* keys, PEM stores only: Kafka 2.7+'s ssl.keystore.type=PEM).
+    # Each may be set for one listener as listener.name.<listener>.<key>, which wins over the plain key.
+    ssl_keystore_type: str = define(Type.STRING, "JKS", "File format of the key store: only PEM is read here")
+    ssl_keystore_location: str | None = define(
+        Type.STRING, None, "The key store: a PEM file with the private key and its certificate chain")
+    ssl_keystore_certificate_chain: Password | None = define(  # noqa: RUF009
+        Type.PASSWORD, None, "The certificate chain in PEM, inline (instead of ssl.keystore.location)")
+    ssl_keystore_key: Password | None = define(  # noqa: RUF009
+        Type.PASSWORD, None, "The private key in PEM, inline (instead of ssl.keystore.location)")
+    ssl_key_password: Password | None = define(  # noqa: RUF009
+        Type.PASSWORD, None, "The password of the (encrypted) private key")
+    ssl_truststore_type: str = define(Type.STRING, "JKS", "File format of the trust store: only PEM is read here")
+    ssl_truststore_location: str | None = define(
+        Type.STRING, None, "The trust store: a PEM file of the CA certificates client certificates are checked with")
+    ssl_truststore_certificates: Password | None = define(  # noqa: RUF009
+        Type.PASSWORD, None, "The trusted CA certificates in PEM, inline (instead of ssl.truststore.location)")
+    ssl_client_auth: str = define(
+        Type.STRING, "none", "Client certificates: none, requested (checked if sent) or required",
+        one_of("none", "requested", "required"))
+    ssl_enabled_protocols: str = define(
+        Type.STRING, "TLSv1.2,TLSv1.3", "The TLS versions accepted",
+        lambda v: None if parse_csv(v) and set(parse_csv(v)) <= {"TLSv1.2", "TLSv1.3"}
+        else "expected a list of TLSv1.2 and TLSv1.3")
+    ssl_cipher_suites: str = define(Type.STRING, "", "OpenSSL cipher list for TLSv1.2 (empty: the library's)")
+    ssl_principal_mapping_rules: str = define(
+        Type.STRING, "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name")
+    # minibroker's own (Kafka has no handshake deadline but connections.max.idle.ms)
+    ssl_handshake_timeout_ms: int = define(
+        Type.INT, 10000, "A TLS handshake not finished within this is cut and logged", at_least(1))
+
+    # SASL on the Kafka listeners
+    sasl_enabled_mechanisms: str = define(
+        Type.STRING, "GSSAPI", "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are served here")
+    connection_failed_authentication_delay_ms: int = define(
+        Type.INT, 100, "A failed authentication's response and close are delayed by this (slows guessing)",
+        at_least(0))
+    sasl_server_max_receive_size: int = define(
+        Type.INT, 524288, "The largest request accepted before authentication", at_least(1))
 
     # Log
     num_partitions: int = define(Type.INT, 1, "Default number of partitions per topic", at_least(1))
@@ -275,9 +319,14 @@ class KafkaConfig:
     )
     metrics_port: int = define(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535))
 
+    # listener.name.<listener>.<key> -> typed value: per-listener ssl.* / sasl.* keys and each mechanism's
+    # JAAS config (listener.name.<listener>.<mechanism>.sasl.jaas.config), as Kafka's ListenerName.configPrefix.
+    listener_overrides: tuple[tuple[str, Any], ...] = ()
+
     def __post_init__(self) -> None:
-        for key, value in self.values().items():
-            spec = _KEYS[key]
+        for key, value in [*self.values().items(), *self.listener_overrides]:
+            spec = _KEYS.get(key) or _listener_key_spec(key)
+            assert spec is not None  # from_props admits no other key
             if value is None:
                 if spec.required:
                     raise ConfigError(key, None, "Missing required configuration which has no default value")
@@ -312,7 +361,49 @@ class KafkaConfig:
                 "must not exceed replica.lag.time.max.ms, or idle followers keep leaving the ISR",
             )
         self._check_listeners()
+        self._check_security()
         self.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
+
+    def _check_security(self) -> None:
+        for endpoint in self.listener_endpoints:
+            name, protocol = endpoint.listener_name, endpoint.security_protocol
+            if self.speaks_grpc(name):
+                if protocol != "PLAINTEXT":
+                    raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
+                                      f"gRPC listener {name} must be PLAINTEXT")
+                continue
+            if protocol.startswith("SASL_"):
+                key = self.listener_key(name, "sasl.enabled.mechanisms")
+                mechanisms = parse_csv(self.for_listener(name, "sasl.enabled.mechanisms"))
+                unserved = [m for m in mechanisms if m not in SASL_MECHANISMS]
+                if not mechanisms or unserved:
+                    raise ConfigError(key, ",".join(mechanisms),
+                                      f"listener {name} ({protocol}) needs SASL mechanisms served here:"
+                                      f" {', '.join(SASL_MECHANISMS)}")
+            if protocol.endswith("SSL"):
+                for store in ("ssl.keystore.type", "ssl.truststore.type"):
+                    if self.for_listener(name, store) != "PEM":
+                        raise ConfigError(self.listener_key(name, store), self.for_listener(name, store),
+                                          f"listener {name} ({protocol}): only PEM stores are read here")
+                if not (self.for_listener(name, "ssl.keystore.location")
+                        or self.for_listener(name, "ssl.keystore.certificate.chain")):
+                    raise ConfigError(self.listener_key(name, "ssl.keystore.location"), None,
+                                      f"listener {name} ({protocol}) needs a key store: ssl.keystore.location or"
+                                      " ssl.keystore.certificate.chain with ssl.keystore.key")
+
+    def listener_key(self, listener_name: str, key: str) -> str:
+        """Where one listener's `key` comes from: listener.name.<listener>.<key> (Kafka's ListenerName.configPrefix
+        + key) if that is set, else `key` itself; for messages naming the key to fix."""
+        prefixed = _prefixed(listener_name, key)
+        return prefixed if prefixed in dict(self.listener_overrides) else key
+
+    def for_listener(self, listener_name: str, key: str) -> Any:
+        """`key`'s value on one listener: listener.name.<listener>.<key> if set, else the broker-wide key (none
+        for a mechanism's sasl.jaas.config, which Kafka's brokers read only listener-prefixed)."""
+        prefixed = dict(self.listener_overrides).get(_prefixed(listener_name, key))
+        if prefixed is not None:
+            return prefixed
+        return getattr(self, key.replace(".", "_"), None) if key in _KEYS else None
 
     def _check_listeners(self) -> None:
         # KafkaConfig.validateValues' listener rules; each parse raises on a malformed value.
@@ -449,26 +540,34 @@ class KafkaConfig:
         broker does not know are skipped and listed there (for unused_configs_warning)."""
         props = read_properties(path, overrides, _loggable)
         if unused is not None:
-            unused += [key for key in props if key not in _KEYS]
-            props = {key: value for key, value in props.items() if key in _KEYS}
+            unused += [key for key in props if not _known(key)]
+            props = {key: value for key, value in props.items() if _known(key)}
         return cls.from_props(props)
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
         """The config from Kafka-named string properties; every value is trimmed, as Kafka does."""
-        values = typed_values(props, _KEYS, lambda key, text: ConfigError(key, _loggable(key, text),
+        prefixed = {key: text for key, text in props.items() if key.startswith(LISTENER_PREFIX)}
+        plain = {key: text for key, text in props.items() if key not in prefixed}
+        values = typed_values(plain, _KEYS, lambda key, text: ConfigError(key, _loggable(key, text),
                                                                            _unknown_key_reason(key)))
-        return cls(**{key.replace(".", "_"): value for key, value in values.items()})
+        specs = {key: spec for key in prefixed if (spec := _listener_key_spec(key)) is not None}
+        overrides = typed_values(prefixed, specs, lambda key, text: ConfigError(
+            key, _loggable(key, text), "not a key a listener can override (listener.name.<listener>.ssl.*,"
+            " .sasl.*, .<mechanism>.sasl.jaas.config)"))
+        return cls(**{key.replace(".", "_"): value for key, value in values.items()},
+                   listener_overrides=tuple(sorted(overrides.items())))
 
     # Output
 
     def values(self) -> dict[str, Any]:
-        """Kafka key -> typed value, for every key."""
-        return {config_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Kafka key -> typed value, for every key (the listener overrides apart: `listener_overrides`)."""
+        return {config_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self) if "key" in f.metadata}
 
     def dump(self) -> str:
         """The start-up dump, as Kafka's AbstractConfig.logAll prints it."""
-        lines = [f"\t{key} = {java_string(value)}\n" for key, value in sorted(self.values().items())]
+        lines = [f"\t{key} = {java_string(value)}\n"
+                 for key, value in sorted([*self.values().items(), *self.listener_overrides])]
         return "KafkaConfig values: \n" + "".join(lines)
 
     def log_properties(self) -> dict[str, str]:
@@ -499,13 +598,39 @@ class KafkaConfig:
         return {key: java_string(value) for key, value in values.items()}
 
 
-_KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)}
+_KEYS: dict[str, ConfigKey] = {config_name(f.name): f.metadata["key"] for f in dataclasses.fields(KafkaConfig)
+                               if "key" in f.metadata}
+# What one listener may set for itself: the security keys, and each mechanism's JAAS config.
+_JAAS_CONFIG = ConfigKey(Type.PASSWORD, "JAAS login module and options of a SASL mechanism", None, False)
+
+
+def _prefixed(listener_name: str, key: str) -> str:
+    return f"{LISTENER_PREFIX}{listener_name.lower()}.{key}"
+
+
+def _listener_key_spec(key: str) -> ConfigKey | None:
+    """The spec of `listener.name.<listener>.<key>` when a listener may set <key>; None otherwise."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    _listener, sep, inner = key[len(LISTENER_PREFIX):].partition(".")
+    if not sep or not _listener:
+        return None
+    mechanism, _, rest = inner.partition(".")
+    if rest == JAAS_CONFIG and mechanism.upper() in SASL_MECHANISMS:
+        return _JAAS_CONFIG
+    if inner.startswith(("ssl.", "sasl.")) or inner == "connection.failed.authentication.delay.ms":
+        return _KEYS.get(inner)
+    return None
+
+
+def _known(key: str) -> bool:
+    return key in _KEYS or _listener_key_spec(key) is not None
 
 
 def _loggable(key: str, text: str) -> object:
     """Kafka's KafkaConfig.loggableValue: secrets, and values of unknown keys (a
     misspelt secret, perhaps), print as [hidden]."""
-    spec = _KEYS.get(key)
+    spec = _KEYS.get(key) or _listener_key_spec(key)
     return text if spec is not None and spec.type is not Type.PASSWORD else Password(text)
 
 

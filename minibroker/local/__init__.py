@@ -8,4 +8,5 @@ the chaos tooling, the benches and the audit use to start, find and reach one. T
   ports.py         which ports `cluster up` listens on: as before, or --port-base's layout
   configs.py       the brokers' and controllers' .properties files, kept as the user edited them
   stale_sessions.py  the ZooKeeper registrations a killed cluster left, removed by the next `up`
+  certificates.py  a development CA and the certificates it signs, as PEM files (Kafka's PEM key/truststores)
 """

@@ -84,7 +84,7 @@ def test_resolved_defaults() -> None:
 
 
 def test_attribute_names_are_the_kafka_keys() -> None:
-    keys = {config_name(f.name) for f in dataclasses.fields(KafkaConfig)}
+    keys = {config_name(f.name) for f in dataclasses.fields(KafkaConfig) if f.name != "listener_overrides"}
     assert {"broker.id", "log.retention.ms", "replica.lag.time.max.ms", "cluster.credential"} <= keys
     assert set(config().values()) == keys
 
@@ -185,7 +185,18 @@ def test_unknown_key_names_it_suggests_and_hides_the_value() -> None:
             "replica.lag.time.max.ms",
         ),
         ({"listeners": "127.0.0.1:9092"}, "listeners", "LISTENER_NAME://host:port"),
-        ({"listeners": "SSL://:9093"}, "listeners", "only PLAINTEXT"),
+        ({"listeners": "SSL://:9093,GRPC://:9192"}, "ssl.keystore.type", "only PEM"),
+        ({"listeners": "SSL://:9093,GRPC://:9192", "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM"},
+         "ssl.keystore.location", "needs a key store"),
+        ({"listeners": "SASL_SSL://:9093,GRPC://:9192"}, "sasl.enabled.mechanisms", "PLAIN, SCRAM-SHA-256"),
+        ({"listeners": "CLIENT://:9093,GRPC://:9192", "listener.security.protocol.map":
+          "CLIENT:SASL_PLAINTEXT,GRPC:PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.client.sasl.enabled.mechanisms": "GSSAPI"},
+         "listener.name.client.sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+        ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,GRPC:SSL"}, "listener.security.protocol.map",
+         "gRPC listener GRPC must be PLAINTEXT"),
+        ({"listener.name.plaintext.log.dirs": "/x"}, "listener.name.plaintext.log.dirs", "not a key a listener"),
+        ({"listener.name.client.ssl.client.auth": "maybe"}, "listener.name.client.ssl.client.auth", "one of"),
         ({"listeners": "PLAINTEXT://:70000"}, "listeners", "0..65535"),
         ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners", "different name"),
         ({"listeners": ""}, "listeners", "at least one listener"),
@@ -266,6 +277,28 @@ def test_secrets_never_print() -> None:
     assert "s3cret" not in repr(c) + str(c) + c.dump()
 
 
+def test_listener_overrides_win_for_their_listener_only() -> None:
+    c = KafkaConfig.from_props({
+        **REQUIRED,
+        "listeners": "SASL_SSL://:9093,SSL://:9094,GRPC://:9192",
+        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.keystore.location": "/k.pem",
+        "listener.name.ssl.ssl.keystore.location": "/ssl.pem",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": 'PlainLoginModule required user_a="b";',
+    })
+    assert c.for_listener("SSL", "ssl.keystore.location") == "/ssl.pem"
+    assert c.for_listener("SASL_SSL", "ssl.keystore.location") == "/k.pem"
+    assert (c.for_listener("SSL", "ssl.client.auth"), c.for_listener("SASL_SSL", "ssl.client.auth")) == (
+        "required", "none")
+    assert c.listener_key("SSL", "ssl.client.auth") == "listener.name.ssl.ssl.client.auth"
+    assert c.listener_key("SASL_SSL", "ssl.client.auth") == "ssl.client.auth"
+    jaas = c.for_listener("SASL_SSL", "plain.sasl.jaas.config")
+    assert jaas.value == 'PlainLoginModule required user_a="b";'
+    assert c.for_listener("SSL", "plain.sasl.jaas.config") is None
+    assert "user_a" not in c.dump() and "listener.name.sasl_ssl.plain.sasl.jaas.config = [hidden]" in c.dump()
+
+
 # Output
 
 
@@ -277,7 +310,7 @@ def test_dump_is_kafkas_logall_format() -> None:
     entries = lines[1:-1]
     assert all(line.startswith("\t") and " = " in line for line in entries)
     assert entries == sorted(entries)
-    assert len(entries) == len(dataclasses.fields(KafkaConfig))
+    assert len(entries) == len(dataclasses.fields(KafkaConfig)) - 1  # listener_overrides: none here
     for line in (
         "\tadvertised.listeners = null",
         "\tauto.create.topics.enable = true",
