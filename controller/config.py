@@ -27,6 +27,7 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, read_truststore
 from common.jaas import JaasError
 from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
@@ -83,6 +84,14 @@ _KEYS = {
         "The brokers' listener the controller sends its requests to and tells followers to fetch from (Kafka's "
         "controller uses its broker's inter.broker.listener.name); set it as on the brokers",
     ),
+    "ssl.keystore.location": _Key(
+        Type.STRING, None, "PEM key store (private key and certificate chain): the controller's certificate on an"
+        " SSL listener and towards brokers' SSL listeners"
+    ),
+    "ssl.key.password": _Key(Type.PASSWORD, None, "The password of the key store's (encrypted) private key"),
+    "ssl.truststore.location": _Key(
+        Type.STRING, None, "PEM CA certificates that brokers' certificates (and brokers as clients) are checked with"
+    ),
     "default.replication.factor": _Key(Type.INT, 1, "Replication factor of automatically created topics", at_least(1)),
     "num.partitions": _Key(Type.INT, 1, "Default number of partitions per topic", at_least(1)),
     "unclean.leader.election.enable": _Key(
@@ -125,6 +134,9 @@ class ControllerConfig:
     controller_socket_timeout_ms: int
     listeners: str
     inter_broker_listener_name: str
+    ssl_keystore_location: str | None
+    ssl_key_password: Password | None
+    ssl_truststore_location: str | None
     default_replication_factor: int
     num_partitions: int
     unclean_leader_election_enable: bool
@@ -154,7 +166,27 @@ class ControllerConfig:
             kwargs[key.replace(".", "_")] = value
         config = cls(**kwargs)
         config.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
+        config.grpc_security  # noqa: B018 (and on a store that cannot be read)
         return config
+
+    @property
+    def grpc_security(self) -> GrpcSecurity:
+        """TLS towards the brokers' SSL listeners and on an SSL `listeners` (with client certificates required:
+        only brokers call the controller); plaintext without a key store."""
+        if self.ssl_keystore_location is None:
+            return PLAINTEXT
+        password = None if self.ssl_key_password is None else self.ssl_key_password.value
+        try:
+            keystore = KeyStore.load(self.ssl_keystore_location, password)
+        except TlsConfigError as e:
+            raise ConfigError("ssl.keystore.location", self.ssl_keystore_location, str(e)) from None
+        if self.ssl_truststore_location is None:
+            raise ConfigError("ssl.truststore.location", None, "a controller with a key store checks the brokers'"
+                              " certificates with a trust store: set ssl.truststore.location")
+        try:
+            return GrpcSecurity(read_truststore(self.ssl_truststore_location), keystore)
+        except TlsConfigError as e:
+            raise ConfigError("ssl.truststore.location", self.ssl_truststore_location, str(e)) from None
 
     @property
     def zk_security(self) -> ZkSecurity:

@@ -27,6 +27,7 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
@@ -36,7 +37,6 @@ from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -54,11 +54,12 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                  config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
-                 cluster_id: str, metrics: BrokerMetrics, listener_name: str) -> None:
+                 cluster_id: str, metrics: BrokerMetrics, listener_name: str,
+                 authenticator: GrpcAuthenticator) -> None:
         self._config = config
         # The listener these APIs are served on: Metadata describes the brokers as reached on it.
         self._listener_name = listener_name
-        self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
+        self._authenticator = authenticator
         self._operations = operations
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
@@ -79,8 +80,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     # ------------------------------------------------------------------ authorization
 
     def _authorize_cluster_action(self, context: Context) -> bool:
-        """The shared cluster credential in the call's metadata (proto/auth.py); anyone, if none is configured."""
-        return carries_cluster_credential(context.invocation_metadata(), self._credential)
+        """A broker's or controller's certificate on a TLS listener, else the shared cluster credential in the
+        call's metadata (proto/auth.py; anyone, if none is configured): broker/security/grpc_authentication.py."""
+        return self._authenticator.authorize_cluster_action(context)
 
     def _is_broker_epoch_stale(self, broker_epoch: int) -> bool:
         """Kafka's isBrokerEpochStale: a request meant for this broker's previous registration (a restart

@@ -368,10 +368,7 @@ class KafkaConfig:
         for endpoint in self.listener_endpoints:
             name, protocol = endpoint.listener_name, endpoint.security_protocol
             if self.speaks_grpc(name):
-                if protocol != "PLAINTEXT":
-                    raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
-                                      f"gRPC listener {name} must be PLAINTEXT")
-                continue
+                self._check_grpc_listener(name, protocol)  # then an SSL one needs PEM stores, as below
             if protocol.startswith("SASL_"):
                 key = self.listener_key(name, "sasl.enabled.mechanisms")
                 mechanisms = parse_csv(self.for_listener(name, "sasl.enabled.mechanisms"))
@@ -390,6 +387,19 @@ class KafkaConfig:
                     raise ConfigError(self.listener_key(name, "ssl.keystore.location"), None,
                                       f"listener {name} ({protocol}) needs a key store: ssl.keystore.location or"
                                       " ssl.keystore.certificate.chain with ssl.keystore.key")
+
+    def _check_grpc_listener(self, name: str, protocol: str) -> None:
+        """A gRPC listener is PLAINTEXT or SSL (SASL users authenticate with each call over TLS: no SASL_*), and
+        a TLS one takes client certificates or not: gRPC cannot ask for one without requiring it
+        (broker/security/grpc_authentication.py)."""
+        if protocol not in ("PLAINTEXT", "SSL"):
+            raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
+                              f"gRPC listener {name} must be PLAINTEXT or SSL (SASL users authenticate on an SSL"
+                              " gRPC listener with each call)")
+        if protocol == "SSL" and self.for_listener(name, "ssl.client.auth") == "requested":
+            raise ConfigError(self.listener_key(name, "ssl.client.auth"), "requested",
+                              f"gRPC listener {name} takes ssl.client.auth none or required (gRPC cannot ask for"
+                              " a client certificate without requiring it)")
 
     def listener_key(self, listener_name: str, key: str) -> str:
         """Where one listener's `key` comes from: listener.name.<listener>.<key> (Kafka's ListenerName.configPrefix

@@ -14,6 +14,7 @@ import pytest
 
 from broker.api.grpc_apis import KafkaApis
 from broker.api.operations import BrokerOperations
+from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.server.config import KafkaConfig
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
@@ -76,7 +77,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
         apis = KafkaApis(config, operations=operations, group_offsets=blocking,  # type: ignore[arg-type]
                          config_admin=None, topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
-                         listener_name="GRPC")
+                         listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"))
         try:
             return await asyncio.wait_for(call(apis), 20 * DEADLINE_S)
         except TimeoutError:
