@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ from typing import Any
 import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+
+from common.jaas import JaasError, parse_jaas_config
 
 AUTHORIZATION_METADATA_KEY = "authorization"
 _BASIC = "Basic "
@@ -176,3 +178,42 @@ class GrpcSecurity:
 
 
 PLAINTEXT = GrpcSecurity()
+
+# Kafka's client security protocols, as a gRPC channel takes them: TLS or not (SASL is per call over TLS).
+CLIENT_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
+
+
+def client_security(props: Mapping[str, str]) -> GrpcSecurity:
+    """A client's gRPC security from Kafka client properties (a `--command-config` file), under either the
+    Java client's or librdkafka's names, so one file serves kcat, confluent-kafka and minibroker's tools:
+    security.protocol (PLAINTEXT, SSL, SASL_SSL); the CA: ssl.ca.location | ssl.truststore.location; a client
+    certificate: ssl.certificate.location + ssl.key.location | ssl.keystore.location (key and chain), with
+    ssl.key.password; a SASL user: sasl.username + sasl.password (librdkafka) | sasl.jaas.config's username and
+    password (Java). TlsConfigError names what is missing or unreadable."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in CLIENT_SECURITY_PROTOCOLS:
+        raise TlsConfigError(f"security.protocol {protocol} is not one minibroker's gRPC client speaks"
+                             f" ({', '.join(CLIENT_SECURITY_PROTOCOLS)})")
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT
+    ca = props.get("ssl.ca.location") or props.get("ssl.truststore.location")
+    if not ca:
+        raise TlsConfigError(f"security.protocol {protocol} needs the CA certificate: ssl.ca.location")
+    password = props.get("ssl.key.password")
+    keystore = None
+    if props.get("ssl.certificate.location"):
+        keystore = KeyStore.load(props["ssl.certificate.location"], password, props.get("ssl.key.location"))
+    elif props.get("ssl.keystore.location"):
+        keystore = KeyStore.load(props["ssl.keystore.location"], password)
+    username = sasl_password = None
+    if protocol == "SASL_SSL":
+        username, sasl_password = props.get("sasl.username"), props.get("sasl.password")
+        if username is None and props.get("sasl.jaas.config"):
+            try:
+                options = parse_jaas_config(props["sasl.jaas.config"])[0].options
+            except JaasError as e:
+                raise TlsConfigError(f"sasl.jaas.config: {e}") from None
+            username, sasl_password = options.get("username"), options.get("password")
+        if not username or sasl_password is None:
+            raise TlsConfigError("security.protocol SASL_SSL needs sasl.username and sasl.password")
+    return GrpcSecurity(read_truststore(ca), keystore, username, sasl_password)
