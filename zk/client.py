@@ -554,6 +554,10 @@ class KafkaZkClient:
         node = self._get(path)
         return {} if node is None else paths.decode_entity_config(path, node[0])
 
+    def get_user_names(self) -> list[str]:
+        """The users with a /config/users/<user> znode (SCRAM credentials, quotas), their names desanitized."""
+        return sorted(paths.desanitize_entity_name(z) for z in self._children(paths.CONFIG_USERS))
+
     def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
         """Replace the overrides and add a /config/changes/config_change_<seq> notification
         ({"version":2,"entity_path":"<type>/<name>"}), in one multi-op (Kafka's AdminZkClient.changeConfigs)."""
@@ -565,7 +569,9 @@ class KafkaZkClient:
                 tx.create(config_path, paths.encode_topic_config(config))
             else:
                 tx.set_data(config_path, paths.encode_topic_config(config))
-            tx.create(paths.config_change_path(), paths.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+            # "<type>/<name>" as in the znode's path (a user's name sanitized, as Kafka's notification has it).
+            entity_path = config_path.removeprefix("/config/")
+            tx.create(paths.config_change_path(), paths.encode_config_change(entity_path), sequence=True)
             return list(tx.commit())
 
         error = _op_error(self._call(write))

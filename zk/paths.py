@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,19 +43,21 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
 
 # Kafka's ZkData.PersistentZkPaths, minus the paths of features we do not have
-# (old consumers, broker id generation, log dir events, client/user configs).
+# (old consumers, broker id generation, log dir events, client configs).
 PERSISTENT_ZK_PATHS = (
     BROKER_IDS,
     TOPICS,
     CONFIG_CHANGES,
     CONFIG_TOPICS,
     CONFIG_BROKERS,
+    CONFIG_USERS,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     PRODUCER_ID_BLOCK,
@@ -111,19 +114,34 @@ def topic_config_path(topic: str) -> str:
 # Kafka's ConfigType names, as /config/<type>/<name> and a change notification's entity_path spell them.
 TOPICS_ENTITY = "topics"
 BROKERS_ENTITY = "brokers"
+USERS_ENTITY = "users"
 # Kafka's ConfigEntityName.Default: the cluster-wide default of dynamic broker configs.
 DEFAULT_ENTITY_NAME = "<default>"
 
 
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user (principal) name as a znode name, URL-encoded in UTF-8 (only letters,
+    digits, '.', '-' and '_' stay as they are), so "/" or ".." cannot escape /config/users."""
+    return urllib.parse.quote(name, safe="-_.").replace("~", "%7E")
+
+
+def desanitize_entity_name(znode: str) -> str:
+    return urllib.parse.unquote(znode)
+
+
 def entity_config_path(entity_type: str, name: str) -> str:
-    """/config/topics/<topic> or /config/brokers/<id|<default>>."""
+    """/config/topics/<topic>, /config/brokers/<id|<default>> or /config/users/<sanitized user>."""
     if entity_type == TOPICS_ENTITY:
         return topic_config_path(name)
+    if entity_type == USERS_ENTITY:
+        if not name:
+            raise ValueError("The entity name for users must not be empty")
+        return f"{CONFIG_USERS}/{sanitize_entity_name(name)}"
     if entity_type == BROKERS_ENTITY:
         if name != DEFAULT_ENTITY_NAME and not (name.isascii() and name.isdigit()):
             raise ValueError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}")
         return f"{CONFIG_BROKERS}/{name}"
-    raise ValueError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers")
+    raise ValueError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers, users")
 
 
 def delete_topic_path(topic: str) -> str:

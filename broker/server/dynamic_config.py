@@ -11,6 +11,9 @@ Every broker watches `/config/changes` and re-reads the entity a new notificatio
 - brokers/<default> or brokers/<this id>: the dynamic broker configs (per-broker over cluster default over
   server.properties) are re-applied: log.* defaults reach every topic without its own override,
   num.replica.fetchers resizes the fetcher pool.
+- users/<user>: the user's SCRAM credentials (`SCRAM-SHA-256`, `SCRAM-SHA-512`) replace those in the
+  CredentialCache the SASL listeners log in with (Kafka's UserConfigHandler): a new user or password works
+  on the next login, a deleted one no longer does (connections already authenticated stay, as in Kafka).
 
 Only the broker configs Kafka can change live are accepted (`DYNAMIC_BROKER_CONFIGS`); any other is refused
 with Kafka's "Cannot update these configs dynamically" message.
@@ -26,10 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from broker.log.config import broker_key_synonyms
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.scram import CredentialCache
 from broker.server.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, TopicConfigs
 from proto.errors import ErrorCode, KafkaError
 from zk.client import KafkaZkClient, Watch
-from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY
+from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY, USERS_ENTITY, desanitize_entity_name
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +83,9 @@ class DynamicConfigManager:
 
     def __init__(self, broker_id: int, zk: KafkaZkClient, topic_configs: TopicConfigs,
                  replica_manager: ReplicaManager, resize_fetchers: Callable[[int], None],
-                 static_num_replica_fetchers: int) -> None:
+                 static_num_replica_fetchers: int, credentials: CredentialCache | None = None) -> None:
         self._broker_id = broker_id
+        self._credentials = credentials
         self._zk = zk
         self._topic_configs = topic_configs
         self._replica_manager = replica_manager
@@ -96,6 +101,9 @@ class DynamicConfigManager:
     def startup(self) -> None:
         """Apply the dynamic broker configs stored now, then every change notified from here on."""
         self._apply_broker_configs()
+        if self._credentials is not None:
+            for user in self._zk.get_user_names():
+                self._apply_user(user)
         self._watch = self._zk.watch_config_changes(self._on_changes)
 
     def _on_changes(self, sequence_numbers: list[str]) -> None:
@@ -129,6 +137,17 @@ class DynamicConfigManager:
             self._apply_topic(name)
         elif entity_type == BROKERS_ENTITY and name in (DEFAULT_ENTITY_NAME, str(self._broker_id)):
             self._apply_broker_configs()
+        elif entity_type == USERS_ENTITY and self._credentials is not None:
+            self._apply_user(desanitize_entity_name(name))
+
+    def _apply_user(self, user: str) -> None:
+        assert self._credentials is not None
+        config = self._zk.get_entity_config(USERS_ENTITY, user)
+        # Never log the config: it holds the salted keys.
+        logger.info("Processing credentials for entityPath: users/%s (%s)", user,
+                    ", ".join(sorted(config)) or "none")
+        for mechanism in self._credentials.update_user(user, config):
+            logger.error("Invalid %s credential of user %s in ZooKeeper: ignored", mechanism, user)
 
     def _apply_topic(self, topic: str) -> None:
         overrides = self._zk.get_topic_config(topic)

@@ -49,6 +49,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.api.grpc_apis import KafkaApis
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
+from broker.api.kafka.listener_security import ListenerSecurity
 from broker.api.operations import BrokerOperations
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.manager import ReplicaFetcherManager
@@ -73,6 +74,7 @@ from broker.security.grpc_authentication import (
     listener_security,
     requires_client_certificates,
 )
+from broker.security.scram import CredentialCache
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
@@ -84,6 +86,7 @@ from broker.server.metrics import BrokerMetrics
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scheduler import KafkaScheduler
 from broker.server.topic_config import TopicConfigs
+from common.config import ConfigError
 from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -208,8 +211,10 @@ class KafkaServer:
         self._topic_purgatory = DelayedOperationPurgatory("topic", timer)
         fetchers = self._fetcher_manager
         assert fetchers is not None  # made by the ReplicaManager just above
+        credentials = CredentialCache()
         self._dynamic_config = DynamicConfigManager(self.broker_id, zk, topic_configs, replica_manager,
-                                                    fetchers.resize_thread_pool, config.num_replica_fetchers)
+                                                    fetchers.resize_thread_pool, config.num_replica_fetchers,
+                                                    credentials)
         await asyncio.to_thread(self._dynamic_config.startup)
         # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
         operations = BrokerOperations(
@@ -231,7 +236,7 @@ class KafkaServer:
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer)
-        bound_ports.update(await self._start_kafka_listeners(kafka_context))
+        bound_ports.update(await self._start_kafka_listeners(kafka_context, credentials))
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         self._log_cleaner = self._start_log_cleaner(log_manager, replica_manager)
@@ -326,14 +331,21 @@ class KafkaServer:
                         " over TLS" if security.tls else "")
         return bound_ports
 
-    async def _start_kafka_listeners(self, context: Callable[[str], KafkaContext]) -> dict[str, int]:
-        """Apache Kafka's wire protocol on every listener not named in grpc.listener.names; the bound port by
-        listener name."""
+    async def _start_kafka_listeners(self, context: Callable[[str], KafkaContext],
+                                     credentials: CredentialCache) -> dict[str, int]:
+        """Apache Kafka's wire protocol on every listener not named in grpc.listener.names, with its security
+        protocol (TLS, SASL); the bound port by listener name."""
         bound_ports = {}
         for listener in self.config.listener_endpoints:
             if self.config.speaks_grpc(listener.listener_name):
                 continue
-            server = KafkaListener(context(listener.listener_name), listener.host or "0.0.0.0", listener.port)
+            try:
+                security = ListenerSecurity.of(self.config, listener.listener_name, listener.security_protocol,
+                                               credentials)
+            except ConfigError as e:
+                raise BrokerStartupError(str(e)) from None
+            server = KafkaListener(context(listener.listener_name), listener.host or "0.0.0.0", listener.port,
+                                   security)
             address = _grpc_address(listener.host or "0.0.0.0", listener.port)
             try:
                 port = await server.start()
@@ -341,8 +353,8 @@ class KafkaServer:
                 raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
             self._kafka_listeners.append(server)
             bound_ports[listener.listener_name] = port
-            logger.info("Listening on %s for listener %s (port %d, Kafka protocol)", address,
-                        listener.listener_name, port)
+            logger.info("Listening on %s for listener %s (port %d, Kafka protocol, %s)", address,
+                        listener.listener_name, port, listener.security_protocol)
         return bound_ports
 
     async def _register(self, zk: KafkaZkClient, bound_ports: Mapping[str, int]) -> None:

@@ -1,8 +1,15 @@
-"""`minibroker configs`: Kafka's kafka-configs.sh for topic and dynamic broker configs.
+"""`minibroker configs`: Kafka's kafka-configs.sh for topic and dynamic broker configs, and users' SCRAM
+credentials.
 
     minibroker configs (--bootstrap-server H:P | --zookeeper H:P[/CHROOT] | --data-dir D)
-                       --entity-type topics|brokers (--entity-name NAME | --entity-default)
+                       --entity-type topics|brokers|users (--entity-name NAME | --entity-default)
                        (--describe | --alter [--add-config k=v[,k=v]] [--delete-config k[,k]])
+    minibroker configs (--zookeeper H:P | --data-dir D) --entity-type users --entity-name alice
+                       --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+
+Users' credentials go to /config/users/<user> as Kafka stores them (salted keys, never the password) with a
+change notification, through ZooKeeper (the brokers have no AlterUserScramCredentials API yet); every broker's
+SASL listeners use them from the next login.
 
 The change lands in ZooKeeper as Kafka writes it (/config/topics/<t>, /config/brokers/<id|<default>>, and a
 /config/changes/config_change_<seq> notification) and every broker applies it live, without a restart.
@@ -18,6 +25,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from broker.security.scram import alter_user_config, describe_user_config
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource
 from broker.server.topic_config import TopicConfigs
@@ -29,12 +37,16 @@ from minibroker.commands.client_options import (
     add_zookeeper_option,
     bootstrap_servers,
     client_security,
+    connect_zookeeper,
+    zookeeper_connect,
     zookeeper_security,
 )
 from proto.errors import ErrorCode, KafkaError, error_for
+from zk import paths
 from zk.client import KafkaZkClient
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
+USERS = "users"
 
 
 class Entry(NamedTuple):
@@ -52,8 +64,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     actions.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
-    parser.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES),
-                        help="Type of entity (topics/brokers)")
+    parser.add_argument("--entity-type", required=True, choices=sorted([*ENTITY_TYPES, USERS]),
+                        help="Type of entity (topics/brokers/users)")
     names = parser.add_mutually_exclusive_group(required=True)
     names.add_argument("--entity-name", help="Name of entity (topic name/broker id)")
     names.add_argument("--entity-default", action="store_true",
@@ -67,6 +79,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.entity_type == USERS:
+            _run_users(args)
+            return 0
         resource_type, name = _entity(args)
         if args.alter:
             ops = [*((k, AlterConfigOp.SET, v) for k, v in parse_add_config(args.add_config or "").items()),
@@ -84,6 +99,29 @@ def run(args: argparse.Namespace) -> int:
         print(e.message if isinstance(e, KafkaError) else str(e))
         return 1
     return 0
+
+
+def _run_users(args: argparse.Namespace) -> None:
+    """SCRAM credentials of a user, in /config/users/<user> (Kafka's ConfigCommand with --zookeeper)."""
+    if args.entity_default or not args.entity_name:
+        raise UsageError("--entity-default is not supported for users' SCRAM credentials: give --entity-name")
+    user = str(args.entity_name)
+    connect = zookeeper_connect(args, "users' SCRAM credentials", "AlterUserScramCredentials")
+    with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
+        current = zk.get_entity_config(paths.USERS_ENTITY, user)
+        if not args.alter:
+            print(f"SCRAM credential configs for user-principal '{user}' are {describe_user_config(current)}")
+            return
+        add = parse_add_config(args.add_config or "")
+        delete = _csv(args.delete_config or "")
+        if not add and not delete:
+            raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
+        try:
+            config = alter_user_config(current, add, delete)
+        except ValueError as e:
+            raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
+        zk.set_entity_config(paths.USERS_ENTITY, user, config)
+    print(f"Completed updating config for user {user}.")
 
 
 def _entity(args: argparse.Namespace) -> tuple[ConfigResourceType, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -35,10 +36,13 @@ def raw_request(api_key: int, version: int, correlation_id: int, rest: bytes = b
 
 
 class WireConnection:
-    def __init__(self, address: str, timeout: float = 15.0) -> None:
+    """A connection to a Kafka listener; over TLS with `tls` (the handshake done before it returns)."""
+
+    def __init__(self, address: str, timeout: float = 15.0, tls: ssl.SSLContext | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.local_port = self.sock.getsockname()[1]
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.local_port = sock.getsockname()[1]
+        self.sock: socket.socket = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
 
     def close(self) -> None:
         self.sock.close()

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from broker.api.kafka import admin, api_versions, fetch, metadata, offsets, produce, producer_id
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
+from broker.api.kafka.sasl_authenticator import handle_sasl_authenticate, handle_sasl_handshake
 
 API_TABLE: list[ApiSpec] = [
     ApiSpec(0, "Produce", 3, 8, produce.handle_produce),
     ApiSpec(1, "Fetch", 4, 11, fetch.handle_fetch),
     ApiSpec(2, "ListOffsets", 1, 5, offsets.handle_list_offsets),
     ApiSpec(3, "Metadata", 0, 8, metadata.handle_metadata),
+    ApiSpec(17, "SaslHandshake", 0, 1, handle_sasl_handshake),
     ApiSpec(19, "CreateTopics", 2, 4, admin.handle_create_topics),
     ApiSpec(20, "DeleteTopics", 1, 3, admin.handle_delete_topics),
     ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
     ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
     ApiSpec(32, "DescribeConfigs", 1, 3, admin.handle_describe_configs),
     ApiSpec(33, "AlterConfigs", 0, 1, admin.handle_alter_configs),
+    ApiSpec(36, "SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))

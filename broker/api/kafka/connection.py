@@ -3,8 +3,14 @@
 Requests are pipelined: each is dispatched as soon as it is read (a produce reaches the ReplicaManager in
 the order its connection sent it, before any await), and a writer sends the answers strictly in request
 order, as Kafka promises. acks=0 produces have no answer. The Fetch records go out with sendfile
-(loop.sendfile: os.sendfile on a plain socket, a pread loop elsewhere) after the response's header bytes; a
-segment truncated under a send cuts the response short, so the connection is closed, as Kafka does.
+(loop.sendfile: os.sendfile on a plain socket) after the response's header bytes; under TLS the bytes must be
+encrypted in this process, so they are read with os.pread (off the event loop, a chunk at a time) and
+written like any other part (asyncio's own sendfile fallback seeks the shared descriptor, which concurrent
+fetches of one segment must not do). A segment truncated under a send cuts the response short, so the
+connection is closed, as Kafka does.
+
+On a SASL listener the connection first authenticates (sasl_authenticator.py): frames go to the authenticator
+until it completes, and only then are requests dispatched, as the principal it established.
 
 Bad input never takes the broker down: a size that is negative or above socket.request.max.bytes (checked
 before anything is allocated), an unknown API key, an unsupported version, a malformed or truncated request:
@@ -16,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
 import time
 from typing import Any
 
 from broker.api.kafka.api_table import API_TABLE, APIS
 from broker.api.kafka.api_versions import supported_versions_reply
 from broker.api.kafka.context import KafkaContext
+from broker.api.kafka.listener_security import ListenerSecurity
 from broker.api.kafka.protocol import (
     API_VERSIONS_KEY,
     HEADER_PREFIX,
@@ -35,21 +44,28 @@ from broker.api.kafka.protocol import (
     request_class,
     response_frame_header,
 )
+from broker.api.kafka.sasl_authenticator import AuthenticationFailed
 from broker.log.file_slice import FileSlice
+from broker.security.principal import USER_TYPE, KafkaPrincipal
 from proto.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 
 # Requests read ahead of their answers on one connection; reading waits beyond this (back pressure).
 MAX_IN_FLIGHT = 64
+# Record bytes read per os.pread when they cannot be sent with sendfile (TLS).
+TLS_READ_CHUNK = 1 << 20
 
 _Pending = tuple[RequestHeader, "asyncio.Future[Reply | None]"]
 
 
 class KafkaConnection:
     def __init__(self, context: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 peer: str) -> None:
+                 peer: str, security: ListenerSecurity | None = None) -> None:
         self._context = context
+        self._security = security or ListenerSecurity.plaintext()
+        # Under TLS the transport encrypts: no sendfile.
+        self._sendfile = writer.get_extra_info("ssl_object") is None
         self._reader = reader
         self._writer = writer
         self.peer = peer
@@ -61,6 +77,8 @@ class KafkaConnection:
     async def run(self) -> None:
         responder = asyncio.create_task(self._write_responses())
         try:
+            if self._security.uses_sasl and not await self._authenticate():
+                return
             await self._read_requests()
             await self._pending.put(None)  # the client closed its side: answer what it asked, then close
             await responder
@@ -76,33 +94,70 @@ class KafkaConnection:
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()
 
+    # ------------------------------------------------------------------ authenticating
+
+    async def _authenticate(self) -> bool:
+        """Run the SASL exchange; True once the connection acts as the authenticated principal."""
+        authenticator = self._security.authenticator()
+        assert authenticator is not None
+        limit = (self._security.sasl_max_receive_size, "sasl.server.max.receive.size")
+        while not authenticator.complete:
+            frame = await self._read_frame(limit, min_size=1)
+            if frame is None:
+                return False
+            try:
+                answer = authenticator.receive(frame)
+            except AuthenticationFailed as e:
+                logger.warning("Failed authentication with %s (listener %s, %s): %s", self.peer,
+                               self._context.listener_name, e.code.name, e)
+                if e.delayed:  # Kafka's connection.failed.authentication.delay.ms: slows down guessing
+                    await asyncio.sleep(self._security.failed_authentication_delay_s)
+                if e.response is not None:
+                    self._writer.write(e.response)
+                    await self._writer.drain()
+                return False
+            if answer is not None:
+                self._writer.write(answer)
+                await self._writer.drain()
+        assert authenticator.authorization_id is not None
+        principal = KafkaPrincipal(USER_TYPE, authenticator.authorization_id)
+        self._context = dataclasses.replace(self._context, principal=principal)
+        logger.debug("Authenticated %s as %s with %s", self.peer, principal, authenticator.mechanism)
+        return True
+
     # ------------------------------------------------------------------ reading
 
-    async def _read_requests(self) -> None:
+    async def _read_frame(self, limit: tuple[int, str], min_size: int = HEADER_PREFIX.size) -> bytes | None:
+        """One size-prefixed frame; None when the client closed between frames or stayed idle too long."""
+        max_bytes, limit_name = limit
         while True:
             try:
                 head = await asyncio.wait_for(self._reader.readexactly(SIZE.size), self._idle_s)
+                break
             except TimeoutError:
                 if self._in_flight:
                     continue
                 logger.info("Closing connection from %s: idle for more than connections.max.idle.ms (%d ms)",
                             self.peer, self._context.config.connections_max_idle_ms)
-                return
+                return None
             except asyncio.IncompleteReadError as e:
                 if e.partial:
                     raise RequestError(f"connection closed inside a request's size ({len(e.partial)} of 4"
                                        " bytes)") from None
-                return  # a clean close between requests
-            (size,) = SIZE.unpack(head)
-            if size < HEADER_PREFIX.size:
-                raise RequestError(f"invalid request size {size}")
-            if size > self._max_request_bytes:
-                raise RequestError(f"request size {size} is larger than socket.request.max.bytes"
-                                   f" ({self._max_request_bytes})")
-            try:
-                frame = await self._reader.readexactly(size)
-            except asyncio.IncompleteReadError as e:
-                raise RequestError(f"connection closed after {len(e.partial)} of a request's {size} bytes") from None
+                return None  # a clean close between requests
+        (size,) = SIZE.unpack(head)
+        if size < min_size:
+            raise RequestError(f"invalid request size {size}")
+        if size > max_bytes:
+            raise RequestError(f"request size {size} is larger than {limit_name} ({max_bytes})")
+        try:
+            return await self._reader.readexactly(size)
+        except asyncio.IncompleteReadError as e:
+            raise RequestError(f"connection closed after {len(e.partial)} of a request's {size} bytes") from None
+
+    async def _read_requests(self) -> None:
+        limit = (self._max_request_bytes, "socket.request.max.bytes")
+        while (frame := await self._read_frame(limit)) is not None:
             header, answer = self._dispatch(frame)
             self._in_flight += 1
             await self._pending.put((header, answer))
@@ -154,12 +209,26 @@ class KafkaConnection:
         writer.write(response_frame_header(correlation_id, reply))
         for part in reply.parts:
             if isinstance(part, FileSlice):
-                await self._sendfile(part)
+                await (self._send_file(part) if self._sendfile else self._write_slice(part))
             else:
                 writer.write(part)
         await writer.drain()
 
-    async def _sendfile(self, records: FileSlice) -> None:
+    async def _write_slice(self, records: FileSlice) -> None:
+        """The slice's bytes through the transport (TLS): positional reads, so concurrent fetches of one segment
+        never disturb each other, off the event loop in case the bytes are not in the page cache."""
+        position, remaining = records.position, records.size
+        while remaining:
+            chunk = await asyncio.to_thread(os.pread, records.fd, min(remaining, TLS_READ_CHUNK), position)
+            if not chunk:
+                raise ConnectionError(f"segment {records.file.path} truncated during a fetch response"
+                                      f" ({records.size - remaining} of {records.size} bytes sent)")
+            self._writer.write(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+            await self._writer.drain()
+
+    async def _send_file(self, records: FileSlice) -> None:
         loop = asyncio.get_running_loop()
         # closefd=False: the segment (SharedFile) owns the descriptor; every read of it is positional.
         with open(records.fd, "rb", buffering=0, closefd=False) as file:

@@ -1,5 +1,13 @@
 """A Kafka-protocol listener: an asyncio server on one listener's address, with Kafka's connection
-limits (max.connections, max.connections.per.ip: a connection over either is closed at once, logged)."""
+limits (max.connections, max.connections.per.ip: a connection over either is closed at once, logged).
+
+On an SSL or SASL_SSL listener each accepted connection is upgraded to TLS before anything is read, within
+ssl.handshake.timeout.ms: a handshake that fails (a plaintext client, a certificate from a CA the trust store
+does not hold, an expired one, none where ssl.client.auth=required) or does not finish in time is logged with
+the peer and the reason, and only that connection is closed, after Kafka's failed authentication delay. On
+SSL the connection acts as the principal of its client certificate (ssl.principal.mapping.rules), or
+User:ANONYMOUS without one; on SASL_SSL the SASL exchange decides.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +15,21 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import ssl
 from collections import Counter
 
 from broker.api.kafka.connection import KafkaConnection
 from broker.api.kafka.context import KafkaContext
+from broker.api.kafka.listener_security import ListenerSecurity
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 logger = logging.getLogger(__name__)
 
 
 class KafkaListener:
-    def __init__(self, context: KafkaContext, host: str, port: int) -> None:
+    def __init__(self, context: KafkaContext, host: str, port: int, security: ListenerSecurity | None = None) -> None:
         self._context = context
+        self._security = security or ListenerSecurity.plaintext()
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -65,11 +77,31 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         try:
+            principal = await self._start_tls(writer, peer) if self._security.ssl_context else ANONYMOUS
+            if principal is None:
+                return
             # Each connection gets its own context: the listener's, with who is asking (Kafka's RequestContext).
-            context = dataclasses.replace(self._context, client_host=ip)
-            await KafkaConnection(context, reader, writer, peer).run()
+            context = dataclasses.replace(self._context, client_host=ip, principal=principal)
+            await KafkaConnection(context, reader, writer, peer, self._security).run()
         finally:
             self._connections.discard(task)
             self._per_ip[ip] -= 1
             if not self._per_ip[ip]:
                 del self._per_ip[ip]
+
+    async def _start_tls(self, writer: asyncio.StreamWriter, peer: str) -> KafkaPrincipal | None:
+        """The TLS handshake; the certificate's principal, or None when the connection was refused (closed)."""
+        security = self._security
+        assert security.ssl_context is not None
+        try:
+            await writer.start_tls(security.ssl_context, ssl_handshake_timeout=security.handshake_timeout_s)
+            ssl_object = writer.get_extra_info("ssl_object")
+            return security.principal_mapper.principal(ssl_object.getpeercert(binary_form=True))
+        except (ssl.SSLError, OSError, TimeoutError, ValueError) as e:
+            reason = str(e) or type(e).__name__
+            logger.warning("Failed TLS handshake with %s on listener %s: %s", peer, self._context.listener_name,
+                           reason)
+        # Kafka delays closing after a failed SSL handshake as after a failed SASL login (SslAuthenticationException).
+        await asyncio.sleep(security.failed_authentication_delay_s)
+        writer.transport.abort()
+        return None
