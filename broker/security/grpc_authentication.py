@@ -18,13 +18,21 @@ plaintext listener the credential is still what is checked (proto/auth.py).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import grpc
+import scramp
 from cryptography import x509
 
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.scram import SCRAM_MECHANISMS, CredentialCache
+from broker.security.ssl_principal import SslPrincipalMapper
 from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
@@ -32,6 +40,7 @@ from proto.auth import carries_cluster_credential
 
 logger = logging.getLogger(__name__)
 
+_VERIFIED_CACHE_SIZE = 1024
 # Checks a SASL user's password; True when it matches the user's stored credential.
 PasswordCheck = Callable[[str, str], bool]
 
@@ -80,6 +89,40 @@ def requires_client_certificates(config: KafkaConfig, listener_name: str) -> boo
     return bool(_value(config, listener_name, "ssl.client.auth") == "required")
 
 
+def scram_password_check(credentials: CredentialCache) -> PasswordCheck:
+    """A user's password checked against its SCRAM credential (the strongest mechanism it has): the salted
+    password recomputed with the stored salt and iterations (scramp) must give the stored key, compared in
+    constant time. The password itself is stored nowhere, as with SCRAM on the Kafka listeners.
+
+    Salting costs thousands of hashes, and every call carries the password: a success is remembered, keyed by
+    a digest of the password and the stored key it matched, so a changed credential is checked afresh."""
+    verified: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
+    lock = threading.Lock()
+
+    def check(username: str, password: str) -> bool:
+        for mechanism in reversed(SCRAM_MECHANISMS):
+            credential = credentials.get(mechanism, username)
+            if credential is None:
+                continue
+            key = (username, hashlib.sha256(password.encode()).digest(), credential.stored_key)
+            with lock:
+                if key in verified:
+                    verified.move_to_end(key)
+                    return True
+            _, stored_key, _, _ = scramp.ScramMechanism(mechanism).make_auth_info(
+                password, iteration_count=credential.iterations, salt=credential.salt)
+            if not hmac.compare_digest(stored_key, credential.stored_key):
+                return False
+            with lock:
+                verified[key] = None
+                while len(verified) > _VERIFIED_CACHE_SIZE:
+                    verified.popitem(last=False)
+            return True
+        return False
+
+    return check
+
+
 def _auth_property(context: Any, name: str) -> bytes | None:
     values = (context.auth_context() or {}).get(name)
     return values[0] if values else None
@@ -88,7 +131,7 @@ def _auth_property(context: Any, name: str) -> bytes | None:
 class GrpcAuthenticator:
     """The principal of a call on one gRPC listener (see the module doc)."""
 
-    def __init__(self, listener_name: str, tls: bool, mapper: Callable[[str], str],
+    def __init__(self, listener_name: str, tls: bool, mapper: SslPrincipalMapper,
                  check_password: PasswordCheck | None = None, cluster_credential: bytes | None = None) -> None:
         self.listener_name = listener_name
         self.tls = tls
@@ -101,8 +144,23 @@ class GrpcAuthenticator:
                      check_password: PasswordCheck | None = None) -> GrpcAuthenticator:
         tls = listener_security(config, listener_name).tls
         credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
-        # The subject as it is: Kafka's DEFAULT ssl.principal.mapping.rules.
-        return cls(listener_name, tls, lambda subject: subject, check_password, credential)
+        rules = str(_value(config, listener_name, "ssl.principal.mapping.rules"))
+        return cls(listener_name, tls, SslPrincipalMapper(rules), check_password, credential)
+
+    def interceptor(self) -> grpc.aio.ServerInterceptor:
+        """Refuses, before any handler runs, a call whose SASL user or password is wrong: UNAUTHENTICATED
+        (Kafka's SASL_AUTHENTICATION_FAILED), logged with the peer. Calls without one pass on."""
+        return _RefuseBadPasswords(self)
+
+    def refuses(self, metadata: Any) -> str | None:
+        """The user name of a call with a wrong SASL password (or one sent where none can be checked)."""
+        basic = basic_credentials(metadata)
+        if basic is None:
+            return None
+        username, password = basic
+        if self.tls and self._check_password is not None and self._check_password(username, password):
+            return None
+        return username
 
     def certificate_principal(self, context: Any) -> KafkaPrincipal | None:
         """The principal of the peer's CA-verified certificate; None without one (or on a plaintext listener)."""
@@ -112,19 +170,15 @@ class GrpcAuthenticator:
         if pem is None:
             return None
         subject = x509.load_pem_x509_certificate(pem).subject.rfc4514_string()
-        return KafkaPrincipal(USER_TYPE, self._mapper(subject))
+        return KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
 
     def principal(self, context: Any) -> KafkaPrincipal | None:
         """Who the call acts as; None when it names a SASL user with a wrong password (or a SASL user where
         no password can be checked, or over plaintext, where a password must not travel)."""
         basic = basic_credentials(context.invocation_metadata())
         if basic is not None:
-            username, password = basic
-            if not self.tls or self._check_password is None or not self._check_password(username, password):
-                logger.info("Failed authentication with %s (user %s on gRPC listener %s)", context.peer(), username,
-                            self.listener_name)
-                return None
-            return KafkaPrincipal(USER_TYPE, username)
+            return None if self.refuses(context.invocation_metadata()) is not None else \
+                KafkaPrincipal(USER_TYPE, basic[0])
         return self.certificate_principal(context) or ANONYMOUS
 
     def authorize_cluster_action(self, context: Any) -> bool:
@@ -137,3 +191,25 @@ class GrpcAuthenticator:
                            context.peer(), self.listener_name)
             return False
         return carries_cluster_credential(context.invocation_metadata(), self._cluster_credential)
+
+
+class _RefuseBadPasswords(grpc.aio.ServerInterceptor):
+    def __init__(self, authenticator: GrpcAuthenticator) -> None:
+        self._authenticator = authenticator
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(handler_call_details)
+        username = self._authenticator.refuses(handler_call_details.invocation_metadata)
+        if username is None or handler is None:
+            return handler
+        listener = self._authenticator.listener_name
+
+        async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            logger.info("Failed authentication with %s (user %s on gRPC listener %s: invalid credentials)",
+                        context.peer(), username, listener)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "Authentication failed: invalid username or password")
+
+        return grpc.unary_unary_rpc_method_handler(refuse, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)

@@ -73,6 +73,7 @@ from broker.security.grpc_authentication import (
     inter_broker_security,
     listener_security,
     requires_client_certificates,
+    scram_password_check,
 )
 from broker.security.scram import CredentialCache
 from broker.server.admin_manager import AdminManager
@@ -235,7 +236,7 @@ class KafkaServer:
             config_admin=config_admin)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
-        bound_ports = await self._start_grpc_servers(apis, health_servicer)
+        bound_ports = await self._start_grpc_servers(apis, health_servicer, credentials)
         bound_ports.update(await self._start_kafka_listeners(kafka_context, credentials))
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -296,8 +297,8 @@ class KafkaServer:
         logger.info("Cluster ID = %s", cluster_id)
         return zk, cluster_id
 
-    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis],
-                                  health_servicer: health.aio.HealthServicer) -> dict[str, int]:
+    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis], health_servicer: health.aio.HealthServicer,
+                                  credentials: CredentialCache) -> dict[str, int]:
         """On every listener, serve the client and cluster APIs and health checking (NOT_SERVING until
         registered); the bound port by listener name."""
         await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -309,9 +310,9 @@ class KafkaServer:
             security = listener_security(self.config, name)
             # A TLS handshake that never finishes is cut after ssl.handshake.timeout.ms (gRPC's default: 120 s).
             options = [*_GRPC_OPTIONS, ("grpc.server_handshake_timeout_ms", self.config.ssl_handshake_timeout_ms)]
-            server = grpc.aio.server(options=options)
-            listener_apis = apis(listener_name=name,
-                                 authenticator=GrpcAuthenticator.for_listener(self.config, name))
+            authenticator = GrpcAuthenticator.for_listener(self.config, name, scram_password_check(credentials))
+            server = grpc.aio.server(options=options, interceptors=[authenticator.interceptor()])
+            listener_apis = apis(listener_name=name, authenticator=authenticator)
             pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
             pb_grpc.add_KafkaClusterServicer_to_server(listener_apis, server)
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
