@@ -25,6 +25,7 @@ from common.grpc_tls import GrpcSecurity, TlsConfigError
 from common.grpc_tls import client_security as grpc_client_security
 from common.jaas import JaasError
 from common.properties import load_properties
+from minibroker.local import security as cluster_security
 from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
 from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
@@ -65,13 +66,11 @@ def client_security(args: argparse.Namespace, client_props: Mapping[str, str] | 
         props = client_props
     elif getattr(args, "command_config", None) is not None:
         props = load_config_file(args.command_config)
-    elif getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
-        security = cluster_info(args).security
-        if security is not None:
-            props = load_config_file(Path(security.client_config))
     try:
+        if not props and getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
+            return cluster_security.grpc_security(cluster_info(args))
         return grpc_client_security(props)
-    except TlsConfigError as e:
+    except (TlsConfigError, OSError) as e:
         raise UsageError(f"cannot secure the connection: {e}") from None
 
 
@@ -80,15 +79,14 @@ def zookeeper_security(args: argparse.Namespace) -> ZkSecurity:
     `KAFKA_OPTS=-Djava.security.auth.login.config=FILE` (as Kafka's tools take it), else the one of --data-dir's
     secure cluster. Like Kafka's tools, it creates znodes with ACLs whenever it has an identity."""
     jaas = _jaas_from_kafka_opts(os.environ.get("KAFKA_OPTS", ""))
-    if jaas is None and getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
-        security = cluster_info(args).security
-        jaas = None if security is None else security.zookeeper_jaas
-    if jaas is None:
-        return OPEN
     try:
-        return ZkSecurity(set_acl=True, credentials=ZkCredentials.from_jaas_file(Path(jaas)))
+        if jaas is not None:
+            return ZkSecurity(set_acl=True, credentials=ZkCredentials.from_jaas_file(Path(jaas)))
+        if getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
+            return cluster_security.zookeeper_security(cluster_info(args))
     except JaasError as e:
         raise UsageError(str(e)) from None
+    return OPEN
 
 
 def _jaas_from_kafka_opts(kafka_opts: str) -> str | None:

@@ -25,11 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.grpc_tls import PLAINTEXT, GrpcSecurity, client_security
 from common.properties import format_properties, load_properties
 from minibroker.local.certificates import CertificateAuthority
-from minibroker.local.cluster_file import SecurityEntry
+from minibroker.local.cluster_file import ClusterInfo, SecurityEntry
 from minibroker.local.configs import write_private
-from zk.acl import JAAS_CONFIG_KEY, ZkCredentials
+from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 
 SECURITY_DIR = "security"
 ADMIN_USER = "admin"
@@ -152,3 +153,18 @@ def prepare(data_dir: Path, broker_ids: Iterable[int], controller_ids: Iterable[
         write_private(security.client_config, format_properties(security.client_props()))
     return security
 
+
+
+def zookeeper_security(info: ClusterInfo) -> ZkSecurity:
+    """How a tool or the launcher logs in to a cluster's ZooKeeper: as the cluster, with Kafka's ACLs on what it
+    creates, when cluster.json says the cluster is secure; else open."""
+    if info.security is None:
+        return OPEN
+    return ZkSecurity(set_acl=True, credentials=ZkCredentials.from_jaas_file(Path(info.security.zookeeper_jaas)))
+
+
+def grpc_security(info: ClusterInfo) -> GrpcSecurity:
+    """How a tool or the launcher reaches a cluster's gRPC listeners: as its admin client when it is secure."""
+    if info.security is None:
+        return PLAINTEXT
+    return client_security(load_properties(Path(info.security.client_config)))
