@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "minibroker.commands.perf",
     "minibroker.commands.chaos",
     "minibroker.commands.health",
+    "minibroker.commands.zookeeper_security_migration",
     "minibroker.commands.audit",
 )
 
