@@ -625,13 +625,14 @@ class KafkaZkClient:
         """Kafka's ZkSecurityMigrator: give the root ("/", the chroot if there is one) and every znode under
         Kafka's secure root paths the ACL that `zookeeper.set.acl=secure` would have created them with
         (zk/acl.py's default_acls), or open them all again; returns how many znodes were set. The secure
-        root paths are created first if missing (not /controller: a cluster without a controller has none).
+        root paths are created first if missing (not /controller and /controller_epoch: the first controller writes
+        them with their data).
         Znodes deleted meanwhile are skipped; a missing permission raises NoAuthError."""
         self._call(self._zk.set_acls, "/", default_acls(secure, "/"))
         count = 1
         for root in SECURE_ROOT_PATHS:  # the sensitive ones lie below them
-            if root == paths.CONTROLLER and self._get(root) is None:
-                continue
+            if root in (paths.CONTROLLER, paths.CONTROLLER_EPOCH) and self._get(root) is None:
+                continue  # the first controller creates them with their data; "/" already keeps others out
             self._call(self._zk.ensure_path, root)
             for path in reversed(self._subtree(root)):  # parents first, as Kafka walks them
                 try:
