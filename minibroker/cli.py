@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "minibroker.commands.cluster",
     "minibroker.commands.topics",
     "minibroker.commands.configs",
+    "minibroker.commands.acls",
     "minibroker.commands.leader_election",
     "minibroker.commands.get_offsets",
     "minibroker.commands.delete_records",

@@ -581,7 +581,9 @@ class KafkaZkClient:
     def purge_config_changes(self, sequence_numbers: Sequence[str], created_before_ms: int) -> None:
         """Delete the notifications created before `created_before_ms` (Kafka's purgeObsoleteNotifications:
         every broker read them long ago)."""
-        znodes = [paths.config_change_path(seq) for seq in sequence_numbers]
+        self._purge_notifications([paths.config_change_path(seq) for seq in sequence_numbers], created_before_ms)
+
+    def _purge_notifications(self, znodes: Sequence[str], created_before_ms: int) -> None:
         for path, node in zip(znodes, self._get_many(znodes)):
             if node is not None and node[1].ctime < created_before_ms:
                 try:
@@ -964,6 +966,76 @@ class KafkaZkClient:
                 landed = self._get(path)
                 if landed is not None and landed[0] == data:
                     return block
+
+    # --- ACLs (Kafka's KafkaZkClient ACL methods; the AclAuthorizer's conditional update loop is the caller's) ---
+
+    def create_acl_paths(self, resource_types: Iterable[str]) -> None:
+        """Kafka's createAclPaths: each store's root and one znode per resource type, and the change roots."""
+        for pattern_type in (paths.LITERAL_PATTERN, "PREFIXED"):
+            for resource_type in resource_types:
+                self._call(self._zk.ensure_path, paths.acl_resource_type_path(pattern_type, resource_type))
+            self._call(self._zk.ensure_path, paths.acl_change_store_path(pattern_type))
+
+    def get_acl_resource_types(self, pattern_type: str) -> list[str]:
+        return self._children(paths.acl_store_path(pattern_type))
+
+    def get_acl_resource_names(self, pattern_type: str, resource_type: str) -> list[str]:
+        return self._children(paths.acl_resource_type_path(pattern_type, resource_type))
+
+    def get_versioned_acls(self, pattern_type: str, resource_type: str, name: str
+                           ) -> tuple[list[paths.AclJsonEntry], int]:
+        """The resource's ACLs and its znode version; ([], UNKNOWN_VERSION) when there is no znode."""
+        path = paths.acl_resource_path(pattern_type, resource_type, name)
+        node = self._get(path)
+        if node is None:
+            return [], paths.UNKNOWN_VERSION
+        return paths.decode_acls(path, node[0]), node[1].version
+
+    def conditional_set_acls(self, pattern_type: str, resource_type: str, name: str,
+                             entries: Iterable[paths.AclJsonEntry], expected_version: int) -> tuple[bool, int]:
+        """Write the ACLs if the znode is still at `expected_version` (UNKNOWN_VERSION: if it does not exist);
+        (written, new version). Losing the race is (False, -1): re-read and try again."""
+        path = paths.acl_resource_path(pattern_type, resource_type, name)
+        data = paths.encode_acls(entries)
+        try:
+            if expected_version == paths.UNKNOWN_VERSION:
+                self._call(self._zk.create, path, data, makepath=True)
+                return True, 0
+            stat = self._call(self._zk.set, path, data, version=expected_version)
+            return True, int(stat.version)
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            return False, -1
+
+    def conditional_delete_acls(self, pattern_type: str, resource_type: str, name: str, expected_version: int) -> bool:
+        """Delete the resource's ACL znode if still at `expected_version`; True when it is gone."""
+        path = paths.acl_resource_path(pattern_type, resource_type, name)
+        try:
+            self._call(self._zk.delete, path, version=expected_version)
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+        return True
+
+    def create_acl_change_notification(self, pattern_type: str, data: bytes) -> None:
+        """acl_changes_<seq> under /kafka-acl-changes (LITERAL) or /kafka-acl-extended-changes."""
+        self._call(self._zk.create, paths.acl_change_path(pattern_type), data, sequence=True, makepath=True)
+
+    def get_acl_change(self, pattern_type: str, sequence_number: str) -> bytes | None:
+        node = self._get(paths.acl_change_path(pattern_type, sequence_number))
+        return None if node is None else node[0]
+
+    def purge_acl_changes(self, pattern_type: str, sequence_numbers: Sequence[str], created_before_ms: int) -> None:
+        """Kafka's purgeObsoleteNotifications for one ACL change store."""
+        self._purge_notifications([paths.acl_change_path(pattern_type, seq) for seq in sequence_numbers],
+                                  created_before_ms)
+
+    def watch_acl_changes(self, pattern_type: str, callback: Callable[[list[str]], None]) -> Watch:
+        """callback(sequence numbers of the store's acl_changes_<seq> notifications, oldest first)."""
+        return self.watch_children(
+            paths.acl_change_store_path(pattern_type),
+            lambda children: callback(sorted(paths.sequence_number(c, paths.ACL_CHANGE_PREFIX) for c in children)),
+        )
 
     # --- watches ---
 

@@ -633,3 +633,86 @@ def decode_consumer_offset(path: str, data: bytes) -> ConsumerOffset:
             return ConsumerOffset(int(text))
         fields = _loads(data)
         return ConsumerOffset(_int(fields["offset"]), _str(fields["metadata"]))
+
+
+# --- ACLs (Kafka's ZkAclStore / ZkAclChangeStore): /kafka-acl/<Type>/<name> (LITERAL),
+# /kafka-acl-extended/prefixed/<Type>/<name> (PREFIXED), change notifications in /kafka-acl-changes and
+# /kafka-acl-extended-changes. Resource and pattern types arrive here as Kafka's words ("Topic", "PREFIXED"):
+# the vocabulary is broker/security/acl.py's.
+
+ACL_LITERAL = "/kafka-acl"
+ACL_EXTENDED = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_VERSION = 1
+LITERAL_PATTERN = "LITERAL"
+
+
+def acl_store_path(pattern_type: str) -> str:
+    """Where a pattern type's ACLs live: /kafka-acl for LITERAL, /kafka-acl-extended/<type lower case> else."""
+    return ACL_LITERAL if pattern_type == LITERAL_PATTERN else f"{ACL_EXTENDED}/{pattern_type.lower()}"
+
+
+def acl_resource_type_path(pattern_type: str, resource_type: str) -> str:
+    return f"{acl_store_path(pattern_type)}/{resource_type}"
+
+
+def acl_resource_path(pattern_type: str, resource_type: str, name: str) -> str:
+    """/kafka-acl/Topic/orders, /kafka-acl-extended/prefixed/Group/billing-."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"resource name {name!r} cannot name a znode")
+    return f"{acl_resource_type_path(pattern_type, resource_type)}/{name}"
+
+
+def acl_change_store_path(pattern_type: str) -> str:
+    return ACL_CHANGES if pattern_type == LITERAL_PATTERN else ACL_EXTENDED_CHANGES
+
+
+def acl_change_path(pattern_type: str, sequence_number: str = "") -> str:
+    return f"{acl_change_store_path(pattern_type)}/{ACL_CHANGE_PREFIX}{sequence_number}"
+
+
+class AclJsonEntry(NamedTuple):
+    """One ACL as Kafka's AclEntry JSON writes it: "User:alice", "Allow", "Read", "*"."""
+
+    principal: str
+    permission_type: str
+    operation: str
+    host: str
+
+
+def encode_acls(entries: Iterable[AclJsonEntry]) -> bytes:
+    """{"version":1,"acls":[{"principal":...,"permissionType":...,"operation":...,"host":...}]}."""
+    return _dumps({"version": ACL_VERSION, "acls": [
+        {"principal": e.principal, "permissionType": e.permission_type, "operation": e.operation, "host": e.host}
+        for e in sorted(entries)]})
+
+
+def decode_acls(path: str, data: bytes) -> list[AclJsonEntry]:
+    with _decoding(path, data):
+        return [AclJsonEntry(_str(a["principal"]), _str(a["permissionType"]), _str(a["operation"]), _str(a["host"]))
+                for a in _loads(data)["acls"]]
+
+
+def encode_acl_change(pattern_type: str, resource_type: str, name: str) -> bytes:
+    """A literal change is the string "<TYPE>:<name>"; any other pattern type's is JSON (ExtendedAclChangeEvent).
+    `resource_type` is the upper-case name ("TOPIC"), as Kafka's ResourceType.toString writes it."""
+    if pattern_type == LITERAL_PATTERN:
+        return f"{resource_type}:{name}".encode()
+    return _dumps({"version": ACL_VERSION, "resourceType": resource_type, "name": name, "patternType": pattern_type})
+
+
+def decode_acl_change(pattern_type_store: str, path: str, data: bytes) -> tuple[str, str, str]:
+    """(pattern type, resource type as written, name) of a change notification from the store of
+    `pattern_type_store` (LITERAL: /kafka-acl-changes, else /kafka-acl-extended-changes)."""
+    with _decoding(path, data):
+        if pattern_type_store == LITERAL_PATTERN:
+            resource_type, sep, name = data.decode().partition(":")
+            if not sep:
+                raise ValueError("expected a string in format ResourceType:ResourceName")
+            return LITERAL_PATTERN, resource_type, name
+        event = _loads(data)
+        if _int(event["version"]) > ACL_VERSION:
+            raise ValueError(f"Acl change event received for unsupported version: {event['version']}")
+        return _str(event["patternType"]), _str(event["resourceType"]), _str(event["name"])

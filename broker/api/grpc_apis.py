@@ -27,11 +27,14 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.security.acl import AclOperation, ResourceType
+from broker.security.authorizer import Session
 from broker.security.grpc_authentication import GrpcAuthenticator
+from broker.security.grpc_identity import grpc_session
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigsResult, ConfigAdmin
-from broker.server.group_offsets import OffsetCommit, ZkGroupOffsets
+from broker.server.config_admin import AlterConfigsResult
+from broker.server.group_offsets import CommittedOffset, OffsetCommit, ZkGroupOffsets
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
@@ -51,7 +54,6 @@ NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker ep
 
 class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_offsets: ZkGroupOffsets,
-                 config_admin: ConfigAdmin,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str,
@@ -64,7 +66,6 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
         self._group_offsets = group_offsets
-        self._config_admin = config_admin
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory
@@ -78,6 +79,10 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         return self._config.request_timeout_ms if remaining is None else remaining * 1000
 
     # ------------------------------------------------------------------ authorization
+
+    def _session(self, context: Context) -> Session:
+        """Who the call acts as on this listener (broker/security/grpc_identity.py)."""
+        return grpc_session(context, self._authenticator)
 
     def _authorize_cluster_action(self, context: Context) -> bool:
         """A broker's or controller's certificate on a TLS listener, else the shared cluster credential in the
@@ -93,14 +98,14 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
 
     async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         began = time.monotonic()
-        response = await self._produce(request)
+        response = await self._produce(request, context)
         self._metrics.record_request("Produce", (time.monotonic() - began) * 1000)
         return response
 
-    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         # Read once: each access to a bytes field copies it out of the message.
         order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
-        results = await self._operations.produce(request.timeout_ms, request.acks, order)
+        results = await self._operations.produce(self._session(context), request.timeout_ms, request.acks, order)
         tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:
@@ -136,7 +141,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                 ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         answered = await self._operations.fetch(
-            request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+            self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
                                 p.current_leader_epoch) for tp, p in requested])
         return self._fetch_response(answered, ErrorCode.NONE)
@@ -161,6 +166,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Context) -> pb.ListOffsetsResponse:
         is_replica = request.replica_id >= 0
         authorized = not is_replica or self._authorize_cluster_action(context)
+        # A replica proved itself with the cluster credential; a consumer's topics are checked per partition.
+        session = None if is_replica else self._session(context)
         isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
         repeated = duplicates(tp for tp, _ in requested)
@@ -174,7 +181,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                                                   error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, timestamp=-1,
                                                   offset=-1, leader_epoch=-1)
                     continue
-                found = self._operations.list_offset(tp, p.timestamp, isolation, p.current_leader_epoch,
+                found = self._operations.list_offset(session, tp, p.timestamp, isolation, p.current_leader_epoch,
                                                      tp in repeated)
                 topic_response.partitions.add(partition_index=index, error_code=found.error,
                                               timestamp=found.timestamp, offset=found.offset,
@@ -186,7 +193,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
         requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
                      for p in t.partitions]
-        answers = await self._operations.delete_records(request.timeout_ms, requested)
+        answers = await self._operations.delete_records(self._session(context), request.timeout_ms, requested)
         response = pb.DeleteRecordsResponse()
         for topic, partitions in group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
             topic_response = response.topics.add(name=topic)
@@ -198,8 +205,9 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
-        found = await self._operations.metadata(list(request.topics) or None, request.allow_auto_topic_creation,
-                                                self._listener_name, self._timeout_ms(context))
+        found = await self._operations.metadata(self._session(context), list(request.topics) or None,
+                                                request.allow_auto_topic_creation, self._listener_name,
+                                                self._timeout_ms(context))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
                                        controller_id=-1 if cache.controller_id is None else cache.controller_id)
         for node in found.brokers:
@@ -225,7 +233,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             )
             for t in request.topics
         ]
-        results = await self._operations.create_topics(topics, request.validate_only, request.timeout_ms)
+        results = await self._operations.create_topics(self._session(context), topics, request.validate_only,
+                                                        request.timeout_ms)
         response = pb.CreateTopicsResponse()
         for r in results:
             response.topics.add(name=r.name, error_code=r.error, error_message=r.message,
@@ -236,14 +245,15 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                                context: Context) -> pb.CreatePartitionsResponse:
         requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
                     for t in request.topics]
-        results = await self._operations.create_partitions(requests, request.validate_only, request.timeout_ms)
+        results = await self._operations.create_partitions(self._session(context), requests, request.validate_only,
+                                                            request.timeout_ms)
         response = pb.CreatePartitionsResponse()
         for r in results:
             response.results.add(name=r.name, error_code=r.error, error_message=r.message)
         return response
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
-        results = await self._operations.delete_topics(request.topic_names)
+        results = await self._operations.delete_topics(self._session(context), request.topic_names)
         response = pb.DeleteTopicsResponse()
         for r in results:
             response.responses.add(name=r.name, error_code=r.error, error_message=r.message)
@@ -254,22 +264,33 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
         error, producer_id, epoch = await self._operations.init_producer_id(
-            request.transactional_id if request.HasField("transactional_id") else None, self._timeout_ms(context))
+            self._session(context), request.transactional_id if request.HasField("transactional_id") else None,
+            self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
     async def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Context) -> pb.OffsetCommitResponse:
-        commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset, p.committed_metadata)
-                   for t in request.topics for p in t.partitions]
+        all_commits = [OffsetCommit(TopicPartition(t.name, p.partition_index), p.committed_offset,
+                                    p.committed_metadata) for t in request.topics for p in t.partitions]
+        # Kafka's OffsetCommit checks: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED), Read
+        # on each topic (else TOPIC_AUTHORIZATION_FAILED); only the rest is committed.
+        session = self._session(context)
+        group_refused = not self._operations.authorize(session, AclOperation.READ, ResourceType.GROUP, request.group_id)
+        readable = set() if group_refused else self._operations.authorized_topics(
+            session, AclOperation.READ, (c.topic_partition.topic for c in all_commits))
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED if group_refused else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        refused = [(c.topic_partition, refusal) for c in all_commits if c.topic_partition.topic not in readable]
+        commits = [c for c in all_commits if c.topic_partition.topic in readable]
         try:
             errors = await zookeeper_bound(lambda: self._group_offsets.commit(request.group_id, commits),
-                                           self._timeout_ms(context))
+                                           self._timeout_ms(context)) if commits else []
         except KafkaError as e:
             errors = [(c.topic_partition, e.code) for c in commits]
         except Exception:
             logger.exception("Failed to commit offsets of group %r", request.group_id)
             errors = [(c.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR) for c in commits]
+        errors = [*errors, *refused]
         response = pb.OffsetCommitResponse()
         for topic, partition_errors in group_by_topic(errors).items():
             topic_response = response.topics.add(name=topic)
@@ -283,7 +304,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
                               context: Context) -> pb.DescribeConfigsResponse:
         resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
         response = pb.DescribeConfigsResponse()
-        for result in await asyncio.to_thread(self._config_admin.describe_configs, resources):
+        for result in await self._operations.describe_configs(self._session(context), resources):
             out = response.results.add(error_code=result.error, error_message=result.message,
                                        resource_type=result.resource_type, resource_name=result.resource_name)
             for entry in result.entries:
@@ -296,7 +317,8 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         resources = [(r.resource_type, r.resource_name,
                       {c.name: c.value if c.HasField("value") else None for c in r.configs})
                      for r in request.resources]
-        results = await asyncio.to_thread(self._config_admin.alter_configs, resources, request.validate_only)
+        results = await self._operations.alter_configs(self._session(context), resources, request.validate_only,
+                                                       incremental=False)
         return pb.AlterConfigsResponse(responses=_alter_responses(results))
 
     async def IncrementalAlterConfigs(self, request: pb.IncrementalAlterConfigsRequest,
@@ -304,15 +326,25 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
         resources = [(r.resource_type, r.resource_name,
                       [(c.name, c.config_operation, c.value if c.HasField("value") else None) for c in r.configs])
                      for r in request.resources]
-        results = await asyncio.to_thread(self._config_admin.incremental_alter_configs, resources,
-                                          request.validate_only)
+        results = await self._operations.alter_configs(self._session(context), resources, request.validate_only,
+                                                       incremental=True)
         return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
 
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
         partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
                       if request.topics else None)
+        # Kafka's OffsetFetch checks: Describe on the group, then Describe on each topic (a partition named
+        # on a topic it may not describe is TOPIC_AUTHORIZATION_FAILED; "all partitions" leaves those out).
+        session = self._session(context)
+        if not self._operations.authorize(session, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+            return pb.OffsetFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         try:
             committed = await asyncio.to_thread(self._group_offsets.fetch, request.group_id, partitions)
+            describable = self._operations.authorized_topics(session, AclOperation.DESCRIBE,
+                                                             (c.topic_partition.topic for c in committed))
+            committed = [c if c.topic_partition.topic in describable
+                         else CommittedOffset(c.topic_partition, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                         for c in committed if partitions is not None or c.topic_partition.topic in describable]
         except KafkaError as e:
             return pb.OffsetFetchResponse(error_code=e.code)
         except Exception:
@@ -414,7 +446,7 @@ class KafkaApis(pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
             for p in t.partitions:
                 if authorized:
                     error, epoch, end_offset = self._operations.offset_for_leader_epoch(
-                        TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+                        None, TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
                 else:
                     error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,

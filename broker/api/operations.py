@@ -6,6 +6,15 @@ a fetch takes the same path through the ReplicaManager (acks, idempotence,
 min.insync.replicas, purgatory, leader-epoch fencing) whichever door it came
 through. Answers that come later (delayed produce, fetch, create topics) arrive
 through a callback that resolves a future, from whichever thread completes them.
+
+Authorization happens here too, so both doors check the same thing: each call takes the asking Session
+(principal, client host) and, when `authorizer.class.name` is set, refuses what Kafka 2.8's KafkaApis refuses,
+with its codes: Produce needs Write on the topic, a consumer's Fetch Read, ListOffsets, OffsetForLeaderEpoch and
+Metadata Describe (Metadata leaves out, or answers TOPIC_AUTHORIZATION_FAILED for, what may not be described;
+auto-creation needs Create on the cluster or the topic), CreateTopics Create on the cluster or the topic,
+CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
+AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
+Write on some topic, the ACL APIs Describe/Alter on the cluster. With no authorizer everything is allowed.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
@@ -24,8 +33,19 @@ from broker.purgatory.delayed_produce import ProducePartitionResponse
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    ResourceType,
+)
+from broker.security.authorizer import AclAuthorizer, Session
+from broker.security.zk_acl_store import ZkAclStore
 from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
+from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
+from broker.server.config_admin import ResourceType as ConfigResourceType
 from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.server.producer_id_manager import ProducerIdManager
 from proto.errors import ErrorCode, KafkaError
@@ -106,8 +126,13 @@ class BrokerOperations:
     def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  admin_manager: AdminManager, producer_ids: ProducerIdManager,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics],
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, config_admin: ConfigAdmin | None = None,
+                 acl_store: ZkAclStore | None = None) -> None:
         self.config = config
+        self.config_admin = config_admin
+        # None: no authorizer.class.name, nothing is checked (and the ACL APIs answer SECURITY_DISABLED).
+        self.acl_store = acl_store
+        self.authorizer: AclAuthorizer | None = None if acl_store is None else acl_store.authorizer
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self._admin_manager = admin_manager
@@ -122,21 +147,40 @@ class BrokerOperations:
     def _timeout_ms(self, timeout_ms: float | None) -> float:
         return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
 
+    # ------------------------------------------------------------------ authorization (AuthHelper)
+
+    def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str,
+                  log_if_denied: bool = True) -> bool:
+        return self.authorizer is None or self.authorizer.authorize(session, operation, resource_type, name,
+                                                                   log_if_denied)
+
+    def authorized_topics(self, session: Session, operation: AclOperation, topics: Iterable[str],
+                          log_if_denied: bool = True) -> set[str]:
+        """AuthHelper.filterByAuthorized for topics: each name decided once, however often it appears."""
+        return {t for t in set(topics) if self.authorize(session, operation, ResourceType.TOPIC, t, log_if_denied)}
+
+    def authorize_cluster(self, session: Session, operation: AclOperation, log_if_denied: bool = True) -> bool:
+        return self.authorize(session, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)
+
     # ------------------------------------------------------------------ Produce
 
-    def produce(self, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]]
+    def produce(self, session: Session, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]]
                 ) -> asyncio.Future[dict[TopicPartition, ProducePartitionResponse]]:
         """Append each partition's records (ReplicaManager.appendRecords); a future of every partition's answer.
+        A topic the principal may not Write is TOPIC_AUTHORIZATION_FAILED and nothing of it is appended.
 
         Synchronous up to the append, so requests on one connection append in the order they are called.
         """
         entries: list[tuple[TopicPartition, bytes]] = []
         refused: dict[TopicPartition, ProducePartitionResponse] = {}
         repeated = duplicates(tp for tp, _ in partitions)
+        writable = self.authorized_topics(session, AclOperation.WRITE, (tp.topic for tp, _ in partitions))
         for tp, records in partitions:
             if tp in repeated:
                 refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_REQUEST,
                                                        error_message=f"{tp} appears more than once in the request")
+            elif tp.topic not in writable:
+                refused[tp] = ProducePartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif not self.metadata_cache.contains(tp):
                 refused[tp] = ProducePartitionResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                        error_message=f"Unknown topic or partition {tp}")
@@ -158,15 +202,20 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ Fetch
 
-    async def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+    async def fetch(self, session: Session, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                     requested: Sequence[PartitionFetchInfo]) -> list[tuple[TopicPartition, LogReadResult]]:
         """ReplicaManager.fetchMessages for a consumer (replica_id -1) or a follower; each partition's result
-        in request order (unknown partitions answered here)."""
+        in request order (unknown partitions answered here). A consumer needs Read on each topic; a follower's
+        right to fetch (ClusterAction) is its door's to check (the cluster credential on gRPC)."""
         is_follower = replica_id >= 0
+        readable = None if is_follower else self.authorized_topics(
+            session, AclOperation.READ, (p.topic_partition.topic for p in requested))
         infos: list[PartitionFetchInfo] = []
         slots: list[LogReadResult | None] = []
         for p in requested:
-            if self.metadata_cache.contains(p.topic_partition):
+            if readable is not None and p.topic_partition.topic not in readable:
+                slots.append(LogReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif self.metadata_cache.contains(p.topic_partition):
                 infos.append(p)
                 slots.append(None)
             else:
@@ -188,8 +237,11 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ ListOffsets / OffsetsForLeaderEpoch
 
-    def list_offset(self, tp: TopicPartition, timestamp: int, isolation: FetchIsolation | None,
+    def list_offset(self, session: Session | None, tp: TopicPartition, timestamp: int, isolation: FetchIsolation | None,
                     current_leader_epoch: int, duplicate: bool) -> OffsetForTimestamp:
+        # A replica (no session) proved itself at its door; a consumer needs Describe on the topic.
+        if session is not None and not self.authorize(session, AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic):
+            return OffsetForTimestamp(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if duplicate or timestamp < EARLIEST_TIMESTAMP:
             return OffsetForTimestamp(ErrorCode.INVALID_REQUEST)
         try:
@@ -200,9 +252,12 @@ class BrokerOperations:
             return OffsetForTimestamp(ErrorCode.NONE)
         return OffsetForTimestamp(ErrorCode.NONE, *found)
 
-    def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+    def offset_for_leader_epoch(self, session: Session | None, tp: TopicPartition, current_leader_epoch: int,
                                 leader_epoch: int) -> tuple[ErrorCode, int, int]:
-        """(error, leader epoch, end offset) as OffsetsForLeaderEpoch answers it."""
+        """(error, leader epoch, end offset) as OffsetsForLeaderEpoch answers it. A consumer (a session) needs
+        Describe on the topic; a follower (None) was checked by its door."""
+        if session is not None and not self.authorize(session, AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
         try:
             epoch, end_offset = self.replica_manager.last_offset_for_leader_epoch(tp, current_leader_epoch,
                                                                                  leader_epoch)
@@ -212,16 +267,19 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ DeleteRecords
 
-    async def delete_records(self, timeout_ms: int, requested: Sequence[tuple[TopicPartition, int]]
+    async def delete_records(self, session: Session, timeout_ms: int, requested: Sequence[tuple[TopicPartition, int]]
                              ) -> dict[TopicPartition, tuple[int, ErrorCode]]:
-        """ReplicaManager.deleteRecords: each partition's (low watermark, error), -1 on error; unknown and
-        repeated partitions answered here."""
+        """ReplicaManager.deleteRecords: each partition's (low watermark, error), -1 on error; unknown,
+        repeated and (Delete on the topic) unauthorized partitions answered here."""
         repeated = duplicates(tp for tp, _ in requested)
+        deletable = self.authorized_topics(session, AclOperation.DELETE, (tp.topic for tp, _ in requested))
         answers: dict[TopicPartition, tuple[int, ErrorCode]] = {}
         offsets: dict[TopicPartition, int] = {}
         for tp, offset in requested:
             if tp in repeated:
                 answers[tp] = (-1, ErrorCode.INVALID_REQUEST)
+            elif tp.topic not in deletable:
+                answers[tp] = (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif not self.metadata_cache.contains(tp):
                 answers[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
@@ -236,18 +294,26 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ Metadata
 
-    async def metadata(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool,
+    async def metadata(self, session: Session, topics: Sequence[str] | None, allow_auto_topic_creation: bool,
                        listener_name: str, timeout_ms: float | None = None) -> TopicsMetadata:
         """The live brokers and the requested topics (all when None) as reached on `listener_name`; unknown
         topics auto-created when asked and auto.create.topics.enable allows it, waiting on ZooKeeper no longer
-        than `timeout_ms` (default request.timeout.ms): REQUEST_TIMED_OUT for those topics then."""
+        than `timeout_ms` (default request.timeout.ms): REQUEST_TIMED_OUT for those topics then.
+
+        A topic the principal may not Describe is left out of an all-topics answer and answered
+        TOPIC_AUTHORIZATION_FAILED when named (without saying whether it exists); an unknown topic it may not
+        Create (on the cluster or the topic) is TOPIC_AUTHORIZATION_FAILED instead of being created."""
         cache = self.metadata_cache
         names = list(dict.fromkeys(topics)) if topics is not None else sorted(cache.get_all_topics())
-        known = {t.name: t for t in cache.get_topic_metadata(names, listener_name)}
-        unknown: dict[str, ErrorCode] = {}
+        describable = self.authorized_topics(session, AclOperation.DESCRIBE, names, log_if_denied=topics is not None)
+        if topics is None:
+            names = [name for name in names if name in describable]
+        known = {t.name: t for t in cache.get_topic_metadata([n for n in names if n in describable], listener_name)}
+        unknown: dict[str, ErrorCode] = {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                         for name in names if name not in describable}
         to_create = []
         for name in names:
-            if name in known:
+            if name in known or name in unknown:
                 continue
             try:
                 validate_topic(name)
@@ -258,6 +324,10 @@ class BrokerOperations:
                 to_create.append(name)
             else:
                 unknown[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if to_create and not self.authorize_cluster(session, AclOperation.CREATE, log_if_denied=False):
+            creatable = self.authorized_topics(session, AclOperation.CREATE, to_create)
+            unknown.update((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for name in to_create if name not in creatable)
+            to_create = [name for name in to_create if name in creatable]
         if to_create:
             try:
                 created = await zookeeper_bound(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create],
@@ -272,19 +342,41 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
-    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool,
+    async def create_topics(self, session: Session, topics: Sequence[NewTopic], validate_only: bool,
                             timeout_ms: int) -> list[CreateTopicResult]:
         """AdminManager.createTopics (it writes ZooKeeper), then wait up to timeout_ms until every broker's
-        metadata has the new topics (DelayedCreateTopics)."""
-        results = await asyncio.to_thread(self._admin_manager.create_topics, list(topics), validate_only)
+        metadata has the new topics (DelayedCreateTopics). Create on the cluster allows every topic, else
+        Create on each topic."""
+        if self.authorize_cluster(session, AclOperation.CREATE, log_if_denied=False):
+            allowed = {t.name for t in topics}
+        else:
+            allowed = self.authorized_topics(session, AclOperation.CREATE, (t.name for t in topics))
+        results = await self._authorized_admin(
+            self._admin_manager.create_topics, [t for t in topics if t.name in allowed],
+            [t.name for t in topics], allowed, validate_only)
         return await self._await_leaders(results, timeout_ms, validate_only)
 
-    async def create_partitions(self, requests: Sequence[NewPartitions], validate_only: bool,
+    async def create_partitions(self, session: Session, requests: Sequence[NewPartitions], validate_only: bool,
                                 timeout_ms: int) -> list[CreateTopicResult]:
         """AdminManager.createPartitions (it writes the topics' grown assignments to ZooKeeper; the controller
-        creates the partitions), then wait as CreateTopics does (Kafka's DelayedCreatePartitions)."""
-        results = await asyncio.to_thread(self._admin_manager.create_partitions, list(requests), validate_only)
+        creates the partitions), then wait as CreateTopics does (Kafka's DelayedCreatePartitions). Alter on
+        each topic."""
+        allowed = self.authorized_topics(session, AclOperation.ALTER, (r.topic for r in requests))
+        results = await self._authorized_admin(
+            self._admin_manager.create_partitions, [r for r in requests if r.topic in allowed],
+            [r.topic for r in requests], allowed, validate_only)
         return await self._await_leaders(results, timeout_ms, validate_only)
+
+    @staticmethod
+    async def _authorized_admin(call: Callable[[list[T], bool], list[CreateTopicResult]], requests: list[T],
+                                names: Sequence[str], allowed: set[str], validate_only: bool
+                                ) -> list[CreateTopicResult]:
+        """`call` on the authorized requests; every name's result in request order, TOPIC_AUTHORIZATION_FAILED
+        for the others."""
+        done = iter(await asyncio.to_thread(call, requests, validate_only) if requests else [])
+        return [next(done) if name in allowed else CreateTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                                     "Authorization failed.")
+                for name in names]
 
     async def _await_leaders(self, results: list[CreateTopicResult], timeout_ms: int,
                              validate_only: bool) -> list[CreateTopicResult]:
@@ -296,18 +388,36 @@ class BrokerOperations:
         self._topic_purgatory.try_complete_else_watch(delayed, [r.name for r in results])
         return await completion.future
 
-    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
-        return await asyncio.to_thread(self._admin_manager.delete_topics, list(names))
+    async def delete_topics(self, session: Session, names: Sequence[str]) -> list[DeleteTopicResult]:
+        """AdminManager.deleteTopics for the topics the principal may Delete; one it may not even Describe is
+        TOPIC_AUTHORIZATION_FAILED whether or not it exists, one it may describe but that does not exist
+        UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleDeleteTopicsRequest's order)."""
+        if self.authorizer is None:
+            return await asyncio.to_thread(self._admin_manager.delete_topics, list(names))
+        describable = self.authorized_topics(session, AclOperation.DESCRIBE, names)
+        deletable = self.authorized_topics(session, AclOperation.DELETE, names)
+        refused: dict[str, DeleteTopicResult] = {}
+        for name in names:
+            if name not in describable or (self.metadata_cache.contains_topic(name) and name not in deletable):
+                refused[name] = DeleteTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        allowed = [name for name in names if name not in refused]
+        done = iter(await asyncio.to_thread(self._admin_manager.delete_topics, allowed) if allowed else [])
+        return [refused[name] if name in refused else next(done) for name in names]
 
     # ------------------------------------------------------------------ InitProducerId
 
-    async def init_producer_id(self, transactional_id: str | None,
+    async def init_producer_id(self, session: Session, transactional_id: str | None,
                                timeout_ms: float | None = None) -> tuple[ErrorCode, int, int]:
         """(error, producer id, producer epoch) for an idempotent producer; REQUEST_TIMED_OUT when claiming a
-        block from ZooKeeper takes longer than `timeout_ms` (default request.timeout.ms)."""
+        block from ZooKeeper takes longer than `timeout_ms` (default request.timeout.ms). The principal needs
+        IdempotentWrite on the cluster or, as Kafka 2.8 allows (KIP-679), Write on some topic."""
         if transactional_id is not None:
             # Idempotence only: there is no transaction coordinator to hand a transactional id to.
             return ErrorCode.INVALID_REQUEST, -1, -1
+        if self.authorizer is not None and not (
+                self.authorize_cluster(session, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+                or self.authorizer.authorize_by_resource_type(session, AclOperation.WRITE, ResourceType.TOPIC)):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
         try:
             producer_id = await zookeeper_bound(self._producer_ids.generate_producer_id, self._timeout_ms(timeout_ms))
         except KafkaError as e:
@@ -316,3 +426,68 @@ class BrokerOperations:
             logger.exception("Failed to allocate a producer id")
             return ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1
         return ErrorCode.NONE, producer_id, 0
+
+    # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
+
+    def _config_refusal(self, session: Session, operation: AclOperation, resource_type: int,
+                        name: str) -> ErrorCode | None:
+        """A topic's configs need the operation on the topic, a broker's on the cluster (KafkaApis)."""
+        if resource_type == ConfigResourceType.TOPIC:
+            allowed = self.authorize(session, operation, ResourceType.TOPIC, name)
+            return None if allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if resource_type == ConfigResourceType.BROKER:
+            return None if self.authorize_cluster(session, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return None  # ConfigAdmin answers an unknown resource type
+
+    def _config_admin(self) -> ConfigAdmin:
+        assert self.config_admin is not None, "the broker gives its operations a ConfigAdmin"
+        return self.config_admin
+
+    async def describe_configs(self, session: Session, resources: Sequence[tuple[int, str, Sequence[str] | None]]
+                               ) -> list[DescribeConfigsResult]:
+        refusals = [self._config_refusal(session, AclOperation.DESCRIBE_CONFIGS, t, n) for t, n, _ in resources]
+        allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
+        done = iter(await asyncio.to_thread(self._config_admin().describe_configs, allowed) if allowed else [])
+        return [next(done) if refusal is None else DescribeConfigsResult(t, n, refusal, "Authorization failed.")
+                for (t, n, _), refusal in zip(resources, refusals)]
+
+    async def alter_configs(self, session: Session, resources: Sequence[tuple[int, str, Any]], validate_only: bool,
+                            incremental: bool) -> list[AlterConfigsResult]:
+        """AlterConfigs (each resource's overrides become the mapping given) or IncrementalAlterConfigs (a list
+        of (key, op, value))."""
+        admin = self._config_admin()
+        call = admin.incremental_alter_configs if incremental else admin.alter_configs
+        refusals = [self._config_refusal(session, AclOperation.ALTER_CONFIGS, t, n) for t, n, _ in resources]
+        allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
+        done = iter(await asyncio.to_thread(call, allowed, validate_only) if allowed else [])
+        return [next(done) if refusal is None else AlterConfigsResult(t, n, refusal, "Authorization failed.")
+                for (t, n, _), refusal in zip(resources, refusals)]
+
+    # ------------------------------------------------------------------ CreateAcls / DescribeAcls / DeleteAcls
+
+    def _acl_store(self, session: Session, operation: AclOperation) -> ZkAclStore:
+        """The ACL store, if there is an authorizer (SECURITY_DISABLED) and the principal may `operation` the
+        cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+        if self.acl_store is None:
+            raise KafkaError("No Authorizer is configured on the broker", ErrorCode.SECURITY_DISABLED)
+        if not self.authorize_cluster(session, operation):
+            raise KafkaError("Cluster authorization failed.", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return self.acl_store
+
+    def describe_acls(self, session: Session, binding_filter: AclBindingFilter) -> list[AclBinding]:
+        """KafkaError SECURITY_DISABLED, CLUSTER_AUTHORIZATION_FAILED (Describe on the cluster) or
+        INVALID_REQUEST (an indefinite filter), else the matching ACLs."""
+        store = self._acl_store(session, AclOperation.DESCRIBE)
+        indefinite = binding_filter.find_indefinite_field()
+        if indefinite is not None:
+            raise KafkaError(indefinite, ErrorCode.INVALID_REQUEST)
+        return store.authorizer.acls(binding_filter)
+
+    async def create_acls(self, session: Session, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        store = self._acl_store(session, AclOperation.ALTER)
+        return await asyncio.to_thread(store.create_acls, list(bindings))
+
+    async def delete_acls(self, session: Session, filters: Sequence[AclBindingFilter]
+                          ) -> list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]:
+        store = self._acl_store(session, AclOperation.ALTER)
+        return await asyncio.to_thread(store.delete_acls, list(filters))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker.security.authorizer import ACL_AUTHORIZER_CLASS_NAMES, parse_super_users
 from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
@@ -62,6 +63,15 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 JAAS_CONFIG = "sasl.jaas.config"
 
 _MS_PER_MINUTE = 60 * 1000
+
+
+def _valid_super_users(value: str) -> str | None:
+    try:
+        parse_super_users(value)
+    except ValueError as e:
+        return str(e)
+    return None
+
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,6 +319,20 @@ class KafkaConfig:
     )
     producer_id_expiration_ms: int = define(
         Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
+    )
+
+    # Authorization (Kafka's authorizer.class.name and AclAuthorizer's own keys, which Kafka passes through)
+    authorizer_class_name: str = define(
+        Type.STRING, "", "The authorizer: kafka.security.authorizer.AclAuthorizer, or empty for none",
+        lambda v: None if v.strip() in ("", *ACL_AUTHORIZER_CLASS_NAMES)
+        else f"Class {v} cannot be found (the one authorizer here is kafka.security.authorizer.AclAuthorizer)",
+    )
+    super_users: str | None = define(
+        Type.STRING, None, "Principals allowed everything, separated by semicolons: User:admin;User:broker",
+        _valid_super_users,
+    )
+    allow_everyone_if_no_acl_found: bool = define(
+        Type.BOOLEAN, False, "Whether a resource without any ACL is open to everyone (else to super users only)"
     )
 
     # minibroker's own

@@ -68,6 +68,7 @@ from broker.replication.isr_change_propagation import (
 )
 from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.grpc_authentication import (
     GrpcAuthenticator,
     inter_broker_security,
@@ -76,6 +77,7 @@ from broker.security.grpc_authentication import (
     scram_password_check,
 )
 from broker.security.scram import CredentialCache
+from broker.security.zk_acl_store import ZkAclStore
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
@@ -155,6 +157,7 @@ class KafkaServer:
         self._scheduler: KafkaScheduler | None = None
         self._fetcher_manager: ReplicaFetcherManager | None = None
         self._dynamic_config: DynamicConfigManager | None = None
+        self._acl_store: ZkAclStore | None = None
         self._registration: BrokerInfo | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -217,23 +220,25 @@ class KafkaServer:
                                                     fetchers.resize_thread_pool, config.num_replica_fetchers,
                                                     credentials)
         await asyncio.to_thread(self._dynamic_config.startup)
+        if config.authorizer_class_name.strip():
+            # Loaded before any listener opens, so no request is ever decided on an empty cache.
+            self._acl_store = ZkAclStore(zk, AclAuthorizer(parse_super_users(config.super_users),
+                                                           config.allow_everyone_if_no_acl_found))
+            await asyncio.to_thread(self._acl_store.startup)
         # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
         operations = BrokerOperations(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache,
             admin_manager=AdminManager(config, zk, topic_configs),
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
-            topic_purgatory=self._topic_purgatory, loop=loop)
-        config_admin = ConfigAdmin(config, zk, topic_configs)
+            topic_purgatory=self._topic_purgatory, loop=loop,
+            config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store)
         apis = functools.partial(
             KafkaApis,
             config, operations=operations, group_offsets=ZkGroupOffsets(zk, metadata_cache),
-            config_admin=config_admin,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
-        kafka_context = functools.partial(
-            KafkaContext, config, operations, cluster_id, self.metrics,
-            config_admin=config_admin)
+        kafka_context = functools.partial(KafkaContext, config, operations, cluster_id, self.metrics)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer, credentials)
@@ -437,6 +442,8 @@ class KafkaServer:
             await self._scheduler.shutdown()
         if self._dynamic_config is not None:
             await asyncio.to_thread(self._dynamic_config.shutdown)
+        if self._acl_store is not None:
+            await asyncio.to_thread(self._acl_store.shutdown)
         stopping = asyncio.gather(*(server.stop(SHUTDOWN_GRACE_S) for server in self._grpc_servers),
                                   *(listener.stop() for listener in self._kafka_listeners))
         # Requests parked in purgatory are answered now rather than cut off by the grace period.

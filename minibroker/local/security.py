@@ -100,6 +100,9 @@ class ClusterSecurity:
             # Mutual TLS between brokers and from controllers and tools; Kafka clients authenticate with SASL.
             "listener.name.grpc.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
+            # Kafka's ACLs, the admin above them all; anyone else needs ACLs (`minibroker acls`).
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": f"User:{ADMIN_USER}",
             **self.zookeeper_props(),
         }
 

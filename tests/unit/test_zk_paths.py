@@ -224,3 +224,35 @@ STATE = "/brokers/topics/orders/partitions/3/state"
 def test_malformed_znodes_name_their_path(decode: Callable[[bytes], object], data: bytes, path: str) -> None:
     with pytest.raises(ValueError, match=f"malformed znode {path}:"):
         decode(data)
+
+
+# --- ACLs (Kafka's ZkAclStore / ZkAclChangeStore) ---
+
+
+def test_acl_paths_are_kafkas() -> None:
+    assert paths.acl_resource_path("LITERAL", "Topic", "orders") == "/kafka-acl/Topic/orders"
+    assert paths.acl_resource_path("PREFIXED", "Group", "billing-") == "/kafka-acl-extended/prefixed/Group/billing-"
+    assert paths.acl_change_path("LITERAL") == "/kafka-acl-changes/acl_changes_"
+    assert paths.acl_change_path("PREFIXED", "0000000003") == "/kafka-acl-extended-changes/acl_changes_0000000003"
+    with pytest.raises(ValueError, match="cannot name a znode"):
+        paths.acl_resource_path("LITERAL", "Topic", "../x")
+
+
+def test_acls_json_is_kafkas_byte_for_byte() -> None:
+    entries = [paths.AclJsonEntry("User:alice", "Allow", "Read", "*")]
+    data = paths.encode_acls(entries)
+    assert data == (b'{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read",'
+                    b'"host":"*"}]}')
+    assert paths.decode_acls("/kafka-acl/Topic/t", data) == entries
+    with pytest.raises(ValueError, match="malformed znode /kafka-acl/Topic/t"):
+        paths.decode_acls("/kafka-acl/Topic/t", b'{"version":1}')
+
+
+def test_acl_change_notifications_are_kafkas() -> None:
+    assert paths.encode_acl_change("LITERAL", "TOPIC", "orders") == b"TOPIC:orders"
+    assert paths.decode_acl_change("LITERAL", "/x", b"Topic:a:b") == ("LITERAL", "Topic", "a:b")
+    extended = paths.encode_acl_change("PREFIXED", "GROUP", "g-")
+    assert extended == b'{"version":1,"resourceType":"GROUP","name":"g-","patternType":"PREFIXED"}'
+    assert paths.decode_acl_change("PREFIXED", "/x", extended) == ("PREFIXED", "GROUP", "g-")
+    with pytest.raises(ValueError, match="unsupported version"):
+        paths.decode_acl_change("PREFIXED", "/x", extended.replace(b'"version":1', b'"version":2'))

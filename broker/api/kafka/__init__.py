@@ -5,7 +5,8 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 - connection.py: one client connection: frames in, pipelined requests, responses out in request order,
   Fetch record bytes with sendfile;
 - listener.py: the asyncio server of one listener, with Kafka's connection limits;
-- one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id.
+- one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, acls
+  (DescribeAcls, CreateAcls, DeleteAcls).
 
 Messages are decoded and encoded with kio (generated from Kafka's own JSON message schemas); the Fetch
 response is framed by hand around the log's file slices, and record bytes are never re-encoded.

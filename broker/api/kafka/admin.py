@@ -9,7 +9,6 @@ controller process.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from typing import Any
 
@@ -24,7 +23,8 @@ async def handle_create_topics(context: KafkaContext, header: RequestHeader, req
                        [(a.partition_index, tuple(a.broker_ids)) for a in t.assignments],
                        [(c.name, c.value) for c in t.configs])
               for t in request.topics]
-    results = await context.operations.create_topics(topics, request.validate_only, to_millis(request.timeout))
+    results = await context.operations.create_topics(context.session, topics, request.validate_only,
+                                                      to_millis(request.timeout))
     return encode(build(schema.CreateTopicsResponse, throttle_time=millis(0), topics=tuple(
         build(schema.CreatableTopicResult, name=r.name, error_code=kio_error(r.error),
               error_message=r.message or None)
@@ -33,7 +33,7 @@ async def handle_create_topics(context: KafkaContext, header: RequestHeader, req
 
 async def handle_delete_topics(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = importlib.import_module(f"kio.schema.delete_topics.v{header.api_version}.response")
-    results = await context.operations.delete_topics(list(request.topic_names))
+    results = await context.operations.delete_topics(context.session, list(request.topic_names))
     return encode(build(schema.DeleteTopicsResponse, throttle_time=millis(0), responses=tuple(
         build(schema.DeletableTopicResult, name=r.name, error_code=kio_error(r.error)) for r in results)))
 
@@ -43,7 +43,7 @@ async def handle_describe_configs(context: KafkaContext, header: RequestHeader, 
     schema = importlib.import_module(f"kio.schema.describe_configs.v{header.api_version}.response")
     resources = [(int(r.resource_type), r.resource_name,
                   None if r.configuration_keys is None else list(r.configuration_keys)) for r in request.resources]
-    results = await asyncio.to_thread(context.config_admin.describe_configs, resources)
+    results = await context.operations.describe_configs(context.session, resources)
     return encode(build(schema.DescribeConfigsResponse, throttle_time=millis(0), results=tuple(
         build(schema.DescribeConfigsResult, error_code=kio_error(r.error), error_message=r.message,
               resource_type=r.resource_type, resource_name=r.resource_name,
@@ -58,7 +58,8 @@ async def handle_alter_configs(context: KafkaContext, header: RequestHeader, req
     schema = importlib.import_module(f"kio.schema.alter_configs.v{header.api_version}.response")
     resources = [(int(r.resource_type), r.resource_name, {c.name: c.value for c in r.configs})
                  for r in request.resources]
-    results = await asyncio.to_thread(context.config_admin.alter_configs, resources, request.validate_only)
+    results = await context.operations.alter_configs(context.session, resources, request.validate_only,
+                                                      incremental=False)
     return encode(build(schema.AlterConfigsResponse, throttle_time=millis(0), responses=tuple(
         build(schema.AlterConfigsResourceResponse, error_code=kio_error(r.error), error_message=r.message,
               resource_type=r.resource_type, resource_name=r.resource_name) for r in results)))
@@ -68,8 +69,8 @@ async def handle_incremental_alter_configs(context: KafkaContext, header: Reques
     schema = importlib.import_module(f"kio.schema.incremental_alter_configs.v{header.api_version}.response")
     resources = [(int(r.resource_type), r.resource_name,
                   [(c.name, int(c.config_operation), c.value) for c in r.configs]) for r in request.resources]
-    results = await asyncio.to_thread(context.config_admin.incremental_alter_configs, resources,
-                                      request.validate_only)
+    results = await context.operations.alter_configs(context.session, resources, request.validate_only,
+                                                      incremental=True)
     return encode(build(schema.IncrementalAlterConfigsResponse, throttle_time=millis(0), responses=tuple(
         build(schema.AlterConfigsResourceResponse, error_code=kio_error(r.error), error_message=r.message,
               resource_type=r.resource_type, resource_name=r.resource_name) for r in results)))

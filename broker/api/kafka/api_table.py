@@ -4,7 +4,7 @@ advertised, and the idempotent producer only with InitProducerId."""
 
 from __future__ import annotations
 
-from broker.api.kafka import admin, api_versions, fetch, metadata, offsets, produce, producer_id
+from broker.api.kafka import acls, admin, api_versions, fetch, metadata, offsets, produce, producer_id
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
 from broker.api.kafka.sasl_authenticator import handle_sasl_authenticate, handle_sasl_handshake
 
@@ -18,6 +18,9 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(20, "DeleteTopics", 1, 3, admin.handle_delete_topics),
     ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
     ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
+    ApiSpec(29, "DescribeAcls", 1, 2, acls.handle_describe_acls),
+    ApiSpec(30, "CreateAcls", 1, 2, acls.handle_create_acls),
+    ApiSpec(31, "DeleteAcls", 1, 2, acls.handle_delete_acls),
     ApiSpec(32, "DescribeConfigs", 1, 3, admin.handle_describe_configs),
     ApiSpec(33, "AlterConfigs", 0, 1, admin.handle_alter_configs),
     ApiSpec(36, "SaslAuthenticate", 0, 2, handle_sasl_authenticate),

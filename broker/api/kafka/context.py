@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.api.operations import BrokerOperations
+from broker.security.authorizer import Session
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from broker.server.config import KafkaConfig
-from broker.server.config_admin import ConfigAdmin
 from broker.server.metrics import BrokerMetrics
 
 
@@ -19,11 +19,15 @@ class KafkaContext:
     cluster_id: str
     metrics: BrokerMetrics
     listener_name: str  # Metadata describes the brokers as reached on this listener
-    config_admin: ConfigAdmin  # Describe/Alter/IncrementalAlterConfigs, as on the gRPC door
     # Set per connection (KafkaConnection replaces the listener's context): the peer's IP, and the principal it
     # acts as, ANONYMOUS until authentication says otherwise.
     client_host: str = ""
     principal: KafkaPrincipal = ANONYMOUS
+
+    @property
+    def session(self) -> Session:
+        """Who asks, as the authorizer sees it."""
+        return Session(self.principal, self.client_host)
 
     @property
     def broker_id(self) -> int:

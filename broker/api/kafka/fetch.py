@@ -86,6 +86,6 @@ async def handle_fetch(context: KafkaContext, header: RequestHeader, request: An
             (p.topic_partition, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for p in requested])
     if getattr(request, "session_id", NO_SESSION) != NO_SESSION:
         return frame_fetch_response(header.api_version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
-    results = await context.operations.fetch(-1, to_millis(request.max_wait), request.min_bytes,
+    results = await context.operations.fetch(context.session, -1, to_millis(request.max_wait), request.min_bytes,
                                              request.max_bytes, requested)
     return frame_fetch_response(header.api_version, ErrorCode.NONE, results)

@@ -22,7 +22,7 @@ async def handle_metadata(context: KafkaContext, header: RequestHeader, request:
         topics = None  # v0: an empty list means all topics
     # v0-v3 have no allow_auto_topic_creation: those clients always ask for it (Kafka's default).
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
-    found = await context.operations.metadata(topics, allow_auto, context.listener_name)
+    found = await context.operations.metadata(context.session, topics, allow_auto, context.listener_name)
     brokers = tuple(build(schema.MetadataResponseBroker, node_id=n.id, host=n.host, port=n.port, rack=n.rack)
                     for n in found.brokers)
     topic_entries = []

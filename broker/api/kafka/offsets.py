@@ -28,7 +28,7 @@ async def handle_list_offsets(context: KafkaContext, header: RequestHeader, requ
             if not from_consumer:
                 found_error, timestamp, offset, epoch = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1, -1
             else:
-                found = context.operations.list_offset(tp, p.timestamp, isolation,
+                found = context.operations.list_offset(context.session, tp, p.timestamp, isolation,
                                                        getattr(p, "current_leader_epoch", -1), tp in repeated)
                 found_error, timestamp, offset, epoch = found.error, found.timestamp, found.offset, found.leader_epoch
             partitions.append(build(schema.ListOffsetsPartitionResponse, partition_index=p.partition_index,
@@ -50,7 +50,7 @@ async def handle_offset_for_leader_epoch(context: KafkaContext, header: RequestH
                 error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
             else:
                 error, epoch, end_offset = context.operations.offset_for_leader_epoch(
-                    TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+                    context.session, TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
             partitions.append(build(schema.EpochEndOffset, error_code=kio_error(error), partition=p.partition,
                                     leader_epoch=epoch, end_offset=end_offset))
         topics.append(build(schema.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(partitions)))

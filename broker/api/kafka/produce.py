@@ -41,7 +41,7 @@ async def handle_produce(context: KafkaContext, header: RequestHeader, request: 
         # Null records are no batch at all: the log layer refuses them as it refuses any bad batch.
         # kio's Records is a bytes subclass holding the batch as received: handed on without a copy.
         results = await context.operations.produce(
-            to_millis(request.timeout), request.acks, [(tp, b"" if records is None else records)
+            context.session, to_millis(request.timeout), request.acks, [(tp, b"" if records is None else records)
                                                        for tp, records in order])
     if request.acks == 0:
         failed = [f"{tp}: {results[tp].error.name}" for tp, _ in order if results[tp].error is not ErrorCode.NONE]

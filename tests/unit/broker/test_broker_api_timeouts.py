@@ -28,6 +28,15 @@ class Deadline:
     def time_remaining(self) -> float:
         return DEADLINE_S
 
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:40000"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}  # a plaintext call: no certificate
+
 
 class Outage:
     """Every ZooKeeper-bound call blocks until the outage ends."""
@@ -75,7 +84,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
                                       admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
                                       topic_purgatory=None, loop=loop)  # type: ignore[arg-type]
         apis = KafkaApis(config, operations=operations, group_offsets=blocking,  # type: ignore[arg-type]
-                         config_admin=None, topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
+                         topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
                          listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"))
         try:
