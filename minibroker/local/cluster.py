@@ -46,7 +46,6 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.security.scram import make_credential
 from broker.server.config import KafkaConfig
 from common.config import GRPC_LISTENER_NAME, ConfigError, config_name
 from controller.config import ControllerConfig
@@ -68,7 +67,7 @@ from minibroker.local.security import grpc_security, zookeeper_security
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
-from zk.paths import USERS_ENTITY, BrokerInfo
+from zk.paths import BrokerInfo
 from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, pid_alive
 
 HOST = "127.0.0.1"
@@ -332,17 +331,9 @@ class LocalCluster:
 
     def _secure_zookeeper(self, info: ClusterInfo, tls: cluster_security.ClusterSecurity, deadline: float,
                           report: Report) -> None:
-        """Before any process starts: every znode of the cluster (an open cluster's too: Kafka's
-        zookeeper-security-migration --zookeeper.acl secure) changeable by the cluster's ZooKeeper identity
-        only, and the admin's SCRAM credentials in /config/users/admin."""
+        """Before any process starts: the cluster's znodes secured, the admin's SCRAM credentials written."""
         with self._zookeeper(info, deadline) as zk:
-            count = zk.migrate_acls(secure=True)
-            zk.ensure_persistent_paths()
-            config = zk.get_entity_config(USERS_ENTITY, cluster_security.ADMIN_USER)
-            if not all(m in config for m in cluster_security.SCRAM_MECHANISMS):
-                zk.set_entity_config(USERS_ENTITY, cluster_security.ADMIN_USER, {
-                    **config, **{m: make_credential(m, tls.admin_password).to_text()
-                                 for m in cluster_security.SCRAM_MECHANISMS}})
+            count = cluster_security.secure_zookeeper(zk, tls)
         report(f"Secured ZooKeeper ({count} znodes, user {tls.zookeeper.username}); admin user"
                f" '{cluster_security.ADMIN_USER}' with SCRAM credentials; client properties {tls.client_config}")
 

@@ -21,16 +21,19 @@ from these files on the next run.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.security.scram import make_credential
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, client_security
 from common.properties import format_properties, load_properties
 from minibroker.local.certificates import CertificateAuthority
 from minibroker.local.cluster_file import ClusterInfo, SecurityEntry
 from minibroker.local.configs import write_private
 from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
+from zk.client import KafkaZkClient
+from zk.paths import USERS_ENTITY
 
 SECURITY_DIR = "security"
 ADMIN_USER = "admin"
@@ -132,10 +135,11 @@ def _existing_admin_password(path: Path) -> str | None:
     return load_properties(path).get("sasl.password") if path.is_file() else None
 
 
-def prepare(data_dir: Path, broker_ids: Iterable[int], controller_ids: Iterable[int]) -> ClusterSecurity:
-    """The security directory of `data_dir`: the CA and secrets it has, and what is missing made (a
-    certificate for each process, the admin's, the JAAS file, the client properties)."""
-    directory = data_dir / SECURITY_DIR
+def prepare(data_dir: Path, broker_ids: Iterable[int], controller_ids: Iterable[int],
+            hosts: Sequence[str] = CERTIFICATE_HOSTS, directory: Path | None = None) -> ClusterSecurity:
+    """The security directory of `data_dir` (or `directory`): the CA and secrets it has, and what is missing made
+    (a certificate for each process naming `hosts`, the admin's, the JAAS file, the client properties)."""
+    directory = directory or data_dir / SECURITY_DIR
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     ca = CertificateAuthority.load_or_create(directory)
@@ -149,7 +153,7 @@ def prepare(data_dir: Path, broker_ids: Iterable[int], controller_ids: Iterable[
     subjects["admin"] = admin_subject()
     for name, subject in subjects.items():
         if not security.keystore(name).is_file():
-            ca.issue(subject, hosts=CERTIFICATE_HOSTS).write_files(directory, name)
+            ca.issue(subject, hosts=hosts).write_files(directory, name)
     if not jaas.is_file():
         write_private(jaas, zookeeper.jaas_file_text())
     if not security.client_config.is_file():
@@ -171,3 +175,17 @@ def grpc_security(info: ClusterInfo) -> GrpcSecurity:
     if info.security is None:
         return PLAINTEXT
     return client_security(load_properties(Path(info.security.client_config)))
+
+
+def secure_zookeeper(zk: KafkaZkClient, security: ClusterSecurity) -> int:
+    """Before any process starts: every znode of the cluster (an open cluster's too: Kafka's
+    zookeeper-security-migration --zookeeper.acl secure) changeable by the cluster's ZooKeeper identity only
+    (`zk` must be logged in as it), and the admin's SCRAM credentials in /config/users/admin. Returns how many
+    znodes got secure ACLs."""
+    count = zk.migrate_acls(secure=True)
+    zk.ensure_persistent_paths()
+    config = zk.get_entity_config(USERS_ENTITY, ADMIN_USER)
+    if not all(m in config for m in SCRAM_MECHANISMS):
+        zk.set_entity_config(USERS_ENTITY, ADMIN_USER, {
+            **config, **{m: make_credential(m, security.admin_password).to_text() for m in SCRAM_MECHANISMS}})
+    return count
