@@ -28,6 +28,7 @@ import datetime
 import os
 import shutil
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -125,12 +126,12 @@ def grpc_produce(bootstrap: str, topic: str, n: int, value: bytes) -> Callable[[
     return work
 
 
-def kafka_consume(bootstrap: str, topic: str, partitions: int, n: int, first: FirstRecord
-                  ) -> tuple[Callable[[], int], Callable[[], None]]:
+def kafka_consume(bootstrap: str, topic: str, partitions: int, n: int, first: FirstRecord,
+                  extra: dict[str, object] | None = None) -> tuple[Callable[[], int], Callable[[], None]]:
     """The timed part (assign and read `n` records) and the clean-up; building and closing the consumer are
-    the client's own business, not the front door's."""
+    the client's own business, not the front door's. `extra`: more librdkafka settings (security)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 64 * MB, "max.partition.fetch.bytes": 16 * MB})
+                         "fetch.max.bytes": 64 * MB, "max.partition.fetch.bytes": 16 * MB, **(extra or {})})
 
     def work() -> int:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -169,8 +170,10 @@ def grpc_consume(bootstrap: str, topic: str, partitions: int, n: int, first: Fir
 FETCH_BYTES = 16 * MB
 
 
-def raw_kafka_fetches(address: str, topic: str, seconds: float) -> Callable[[], int]:
-    """Fetch v11 from offset 0 for `seconds`, reading and dropping each response; the bytes received."""
+def raw_kafka_fetches(address: str, topic: str, seconds: float, tls: ssl.SSLContext | None = None
+                      ) -> Callable[[], int]:
+    """Fetch v11 from offset 0 for `seconds`, reading and dropping each response; the bytes received. With
+    `tls`, over an SSL listener."""
     request = encode_request(FetchRequest(
         replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(1),
         max_bytes=i32(FETCH_BYTES), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
@@ -180,7 +183,7 @@ def raw_kafka_fetches(address: str, topic: str, seconds: float) -> Callable[[], 
 
     def work() -> int:
         received = 0
-        with WireConnection(address) as conn:
+        with WireConnection(address, tls=tls) as conn:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
                 conn.send(request)

@@ -86,6 +86,7 @@ class FakeZk:
         self.isr_notifications: dict[str, set[TopicPartition]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}  # /config/brokers/<id|<default>>
+        self.user_configs: dict[str, dict[str, str]] = {}  # /config/users/<user>
         self.config_changes: list[str] = []  # entity paths of /config/changes notifications, in order
         self.topic_deletions: set[str] = set()
         self.preferred_replica_election: set[TopicPartition] = set()
@@ -226,15 +227,23 @@ class FakeZk:
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         if entity_type == paths.TOPICS_ENTITY:
             return self.get_topic_config(name)
+        if entity_type == paths.USERS_ENTITY:
+            return dict(self.user_configs.get(name, {}))
         return dict(self.broker_configs.get(name, {}))
 
     def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
-        """The overrides and their /config/changes notification, as one write."""
+        """The overrides and their /config/changes notification, as one write (a user's name sanitized in the
+        notification, as Kafka writes it)."""
         if entity_type == paths.TOPICS_ENTITY:
             self.topic_configs[name] = dict(config)
+        elif entity_type == paths.USERS_ENTITY:
+            self.user_configs[name] = dict(config)
         else:
             self.broker_configs[name] = dict(config)
-        self.config_changes.append(f"{entity_type}/{name}")
+        self.config_changes.append(paths.entity_config_path(entity_type, name).removeprefix("/config/"))
+
+    def get_user_names(self) -> list[str]:
+        return sorted(self.user_configs)
 
     def get_topic_deletions(self) -> set[str]:
         return set(self.topic_deletions)

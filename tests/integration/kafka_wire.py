@@ -10,6 +10,7 @@ import struct
 import time
 from typing import Any
 
+from hypothesis import strategies as st
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -33,6 +34,21 @@ def raw_request(api_key: int, version: int, correlation_id: int, rest: bytes = b
     """A frame with header v1's fixed fields (client id null) followed by `rest`."""
     payload = struct.pack(">hhih", api_key, version, correlation_id, -1) + rest
     return struct.pack(">i", len(payload)) + payload
+
+
+def frames_from_schemas(api_keys: list[int]) -> st.SearchStrategy[bytes]:
+    """Fuzz input: frames with a plausible header (served API keys and some that are not, any version and
+    correlation id) and random bodies."""
+    return st.builds(
+        lambda key, version, correlation_id, body: raw_request(key, version, correlation_id, body),
+        st.sampled_from([*sorted(api_keys), 999, -1]),
+        st.integers(min_value=-1, max_value=14),
+        st.integers(min_value=-(2**31), max_value=2**31 - 1),
+        st.binary(max_size=300),
+    )
+
+
+RAW_BYTES = st.binary(min_size=1, max_size=400)
 
 
 class WireConnection:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +91,7 @@ def _start(name: str, argv: list[str], directory: Path) -> LoggedProcess:
 
 
 def start_secure_broker(zookeeper: LocalZooKeeper, directory: Path,
-                        extra: dict[str, str] | None = None) -> Iterator[SecureBroker]:
+                        extra: dict[str, str] | None = None) -> Generator[SecureBroker, None, None]:
     """A generator for a module fixture: the broker and its controller SIGKILLed at the end."""
     zk_connect = f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}"
     ca, client, foreign, expired, keystore = _certificates(directory)

@@ -28,7 +28,7 @@ from broker.api.kafka.api_table import API_TABLE
 from common.record import CRC_POS, ProducerRecord, build_batch
 from tests.integration.conftest import BrokerProcess, StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
-from tests.integration.kafka_wire import WireConnection, encode_request, raw_request
+from tests.integration.kafka_wire import RAW_BYTES, WireConnection, encode_request, frames_from_schemas, raw_request
 
 pytestmark = pytest.mark.integration
 
@@ -184,17 +184,11 @@ def _answers(conn: WireConnection) -> bool:
 
 # ------------------------------------------------------------------ fuzz
 
-_frames_from_schemas = st.builds(
-    lambda key, version, correlation_id, body: raw_request(key, version, correlation_id, body),
-    st.sampled_from([*sorted(SERVED), 999, -1]),
-    st.integers(min_value=-1, max_value=14),
-    st.integers(min_value=-(2**31), max_value=2**31 - 1),
-    st.binary(max_size=300),
-)
+_frames_from_schemas = frames_from_schemas(list(SERVED))
 _mutated_produce = st.builds(
     lambda position, value: _mutate(produce_request(1, 1, build_batch([ProducerRecord(b"v", b"k")])), position, value),
     st.integers(min_value=4, max_value=150), st.integers(min_value=0, max_value=255))
-_raw_bytes = st.binary(min_size=1, max_size=400)
+_raw_bytes = RAW_BYTES
 
 
 def _mutate(frame: bytes, position: int, value: int) -> bytes:

@@ -6,6 +6,7 @@ the whole module (tests/integration/secure_cluster.py)."""
 from __future__ import annotations
 
 import shutil
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,11 +14,22 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import KafkaError as KpKafkaError
+from kio.schema.metadata.v8.request import MetadataRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
+from broker.api.kafka.api_table import API_TABLE
+from tests.integration.kafka_wire import RAW_BYTES, WireConnection, encode_request, frames_from_schemas
 from tests.integration.secure_cluster import (
+    FAILED_AUTH_DELAY_MS,
+    HANDSHAKE_TIMEOUT_MS,
     PLAIN_USERS,
     SCRAM_PASSWORD,
     SCRAM_USER,
@@ -57,6 +69,22 @@ def test_confluent_kafka_sasl_ssl_scram(secure: SecureBroker, mechanism: str) ->
         got += [m.value() for m in consumer.consume(100, timeout=1) if m.error() is None]
     consumer.close()
     assert set(values) <= set(got)
+
+
+def test_confluent_kafka_sasl_plaintext_scram(secure: SecureBroker) -> None:
+    config = {**confluent_config(secure, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+              "bootstrap.servers": secure.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT"}
+    del config["ssl.ca.location"]
+    producer = Producer({**config, "acks": "all"})
+    producer.produce(TOPIC, b"sasl-plaintext", partition=1)
+    assert producer.flush(30) == 0
+    # The listener offers PLAIN and SCRAM-SHA-256 only: SCRAM-SHA-512 is refused at the handshake.
+    errors: list[KafkaError] = []
+    refused = Producer({**config, "sasl.mechanism": "SCRAM-SHA-512", "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        refused.poll(0.2)
+    assert errors and "SCRAM-SHA-512" in errors[0].str(), errors
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
@@ -142,9 +170,211 @@ def test_kafka_python_sasl_ssl_plain(secure: SecureBroker, caplog: pytest.LogCap
     consumer = KafkaConsumer(**config, consumer_timeout_ms=15_000)
     consumer.assign([KpTopicPartition(TOPIC, 1)])
     consumer.seek_to_beginning()
-    assert b"plain-over-tls" in [r.value for r in consumer]
+    assert any(r.value == b"plain-over-tls" for r in consumer)  # stops at the first match
     consumer.close()
     # kafka-python gives up bootstrapping with a timeout; why is in its log: Kafka's error and message.
     with caplog.at_level("WARNING", logger="kafka"), pytest.raises(KpKafkaError):
-        KafkaProducer(**_kafka_python_plain(secure, "bob", "wrong"))
+        KafkaProducer(**_kafka_python_plain(secure, "bob", "wrong"), bootstrap_timeout_ms=5000)
     assert "SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in caplog.text
+
+
+# ------------------------------------------------------------------ users, live
+
+
+def _can_log_in(secure: SecureBroker, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> bool:
+    errors: list[KafkaError] = []
+    producer = Producer({**confluent_config(secure, mechanism, user, password), "error_cb": errors.append})
+    try:
+        producer.list_topics(timeout=3)
+        return True
+    except KafkaException:
+        producer.poll(1)  # error_cb is served by poll()
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        return False
+
+
+def test_scram_users_follow_configs_live(secure: SecureBroker) -> None:
+    assert not _can_log_in(secure, "carol", "carol-1")
+    secure.set_scram_password("carol", "carol-1", "SCRAM-SHA-256")
+    described = secure.minibroker("configs", "--zookeeper", secure.zk_connect, "--entity-type", "users",
+                                  "--entity-name", "carol", "--describe")
+    assert described.stdout.strip() == ("SCRAM credential configs for user-principal 'carol' are"
+                                        " SCRAM-SHA-256=iterations=4096")
+    assert _wait_for(lambda: _can_log_in(secure, "carol", "carol-1"))
+    assert not _can_log_in(secure, "carol", "carol-1", "SCRAM-SHA-512")  # no credential for that mechanism
+    secure.set_scram_password("carol", "carol-2", "SCRAM-SHA-256")
+    assert _wait_for(lambda: not _can_log_in(secure, "carol", "carol-1"))
+    assert _can_log_in(secure, "carol", "carol-2")
+    deleted = secure.minibroker("configs", "--zookeeper", secure.zk_connect, "--entity-type", "users",
+                                "--entity-name", "carol", "--alter", "--delete-config", "SCRAM-SHA-256")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "Completed updating config for user carol."
+    assert _wait_for(lambda: not _can_log_in(secure, "carol", "carol-2"))
+    # Kafka's bounds on iterations, and only SCRAM mechanisms for users here.
+    for bad, message in (("SCRAM-SHA-256=[iterations=100,password=x]", "Invalid iterations 100"),
+                         ("SCRAM-SHA-256=[iterations=4096]", "Invalid credential config"),
+                         ("producer_byte_rate=1024", "Invalid config(s): producer_byte_rate")):
+        refused = secure.minibroker("configs", "--zookeeper", secure.zk_connect, "--entity-type", "users",
+                                    "--entity-name", "carol", "--alter", "--add-config", bad)
+        assert refused.returncode == 1 and message in refused.stdout, refused.stdout + refused.stderr
+    # Stored as Kafka stores it: salted keys, never the password.
+    from zk.client import KafkaZkClient
+    with KafkaZkClient.connect(secure.zk_connect, timeout=15) as zk:
+        stored = zk.get_entity_config("users", SCRAM_USER)
+    assert sorted(stored) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert stored["SCRAM-SHA-256"].startswith("salt=") and "stored_key=" in stored["SCRAM-SHA-256"]
+    assert SCRAM_PASSWORD not in "".join(stored.values())
+
+
+def _wait_for(condition: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)  # a condition polled under a deadline: the broker's watch on /config/changes
+    return True
+
+
+# ------------------------------------------------------------------ hostile input
+
+
+def metadata_request(correlation_id: int) -> bytes:
+    return encode_request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                          include_cluster_authorized_operations=False,
+                                          include_topic_authorized_operations=False), correlation_id)
+
+
+def handshake(conn: WireConnection, mechanism: str, correlation_id: int = 1) -> SaslHandshakeResponse:
+    conn.send(encode_request(SaslHandshakeRequest(mechanism=mechanism), correlation_id))
+    received_id, body = conn.receive_body(SaslHandshakeResponse)
+    assert received_id == correlation_id
+    return body
+
+
+def plain_authenticate(conn: WireConnection, user: str, password: str) -> SaslAuthenticateResponse:
+    conn.send(encode_request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 2))
+    return conn.receive_body(SaslAuthenticateResponse)[1]
+
+
+def _peer_logged(secure: SecureBroker, conn: WireConnection, text: str, timeout: float = 10.0) -> bool:
+    """The broker logged `text` on a line naming this connection's peer address."""
+    peer = f"127.0.0.1:{conn.local_port}"
+    return _wait_for(lambda: any(peer in line and text in line for line in secure.log().splitlines()), timeout)
+
+
+def test_requests_before_authentication_are_refused(secure: SecureBroker) -> None:
+    address = secure.address("SASL_PLAINTEXT")
+    with WireConnection(address) as conn:  # before the handshake: no answer, closed (Kafka's way)
+        conn.send(metadata_request(7))
+        assert conn.closed_by_peer()
+        assert _peer_logged(secure, conn, "ILLEGAL_SASL_STATE): Unexpected Kafka request of type Metadata during"
+                                          " SASL handshake.")
+    with WireConnection(address) as conn:  # after it, only SaslAuthenticate
+        assert handshake(conn, "PLAIN").error_code == 0
+        conn.send(metadata_request(8))
+        assert conn.closed_by_peer()
+        assert _peer_logged(secure, conn, "during SASL authentication.")
+    with WireConnection(address) as conn:
+        body = handshake(conn, "GSSAPI")
+        assert body.error_code == 33  # UNSUPPORTED_SASL_MECHANISM, with what the listener offers
+        assert list(body.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
+        assert conn.closed_by_peer()
+    with WireConnection(address) as conn:  # a 2 GiB size before authentication: nothing is allocated
+        conn.send(b"\x7f\xff\xff\xff")
+        assert conn.closed_by_peer()
+        assert _peer_logged(secure, conn, "request size 2147483647 is larger than sasl.server.max.receive.size")
+    with WireConnection(address) as conn:  # the exchange done, the connection is served as usual
+        assert handshake(conn, "PLAIN").error_code == 0
+        assert plain_authenticate(conn, "bob", PLAIN_USERS["bob"]).error_code == 0
+        conn.send(metadata_request(9))
+        assert conn.receive()[0] == 9
+        conn.send(encode_request(SaslHandshakeRequest(mechanism="PLAIN"), 10))  # no re-authentication
+        assert conn.receive_body(SaslHandshakeResponse)[1].error_code == 34  # ILLEGAL_SASL_STATE
+
+
+def test_wrong_password_is_answered_after_the_delay_then_closed(secure: SecureBroker) -> None:
+    with WireConnection(secure.address("SASL_SSL"), tls=secure.client_tls()) as conn:
+        assert handshake(conn, "PLAIN").error_code == 0
+        began = time.monotonic()
+        body = plain_authenticate(conn, "bob", "guess")
+        elapsed = time.monotonic() - began
+        assert body.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert body.error_message == "Authentication failed: Invalid username or password"
+        assert elapsed >= FAILED_AUTH_DELAY_MS / 1000 * 0.9
+        assert conn.closed_by_peer()
+        assert _peer_logged(secure, conn, "SASL_AUTHENTICATION_FAILED): Authentication failed: Invalid username")
+
+
+def test_bad_tls_clients_are_refused_and_others_unaffected(secure: SecureBroker) -> None:
+    config = confluent_config(secure, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD)
+    bystander = Producer({**config, "acks": "all"})
+    bystander.produce(TOPIC, b"before", partition=0)
+    assert bystander.flush(30) == 0
+    # A TLS handshake that never finishes (a client that connects and says nothing) is cut.
+    began = time.monotonic()
+    with WireConnection(secure.address("SSL")) as silent:
+        assert silent.closed_by_peer(timeout=HANDSHAKE_TIMEOUT_MS / 1000 + 10)
+        assert time.monotonic() - began >= HANDSHAKE_TIMEOUT_MS / 1000 * 0.9
+        assert _peer_logged(secure, silent, "Failed TLS handshake with")
+    # A plaintext Kafka client on the TLS port.
+    with WireConnection(secure.address("SSL")) as plaintext:
+        plaintext.send(metadata_request(1))
+        assert plaintext.closed_by_peer()
+        assert _peer_logged(secure, plaintext, "Failed TLS handshake with")
+    # Client certificates from another CA, expired, or none where ssl.client.auth=required.
+    for certificate, reason in ((secure.foreign, "certificate verify failed"),
+                                (secure.expired, "certificate has expired"), (None, "certificate")):
+        try:
+            with WireConnection(secure.address("SSL"), tls=secure.client_tls(certificate)) as conn:
+                # TLS 1.3: the client learns of the refusal on its first read.
+                conn.send(metadata_request(1))
+                assert conn.closed_by_peer()
+        except (ssl.SSLError, ConnectionError):
+            pass
+        assert _wait_for(lambda r=reason: any("Failed TLS handshake with 127.0.0.1:" in line and r in line
+                                              for line in secure.log().splitlines())), reason
+    # A valid client certificate gets through, and the bystander never noticed.
+    with WireConnection(secure.address("SSL"), tls=secure.client_tls(secure.client)) as conn:
+        conn.send(metadata_request(5))
+        assert conn.receive()[0] == 5
+    bystander.produce(TOPIC, b"after", partition=0)
+    assert bystander.flush(30) == 0
+
+
+# The fuzz test of the plaintext listener (test_kafka_protocol.py), on the SASL paths: before and after a
+# handshake, in clear and inside TLS, and raw bytes at the TLS listeners.
+_SASL_KEYS = [spec.key for spec in API_TABLE]
+
+
+@st.composite
+def _sasl_session(draw: st.DrawFn) -> tuple[str, list[bytes]]:
+    listener = draw(st.sampled_from(["SASL_PLAINTEXT", "SASL_SSL", "SSL-raw", "SASL_SSL-raw"]))
+    frames = []
+    if not listener.endswith("-raw") and draw(st.booleans()):
+        frames.append(encode_request(SaslHandshakeRequest(mechanism=draw(st.sampled_from(
+            ["PLAIN", "SCRAM-SHA-256", "nope"]))), 1))
+        if draw(st.booleans()):
+            frames.append(encode_request(SaslAuthenticateRequest(auth_bytes=draw(st.binary(max_size=200))), 2))
+    frames += draw(st.lists(st.one_of(frames_from_schemas(_SASL_KEYS), RAW_BYTES), min_size=1, max_size=3))
+    return listener, frames
+
+
+def test_fuzz_sasl_and_tls_paths(secure: SecureBroker) -> None:
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_sasl_session())
+    def send_anything(session: tuple[str, list[bytes]]) -> None:
+        listener, frames = session
+        name = listener.removesuffix("-raw")
+        tls = secure.client_tls() if name == "SASL_SSL" and not listener.endswith("-raw") else None
+        with WireConnection(secure.address(name), timeout=10, tls=tls) as conn:
+            try:
+                for frame in frames:
+                    conn.send(frame)
+                conn.sock.settimeout(0.05)
+                conn.sock.recv(65536)
+            except (TimeoutError, ConnectionError, ssl.SSLError):
+                pass
+
+    send_anything()
+    assert secure.broker.popen.poll() is None
+    assert _can_log_in(secure, SCRAM_USER, SCRAM_PASSWORD)
+    assert "Traceback" not in secure.log()

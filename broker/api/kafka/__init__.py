@@ -3,8 +3,13 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 
 - protocol.py: the API table (what is advertised), request header parsing, response framing;
 - connection.py: one client connection: frames in, pipelined requests, responses out in request order,
-  Fetch record bytes with sendfile;
-- listener.py: the asyncio server of one listener, with Kafka's connection limits;
+  Fetch record bytes with sendfile (os.pread writes under TLS); first the SASL exchange on a SASL listener;
+- listener.py: the asyncio server of one listener, with Kafka's connection limits and, on SSL and SASL_SSL
+  listeners, each connection's TLS handshake (and its certificate's principal);
+- listener_security.py: what a listener's security protocol asks of each connection (TLS context, SASL
+  mechanisms and users), built from its configs at start-up;
+- sasl_authenticator.py: Kafka's SaslServerAuthenticator as a state machine (ApiVersions, SaslHandshake,
+  SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
 - one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, acls
   (DescribeAcls, CreateAcls, DeleteAcls).
 

@@ -53,8 +53,9 @@ logger = logging.getLogger(__name__)
 
 # Requests read ahead of their answers on one connection; reading waits beyond this (back pressure).
 MAX_IN_FLIGHT = 64
-# Record bytes read per os.pread when they cannot be sent with sendfile (TLS).
-TLS_READ_CHUNK = 1 << 20
+# Record bytes read per os.pread when they cannot be sent with sendfile (TLS): each chunk is encrypted on the
+# event loop, so a modest size keeps the other connections of the listener responsive.
+TLS_READ_CHUNK = 256 << 10
 
 _Pending = tuple[RequestHeader, "asyncio.Future[Reply | None]"]
 
@@ -65,7 +66,7 @@ class KafkaConnection:
         self._context = context
         self._security = security or ListenerSecurity.plaintext()
         # Under TLS the transport encrypts: no sendfile.
-        self._sendfile = writer.get_extra_info("ssl_object") is None
+        self._use_sendfile = writer.get_extra_info("ssl_object") is None
         self._reader = reader
         self._writer = writer
         self.peer = peer
@@ -209,7 +210,7 @@ class KafkaConnection:
         writer.write(response_frame_header(correlation_id, reply))
         for part in reply.parts:
             if isinstance(part, FileSlice):
-                await (self._send_file(part) if self._sendfile else self._write_slice(part))
+                await (self._send_file(part) if self._use_sendfile else self._write_slice(part))
             else:
                 writer.write(part)
         await writer.drain()

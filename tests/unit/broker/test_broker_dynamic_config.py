@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from broker_helpers import broker_config
 
+from broker.security.scram import CredentialCache, make_credential
 from broker.server.dynamic_config import DynamicConfigManager
 from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto.types import TopicPartition
@@ -98,4 +99,22 @@ def test_dynamic_broker_configs_per_broker_over_default_reach_defaults_and_fetch
     assert resizes == [1, 4, 4]
     assert {t for t, _ in replica_manager.applied} == {"orders", "audit"}
     assert m.broker_overrides == {"log.retention.ms": "5000", "num.replica.fetchers": "4"}
+    m.shutdown()
+
+
+def test_users_scram_credentials_reach_the_credential_cache() -> None:
+    zk = NotifyingZk()
+    zk.user_configs["alice"] = {"SCRAM-SHA-256": make_credential("SCRAM-SHA-256", "a").to_text()}
+    credentials = CredentialCache()
+    m = DynamicConfigManager(1, zk, TopicConfigs(broker_config()), RecordingReplicaManager(),  # type: ignore[arg-type]
+                             lambda _: None, static_num_replica_fetchers=1, credentials=credentials)
+    m.startup()  # the users stored before the broker started
+    assert credentials.get("SCRAM-SHA-256", "alice") is not None
+    odd = "CN=bob,OU=x y"  # sanitized in the znode's name and the notification, as Kafka does
+    zk.set_entity_config("users", odd, {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "b").to_text()})
+    zk.set_entity_config("users", "alice", {})
+    notify(zk, m)
+    assert zk.config_changes[-2] == "users/CN%3Dbob%2COU%3Dx%20y"
+    assert credentials.get("SCRAM-SHA-512", odd) is not None
+    assert credentials.get("SCRAM-SHA-256", "alice") is None
     m.shutdown()
