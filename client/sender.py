@@ -58,6 +58,11 @@ def _expiry_error(batch: ProducerBatch, now: float) -> KafkaError:
     return error_for(last.code, f"{expiry}; last error: {last.message}")
 
 
+# InitProducerId answers an idempotent producer cannot wait out (the principal lacks IdempotentWrite).
+_NOT_AUTHORIZED_FOR_PRODUCER_ID = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+
 class _InFlight(NamedTuple):
     node_id: int
     batches: list[ProducerBatch]
@@ -233,8 +238,15 @@ class Sender:
             if response.error_code:
                 raise error_for(response.error_code, "InitProducerId")
         except KafkaError as exc:
-            log.log(logging.DEBUG if exc.retriable else logging.WARNING, "cannot get a producer id yet: %s", exc)
             self._next_producer_id_attempt_ms = self._now_ms() + self._retry_backoff_ms
+            if exc.code in _NOT_AUTHORIZED_FOR_PRODUCER_ID:
+                # Fatal in Kafka's TransactionManager: no producer id comes until an ACL changes, so the queued
+                # records fail now rather than at their delivery timeout (later ones try again).
+                log.error("cannot get a producer id: %s; failing the queued records", exc)
+                for batch in self._accumulator.abort_undrained():
+                    self._settle(batch, error=exc)
+                return False
+            log.log(logging.DEBUG if exc.retriable else logging.WARNING, "cannot get a producer id yet: %s", exc)
             return False
         txn.set_producer_id_and_epoch(response.producer_id, response.producer_epoch)
         return True

@@ -1,7 +1,8 @@
 """Kafka's ACLs on a real cluster with `authorizer.class.name=kafka.security.authorizer.AclAuthorizer`, with real
 clients (confluent-kafka, kafka-python, kcat) and `minibroker acls`.
 
-Until the Kafka listeners authenticate, every client is User:ANONYMOUS: the tests grant and deny that principal.
+On these PLAINTEXT listeners every client is User:ANONYMOUS: the tests grant and deny that principal
+(test_kafka_sasl_acls.py does it for authenticated users).
 One cluster for the module; each test uses topics of its own."""
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
         self.fail_produce: dict[TopicPartition, list[int]] = defaultdict(list)
         self.fail_fetch: dict[TopicPartition, list[int]] = defaultdict(list)
         self.produce_requests: list[pb.ProduceRequest] = []
+        self.init_producer_id_error = 0  # e.g. CLUSTER_AUTHORIZATION_FAILED: a principal without IdempotentWrite
         self._producer_ids = itertools.count(1000)
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=channel_options(50, 1000))
@@ -97,6 +98,8 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
         return response
 
     def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
+        if self.init_producer_id_error:
+            return pb.InitProducerIdResponse(error_code=self.init_producer_id_error, producer_id=-1, producer_epoch=-1)
         return pb.InitProducerIdResponse(producer_id=next(self._producer_ids), producer_epoch=0)
 
     # ------------------------------------------------------------------ data

@@ -234,3 +234,18 @@ def test_send_callback_sees_every_outcome(broker: FakeBroker) -> None:
         producer.flush(10)
     assert sorted(outcomes, key=str) == sorted([("failed", ErrorCode.INVALID_RECORD),
                                                 ("failed", ErrorCode.MESSAGE_TOO_LARGE), ("ok", 0)], key=str)
+
+
+def test_an_idempotent_producer_not_authorized_for_a_producer_id_fails_its_records_at_once(
+        broker: FakeBroker) -> None:
+    """Kafka's producer makes CLUSTER_AUTHORIZATION_FAILED on InitProducerId fatal: the records fail with it
+    instead of waiting out delivery.timeout.ms."""
+    broker.init_producer_id_error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with Producer(broker.address, enable_idempotence=True, delivery_timeout_ms=60_000) as producer:
+        future = producer.send("t", b"value", partition=0)
+        with pytest.raises(KafkaError) as refused:
+            future.get(timeout=10)
+        assert refused.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # Once the principal may (an ACL added), the same producer gets its id and writes.
+        broker.init_producer_id_error = 0
+        assert producer.send("t", b"value", partition=0).get(timeout=10).offset == 0

@@ -1,0 +1,104 @@
+"""ACLs for authenticated principals: a broker with the AclAuthorizer on and SASL listeners, where alice
+(SCRAM-SHA-256) may Read a topic but not Write it, bob (PLAIN) may do nothing, and admin is a super user who
+manages the ACLs with `minibroker acls --command-config`. Real clients: confluent-kafka, kafka-python, kcat."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
+
+from tests.integration.conftest import WaitUntil
+from tests.integration.secure_cluster import SCRAM_PASSWORD, SCRAM_USER, TOPIC, SecureBroker, start_secure_broker
+from zk.server import LocalZooKeeper
+
+LISTENER = "SASL_PLAINTEXT"
+ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+         "sasl.password": SCRAM_PASSWORD}
+BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
+       "sasl.password": "bob-secret"}
+ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
+
+
+@pytest.fixture(scope="module")
+def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    # ANONYMOUS (the fixture's PLAINTEXT set-up) and admin are super users; alice and bob are not.
+    yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("sasl-acls"), {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS"})
+
+
+def acls(secure: SecureBroker, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`minibroker acls` through the SASL listener as admin, with Kafka's client properties file."""
+    config = tmp / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.plain.username=admin\n"
+                      "sasl.plain.password=admin-secret\n")
+    return secure.minibroker("acls", "--bootstrap-server", secure.address(LISTENER), "--command-config",
+                             str(config), *args)
+
+
+def produce_error(secure: SecureBroker, settings: dict[str, str]) -> int | None:
+    producer = Producer({"bootstrap.servers": secure.address(LISTENER), "message.timeout.ms": 10000, **settings})
+    reports: list[Any] = []
+    producer.produce(TOPIC, b"value", partition=0, on_delivery=lambda err, _msg: reports.append(err))
+    producer.flush(30)
+    assert len(reports) == 1
+    return None if reports[0] is None else int(reports[0].code())
+
+
+def test_a_sasl_principal_allowed_read_but_not_write(secure: SecureBroker, tmp_path: Path,
+                                                     wait_until: WaitUntil) -> None:
+    added = acls(secure, tmp_path, "--add", "--allow-principal", f"User:{SCRAM_USER}", "--operation", "Read",
+                 "--topic", TOPIC)
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert f"(principal=User:{SCRAM_USER}, host=*, operation=READ, permissionType=ALLOW)" in added.stdout
+    alice_admin = AdminClient({"bootstrap.servers": secure.address(LISTENER), **ALICE})
+    wait_until(lambda: TOPIC in alice_admin.list_topics(timeout=10).topics, message="alice to see the topic")
+
+    # confluent-kafka, kafka-python and kcat, each authenticated as alice: refused with the broker's code.
+    assert produce_error(secure, ALICE) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    producer = KafkaProducer(bootstrap_servers=secure.address(LISTENER), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=SCRAM_USER,
+                             sasl_plain_password=SCRAM_PASSWORD, enable_idempotence=False, retries=0)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send(TOPIC, b"value", partition=0).get(timeout=30)
+    producer.close()
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is installed by scripts/setup.sh"
+    as_alice = [arg for key, value in ALICE.items() for arg in ("-X", f"{key}={value}")]
+    done = subprocess.run([kcat, "-b", secure.address(LISTENER), *as_alice, "-P", "-t", TOPIC, "-p", "0"],
+                          input="value\n", capture_output=True, text=True, timeout=60)
+    assert "Topic authorization failed" in done.stderr, done.stderr
+
+    # Nothing was appended; alice may read (an empty partition), admin (a super user) may write.
+    consumer = Consumer({"bootstrap.servers": secure.address(LISTENER), "group.id": "alice", **ALICE})
+    assert consumer.get_watermark_offsets(CkTopicPartition(TOPIC, 0), timeout=30) == (0, 0)
+    consumer.close()
+    assert produce_error(secure, ADMIN) is None
+
+
+def test_a_principal_without_acls_sees_nothing_and_a_deny_beats_an_allow(secure: SecureBroker, tmp_path: Path,
+                                                                         wait_until: WaitUntil) -> None:
+    bob = AdminClient({"bootstrap.servers": secure.address(LISTENER), **BOB})
+    assert TOPIC not in bob.list_topics(timeout=10).topics
+    assert produce_error(secure, BOB) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Everyone may write; bob is denied: the DENY wins.
+    for args in (("--allow-principal", "User:*", "--operation", "Write"),
+                 ("--deny-principal", "User:bob", "--operation", "Write")):
+        done = acls(secure, tmp_path, "--add", *args, "--topic", TOPIC)
+        assert done.returncode == 0, done.stdout + done.stderr
+    wait_until(lambda: TOPIC in bob.list_topics(timeout=10).topics)  # Write implies Describe
+    assert produce_error(secure, BOB) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(secure, ALICE) is None
+    listed = acls(secure, tmp_path, "--list", "--topic", TOPIC, "--principal", "User:bob")
+    assert listed.stdout.splitlines()[0] == "ACLs for principal `User:bob`"
+    assert "(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)" in listed.stdout
