@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import grpc
+
 from chaos.clients import ClientLibrary, Delivery, ProducerSettings
 from chaos.cluster import ChaosError
 from chaos.history import INFO, FinalRead, HistoryWriter, Poll, Send
@@ -42,11 +44,13 @@ class WorkloadConfig:
     group_members: int = 0  # members of a consumer group sharing the topic (chaos/group_workload.py)
     group: str = "chaos-group"
     session_timeout_ms: int = 6000
+    # How minibroker's client reaches the gRPC listeners: TLS as the admin on a `cluster up --security` cluster.
+    channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel
 
 
 def create_topic(bootstrap: str, config: WorkloadConfig) -> None:
     """RF=3, min.insync.replicas=2, unclean election off: the configuration under which nothing acked may go."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(bootstrap_servers=bootstrap, channel_factory=config.channel_factory) as admin:
         try:
             admin.create_topics([NewTopic(config.topic, config.partitions, config.replication_factor,
                                           topic_configs={"min.insync.replicas": str(config.min_insync_replicas),
@@ -69,7 +73,7 @@ class Writer:
         self._history = history
         self._producer = client.producer(bootstrap, ProducerSettings(
             f"chaos-{name}", acks, idempotent=acks == "all", request_timeout_ms=config.request_timeout_ms,
-            delivery_timeout_ms=config.delivery_timeout_ms))
+            delivery_timeout_ms=config.delivery_timeout_ms, channel_factory=config.channel_factory))
         self._pending: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -139,8 +143,9 @@ class Reader:
         self.name = name
         self._config = config
         self._history = history
+        grpc_only = {} if client.kafka_protocol else {"channel_factory": config.channel_factory}
         self._consumer = client.consumer(bootstrap, f"chaos-{name}", config.topic, config.partitions,
-                                         config.request_timeout_ms)
+                                         config.request_timeout_ms, **grpc_only)
         self._next: dict[int, int] = {}  # partition -> the offset after the last record polled
         self._targets: Mapping[int, int] | None = None
         self._deadline = float("inf")
@@ -184,7 +189,8 @@ class Reader:
 
 
 def end_offsets(bootstrap: str, config: WorkloadConfig, timeout_ms: float = 30_000) -> dict[int, int]:
-    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as consumer:
+    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                  channel_factory=config.channel_factory) as consumer:
         found = consumer.end_offsets([TopicPartition(config.topic, p) for p in range(config.partitions)], timeout_ms)
     return {tp.partition: offset for tp, offset in found.items()}
 
@@ -196,7 +202,8 @@ def final_read(bootstrap: str, config: WorkloadConfig, targets: Mapping[int, int
     deadline = time.monotonic() + timeout
     records: dict[int, list[tuple[int, str]]] = {p: [] for p in targets}
     with Consumer(bootstrap_servers=bootstrap, client_id="chaos-final-read", auto_offset_reset="earliest",
-                  enable_auto_commit=False, request_timeout_ms=config.request_timeout_ms) as consumer:
+                  enable_auto_commit=False, request_timeout_ms=config.request_timeout_ms,
+                  channel_factory=config.channel_factory) as consumer:
         tps = [TopicPartition(config.topic, p) for p in targets]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)

@@ -9,4 +9,7 @@ It imports none of them (tests/unit/test_import_contracts.py).
   limits.py      wire limits (the 100 MiB gRPC message limit)
   metrics.py     MetricsEndpoint: a Prometheus registry served over HTTP
   java_hash.py   Java's String.hashCode and Kafka's Utils.abs (a group's offsets partition, a fetcher id)
+  jaas.py        JAAS login configuration (java.security.auth.login.config files, sasl.jaas.config values)
+  grpc_tls.py    gRPC over TLS from Kafka's PEM stores: channels and server credentials, client properties
+                 (--command-config) -> GrpcSecurity, SASL users as `authorization: Basic` call credentials
 """

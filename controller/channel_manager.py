@@ -17,6 +17,7 @@ import threading
 
 import grpc
 
+from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from controller.request_batch import BrokerRequest, BrokerResponse, ResponseCallback
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -65,16 +66,18 @@ def _error_name(code: int) -> str:
 
 class RequestSendThread(threading.Thread):
     def __init__(self, controller_id: int, broker: BrokerInfo, endpoint: EndPoint, credential: str | None,
-                 socket_timeout_ms: int) -> None:
+                 socket_timeout_ms: int, security: GrpcSecurity = PLAINTEXT) -> None:
         super().__init__(name=f"Controller-{controller_id}-to-broker-{broker.id}-send-thread", daemon=True)
         self.broker = broker
         self.endpoint = endpoint
         self._controller_id = controller_id
         self._timeout_s = socket_timeout_ms / 1000
-        self._metadata = ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),) if credential is not None else ()
+        # To an SSL listener: TLS with the controller's certificate, which replaces the credential there.
+        tls = endpoint.security_protocol == "SSL"
+        self._metadata = ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),) if credential is not None and not tls else ()
         self._queue: queue.Queue[tuple[BrokerRequest, ResponseCallback | None] | None] = queue.Queue()
         self._stopped = threading.Event()
-        self._channel = grpc.insecure_channel(_target(endpoint), options=_CHANNEL_OPTIONS)
+        self._channel = (security if tls else PLAINTEXT).channel(_target(endpoint), options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.KafkaClusterStub(self._channel)
 
     def enqueue(self, request: BrokerRequest, callback: ResponseCallback | None) -> None:
@@ -157,10 +160,11 @@ class RequestSendThread(threading.Thread):
 
 class ControllerChannelManager:
     def __init__(self, controller_id: int, cluster_credential: str | None, socket_timeout_ms: int,
-                 inter_broker_listener: str = "PLAINTEXT") -> None:
+                 inter_broker_listener: str = "PLAINTEXT", security: GrpcSecurity = PLAINTEXT) -> None:
         self._controller_id = controller_id
         self._inter_broker_listener = inter_broker_listener
         self._credential = cluster_credential
+        self._security = security
         self._socket_timeout_ms = socket_timeout_ms
         self._brokers: dict[int, RequestSendThread] = {}
 
@@ -173,7 +177,8 @@ class ControllerChannelManager:
             log.error("Broker %d has no endpoint for inter.broker.listener.name %s (it advertises %s): the"
                       " controller cannot reach it", broker.id, self._inter_broker_listener, broker.connection_strings)
             return
-        thread = RequestSendThread(self._controller_id, broker, endpoint, self._credential, self._socket_timeout_ms)
+        thread = RequestSendThread(self._controller_id, broker, endpoint, self._credential, self._socket_timeout_ms,
+                                   self._security)
         self._brokers[broker.id] = thread
         thread.start()
 

@@ -27,6 +27,9 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, read_truststore
+from common.jaas import JaasError
+from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 _REQUIRED: Any = object()
 
@@ -52,6 +55,13 @@ _KEYS = {
     "zookeeper.session.timeout.ms": _Key(
         Type.INT, 18000, "ZooKeeper session timeout: how long a killed active controller holds its seat", at_least(1)
     ),
+    "zookeeper.set.acl": _Key(
+        Type.BOOLEAN, False, "Create znodes with ACLs: only the cluster's ZooKeeper user may change them (zk/acl.py)"
+    ),
+    JAAS_CONFIG_KEY: _Key(
+        Type.STRING, None, "JAAS login file whose Client section (DigestLoginModule username, password) is the"
+        " ZooKeeper identity: Kafka's system property of this name"
+    ),
     "controller.id": _Key(
         Type.INT,
         _REQUIRED,
@@ -73,6 +83,14 @@ _KEYS = {
         DEFAULT_INTER_BROKER_LISTENER_NAME,
         "The brokers' listener the controller sends its requests to and tells followers to fetch from (Kafka's "
         "controller uses its broker's inter.broker.listener.name); set it as on the brokers",
+    ),
+    "ssl.keystore.location": _Key(
+        Type.STRING, None, "PEM key store (private key and certificate chain): the controller's certificate on an"
+        " SSL listener and towards brokers' SSL listeners"
+    ),
+    "ssl.key.password": _Key(Type.PASSWORD, None, "The password of the key store's (encrypted) private key"),
+    "ssl.truststore.location": _Key(
+        Type.STRING, None, "PEM CA certificates that brokers' certificates (and brokers as clients) are checked with"
     ),
     "default.replication.factor": _Key(Type.INT, 1, "Replication factor of automatically created topics", at_least(1)),
     "num.partitions": _Key(Type.INT, 1, "Default number of partitions per topic", at_least(1)),
@@ -110,10 +128,15 @@ class ControllerConfig:
     # One field per key of _KEYS, named as the key with '.' -> '_'.
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int
+    zookeeper_set_acl: bool
+    java_security_auth_login_config: str | None
     controller_id: int
     controller_socket_timeout_ms: int
     listeners: str
     inter_broker_listener_name: str
+    ssl_keystore_location: str | None
+    ssl_key_password: Password | None
+    ssl_truststore_location: str | None
     default_replication_factor: int
     num_partitions: int
     unclean_leader_election_enable: bool
@@ -141,7 +164,37 @@ class ControllerConfig:
             if value is not None and spec.validator is not None and (reason := spec.validator(value)) is not None:
                 raise ConfigError(key, value, reason)
             kwargs[key.replace(".", "_")] = value
-        return cls(**kwargs)
+        config = cls(**kwargs)
+        config.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
+        config.grpc_security  # noqa: B018 (and on a store that cannot be read)
+        return config
+
+    @property
+    def grpc_security(self) -> GrpcSecurity:
+        """TLS towards the brokers' SSL listeners and on an SSL `listeners` (with client certificates required:
+        only brokers call the controller); plaintext without a key store."""
+        if self.ssl_keystore_location is None:
+            return PLAINTEXT
+        password = None if self.ssl_key_password is None else self.ssl_key_password.value
+        try:
+            keystore = KeyStore.load(self.ssl_keystore_location, password)
+        except TlsConfigError as e:
+            raise ConfigError("ssl.keystore.location", self.ssl_keystore_location, str(e)) from None
+        if self.ssl_truststore_location is None:
+            raise ConfigError("ssl.truststore.location", None, "a controller with a key store checks the brokers'"
+                              " certificates with a trust store: set ssl.truststore.location")
+        try:
+            return GrpcSecurity(read_truststore(self.ssl_truststore_location), keystore)
+        except TlsConfigError as e:
+            raise ConfigError("ssl.truststore.location", self.ssl_truststore_location, str(e)) from None
+
+    @property
+    def zk_security(self) -> ZkSecurity:
+        """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
+        try:
+            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
+        except JaasError as e:
+            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
 
     @property
     def inter_broker_listener(self) -> str:

@@ -108,7 +108,7 @@ class KafkaController:
         self._state_change_log = state_change_log = state_change_logger(self.controller_id, lambda: self.context.epoch)
         self._channel_manager = channel_manager or ControllerChannelManager(
             self.controller_id, config.cluster_credential_value, config.controller_socket_timeout_ms,
-            config.inter_broker_listener,
+            config.inter_broker_listener, config.grpc_security,
         )
         self._event_manager = ControllerEventManager(self.process)
         self._batch = ControllerBrokerRequestBatch(

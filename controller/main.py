@@ -92,6 +92,7 @@ def _run(config: ControllerConfig) -> int:
             config.zookeeper_connect,
             config.zookeeper_session_timeout_ms,
             timeout=config.zookeeper_session_timeout_ms / 1000,
+            security=config.zk_security,
         )
     except KazooTimeoutError:
         log.error("Timed out waiting for connection to ZooKeeper at %s", config.zookeeper_connect)

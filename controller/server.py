@@ -5,8 +5,9 @@ In Kafka the controller is a broker and answers ControlledShutdown on its
 broker port; here it is a process of its own, so it serves the one request
 brokers send it on its `listeners` address (port 0: any free port) and
 advertises where in the /controller znode it wins. The handler checks the
-cluster credential, queues the request on the controller's event thread and
-waits for the answer: a broker asks once per attempt and waits for the moves.
+cluster credential (on an SSL listener the handshake already required a broker's
+certificate), queues the request on the controller's event thread and waits
+for the answer: a broker asks once per attempt and waits for the moves.
 It also serves grpc.health.v1, SERVING for "" and for KafkaController, so a
 healthcheck can tell a controller from a broker (proto/types.py).
 """
@@ -19,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from common.config import parse_endpoints
+from common.config import ConfigError, parse_endpoints
+from common.grpc_tls import GrpcSecurity
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from proto import minibroker_pb2 as pb
@@ -36,9 +38,11 @@ _MAX_WORKERS = 4
 
 
 class ControllerApis(pb_grpc.KafkaControllerServicer):
-    def __init__(self, controller: KafkaController, credential: str | None, timeout_s: float) -> None:
+    def __init__(self, controller: KafkaController, credential: str | None, timeout_s: float,
+                 tls: bool = False) -> None:
         self._controller = controller
-        self._credential = None if credential is None else credential.encode()
+        # Over TLS only a peer with a certificate of the cluster's CA got through the handshake: a broker's.
+        self._credential = None if credential is None or tls else credential.encode()
         # How long a request waits for the event thread (controller.socket.timeout.ms): past it the broker retries.
         self._timeout_s = timeout_s
 
@@ -98,20 +102,33 @@ def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:
     host = listener.host or "127.0.0.1"
     address = _grpc_address(host, listener.port)
     server = grpc.server(ThreadPoolExecutor(max_workers=_MAX_WORKERS, thread_name_prefix="controller-api"))
-    port = server.add_insecure_port(address)
+    if listener.security_protocol == "SSL":
+        port = server.add_secure_port(address, _tls(config).server_credentials(require_client_auth=True))
+    else:
+        port = server.add_insecure_port(address)
     if not port:
         raise OSError(f"cannot listen on {address}: the port is taken or the address is not local")
     return server, _grpc_address(host, port)
 
 
 def serve(server: grpc.Server, controller: KafkaController, config: ControllerConfig) -> None:
-    apis = ControllerApis(controller, config.cluster_credential_value, config.controller_socket_timeout_ms / 1000)
+    tls = parse_endpoints(config.listeners)[0].security_protocol == "SSL"
+    apis = ControllerApis(controller, config.cluster_credential_value, config.controller_socket_timeout_ms / 1000,
+                          tls)
     pb_grpc.add_KafkaControllerServicer_to_server(apis, server)
     health_servicer = health.HealthServicer()
     for service in ("", CONTROLLER_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     server.start()
+
+
+def _tls(config: ControllerConfig) -> GrpcSecurity:
+    security = config.grpc_security
+    if not security.tls:
+        raise ConfigError("listeners", config.listeners, "an SSL listener needs ssl.keystore.location and"
+                          " ssl.truststore.location")
+    return security
 
 
 def _grpc_address(host: str, port: int) -> str:

@@ -4,7 +4,13 @@
     python -m minibroker.container controller   KAFKA_* -> controller.properties, exec `minibroker controller`
     python -m minibroker.container zookeeper    ZOOKEEPER_* over DEFAULT_ZOO_CFG -> zoo.cfg, exec the server's JVM
     python -m minibroker.container health broker|controller|zookeeper
-                                                the healthcheck of the process these variables configure
+                                                the healthcheck of the process these variables configure (over
+                                                TLS with the process's own certificate on an SSL listener)
+    python -m minibroker.container security-init
+                                                docker-compose.secure.yml's one-shot: the CA, certificates, JAAS
+                                                file and admin properties in MINIBROKER_SECURITY_DIR (certificates
+                                                naming MINIBROKER_SECURITY_HOSTS), ZooKeeper secured at
+                                                KAFKA_ZOOKEEPER_CONNECT, the admin's SCRAM credentials written
     python -m minibroker.container CMD ARGS...  anything else runs as given (`minibroker topics ...`, `bash`)
 
 Kafka config names come from variables as Confluent's images map them: drop
@@ -28,6 +34,9 @@ from common.config import parse_endpoints
 from common.properties import format_properties
 from controller.config import ControllerConfig
 from minibroker.commands import health
+from minibroker.local import security as cluster_security
+from zk.acl import ZkSecurity
+from zk.client import KafkaZkClient
 from zk.server import four_letter_word, server_command
 
 CONFIG_DIR = Path("/etc/minibroker")
@@ -75,15 +84,43 @@ def health_argv(role: str, env: Mapping[str, str]) -> list[str]:
         listener = next(e for e in config.listener_endpoints if config.speaks_grpc(e.listener_name))
         if not listener.port:
             raise ValueError("the broker's first gRPC listener has no fixed port to check")
+        tls = [] if listener.security_protocol == "PLAINTEXT" else _tls_client_config(
+            config.for_listener(listener.listener_name, "ssl.truststore.location"),
+            config.for_listener(listener.listener_name, "ssl.keystore.location"))
         return ["--bootstrap-server", _local_address(listener.host, listener.port),
-                "--broker-id", str(config.broker_id), "--zookeeper", config.zookeeper_connect]
+                "--broker-id", str(config.broker_id), "--zookeeper", config.zookeeper_connect, *tls]
     if role == "controller":
         controller = ControllerConfig.from_props(kafka_properties(env))
         listener = parse_endpoints(controller.listeners)[0]
         if not listener.port:
             raise ValueError("the controller's listener has no fixed port to check")
-        return ["--controller", _local_address(listener.host, listener.port)]
+        tls = [] if listener.security_protocol == "PLAINTEXT" else _tls_client_config(
+            controller.ssl_truststore_location, controller.ssl_keystore_location)
+        return ["--controller", _local_address(listener.host, listener.port), *tls]
     raise ValueError(f"no health check for {role!r}: broker, controller or zookeeper")
+
+
+def _tls_client_config(truststore: str | None, keystore: str | None) -> list[str]:
+    """A TLS listener is checked as its own process reaches its peers: with its certificate (mutual TLS)."""
+    path = _write("health-client.properties", {"security.protocol": "SSL", "ssl.ca.location": truststore or "",
+                                                "ssl.keystore.location": keystore or ""})
+    return ["--command-config", str(path)]
+
+
+def security_init(env: Mapping[str, str]) -> int:
+    """Make (or keep) the secure compose cluster's files, then secure its ZooKeeper (retried until it answers:
+    the one-shot may start first)."""
+    directory = Path(env.get("MINIBROKER_SECURITY_DIR", "/var/lib/minibroker/security"))
+    hosts = [h for h in env.get("MINIBROKER_SECURITY_HOSTS", "localhost,127.0.0.1").split(",") if h]
+    ids = [int(i) for i in env.get("MINIBROKER_BROKER_IDS", "1,2,3").split(",")]
+    controllers = [int(i) for i in env.get("MINIBROKER_CONTROLLER_IDS", "1001,1002").split(",")]
+    secure = cluster_security.prepare(directory, ids, controllers, hosts, directory=directory)
+    connect = env["KAFKA_ZOOKEEPER_CONNECT"]
+    with KafkaZkClient.connect(connect, timeout=60, security=ZkSecurity(True, secure.zookeeper)) as zk:
+        count = cluster_security.secure_zookeeper(zk, secure)
+    print(f"security-init: {directory} ready (certificates for {', '.join(hosts)}); {count} znodes secured at"
+          f" {connect}; admin properties {secure.client_config}")
+    return 0
 
 
 def _local_address(host: str, port: int) -> str:
@@ -127,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _write("zoo.cfg", props)
         command_line = server_command(config)
         os.execvp(command_line[0], command_line)
+    if command == "security-init":
+        return security_init(env)
     if command == "health":
         role = rest[0] if rest else ""
         if role == "zookeeper":

@@ -50,10 +50,12 @@ from kazoo.protocol.serialization import Create, Create2, SetData, Transaction
 from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL
 
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk import paths
+from zk.acl import OPEN, SECURE_ROOT_PATHS, ZkSecurity, default_acls
 from zk.paths import BrokerInfo, LeaderIsrAndControllerEpoch, ProducerIdBlock, TopicAssignment
 
 log = logging.getLogger(__name__)
@@ -87,13 +89,28 @@ _WRITES = (Create, Create2, SetData, Transaction)
 
 
 class _SizeCheckedKazooClient(KazooClient):
-    """KazooClient that refuses, before queuing it, a request the server would answer by disconnecting.
+    """KazooClient that gives every znode it creates the ACL of `security` (zk/acl.py) and refuses, before
+    queuing it, a request the server would answer by disconnecting.
 
-    `_call` is where kazoo queues every request: the one place to check every write (create, set, multi-op;
-    the other requests carry no data and are not measured).
+    `_call` is where kazoo queues every request: the one place to see every create (plain, in a multi-op, or
+    the parents `makepath` and `ensure_path` add) and to check every write (create, set, multi-op; the other
+    requests carry no data and are not measured).
     """
 
+    def __init__(self, security: ZkSecurity, **kwargs: Any) -> None:
+        super().__init__(auth_data=security.auth_data or None, **kwargs)
+        self._security = security
+
+    def _with_acl(self, op: Any) -> Any:
+        if isinstance(op, Create | Create2):
+            return op._replace(acl=self._security.acls(self.unchroot(op.path)))
+        return op
+
     def _call(self, request: Any, async_object: Any) -> Any:
+        if isinstance(request, Transaction):
+            request = Transaction([self._with_acl(op) for op in request.operations])
+        else:
+            request = self._with_acl(request)
         size = _REQUEST_HEADER_BYTES + len(request.serialize()) if isinstance(request, _WRITES) else 0
         if size > JUTE_MAX_BUFFER:
             ops = getattr(request, "operations", None) or [request]
@@ -184,7 +201,7 @@ class ZooKeeperUnreachableError(Exception):
     """No ZooKeeper session could be had; the message says why (nothing listening, or no answer in time)."""
 
 
-def connect_checked(hosts: str, timeout: float) -> KafkaZkClient:
+def connect_checked(hosts: str, timeout: float, security: ZkSecurity = OPEN) -> KafkaZkClient:
     """A session for a short-lived tool: at once ZooKeeperUnreachableError when nothing listens at `hosts`, and
     after `timeout` when what listens does not answer as ZooKeeper. The session timeout is as short, since
     kazoo's reads from a server that never answers wait that long."""
@@ -192,7 +209,8 @@ def connect_checked(hosts: str, timeout: float) -> KafkaZkClient:
     if reason is not None:
         raise ZooKeeperUnreachableError(reason)
     try:
-        return KafkaZkClient.connect(hosts, session_timeout_ms=max(int(timeout * 1000), 1), timeout=timeout)
+        return KafkaZkClient.connect(hosts, session_timeout_ms=max(int(timeout * 1000), 1), timeout=timeout,
+                                     security=security)
     except KazooTimeoutError:
         raise ZooKeeperUnreachableError(
             f"something listens there, but no ZooKeeper session within {timeout:g} s") from None
@@ -207,14 +225,18 @@ class KafkaZkClient:
     """One ZooKeeper session, with Kafka's operations on the Kafka 2.x layout.
 
     `hosts` is a ZooKeeper connect string and may end in a chroot
-    ("127.0.0.1:2181/minibroker"), which is created if missing, as Kafka does.
+    ("127.0.0.1:2181/minibroker"), which is created if missing, as Kafka does. `security` says as whom it
+    logs in and which ACL the znodes it creates get (zk/acl.py: Kafka's zookeeper.set.acl).
     """
 
-    def __init__(self, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
+    def __init__(self, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 security: ZkSecurity = OPEN) -> None:
         self.hosts = hosts
         self.session_timeout_ms = session_timeout_ms
+        self.security = security
         # kazoo's default reconnect backoff grows to an hour; a broker wants its session back now.
         self._zk = _SizeCheckedKazooClient(
+            security,
             hosts=hosts,
             timeout=session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
@@ -229,9 +251,10 @@ class KafkaZkClient:
 
     @classmethod
     def connect(
-        cls, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS, timeout: float = 15.0
+        cls, hosts: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS, timeout: float = 15.0,
+        security: ZkSecurity = OPEN,
     ) -> KafkaZkClient:
-        client = cls(hosts, session_timeout_ms)
+        client = cls(hosts, session_timeout_ms, security)
         client.start(timeout)
         return client
 
@@ -239,10 +262,11 @@ class KafkaZkClient:
         servers, chroot = _split_chroot(self.hosts)
         if chroot:
             # kazoo cannot create its own chroot; Kafka creates it with a chroot-less client too.
-            root = KazooClient(hosts=servers, timeout=self.session_timeout_ms / 1000)
+            root = KazooClient(hosts=servers, timeout=self.session_timeout_ms / 1000,
+                               auth_data=self.security.auth_data or None)
             root.start(timeout)
             try:
-                root.ensure_path(chroot)
+                root.ensure_path(chroot, acl=self.security.acls("/"))
             finally:
                 root.stop()
                 root.close()
@@ -588,6 +612,38 @@ class KafkaZkClient:
             result.extend(self._subtree(f"{root}/{child}"))
         result.append(root)
         return result
+
+    # --- ACLs (zookeeper.set.acl, zookeeper-security-migration) ---
+
+    def get_acls(self, path: str) -> list[ACL] | None:
+        """The znode's ACL, or None if it does not exist."""
+        try:
+            acls, _ = self._call(self._zk.get_acls, path)
+        except NoNodeError:
+            return None
+        return list(acls)
+
+    def migrate_acls(self, secure: bool, report: Callable[[str], None] = lambda _: None) -> int:
+        """Kafka's ZkSecurityMigrator: give the root ("/", the chroot if there is one) and every znode under
+        Kafka's secure root paths the ACL that `zookeeper.set.acl=secure` would have created them with
+        (zk/acl.py's default_acls), or open them all again; returns how many znodes were set. The secure
+        root paths are created first if missing (not /controller and /controller_epoch: the first controller writes
+        them with their data).
+        Znodes deleted meanwhile are skipped; a missing permission raises NoAuthError."""
+        self._call(self._zk.set_acls, "/", default_acls(secure, "/"))
+        count = 1
+        for root in SECURE_ROOT_PATHS:  # the sensitive ones lie below them
+            if root in (paths.CONTROLLER, paths.CONTROLLER_EPOCH) and self._get(root) is None:
+                continue  # the first controller creates them with their data; "/" already keeps others out
+            self._call(self._zk.ensure_path, root)
+            for path in reversed(self._subtree(root)):  # parents first, as Kafka walks them
+                try:
+                    self._call(self._zk.set_acls, path, default_acls(secure, path))
+                    count += 1
+                except NoNodeError:
+                    continue
+            report(f"Set {'secure' if secure else 'open'} ACLs on {root} and below")
+        return count
 
     # --- partition state ---
 

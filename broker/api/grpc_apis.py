@@ -29,6 +29,8 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.security.authorizer import Session
+from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
@@ -38,7 +40,6 @@ from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
@@ -55,11 +56,12 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_coordinator: GroupCoordinator,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
-                 cluster_id: str, metrics: BrokerMetrics, listener_name: str) -> None:
+                 cluster_id: str, metrics: BrokerMetrics, listener_name: str,
+                 authenticator: GrpcAuthenticator) -> None:
         self._config = config
         # The listener these APIs are served on: Metadata describes the brokers as reached on it.
         self._listener_name = listener_name
-        self._credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
+        self._authenticator = authenticator
         self._operations = operations
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
@@ -78,9 +80,14 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     # ------------------------------------------------------------------ authorization
 
+    def _session(self, context: Context) -> Session:
+        """Who the call acts as on this listener (broker/security/grpc_identity.py)."""
+        return grpc_session(context, self._authenticator)
+
     def _authorize_cluster_action(self, context: Context) -> bool:
-        """The shared cluster credential in the call's metadata (proto/auth.py); anyone, if none is configured."""
-        return carries_cluster_credential(context.invocation_metadata(), self._credential)
+        """A broker's or controller's certificate on a TLS listener, else the shared cluster credential in the
+        call's metadata (proto/auth.py; anyone, if none is configured): broker/security/grpc_authentication.py."""
+        return self._authenticator.authorize_cluster_action(context)
 
     def _is_broker_epoch_stale(self, broker_epoch: int) -> bool:
         """Kafka's isBrokerEpochStale: a request meant for this broker's previous registration (a restart
@@ -98,7 +105,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         # Read once: each access to a bytes field copies it out of the message.
         order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
-        results = await self._operations.produce(grpc_session(context), request.timeout_ms, request.acks, order)
+        results = await self._operations.produce(self._session(context), request.timeout_ms, request.acks, order)
         tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:
@@ -134,7 +141,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                 ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         answered = await self._operations.fetch(
-            grpc_session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+            self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
                                 p.current_leader_epoch) for tp, p in requested])
         return self._fetch_response(answered, ErrorCode.NONE)
@@ -160,7 +167,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         is_replica = request.replica_id >= 0
         authorized = not is_replica or self._authorize_cluster_action(context)
         # A replica proved itself with the cluster credential; a consumer's topics are checked per partition.
-        session = None if is_replica else grpc_session(context)
+        session = None if is_replica else self._session(context)
         isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
         repeated = duplicates(tp for tp, _ in requested)
@@ -186,7 +193,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: Context) -> pb.DeleteRecordsResponse:
         requested = [(TopicPartition(t.name, p.partition_index), p.offset) for t in request.topics
                      for p in t.partitions]
-        answers = await self._operations.delete_records(grpc_session(context), request.timeout_ms, requested)
+        answers = await self._operations.delete_records(self._session(context), request.timeout_ms, requested)
         response = pb.DeleteRecordsResponse()
         for topic, partitions in group_by_topic((tp, answers[tp]) for tp, _ in requested).items():
             topic_response = response.topics.add(name=topic)
@@ -198,7 +205,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         cache = self._metadata_cache
-        found = await self._operations.metadata(grpc_session(context), list(request.topics) or None,
+        found = await self._operations.metadata(self._session(context), list(request.topics) or None,
                                                 request.allow_auto_topic_creation, self._listener_name,
                                                 self._timeout_ms(context))
         response = pb.MetadataResponse(cluster_id=self._cluster_id,
@@ -226,7 +233,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             )
             for t in request.topics
         ]
-        results = await self._operations.create_topics(grpc_session(context), topics, request.validate_only,
+        results = await self._operations.create_topics(self._session(context), topics, request.validate_only,
                                                         request.timeout_ms)
         response = pb.CreateTopicsResponse()
         for r in results:
@@ -238,7 +245,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                context: Context) -> pb.CreatePartitionsResponse:
         requests = [NewPartitions(t.name, t.count, [tuple(a.broker_ids) for a in t.assignments] or None)
                     for t in request.topics]
-        results = await self._operations.create_partitions(grpc_session(context), requests, request.validate_only,
+        results = await self._operations.create_partitions(self._session(context), requests, request.validate_only,
                                                             request.timeout_ms)
         response = pb.CreatePartitionsResponse()
         for r in results:
@@ -246,7 +253,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         return response
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest, context: Context) -> pb.DeleteTopicsResponse:
-        results = await self._operations.delete_topics(grpc_session(context), request.topic_names)
+        results = await self._operations.delete_topics(self._session(context), request.topic_names)
         response = pb.DeleteTopicsResponse()
         for r in results:
             response.responses.add(name=r.name, error_code=r.error, error_message=r.message)
@@ -257,7 +264,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
         error, producer_id, epoch = await self._operations.init_producer_id(
-            grpc_session(context), request.transactional_id if request.HasField("transactional_id") else None,
+            self._session(context), request.transactional_id if request.HasField("transactional_id") else None,
             self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
@@ -267,7 +274,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                               context: Context) -> pb.DescribeConfigsResponse:
         resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
         response = pb.DescribeConfigsResponse()
-        for result in await self._operations.describe_configs(grpc_session(context), resources):
+        for result in await self._operations.describe_configs(self._session(context), resources):
             out = response.results.add(error_code=result.error, error_message=result.message,
                                        resource_type=result.resource_type, resource_name=result.resource_name)
             for entry in result.entries:
@@ -280,7 +287,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         resources = [(r.resource_type, r.resource_name,
                       {c.name: c.value if c.HasField("value") else None for c in r.configs})
                      for r in request.resources]
-        results = await self._operations.alter_configs(grpc_session(context), resources, request.validate_only,
+        results = await self._operations.alter_configs(self._session(context), resources, request.validate_only,
                                                        incremental=False)
         return pb.AlterConfigsResponse(responses=_alter_responses(results))
 
@@ -289,7 +296,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         resources = [(r.resource_type, r.resource_name,
                       [(c.name, c.config_operation, c.value if c.HasField("value") else None) for c in r.configs])
                      for r in request.resources]
-        results = await self._operations.alter_configs(grpc_session(context), resources, request.validate_only,
+        results = await self._operations.alter_configs(self._session(context), resources, request.validate_only,
                                                        incremental=True)
         return pb.IncrementalAlterConfigsResponse(responses=_alter_responses(results))
 

@@ -1,7 +1,8 @@
 """The leader over gRPC, as a fetcher thread calls it (Kafka 2.x's ReplicaFetcherBlockingSend).
 
 One channel per fetcher thread, synchronous calls (the thread has nothing
-else to do while it waits), every call carrying the cluster credential and
+else to do while it waits), every call carrying the cluster credential (on plaintext; over TLS the
+broker's certificate proves it) and
 replica.socket.timeout.ms as its deadline. Closing the channel fails a call in
 flight at once, which is how a fetcher blocked in a long poll is stopped.
 """
@@ -9,8 +10,6 @@ flight at once, which is how a fetcher blocked in a long poll is stopped.
 from __future__ import annotations
 
 from collections import defaultdict
-
-import grpc
 
 from broker.fetcher.protocol import (
     BrokerEndPoint,
@@ -20,6 +19,7 @@ from broker.fetcher.protocol import (
     FetchResponsePartition,
     ReplicaFetcherConfig,
 )
+from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -32,7 +32,7 @@ _READ_UNCOMMITTED = 0
 
 class ReplicaFetcherBlockingSend:
     def __init__(self, source_broker: BrokerEndPoint, broker_id: int, credential: str | None,
-                 config: ReplicaFetcherConfig) -> None:
+                 config: ReplicaFetcherConfig, security: GrpcSecurity = PLAINTEXT) -> None:
         self._broker_id = broker_id
         self._config = config
         host = f"[{source_broker.host}]" if ":" in source_broker.host else source_broker.host
@@ -40,7 +40,8 @@ class ReplicaFetcherBlockingSend:
         # replica.fetch.backoff.ms after a failure. gRPC's default (up to 120 s between attempts) would
         # leave a restarted leader's followers, and its way back into the ISR, waiting long after it serves.
         backoff_ms = max(config.fetch_backoff_ms, 1)
-        self._channel = grpc.insecure_channel(f"{host}:{source_broker.port}", options=[
+        # Over TLS (the inter-broker listener's stores) this broker's certificate is what proves it a replica.
+        self._channel = security.channel(f"{host}:{source_broker.port}", options=[
             *MESSAGE_SIZE_OPTIONS,
             ("grpc.initial_reconnect_backoff_ms", backoff_ms),
             ("grpc.min_reconnect_backoff_ms", backoff_ms),
@@ -48,7 +49,7 @@ class ReplicaFetcherBlockingSend:
         ])
         self._client = pb_grpc.KafkaClientStub(self._channel)
         self._cluster = pb_grpc.KafkaClusterStub(self._channel)
-        self._metadata = () if credential is None else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        self._metadata = () if credential is None or security.tls else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
         # The leader may hold the fetch for replica.fetch.wait.max.ms; the socket timeout bounds the rest.
         self._timeout_s = (config.socket_timeout_ms + config.fetch_wait_max_ms) / 1000
 

@@ -11,9 +11,12 @@
                     DENY wins, Describe implied by Read/Write/Delete/Alter); Session (principal, client host)
   zk_acl_store.py   the ACLs in ZooKeeper as Kafka stores them (/kafka-acl, /kafka-acl-extended), conditional
                     updates, change notifications every broker follows
-  grpc_identity.py  the Session of a gRPC call (ANONYMOUS until the gRPC door authenticates)
+  grpc_identity.py  the Session of a gRPC call: its listener's GrpcAuthenticator's principal
+  grpc_authentication.py  TLS on the gRPC listeners (ssl.* / listener.name.<l>.ssl.*), who a gRPC call is (SASL
+                    user checked against SCRAM, else certificate subject, else ANONYMOUS), cluster actions by
+                    certificate over TLS, wrong passwords refused by an interceptor
 
-The Kafka protocol around authentication (SaslHandshake, SaslAuthenticate, the TLS handshake of a connection) is
-in broker/api/kafka/ (sasl_authenticator.py, listener.py, listener_security.py); where requests are authorized:
-broker/api/operations.py (both doors).
+Where requests are checked: broker/api/operations.py (both doors). The Kafka protocol around authentication
+(SaslHandshake, SaslAuthenticate, the TLS handshake of a connection) is in broker/api/kafka/ (sasl_authenticator.py,
+listener.py, listener_security.py).
 """

@@ -1,9 +1,11 @@
 """Who is asking on the gRPC door: the Session a gRPC call acts as.
 
-Until the gRPC listener authenticates its clients (mutual TLS or authenticated metadata), every call acts as
-ANONYMOUS, as a Kafka PLAINTEXT connection does; the client host is the peer's address. Cluster-internal calls
-(LeaderAndIsr, UpdateMetadata, StopReplica, follower fetches, OffsetsForLeaderEpoch) are not decided here:
-they prove themselves with the cluster credential (proto/auth.py).
+The listener's GrpcAuthenticator (broker/security/grpc_authentication.py) says who: a SASL user whose password
+checked out, else the subject of a CA-verified client certificate, else ANONYMOUS (what every call on a
+PLAINTEXT gRPC listener acts as, as on a Kafka PLAINTEXT connection); the client host is the peer's address.
+Cluster-internal calls (LeaderAndIsr, UpdateMetadata, StopReplica, follower fetches, OffsetsForLeaderEpoch) are
+not decided here: they prove themselves with a broker's or controller's certificate on a TLS listener, else with
+the cluster credential (proto/auth.py).
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker.security.authorizer import Session
+from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 
-def grpc_principal(context: Any) -> KafkaPrincipal:
-    """The principal of a gRPC call (grpc.aio.ServicerContext); ANONYMOUS until the door authenticates."""
-    return ANONYMOUS
+def grpc_principal(context: Any, authenticator: GrpcAuthenticator) -> KafkaPrincipal:
+    """The principal of a gRPC call (grpc.aio.ServicerContext) on the listener `authenticator` guards. A call
+    with a wrong password never gets here (the listener's interceptor refused it), so there is always one."""
+    return authenticator.principal(context) or ANONYMOUS
 
 
 def peer_host(peer: str) -> str:
@@ -29,5 +33,5 @@ def peer_host(peer: str) -> str:
     return address or peer  # unix sockets and the like: as gRPC names them
 
 
-def grpc_session(context: Any) -> Session:
-    return Session(grpc_principal(context), peer_host(context.peer() or ""))
+def grpc_session(context: Any, authenticator: GrpcAuthenticator) -> Session:
+    return Session(grpc_principal(context, authenticator), peer_host(context.peer() or ""))

@@ -50,8 +50,10 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.jaas import JaasError
 from common.record import HEADER_SIZE
 from proto.types import EndPoint
+from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 T = TypeVar("T")
 
@@ -81,6 +83,13 @@ class KafkaConfig:
     zookeeper_session_timeout_ms: int = define(Type.INT, 18000, "ZooKeeper session timeout", at_least(1))
     zookeeper_connection_timeout_ms: int | None = define(
         Type.INT, None, "Max wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset", at_least(1)
+    )
+    zookeeper_set_acl: bool = define(
+        Type.BOOLEAN, False, "Create znodes with ACLs: only the cluster's ZooKeeper user may change them (zk/acl.py)"
+    )
+    java_security_auth_login_config: str | None = define(
+        Type.STRING, None, "JAAS login file whose Client section (DigestLoginModule username, password) is the"
+        " ZooKeeper identity: Kafka's system property of this name"
     )
 
     # General
@@ -410,15 +419,13 @@ class KafkaConfig:
             )
         self._check_listeners()
         self._check_security()
+        self.zk_security  # noqa: B018 (raises ConfigError on a bad JAAS file)
 
     def _check_security(self) -> None:
         for endpoint in self.listener_endpoints:
             name, protocol = endpoint.listener_name, endpoint.security_protocol
             if self.speaks_grpc(name):
-                if protocol != "PLAINTEXT":
-                    raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
-                                      f"gRPC listener {name} must be PLAINTEXT")
-                continue
+                self._check_grpc_listener(name, protocol)  # then an SSL one needs PEM stores, as below
             if protocol.startswith("SASL_"):
                 key = self.listener_key(name, "sasl.enabled.mechanisms")
                 mechanisms = parse_csv(self.for_listener(name, "sasl.enabled.mechanisms"))
@@ -437,6 +444,19 @@ class KafkaConfig:
                     raise ConfigError(self.listener_key(name, "ssl.keystore.location"), None,
                                       f"listener {name} ({protocol}) needs a key store: ssl.keystore.location or"
                                       " ssl.keystore.certificate.chain with ssl.keystore.key")
+
+    def _check_grpc_listener(self, name: str, protocol: str) -> None:
+        """A gRPC listener is PLAINTEXT or SSL (SASL users authenticate with each call over TLS: no SASL_*), and
+        a TLS one takes client certificates or not: gRPC cannot ask for one without requiring it
+        (broker/security/grpc_authentication.py)."""
+        if protocol not in ("PLAINTEXT", "SSL"):
+            raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
+                              f"gRPC listener {name} must be PLAINTEXT or SSL (SASL users authenticate on an SSL"
+                              " gRPC listener with each call)")
+        if protocol == "SSL" and self.for_listener(name, "ssl.client.auth") == "requested":
+            raise ConfigError(self.listener_key(name, "ssl.client.auth"), "requested",
+                              f"gRPC listener {name} takes ssl.client.auth none or required (gRPC cannot ask for"
+                              " a client certificate without requiring it)")
 
     def listener_key(self, listener_name: str, key: str) -> str:
         """Where one listener's `key` comes from: listener.name.<listener>.<key> (Kafka's ListenerName.configPrefix
@@ -513,6 +533,14 @@ class KafkaConfig:
         if self.zookeeper_connection_timeout_ms is not None:
             return self.zookeeper_connection_timeout_ms
         return self.zookeeper_session_timeout_ms
+
+    @property
+    def zk_security(self) -> ZkSecurity:
+        """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
+        try:
+            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
+        except JaasError as e:
+            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
 
     @property
     def log_dir_paths(self) -> tuple[Path, ...]:

@@ -74,6 +74,13 @@ from broker.replication.isr_change_propagation import (
 from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.authorizer import AclAuthorizer, parse_super_users
+from broker.security.grpc_authentication import (
+    GrpcAuthenticator,
+    inter_broker_security,
+    listener_security,
+    requires_client_certificates,
+    scram_password_check,
+)
 from broker.security.scram import CredentialCache
 from broker.security.zk_acl_store import ZkAclStore
 from broker.server.admin_manager import AdminManager
@@ -253,7 +260,7 @@ class KafkaServer:
             group_coordinator=group_coordinator)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
-        bound_ports = await self._start_grpc_servers(apis, health_servicer)
+        bound_ports = await self._start_grpc_servers(apis, health_servicer, credentials)
         bound_ports.update(await self._start_kafka_listeners(kafka_context, credentials))
         await self._register(zk, bound_ports)
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -330,8 +337,10 @@ class KafkaServer:
         fetcher_config = replica_fetcher_config(config)
         credential = None if config.cluster_credential is None else config.cluster_credential.value
 
+        security = inter_broker_security(config)
+
         def connect(leader: BrokerEndPoint) -> ReplicaFetcherBlockingSend:
-            return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config)
+            return ReplicaFetcherBlockingSend(leader, self.broker_id, credential, fetcher_config, security)
 
         self._fetcher_manager = ReplicaFetcherManager(self.broker_id, fetcher_config, connect, partitions)
         return self._fetcher_manager
@@ -342,7 +351,8 @@ class KafkaServer:
         timeout_ms = config.zookeeper_connection_timeout_millis
         try:
             self._zk = zk = await asyncio.to_thread(KafkaZkClient.connect, config.zookeeper_connect,
-                                                    config.zookeeper_session_timeout_ms, timeout_ms / 1000)
+                                                    config.zookeeper_session_timeout_ms, timeout_ms / 1000,
+                                                    config.zk_security)
         except KazooTimeoutError:
             raise BrokerStartupError(f"cannot connect to ZooKeeper at {config.zookeeper_connect} within"
                                      f" {timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
@@ -351,8 +361,8 @@ class KafkaServer:
         logger.info("Cluster ID = %s", cluster_id)
         return zk, cluster_id
 
-    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis],
-                                  health_servicer: health.aio.HealthServicer) -> dict[str, int]:
+    async def _start_grpc_servers(self, apis: Callable[..., KafkaApis], health_servicer: health.aio.HealthServicer,
+                                  credentials: CredentialCache) -> dict[str, int]:
         """On every listener, serve the client and cluster APIs and health checking (NOT_SERVING until
         registered); the bound port by listener name."""
         await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -360,14 +370,21 @@ class KafkaServer:
         for listener in self.config.listener_endpoints:
             if not self.config.speaks_grpc(listener.listener_name):
                 continue
-            server = grpc.aio.server(options=_GRPC_OPTIONS)
-            listener_apis = apis(listener_name=listener.listener_name)
+            name = listener.listener_name
+            security = listener_security(self.config, name)
+            # A TLS handshake that never finishes is cut after ssl.handshake.timeout.ms (gRPC's default: 120 s).
+            options = [*_GRPC_OPTIONS, ("grpc.server_handshake_timeout_ms", self.config.ssl_handshake_timeout_ms)]
+            authenticator = GrpcAuthenticator.for_listener(self.config, name, scram_password_check(credentials))
+            server = grpc.aio.server(options=options, interceptors=[authenticator.interceptor()])
+            listener_apis = apis(listener_name=name, authenticator=authenticator)
             pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
             pb_grpc.add_KafkaClusterServicer_to_server(listener_apis, server)
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
             address = _grpc_address(listener.host or "0.0.0.0", listener.port)
             try:
-                port = server.add_insecure_port(address)
+                port = (server.add_secure_port(address, security.server_credentials(
+                    requires_client_certificates(self.config, name))) if security.tls
+                        else server.add_insecure_port(address))
             except RuntimeError as e:
                 raise BrokerStartupError(f"cannot listen on {address}: {e}") from None
             if not port:
@@ -375,7 +392,8 @@ class KafkaServer:
             await server.start()
             self._grpc_servers.append(server)
             bound_ports[listener.listener_name] = port
-            logger.info("Listening on %s for listener %s (port %d, gRPC)", address, listener.listener_name, port)
+            logger.info("Listening on %s for listener %s (port %d, gRPC%s)", address, listener.listener_name, port,
+                        " over TLS" if security.tls else "")
         return bound_ports
 
     async def _start_kafka_listeners(self, context: Callable[[str], KafkaContext],
@@ -523,7 +541,8 @@ class KafkaServer:
         assert self._zk is not None
         config = self.config
         credential = None if config.cluster_credential is None else config.cluster_credential.value
-        metadata = () if credential is None else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        security = inter_broker_security(config)
+        metadata = () if credential is None or security.tls else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
         request = pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
         logger.info("Starting controlled shutdown")
         for attempt in range(config.controlled_shutdown_max_retries):
@@ -540,7 +559,7 @@ class KafkaServer:
                 logger.warning("No controller registered while requesting controlled shutdown")
                 continue
             try:
-                with grpc.insecure_channel(endpoint) as channel:
+                with security.channel(endpoint) as channel:
                     response = pb_grpc.KafkaControllerStub(channel).ControlledShutdown(
                         request, metadata=metadata, timeout=config.request_timeout_ms / 1000
                     )

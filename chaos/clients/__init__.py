@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import grpc
+
 from chaos.history import FAIL, INFO, Assignment, Commit
 from proto.errors import ErrorCode, is_retriable
 
@@ -52,6 +54,8 @@ class ProducerSettings:
     request_timeout_ms: int
     delivery_timeout_ms: int
     linger_ms: int = 5
+    # minibroker's client only (the Kafka clients connect in plaintext): its gRPC channels.
+    channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel
 
 
 class ChaosProducer(Protocol):
@@ -111,7 +115,8 @@ class ClientLibrary:
     kafka_protocol: bool  # connects to the Kafka listeners (else to the gRPC ones)
     producer: Callable[[str, ProducerSettings], ChaosProducer]
     # (bootstrap, client id, topic, partitions, request timeout ms): assigned every partition from the beginning
-    consumer: Callable[[str, str, str, int, int], ChaosConsumer]
+    # minibroker's also takes channel_factory=..., as its producer takes ProducerSettings.channel_factory.
+    consumer: Callable[..., ChaosConsumer]
     # A member of a consumer group, and how to read a group's committed offsets (None: the library has no group
     # consumer behind an adapter yet)
     group_member: Callable[[str, GroupSettings], ChaosGroupMember] | None = None

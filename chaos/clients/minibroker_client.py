@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import grpc
+
 from chaos.clients import (
     ClientLibrary,
     Delivery,
@@ -28,7 +32,8 @@ class MinibrokerProducer:
         self._producer = Producer(bootstrap_servers=bootstrap, client_id=settings.client_id, acks=settings.acks,
                                   enable_idempotence=settings.idempotent,
                                   request_timeout_ms=settings.request_timeout_ms,
-                                  delivery_timeout_ms=settings.delivery_timeout_ms, linger_ms=settings.linger_ms)
+                                  delivery_timeout_ms=settings.delivery_timeout_ms, linger_ms=settings.linger_ms,
+                                  channel_factory=settings.channel_factory)
 
     def send(self, topic: str, partition: int, value: bytes, done: Done) -> None:
         def complete(future: FutureRecordMetadata) -> None:
@@ -49,10 +54,11 @@ class MinibrokerProducer:
 
 
 class MinibrokerConsumer:
-    def __init__(self, bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int,
+                 channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel) -> None:
         self._consumer = Consumer(bootstrap_servers=bootstrap, client_id=client_id, auto_offset_reset="earliest",
                                   enable_auto_commit=False, fetch_max_wait_ms=200,
-                                  request_timeout_ms=request_timeout_ms)
+                                  request_timeout_ms=request_timeout_ms, channel_factory=channel_factory)
         self._consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
 
     def poll(self, timeout: float) -> tuple[list[Record], list[str]]:

@@ -49,9 +49,11 @@ from minibroker.commands.client_options import (
     connect_zookeeper,
     load_config_file,
     parse_key_values,
+    zookeeper_security,
 )
 from minibroker.commands.usage import CommandLineError
 from proto.errors import KafkaError, error_for
+from zk.acl import OPEN, ZkSecurity
 
 PATTERN_TYPES = ("literal", "prefixed", "match", "any")
 REQUEST_TIMEOUT_MS = 30_000
@@ -229,6 +231,11 @@ class AclBackend(Protocol):
     def close(self) -> None: ...
 
 
+_KAFKA_PYTHON_NAMES = {"sasl.username": "sasl.plain.username", "sasl.password": "sasl.plain.password",
+                       "ssl.ca.location": "ssl.cafile", "ssl.certificate.location": "ssl.certfile",
+                       "ssl.key.location": "ssl.keyfile", "ssl.key.password": "ssl.password"}
+
+
 class BrokerAcls:
     """Through a broker's Kafka listener: kafka-python's KafkaAdminClient, given --command-config's client
     properties under kafka-python's names (Kafka's with '_': security.protocol -> security_protocol).
@@ -312,8 +319,8 @@ class ZooKeeperAcls:
     """Straight into ZooKeeper, as Kafka 2.x's --authorizer-properties mode (the brokers follow the change
     notifications)."""
 
-    def __init__(self, connect: str) -> None:
-        self._zk = connect_zookeeper(connect)
+    def __init__(self, connect: str, security: ZkSecurity = OPEN) -> None:
+        self._zk = connect_zookeeper(connect, security=security)
         self._store = ZkAclStore(self._zk, AclAuthorizer())
         self._store.load()
 
@@ -345,8 +352,12 @@ def _backend(args: argparse.Namespace) -> AclBackend:
         props = parse_key_values(args.authorizer_properties)
         if not props.get("zookeeper.connect"):
             raise UsageError("--authorizer-properties needs zookeeper.connect=HOST:PORT")
-        return ZooKeeperAcls(props["zookeeper.connect"])
+        return ZooKeeperAcls(props["zookeeper.connect"], zookeeper_security(args))
     properties = load_config_file(args.command_config)
+    if args.command_config is None and args.data_dir is not None and (secure := cluster_info(args).security):
+        properties = load_config_file(Path(secure.client_config))  # a secure cluster's admin
+    # librdkafka's names (the admin.properties of `cluster up --security`) as kafka-python calls them.
+    properties = {_KAFKA_PYTHON_NAMES.get(k, k): v for k, v in properties.items()}
     if args.bootstrap_server:
         servers = bootstrap_servers(args)
     else:

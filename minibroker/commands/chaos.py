@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -40,6 +41,7 @@ from chaos.workload import WorkloadConfig
 from minibroker.commands import extras
 from minibroker.local.cluster import ClusterError, LocalCluster
 from minibroker.local.cluster_file import ClusterFileError
+from minibroker.local.security import grpc_security
 
 T = TypeVar("T")
 # A cluster of our own fails over in seconds, not Kafka's 18 s session timeout: a 10 s fault interval
@@ -106,6 +108,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                             help="also an acks=1 writer, whose losses are reported, not failed (default on)")
     run_parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                             help="a broker config for the cluster this command starts (repeatable)")
+    run_parser.add_argument("--security", action="store_true",
+                            help="start the fresh cluster with `cluster up --security` (minibroker's client only); a"
+                                 " --data-dir cluster started so is reached as its admin by itself")
     run_parser.add_argument("--keep-cluster", action="store_true",
                             help="leave the cluster this command started running")
     run_parser.set_defaults(action_func=_run)
@@ -147,8 +152,9 @@ def _run(args: argparse.Namespace) -> int:
         why = local_unsupported(fault)
         if why is not None:
             return _fail(why)
-    if args.compose is not None and (args.override or args.keep_cluster):
-        return _fail("--override and --keep-cluster are for the cluster `chaos run` starts; a --compose cluster is"
+    if args.compose is not None and (args.override or args.keep_cluster or args.security):
+        return _fail("--override, --security and --keep-cluster are for the cluster `chaos run` starts; a --compose"
+                     " cluster is"
                      " configured in docker-compose.yml")
     if args.compose is not None and args.audit:
         return _fail("--audit: the logs of a --compose cluster are in its volumes, not here; audit them with"
@@ -174,7 +180,14 @@ def _run(args: argparse.Namespace) -> int:
                 return _fail(f"{output} holds an earlier run: give another --output")
             _report(f"chaos: starting a fresh cluster in {cluster.data_dir}")
             cluster.up(overrides=[*OWN_CLUSTER_OVERRIDES, *args.override], report=_report,
-                       netns=not PARTITION_FAULTS.isdisjoint(args.faults))
+                       netns=not PARTITION_FAULTS.isdisjoint(args.faults), security=args.security)
+        info = cluster.load()
+        if info.security is not None:
+            if args.client != "minibroker":
+                return _fail(f"--client {args.client} on a secure cluster: only minibroker's client takes its TLS"
+                             " and SASL settings in chaos runs so far")
+            config = dataclasses.replace(config, workload=dataclasses.replace(
+                config.workload, channel_factory=grpc_security(info).channel_factory))
         backend = LocalChaosCluster(cluster)
         try:
             history_path = run(backend, config, output, _report)

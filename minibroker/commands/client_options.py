@@ -2,7 +2,9 @@
 
 Every command that talks to a cluster takes `--bootstrap-server H:P[,H:P]`, as
 Kafka's tools do, or `--data-dir D` for a cluster started by `minibroker
-cluster up` (its cluster.json names the brokers). Client settings use Kafka's
+cluster up` (its cluster.json names the brokers), and `--command-config FILE`,
+Kafka's client properties saying how to connect (TLS, SASL user): a secure
+cluster's data dir supplies its admin client's file by itself. Client settings use Kafka's
 names (`acks`, `linger.ms`, `group.id` ...) and become the keyword arguments of
 the Python client, whose names are kafka-python's: the same words with `_`.
 """
@@ -11,17 +13,27 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from client.connection import parse_bootstrap_servers
+from common.grpc_tls import GrpcSecurity, TlsConfigError
+from common.grpc_tls import client_security as grpc_client_security
+from common.jaas import JaasError
 from common.properties import load_properties
+from minibroker.local import security as cluster_security
 from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
+from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
 
 BOOTSTRAP_SERVERS = "bootstrap.servers"
+SECURITY_PROTOCOL = "security.protocol"
+# Client properties that say how to connect, not how the client behaves: client_security() reads them.
+SECURITY_PREFIXES = (SECURITY_PROTOCOL, "ssl.", "sasl.")
 # The Python types a client's keyword argument may have to be settable from the command line.
 _SETTABLE = {"int", "str", "bool", "float", "None"}
 
@@ -35,6 +47,54 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
                         help="the brokers to connect to first")
     parser.add_argument("--data-dir", type=Path, metavar="DIR",
                         help="instead of --bootstrap-server: the cluster `minibroker cluster up --data-dir DIR` runs")
+    add_command_config_option(parser)
+
+
+def add_command_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", type=Path, metavar="FILE",
+                        help="client properties (security.protocol, ssl.ca.location, sasl.username, ...), as Kafka's"
+                             " tools take them; default: the admin client's file of a `cluster up --security` data"
+                             " dir")
+
+
+def client_security(args: argparse.Namespace, client_props: Mapping[str, str] | None = None) -> GrpcSecurity:
+    """How the tool's gRPC channels are secured (common/grpc_tls.py): from the client properties the tool was
+    given (--producer.config and the like, when they set security.protocol), else --command-config, else the
+    admin client properties of --data-dir's secure cluster; plaintext without any."""
+    props: Mapping[str, str] = {}
+    if client_props and SECURITY_PROTOCOL in client_props:
+        props = client_props
+    elif getattr(args, "command_config", None) is not None:
+        props = load_config_file(args.command_config)
+    try:
+        if not props and getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
+            return cluster_security.grpc_security(cluster_info(args))
+        return grpc_client_security(props)
+    except (TlsConfigError, OSError) as e:
+        raise UsageError(f"cannot secure the connection: {e}") from None
+
+
+def zookeeper_security(args: argparse.Namespace) -> ZkSecurity:
+    """The ZooKeeper identity of an admin tool that writes to ZooKeeper: the JAAS file of
+    `KAFKA_OPTS=-Djava.security.auth.login.config=FILE` (as Kafka's tools take it), else the one of --data-dir's
+    secure cluster. Like Kafka's tools, it creates znodes with ACLs whenever it has an identity."""
+    jaas = _jaas_from_kafka_opts(os.environ.get("KAFKA_OPTS", ""))
+    try:
+        if jaas is not None:
+            return ZkSecurity(set_acl=True, credentials=ZkCredentials.from_jaas_file(Path(jaas)))
+        if getattr(args, "data_dir", None) is not None and ClusterInfo.exists(args.data_dir):
+            return cluster_security.zookeeper_security(cluster_info(args))
+    except JaasError as e:
+        raise UsageError(str(e)) from None
+    return OPEN
+
+
+def _jaas_from_kafka_opts(kafka_opts: str) -> str | None:
+    for option in shlex.split(kafka_opts):
+        key, sep, value = option.partition("=")
+        if sep and key == f"-D{JAAS_CONFIG_KEY}":
+            return value
+    return None
 
 
 def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] | None = None) -> str:
@@ -77,11 +137,12 @@ def zookeeper_connect(args: argparse.Namespace, request: str, api: str) -> str:
                      f" (the brokers have no {api} API for --bootstrap-server yet)")
 
 
-def connect_zookeeper(connect: str, timeout: float = 15.0) -> KafkaZkClient:
-    """A session with the cluster's ZooKeeper for an admin command; a UsageError, at once when nothing listens
-    there, after `timeout` when what listens does not answer as ZooKeeper."""
+def connect_zookeeper(connect: str, timeout: float = 15.0, security: ZkSecurity = OPEN) -> KafkaZkClient:
+    """A session with the cluster's ZooKeeper for an admin command (logged in as `security` says:
+    zookeeper_security(args)); a UsageError, at once when nothing listens there, after `timeout` when what
+    listens does not answer as ZooKeeper."""
     try:
-        return connect_checked(connect, timeout)
+        return connect_checked(connect, timeout, security)
     except ZooKeeperUnreachableError as e:
         raise UsageError(f"cannot connect to ZooKeeper at {connect}: {e}") from None
 
@@ -121,8 +182,8 @@ def client_kwargs(client_class: type, props: Mapping[str, str]) -> dict[str, Any
     parameters = inspect.signature(client_class).parameters
     kwargs: dict[str, Any] = {}
     for key, text in props.items():
-        if key == BOOTSTRAP_SERVERS:
-            continue  # bootstrap_servers() took it
+        if key == BOOTSTRAP_SERVERS or key.startswith(SECURITY_PREFIXES):
+            continue  # bootstrap_servers() and client_security() took them
         parameter = parameters.get(key.replace(".", "_"))
         types = _annotation_types(parameter)
         if parameter is None or not types or not types <= _SETTABLE:

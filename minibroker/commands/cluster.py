@@ -1,7 +1,7 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
-                          [--port-base N] [--netns]
+                          [--port-base N] [--netns] [--security]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--netns", action="store_true",
                     help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
                          " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it)")
+    up.add_argument("--security", action="store_true",
+                    help="a secure cluster (kept for later runs of the data dir): a development CA and certificates"
+                         " under DIR/security, SASL_SSL Kafka listeners (SCRAM), TLS gRPC with mutual TLS inside the"
+                         " cluster, ZooKeeper ACLs, an admin super user and its client properties file"
+                         " (DIR/security/admin.properties, for --command-config, kcat -F, confluent-kafka)")
     up.set_defaults(action_func=_up)
 
     status = actions.add_parser("status", help="is every process running, registered, which controller is active")
@@ -111,7 +116,7 @@ def _up(args: argparse.Namespace) -> int:
     try:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
                           overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns,
-                          port_base=args.port_base)
+                          port_base=args.port_base, security=args.security)
     except ClusterUsageError as e:
         raise CommandLineError(str(e)) from None
     except (ClusterError, ClusterFileError) as e:
@@ -121,6 +126,9 @@ def _up(args: argparse.Namespace) -> int:
             f" logs in {cluster.logs_dir}")
     _report(f"Kafka bootstrap servers (kcat, confluent-kafka, kafka-python): {info.kafka_bootstrap_servers}")
     _report(f"gRPC bootstrap servers (minibroker's client and commands): {info.bootstrap_servers}")
+    if info.security is not None:
+        _report(f"Secure cluster: SASL_SSL (SCRAM) Kafka listeners, TLS gRPC; admin client properties"
+                f" {info.security.client_config} (user {info.security.admin_user}; CA {info.security.ca})")
     print(info.bootstrap_servers)
     return 0
 

@@ -36,8 +36,10 @@ from minibroker.commands.client_options import (
     add_cluster_options,
     add_zookeeper_option,
     bootstrap_servers,
+    client_security,
     connect_zookeeper,
     zookeeper_connect,
+    zookeeper_security,
 )
 from proto.errors import ErrorCode, KafkaError, error_for
 from zk import paths
@@ -105,7 +107,7 @@ def _run_users(args: argparse.Namespace) -> None:
         raise UsageError("--entity-default is not supported for users' SCRAM credentials: give --entity-name")
     user = str(args.entity_name)
     connect = zookeeper_connect(args, "users' SCRAM credentials", "AlterUserScramCredentials")
-    with connect_zookeeper(connect) as zk:
+    with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
         current = zk.get_entity_config(paths.USERS_ENTITY, user)
         if not args.alter:
             print(f"SCRAM credential configs for user-principal '{user}' are {describe_user_config(current)}")
@@ -166,26 +168,28 @@ def _csv(text: str) -> list[str]:
 def _alter(args: argparse.Namespace, resource_type: ConfigResourceType, name: str,
            ops: list[tuple[str, AlterConfigOp, str | None]]) -> None:
     if args.zookeeper:
-        with KafkaZkClient.connect(args.zookeeper, timeout=15) as zk:
+        with KafkaZkClient.connect(args.zookeeper, timeout=15, security=zookeeper_security(args)) as zk:
             (result,) = _zk_admin(args.zookeeper, zk).incremental_alter_configs(
                 [(resource_type, name, ops)], validate_only=False)
         if result.error != ErrorCode.NONE:
             raise error_for(result.error, result.message or name)
         return
-    with Admin(bootstrap_servers(args), client_id="minibroker-configs") as admin:
+    with Admin(bootstrap_servers(args), client_id="minibroker-configs",
+               channel_factory=client_security(args).channel_factory) as admin:
         admin.incremental_alter_configs({ConfigResource(resource_type, name): [
             ClientAlterConfigOp(key, OpType(op), value) for key, op, value in ops]})
 
 
 def _describe(args: argparse.Namespace, resource_type: ConfigResourceType, name: str) -> list[Entry]:
     if args.zookeeper:
-        with KafkaZkClient.connect(args.zookeeper, timeout=15) as zk:
+        with KafkaZkClient.connect(args.zookeeper, timeout=15, security=zookeeper_security(args)) as zk:
             (result,) = _zk_admin(args.zookeeper, zk).describe_configs([(resource_type, name, None)])
         if result.error != ErrorCode.NONE:
             raise error_for(result.error, result.message or name)
         entries = [Entry(e.name, e.value, e.source) for e in result.entries]
     else:
-        with Admin(bootstrap_servers(args), client_id="minibroker-configs") as admin:
+        with Admin(bootstrap_servers(args), client_id="minibroker-configs",
+               channel_factory=client_security(args).channel_factory) as admin:
             resource = ConfigResource(resource_type, name)
             entries = [Entry(e.name, e.value, e.source) for e in admin.describe_configs([resource])[resource]]
     # As kafka-configs.sh --describe: the dynamic ones only (overrides stored in ZooKeeper).

@@ -36,6 +36,7 @@ from minibroker.commands.client_options import (
     add_cluster_options,
     bootstrap_servers,
     client_kwargs,
+    client_security,
     load_config_file,
     parse_key_values,
 )
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         _check_args(args)
         formatter = DefaultMessageFormatter(parse_key_values(args.property))
         props = consumer_props(args)
-        consumer = Consumer(bootstrap_servers=bootstrap_servers(args, props), **client_kwargs(Consumer, props))
+        consumer = Consumer(bootstrap_servers=bootstrap_servers(args, props), **client_kwargs(Consumer, props),
+                            channel_factory=client_security(args, props).channel_factory)
     except (UsageError, ValueError) as e:
         print(f"minibroker console-consumer: {e}", file=sys.stderr)
         return 1

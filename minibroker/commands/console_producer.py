@@ -33,6 +33,7 @@ from minibroker.commands.client_options import (
     add_cluster_options,
     bootstrap_servers,
     client_kwargs,
+    client_security,
     load_config_file,
     parse_key_values,
 )
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         kwargs = client_kwargs(Producer, props)
         # The producer's delivery.timeout.ms must cover linger.ms + request.timeout.ms (Kafka's rule too).
         kwargs.setdefault("delivery_timeout_ms", max(120000, kwargs["linger_ms"] + kwargs["request_timeout_ms"]))
-        producer = Producer(bootstrap_servers(args, props), **kwargs)
+        producer = Producer(bootstrap_servers(args, props), **kwargs,
+                            channel_factory=client_security(args, props).channel_factory)
     except (UsageError, ValueError) as e:
         print(f"minibroker console-producer: {e}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from client import Admin, KafkaError, TopicPartition
-from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers
+from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers, client_security
 
 EARLIEST_VERSION = 1
 
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise AdminCommandFailedError(f"cannot read {args.offset_json_file}: {e.strerror}") from None
         offsets = parse_offset_json(text)
-        with Admin(bootstrap_servers(args), client_id="adminclient-delete-records") as admin:
+        with Admin(bootstrap_servers(args), client_id="adminclient-delete-records",
+                   channel_factory=client_security(args).channel_factory) as admin:
             print("Executing records delete operation")
             results = admin.try_delete_records(dict(offsets))
     except (AdminCommandFailedError, UsageError, KafkaError) as e:

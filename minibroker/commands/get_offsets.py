@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
+
+import grpc
 
 from client import Admin, Consumer, KafkaError, TopicPartition
-from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers
+from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers, client_security
 
 _NAMED_TIMES = {"latest": -1, "earliest": -2}
 
@@ -76,14 +79,16 @@ def run(args: argparse.Namespace) -> int:
         except re.error as e:
             raise TerseError(f"Invalid topic regular expression {args.topic!r}: {e}") from None
         servers = bootstrap_servers(args)
-        with Admin(servers, client_id="GetOffsetShell") as admin:
+        channel_factory = client_security(args).channel_factory
+        with Admin(servers, client_id="GetOffsetShell", channel_factory=channel_factory) as admin:
             descriptions = admin.describe_topics(None)
         partitions = [TopicPartition(d.name, p.partition) for d in descriptions
                       if pattern.fullmatch(d.name) and not (args.exclude_internal_topics and d.is_internal)
                       for p in d.partitions if not wanted or p.partition in wanted]
         if not partitions:
             raise TerseError("Could not match any topic-partitions with the specified filters")
-        for tp, offset in sorted(_offsets(servers, partitions, timestamp).items(), key=lambda item: str(item[0])):
+        found = _offsets(servers, partitions, timestamp, channel_factory)
+        for tp, offset in sorted(found.items(), key=lambda item: str(item[0])):
             print(f"{tp.topic}:{tp.partition}:{offset}")
     except (TerseError, UsageError, KafkaError) as e:
         print(f"Error occurred: {e}", file=sys.stderr)
@@ -91,9 +96,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offsets(servers: str, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+def _offsets(servers: str, partitions: list[TopicPartition], timestamp: int,
+             channel_factory: Callable[..., grpc.aio.Channel]) -> dict[TopicPartition, int]:
     """Each partition's offset; one that fails is reported and skipped, as Kafka's tool does."""
-    consumer = Consumer(bootstrap_servers=servers, client_id="GetOffsetShell", enable_auto_commit=False)
+    consumer = Consumer(bootstrap_servers=servers, client_id="GetOffsetShell", enable_auto_commit=False,
+                        channel_factory=channel_factory)
     try:
         try:
             found = consumer.offsets_for_times({tp: timestamp for tp in partitions})

@@ -10,7 +10,8 @@ A controller is healthy when grpc.health.v1 says its KafkaController service is
 SERVING (it serves only after connecting to ZooKeeper); a broker's address given
 as --controller is not a controller and says so. Exit 0 with one line on stdout
 when healthy ("broker 1 at H:P is healthy: SERVING, registered"), else 1 with the
-reason on stderr; 2 for a usage error.
+reason on stderr; 2 for a usage error. `--command-config FILE` (client properties: security.protocol=SSL,
+ssl.ca.location, ssl.certificate.location, ssl.key.location) checks a TLS listener.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
+from common.grpc_tls import PLAINTEXT, GrpcSecurity
+from minibroker.commands.client_options import UsageError, add_command_config_option, client_security
 from minibroker.commands.usage import CommandLineError
 from proto.types import CONTROLLER_SERVICE
 from zk.client import KafkaZkClient
@@ -36,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--broker-id", type=int, metavar="N", help="with --zookeeper: check /brokers/ids/N")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="with --broker-id: where to look")
     parser.add_argument("--timeout-ms", type=int, default=5000, help="give up after this long (default 5000)")
+    add_command_config_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -45,11 +49,16 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout_ms <= 0:
         raise CommandLineError(f"--timeout-ms must be positive, not {args.timeout_ms}")
     timeout_s = args.timeout_ms / 1000
+    try:
+        security = client_security(args)
+    except UsageError as e:
+        print(f"minibroker health: {e}", file=sys.stderr)
+        return 1
     if args.controller is not None:
-        problem = controller_problem(args.controller, timeout_s)
+        problem = controller_problem(args.controller, timeout_s, security)
         healthy = f"controller at {args.controller} is healthy: SERVING"
     else:
-        problem = broker_problem(args.bootstrap_server, args.broker_id, args.zookeeper, timeout_s)
+        problem = broker_problem(args.bootstrap_server, args.broker_id, args.zookeeper, timeout_s, security)
         healthy = (f"broker at {args.bootstrap_server} is healthy: SERVING" if args.broker_id is None else
                    f"broker {args.broker_id} at {args.bootstrap_server} is healthy: SERVING, registered")
     if problem is not None:
@@ -59,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def broker_problem(address: str, broker_id: int | None, zookeeper: str | None, timeout_s: float) -> str | None:
+def broker_problem(address: str, broker_id: int | None, zookeeper: str | None, timeout_s: float,
+                   security: GrpcSecurity = PLAINTEXT) -> str | None:
     """Why the broker at `address` is not healthy, or None."""
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         try:
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError as e:
@@ -82,9 +92,9 @@ def broker_problem(address: str, broker_id: int | None, zookeeper: str | None, t
     return None
 
 
-def controller_problem(address: str, timeout_s: float) -> str | None:
+def controller_problem(address: str, timeout_s: float, security: GrpcSecurity = PLAINTEXT) -> str | None:
     """Why the controller at `address` is not healthy, or None."""
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:

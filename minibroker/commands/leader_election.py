@@ -29,12 +29,15 @@ from dataclasses import dataclass
 
 import grpc
 
+from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     add_zookeeper_option,
+    client_security,
     connect_zookeeper,
     zookeeper_connect,
+    zookeeper_security,
 )
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -96,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect = zookeeper_connect(args, "election", "ElectLeaders")
         requested = _requested_partitions(args)
-        with connect_zookeeper(connect) as zk:
+        with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
             if args.election_type == UNCLEAN:
-                outcome = elect_leaders_through_controller(zk, UNCLEAN, requested, args.timeout)
+                outcome = elect_leaders_through_controller(zk, UNCLEAN, requested, args.timeout,
+                                                           client_security(args))
             else:
                 outcome = elect_preferred_leaders(zk, requested, args.timeout)
     except UsageError as e:
@@ -150,7 +154,8 @@ def elect_preferred_leaders(zk: KafkaZkClient, requested: Sequence[TopicPartitio
 
 
 def elect_leaders_through_controller(zk: KafkaZkClient, election_type: str,
-                                     requested: Sequence[TopicPartition] | None, timeout_s: float) -> ElectionOutcome:
+                                     requested: Sequence[TopicPartition] | None, timeout_s: float,
+                                     security: GrpcSecurity = PLAINTEXT) -> ElectionOutcome:
     """An ElectLeaders request to the controller /controller advertises, and its answer per partition."""
     endpoint = zk.get_controller_endpoint()
     if endpoint is None:
@@ -162,7 +167,7 @@ def elect_leaders_through_controller(zk: KafkaZkClient, election_type: str,
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     for topic, partitions in by_topic.items():
         request.topic_partitions.add(topic=topic, partitions=partitions)
-    with grpc.insecure_channel(endpoint) as channel:
+    with security.channel(endpoint) as channel:
         try:
             response = pb_grpc.KafkaControllerStub(channel).ElectLeaders(request, timeout=timeout_s + 5)
         except grpc.RpcError as e:

@@ -27,11 +27,13 @@ from pathlib import Path
 
 from broker.server.malloc import tune_malloc
 from client import Admin, Consumer, ConsumerRecord, FutureRecordMetadata, KafkaError, NewTopic, Producer, TopicPartition
+from common.grpc_tls import GrpcSecurity
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     bootstrap_servers,
     client_kwargs,
+    client_security,
     load_config_file,
     parse_key_values,
 )
@@ -101,11 +103,14 @@ def _producer_options(parser: argparse.ArgumentParser) -> None:
                         help="producer config properties file; --producer-props win over it")
 
 
-def _producer(args: argparse.Namespace, defaults: dict[str, str]) -> tuple[Producer, str]:
-    """The producer --producer.config and --producer-props describe, and the bootstrap servers it uses."""
+def _producer(args: argparse.Namespace, defaults: dict[str, str]) -> tuple[Producer, str, GrpcSecurity]:
+    """The producer --producer.config and --producer-props describe, the bootstrap servers it uses and how it
+    secures its connections (--command-config, or the data dir's, unless the props say)."""
     props = defaults | load_config_file(args.producer_config) | parse_key_values(args.producer_props)
     bootstrap = bootstrap_servers(args, props)
-    return Producer(bootstrap, **client_kwargs(Producer, props)), bootstrap
+    security = client_security(args, props)
+    return Producer(bootstrap, **client_kwargs(Producer, props), channel_factory=security.channel_factory), bootstrap, \
+        security
 
 
 def tune_runtime() -> None:
@@ -138,7 +143,7 @@ def _produce(args: argparse.Namespace) -> int:
         return _fail("produce", UsageError("--throughput must be positive, or -1 for no limit"))
     try:
         payloads = None if args.payload_file is None else read_payloads(args.payload_file, args.payload_delimiter)
-        producer, _ = _producer(args, {})
+        producer, _, _ = _producer(args, {})
     except (UsageError, ValueError) as e:
         return _fail("produce", e)
     # Kafka's payload without a file: random upper-case letters, one payload for every record.
@@ -344,7 +349,8 @@ def _consume(args: argparse.Namespace) -> int:
     props.setdefault("max.partition.fetch.bytes", str(args.fetch_size))
     props.setdefault("client.id", "perf-consumer-client")
     try:
-        consumer = Consumer(bootstrap_servers=bootstrap_servers(args, props), **client_kwargs(Consumer, props))
+        consumer = Consumer(bootstrap_servers=bootstrap_servers(args, props), **client_kwargs(Consumer, props),
+                            channel_factory=client_security(args, props).channel_factory)
     except (UsageError, ValueError) as e:
         return _fail("consume", e)
     tune_runtime()
@@ -406,14 +412,15 @@ def _date(epoch_s: float, date_format: str) -> str:
 def _end_to_end(args: argparse.Namespace) -> int:
     try:
         # EndToEndLatency's: no batching delay.
-        producer, bootstrap = _producer(args, {"linger.ms": "0"})
+        producer, bootstrap, security = _producer(args, {"linger.ms": "0"})
     except (UsageError, ValueError) as e:
         return _fail("end-to-end", e)
     # Not auto-created by the metadata lookup: a missing topic is created below, with one partition, as Kafka's is.
     consumer = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="latest",
-                        fetch_max_wait_ms=0, allow_auto_create_topics=False)
+                        fetch_max_wait_ms=0, allow_auto_create_topics=False,
+                        channel_factory=security.channel_factory)
     try:
-        return _round_trips(args, producer, consumer, bootstrap)
+        return _round_trips(args, producer, consumer, bootstrap, security)
     except (KafkaError, EndToEndError) as e:
         return _fail("end-to-end", e)
     finally:
@@ -425,10 +432,11 @@ class EndToEndError(Exception):
     pass
 
 
-def _round_trips(args: argparse.Namespace, producer: Producer, consumer: Consumer, bootstrap: str) -> int:
+def _round_trips(args: argparse.Namespace, producer: Producer, consumer: Consumer, bootstrap: str,
+                 security: GrpcSecurity) -> int:
     partitions = consumer.partitions_for_topic(args.topic)
     if not partitions:
-        with Admin(bootstrap) as admin:
+        with Admin(bootstrap, channel_factory=security.channel_factory) as admin:
             admin.create_topics([NewTopic(args.topic, num_partitions=1)])
         partitions = {0}
     tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]

@@ -37,6 +37,7 @@ from minibroker.commands.client_options import (
     add_zookeeper_option,
     connect_zookeeper,
     zookeeper_connect,
+    zookeeper_security,
 )
 from minibroker.commands.reassignment_json import (
     calculate_assignment,
@@ -107,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             topics = parse_topics_data(_read(args.topics_to_move_json_file))
             brokers = parse_broker_list(args.broker_list)
-            with connect_zookeeper(connect) as zk:
+            with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
                 generate_assignment(zk, topics, brokers)
             return 0
         if args.reassignment_json_file is None:
             action = "--execute" if args.execute else "--verify" if args.verify else "--cancel"
             raise UsageError(f"{action} needs --reassignment-json-file")
         entries = parse_partition_reassignment_data(_read(args.reassignment_json_file))
-        with connect_zookeeper(connect) as zk:
+        with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
             if args.execute:
                 execute_assignment(zk, validated_reassignments(entries))
             elif args.verify:

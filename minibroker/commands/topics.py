@@ -29,8 +29,10 @@ from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
     bootstrap_servers,
+    client_security,
     cluster_info,
     connect_zookeeper,
+    zookeeper_security,
 )
 from proto.errors import ErrorCode
 
@@ -86,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     try:
         _check_args(args)
-        with Admin(bootstrap_servers(args), client_id="minibroker-topics") as admin:
+        with Admin(bootstrap_servers(args), client_id="minibroker-topics",
+                   channel_factory=client_security(args).channel_factory) as admin:
             if args.create:
                 _create(admin, args)
             elif args.list:
@@ -282,7 +285,7 @@ def _topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, dic
     """Each topic's config overrides (/config/topics/<topic>), when --data-dir says where ZooKeeper is."""
     if args.data_dir is None:
         return {}
-    with connect_zookeeper(cluster_info(args).zookeeper.connect) as zk:
+    with connect_zookeeper(cluster_info(args).zookeeper.connect, security=zookeeper_security(args)) as zk:
         return {topic: zk.get_topic_config(topic) for topic in topics}
 
 

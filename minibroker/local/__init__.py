@@ -9,4 +9,6 @@ the chaos tooling, the benches and the audit use to start, find and reach one. T
   configs.py       the brokers' and controllers' .properties files, kept as the user edited them
   stale_sessions.py  the ZooKeeper registrations a killed cluster left, removed by the next `up`
   certificates.py  a development CA and the certificates it signs, as PEM files (Kafka's PEM key/truststores)
+  security.py      `cluster up --security`: the data dir's CA, certificates, ZooKeeper JAAS file, admin user and
+                   client properties, and the security keys of every config
 """

@@ -52,6 +52,7 @@ from controller.config import ControllerConfig
 from minibroker.local import configs as cluster_configs
 from minibroker.local import network as cluster_network
 from minibroker.local import ports as cluster_ports
+from minibroker.local import security as cluster_security
 from minibroker.local import stale_sessions
 from minibroker.local.cluster_file import (
     PARTITIONS_FILE,
@@ -62,6 +63,7 @@ from minibroker.local.cluster_file import (
     ZooKeeperEntry,
 )
 from minibroker.local.network import CORE, NetworkError, broker_host
+from minibroker.local.security import grpc_security, zookeeper_security
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
@@ -159,12 +161,15 @@ class LocalCluster:
 
     def up(self, brokers: int | None = None, controllers: int | None = None, zookeeper: str | None = None,
            overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
-           netns: bool = False, port_base: int | None = None) -> ClusterInfo:
+           netns: bool = False, port_base: int | None = None, security: bool = False) -> ClusterInfo:
         """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
         each host gets a network namespace of its own first (root only). Ports as minibroker/local/ports.py
         plans them; the configs of a data dir that ran before are kept (minibroker/local/configs.py). The
-        numbers of brokers and controllers default to those the data dir had, else 3 and 2.
+        numbers of brokers and controllers default to those the data dir had, else 3 and 2. With `security`
+        (kept for the later runs of the data dir), a secure cluster (minibroker/local/security.py): TLS and SASL,
+        mutual TLS inside the cluster, ZooKeeper ACLs (an open cluster's znodes are secured first), an admin
+        super user.
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
@@ -182,6 +187,10 @@ class LocalCluster:
                                         f" {cluster_network.BROKER_PORT} of an address of its own")
             if (problem := cluster_ports.port_base_problem(port_base, brokers)) is not None:
                 raise ClusterUsageError(problem)
+        secure = security or (previous is not None and previous.security is not None)
+        if netns and secure:
+            raise ClusterUsageError("--security and --netns do not go together yet: the certificates name"
+                                    f" {HOST} only")
         if netns:
             if zookeeper is not None:
                 raise ClusterError("--netns starts ZooKeeper on the cluster's own network: it cannot use --zookeeper")
@@ -225,9 +234,16 @@ class LocalCluster:
                 info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network,
                                                        0 if ports is None else ports.zookeeper)
                 report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
+            tls = None
+            if secure:
+                tls = cluster_security.prepare(self.data_dir, range(1, brokers + 1), [
+                    CONTROLLER_ID_BASE + i for i in range(1, controllers + 1)])
+                info.security = tls.entry()
             info.save(self.data_dir)
+            if tls is not None:
+                self._secure_zookeeper(info, tls, deadline, report)
             if previous is not None and info.network is None:  # nothing to probe from here with --netns
-                self._remove_stale_registrations(info.zookeeper.connect, previous, deadline, report)
+                self._remove_stale_registrations(info, previous, deadline, report)
             shared = {k: v for k, v in props.items() if k in SHARED_WITH_CONTROLLERS}
             if info.network is not None:
                 # ControlledShutdown must be reachable from the brokers' namespaces.
@@ -235,7 +251,8 @@ class LocalCluster:
             for controller_id in range(CONTROLLER_ID_BASE + 1, CONTROLLER_ID_BASE + controllers + 1):
                 self._write_config(self.controller_config(controller_id), {
                     "controller.id": str(controller_id), "zookeeper.connect": info.zookeeper.connect,
-                    "cluster.credential": credential, **shared}, report)
+                    "cluster.credential": credential,
+                    **({} if tls is None else tls.controller_props(controller_id)), **shared}, report)
                 pid = self._start_controller(controller_id, info.network)
                 info.controllers.append(ControllerEntry(controller_id, pid))
                 info.save(self.data_dir)
@@ -250,9 +267,13 @@ class LocalCluster:
                 config = self.broker_config(broker_id)
                 launcher = {"broker.id": str(broker_id), "zookeeper.connect": info.zookeeper.connect,
                             "cluster.credential": credential}
-                if (cluster_configs.first_listener(config) != (host, port)
+                kafka_listener = "PLAINTEXT" if tls is None else cluster_security.KAFKA_LISTENER
+                if (tls is not None or cluster_configs.first_listener(config) != (host, port)
                         or cluster_configs.kafka_listener_port(config) != kafka_port):
-                    launcher["listeners"] = f"{GRPC_LISTENER_NAME}://{host}:{port},PLAINTEXT://{host}:{kafka_port}"
+                    launcher["listeners"] = (f"{GRPC_LISTENER_NAME}://{host}:{port},"
+                                             f"{kafka_listener}://{host}:{kafka_port}")
+                if tls is not None:
+                    launcher.update(tls.broker_props(broker_id))
                 if not config.exists():
                     launcher["log.dirs"] = str(self.data_dir / f"broker-{broker_id}" / "data")
                     if brokers < OFFSETS_TOPIC_REPLICATION_FACTOR:
@@ -302,14 +323,26 @@ class LocalCluster:
             + [f"broker-{i} {port} (Kafka {plan.kafka[i]})" for i, port in plan.brokers.items()]))
         return plan
 
-    def _remove_stale_registrations(self, connect: str, previous: ClusterInfo, deadline: float,
+    def _remove_stale_registrations(self, info: ClusterInfo, previous: ClusterInfo, deadline: float,
                                     report: Report) -> None:
-        try:
-            zk = KafkaZkClient.connect(connect, timeout=max(deadline - time.monotonic(), 1.0))
-        except KazooTimeoutError:
-            raise ClusterError(f"cannot connect to ZooKeeper at {connect}") from None
-        with zk:
+        with self._zookeeper(info, deadline) as zk:
             stale_sessions.remove_stale_registrations(zk, previous, report)
+
+    def _zookeeper(self, info: ClusterInfo, deadline: float) -> KafkaZkClient:
+        """A session with the cluster's ZooKeeper, logged in as the cluster when it is a secure one."""
+        try:
+            return KafkaZkClient.connect(info.zookeeper.connect, timeout=max(deadline - time.monotonic(), 1.0),
+                                         security=zookeeper_security(info))
+        except KazooTimeoutError:
+            raise ClusterError(f"cannot connect to ZooKeeper at {info.zookeeper.connect}") from None
+
+    def _secure_zookeeper(self, info: ClusterInfo, tls: cluster_security.ClusterSecurity, deadline: float,
+                          report: Report) -> None:
+        """Before any process starts: the cluster's znodes secured, the admin's SCRAM credentials written."""
+        with self._zookeeper(info, deadline) as zk:
+            count = cluster_security.secure_zookeeper(zk, tls)
+        report(f"Secured ZooKeeper ({count} znodes, user {tls.zookeeper.username}); admin user"
+               f" '{cluster_security.ADMIN_USER}' with SCRAM credentials; client properties {tls.client_config}")
 
     def _start_zookeeper(self, timeout: float, network: NetworkEntry | None, port: int = 0) -> ZooKeeperEntry:
         server = (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else
@@ -364,13 +397,11 @@ class LocalCluster:
         """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
         active controller from the controller's UpdateMetadata: what a client needs before it can use them."""
         processes = self._processes(info)
-        try:
-            zk = KafkaZkClient.connect(info.zookeeper.connect, timeout=max(deadline - time.monotonic(), 1.0))
-        except KazooTimeoutError:
-            raise ClusterError(f"cannot connect to ZooKeeper at {info.zookeeper.connect}") from None
+        zk = self._zookeeper(info, deadline)
         # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
         # between attempts, long after a broker serves (and channels share connections process-wide).
-        channels = {b.id: grpc.insecure_channel(b.address, options=_READY_CHANNEL_OPTIONS) for b in brokers}
+        security = grpc_security(info)
+        channels = {b.id: security.channel(b.address, options=_READY_CHANNEL_OPTIONS) for b in brokers}
         try:
             while True:
                 for process in processes:

@@ -7,7 +7,10 @@ listeners, for kcat, confluent-kafka, kafka-python...), `zookeeper` {connect,
 pid}, `controllers` [{id, pid}], `brokers` [{id, host, port, pid, log_dir,
 kafka_port}], and `network` (null unless `cluster up --netns`): {bridge,
 subnet, gateway, namespaces {host: namespace}, addresses {host: IP}, veths},
-where a host is "core" (ZooKeeper and the controllers) or "broker-<id>". A pid
+where a host is "core" (ZooKeeper and the controllers) or "broker-<id>", and
+`security` (null unless `cluster up --security`): {ca, client_config,
+zookeeper_jaas, admin_user}, the files a client or tool of the secure cluster
+needs (paths). A pid
 is null for a process that is not ours to manage (an external ZooKeeper given
 with `--zookeeper`).
 """
@@ -82,11 +85,25 @@ class NetworkEntry:
 
 
 @dataclass
+class SecurityEntry:
+    """What `cluster up --security` made under `<data dir>/security` (minibroker/local/security.py): the
+    development CA's certificate, the admin super user's client properties (security.protocol, sasl.*, ssl.*:
+    a `--command-config` for every tool, kcat's -F, confluent-kafka's config) and the JAAS file whose Client
+    section is the cluster's ZooKeeper identity."""
+
+    ca: str
+    client_config: str
+    zookeeper_jaas: str
+    admin_user: str
+
+
+@dataclass
 class ClusterInfo:
     zookeeper: ZooKeeperEntry
     controllers: list[ControllerEntry] = field(default_factory=list)
     brokers: list[BrokerEntry] = field(default_factory=list)
     network: NetworkEntry | None = None
+    security: SecurityEntry | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -114,6 +131,7 @@ class ClusterInfo:
             controllers=[ControllerEntry(**c) for c in data["controllers"]],
             brokers=[BrokerEntry(**b) for b in data["brokers"]],
             network=None if data.get("network") is None else NetworkEntry(**data["network"]),
+            security=None if data.get("security") is None else SecurityEntry(**data["security"]),
         )
 
     def save(self, data_dir: Path) -> None:

@@ -26,13 +26,13 @@ def write_config(path: Path, props: Mapping[str, str]) -> list[str]:
     changed in an existing file (none: the file is untouched)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(path, format_properties(dict(props)))
+        write_private(path, format_properties(dict(props)))
         return []
     text = path.read_text(encoding="utf-8")
     current = read_config(path)
     changes = {key: value for key, value in props.items() if current.get(key) != value}
     if changes:
-        _write_private(path, update_properties(text, changes))
+        write_private(path, update_properties(text, changes))
     return list(changes)
 
 
@@ -69,7 +69,7 @@ def first_listener(path: Path) -> tuple[str, int] | None:
 
 
 def kafka_listener_port(path: Path) -> int | None:
-    """The port of the Kafka-protocol listener (PLAINTEXT) in a broker's server.properties that also has the
+    """The port of the Kafka-protocol listener (PLAINTEXT or SASL_SSL) in a broker's server.properties that also has the
     gRPC one; None in a file written before brokers had both (its PLAINTEXT listener was the gRPC one)."""
     if not path.is_file():
         return None
@@ -78,7 +78,10 @@ def kafka_listener_port(path: Path) -> int | None:
         endpoints = {e.listener_name: e.port for e in parse_endpoints(listeners or "")}
     except ValueError:
         return None
-    return endpoints.get("PLAINTEXT") if GRPC_LISTENER_NAME in endpoints else None
+    if GRPC_LISTENER_NAME not in endpoints:
+        return None
+    # PLAINTEXT, or SASL_SSL in a `cluster up --security` data dir (minibroker/local/security.py).
+    return endpoints.get("PLAINTEXT", endpoints.get("SASL_SSL"))
 
 
 def first_log_dir(path: Path) -> str | None:
@@ -88,7 +91,8 @@ def first_log_dir(path: Path) -> str | None:
     return dirs[0] if dirs else None
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (configs and secrets)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)

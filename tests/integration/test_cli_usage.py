@@ -225,6 +225,12 @@ CASES = [
          "--broker-id and --zookeeper go together"),
     Case(("health", "--controller", "{nobody}", "--timeout-ms", "500"), 1,
          "controller {nobody} does not accept connections"),
+    Case(("zookeeper-security-migration", "--zookeeper.connect", "{nobody}"), 2,
+         "the following arguments are required: --zookeeper.acl"),
+    Case(("zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect", "{nobody}"), 1,
+         "No JAAS configuration file has been specified"),
+    Case(("topics", "--bootstrap-server", "{nobody}", "--list", "--command-config", "{missing}"), 1,
+         "cannot read {missing}"),
     Case(("audit",), 2, "one of the arguments --log-dirs --data-dir is required"),
     Case(("audit", "--log-dirs", "{missing}"), 2, "no such log dir: {missing}"),
 ]

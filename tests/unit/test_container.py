@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from common.config import ConfigError
-from common.properties import format_properties, parse_properties
+from common.properties import format_properties, load_properties, parse_properties
+from minibroker import container
 from minibroker.container import (
     DEFAULT_ZOO_CFG,
     health_argv,
@@ -14,6 +17,7 @@ from minibroker.container import (
     zookeeper_name,
     zookeeper_properties,
 )
+from minibroker.local.certificates import CertificateAuthority
 
 BROKER_ENV = {
     "KAFKA_BROKER_ID": "2",
@@ -77,3 +81,23 @@ def test_health_refuses_what_it_cannot_check() -> None:
         health_argv("broker", {**BROKER_ENV, "KAFKA_MIN_INSYNC_REPLICA": "2"})
     with pytest.raises(ValueError, match="broker, controller or zookeeper"):
         health_argv("spark", BROKER_ENV)
+
+
+def test_a_tls_listener_is_checked_with_the_process_own_certificate(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.setattr(container, "CONFIG_DIR", tmp_path)
+    env = {"KAFKA_CONTROLLER_ID": "1001", "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+           "KAFKA_LISTENERS": "SSL://controller-1001:9090",
+           "KAFKA_SSL_KEYSTORE_LOCATION": "/nonexistent/controller-1001.pem",
+           "KAFKA_SSL_TRUSTSTORE_LOCATION": "/nonexistent/ca.pem"}
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):  # its stores are read before it is checked
+        health_argv("controller", env)
+    ca = CertificateAuthority.create()
+    ca.write(tmp_path)
+    ca.issue("CN=controller-1001", hosts=["controller-1001"]).write_keystore(tmp_path / "controller-1001.pem")
+    env.update(KAFKA_SSL_KEYSTORE_LOCATION=str(tmp_path / "controller-1001.pem"),
+               KAFKA_SSL_TRUSTSTORE_LOCATION=str(tmp_path / "ca.pem"))
+    argv = health_argv("controller", env)
+    assert argv[:2] == ["--controller", "controller-1001:9090"] and argv[2] == "--command-config"
+    assert load_properties(Path(argv[3])) == {"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "ca.pem"),
+                                              "ssl.keystore.location": str(tmp_path / "controller-1001.pem")}

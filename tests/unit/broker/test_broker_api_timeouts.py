@@ -14,6 +14,7 @@ import pytest
 
 from broker.api.grpc_apis import KafkaApis
 from broker.api.operations import BrokerOperations
+from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.server.config import KafkaConfig
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
@@ -29,6 +30,12 @@ class Deadline:
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:40000"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}  # a plaintext call: no certificate
 
 
 class Outage:
@@ -78,7 +85,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
         apis = KafkaApis(config, operations=operations, group_coordinator=None,  # type: ignore[arg-type]
                          topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
-                         listener_name="GRPC")
+                         listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"))
         try:
             return await asyncio.wait_for(call(apis), 20 * DEADLINE_S)
         except TimeoutError:

@@ -7,7 +7,6 @@ from typing import Any
 import grpc
 import pytest
 
-from broker.fetcher import blocking_send as fetcher_blocking_send
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 
@@ -22,7 +21,7 @@ def test_channel_reconnects_at_the_fetch_backoff(monkeypatch: pytest.MonkeyPatch
         made.append((target, dict(options)))
         return real(target, options=options)
 
-    monkeypatch.setattr(fetcher_blocking_send.grpc, "insecure_channel", capture)
+    monkeypatch.setattr(grpc, "insecure_channel", capture)
     send = ReplicaFetcherBlockingSend(BrokerEndPoint(2, "127.0.0.1", 9), 1, None,
                                       ReplicaFetcherConfig(fetch_backoff_ms=fetch_backoff_ms))
     send.close()

@@ -70,7 +70,7 @@ def test_outcome_of_kafka_python_errors(error: BaseException, outcome: str) -> N
 
 
 class ExistingTopicAdmin:
-    def __init__(self, bootstrap_servers: str) -> None: ...
+    def __init__(self, bootstrap_servers: str, **settings: object) -> None: ...
 
     def __enter__(self) -> ExistingTopicAdmin:
         return self

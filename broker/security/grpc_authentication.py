@@ -1,0 +1,215 @@
+"""TLS and authentication on the broker's gRPC listeners, from the same Kafka-named `ssl.*` keys as its Kafka
+listeners (`listener.name.<listener>.ssl.*` winning over `ssl.*`, KafkaConfig.for_listener).
+
+A gRPC listener whose security protocol is SSL serves TLS with its key store; with `ssl.client.auth=required`
+(what inter-broker listeners use) only a peer whose certificate the trust store's CAs signed completes the
+handshake: a broker with a certificate from another CA, an expired one or none cannot fetch from it at all.
+
+Who a call is (Kafka's principal), in this order:
+  1. a SASL user: a call carrying `authorization: Basic` (common/grpc_tls.py) whose password matches the user's
+     SCRAM credential in ZooKeeper acts as User:<name>; a wrong one is refused (UNAUTHENTICATED), never
+     downgraded;
+  2. the peer certificate's subject, mapped by `ssl.principal.mapping.rules` (User:CN=broker-1,OU=minibroker);
+  3. ANONYMOUS.
+Cluster actions (LeaderAndIsr, UpdateMetadata, StopReplica, follower Fetch and OffsetsForLeaderEpoch) on a TLS
+listener need a CA-verified peer certificate, which replaces the shared `cluster.credential` there; on a
+plaintext listener the credential is still what is checked (proto/auth.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+import scramp
+from cryptography import x509
+
+from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.scram import SCRAM_MECHANISMS, CredentialCache
+from broker.security.ssl_principal import SslPrincipalMapper
+from broker.server.config import KafkaConfig
+from common.config import ConfigError
+from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
+from proto.auth import carries_cluster_credential
+
+logger = logging.getLogger(__name__)
+
+_VERIFIED_CACHE_SIZE = 1024
+# Checks a SASL user's password; True when it matches the user's stored credential.
+PasswordCheck = Callable[[str, str], bool]
+
+
+def _value(config: KafkaConfig, listener_name: str, key: str) -> Any:
+    value = config.for_listener(listener_name, key)
+    return getattr(value, "value", value)  # a Password's text
+
+
+def listener_security(config: KafkaConfig, listener_name: str) -> GrpcSecurity:
+    """The key store and trust store of one listener; PLAINTEXT for a plaintext listener. ConfigError, naming
+    the key to fix, when a store cannot be read."""
+    protocol = config.listener_security_protocols.get(listener_name.upper(), "PLAINTEXT")
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT
+    password = _value(config, listener_name, "ssl.key.password")
+    try:
+        inline_chain = _value(config, listener_name, "ssl.keystore.certificate.chain")
+        if inline_chain:
+            key = _value(config, listener_name, "ssl.keystore.key") or ""
+            keystore = KeyStore.from_pem((key + "\n" + inline_chain).encode(), password,
+                                         config.listener_key(listener_name, "ssl.keystore.certificate.chain"))
+        else:
+            keystore = KeyStore.load(_value(config, listener_name, "ssl.keystore.location"), password)
+    except TlsConfigError as e:
+        raise ConfigError(config.listener_key(listener_name, "ssl.keystore.location"), "[hidden]", str(e)) from None
+    try:
+        inline_ca = _value(config, listener_name, "ssl.truststore.certificates")
+        location = _value(config, listener_name, "ssl.truststore.location")
+        if not inline_ca and not location:
+            raise TlsConfigError(f"a TLS gRPC listener ({listener_name}) checks its peers' certificates with a"
+                                 " trust store: set ssl.truststore.location")
+        truststore = inline_ca.encode() if inline_ca else read_truststore(location)
+    except TlsConfigError as e:
+        raise ConfigError(config.listener_key(listener_name, "ssl.truststore.location"), location, str(e)) from None
+    return GrpcSecurity(truststore, keystore)
+
+
+def inter_broker_security(config: KafkaConfig) -> GrpcSecurity:
+    """How this broker reaches the others (fetches) and the controller (ControlledShutdown): with the stores of
+    its inter-broker listener, as Kafka's inter-broker clients use that listener's ssl.* keys."""
+    return listener_security(config, config.inter_broker_listener)
+
+
+def requires_client_certificates(config: KafkaConfig, listener_name: str) -> bool:
+    return bool(_value(config, listener_name, "ssl.client.auth") == "required")
+
+
+def scram_password_check(credentials: CredentialCache) -> PasswordCheck:
+    """A user's password checked against its SCRAM credential (the strongest mechanism it has): the salted
+    password recomputed with the stored salt and iterations (scramp) must give the stored key, compared in
+    constant time. The password itself is stored nowhere, as with SCRAM on the Kafka listeners.
+
+    Salting costs thousands of hashes, and every call carries the password: a success is remembered, keyed by
+    a digest of the password and the stored key it matched, so a changed credential is checked afresh."""
+    verified: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
+    lock = threading.Lock()
+
+    def check(username: str, password: str) -> bool:
+        for mechanism in reversed(SCRAM_MECHANISMS):
+            credential = credentials.get(mechanism, username)
+            if credential is None:
+                continue
+            key = (username, hashlib.sha256(password.encode()).digest(), credential.stored_key)
+            with lock:
+                if key in verified:
+                    verified.move_to_end(key)
+                    return True
+            _, stored_key, _, _ = scramp.ScramMechanism(mechanism).make_auth_info(
+                password, iteration_count=credential.iterations, salt=credential.salt)
+            if not hmac.compare_digest(stored_key, credential.stored_key):
+                return False
+            with lock:
+                verified[key] = None
+                while len(verified) > _VERIFIED_CACHE_SIZE:
+                    verified.popitem(last=False)
+            return True
+        return False
+
+    return check
+
+
+def _auth_property(context: Any, name: str) -> bytes | None:
+    values = (context.auth_context() or {}).get(name)
+    return values[0] if values else None
+
+
+class GrpcAuthenticator:
+    """The principal of a call on one gRPC listener (see the module doc)."""
+
+    def __init__(self, listener_name: str, tls: bool, mapper: SslPrincipalMapper,
+                 check_password: PasswordCheck | None = None, cluster_credential: bytes | None = None) -> None:
+        self.listener_name = listener_name
+        self.tls = tls
+        self._mapper = mapper
+        self._check_password = check_password
+        self._cluster_credential = cluster_credential
+
+    @classmethod
+    def for_listener(cls, config: KafkaConfig, listener_name: str,
+                     check_password: PasswordCheck | None = None) -> GrpcAuthenticator:
+        tls = listener_security(config, listener_name).tls
+        credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
+        rules = str(_value(config, listener_name, "ssl.principal.mapping.rules"))
+        return cls(listener_name, tls, SslPrincipalMapper(rules), check_password, credential)
+
+    def interceptor(self) -> grpc.aio.ServerInterceptor:
+        """Refuses, before any handler runs, a call whose SASL user or password is wrong: UNAUTHENTICATED
+        (Kafka's SASL_AUTHENTICATION_FAILED), logged with the peer. Calls without one pass on."""
+        return _RefuseBadPasswords(self)
+
+    def refuses(self, metadata: Any) -> str | None:
+        """The user name of a call with a wrong SASL password (or one sent where none can be checked)."""
+        basic = basic_credentials(metadata)
+        if basic is None:
+            return None
+        username, password = basic
+        if self.tls and self._check_password is not None and self._check_password(username, password):
+            return None
+        return username
+
+    def certificate_principal(self, context: Any) -> KafkaPrincipal | None:
+        """The principal of the peer's CA-verified certificate; None without one (or on a plaintext listener)."""
+        if not self.tls:
+            return None
+        pem = _auth_property(context, "x509_pem_cert")
+        if pem is None:
+            return None
+        subject = x509.load_pem_x509_certificate(pem).subject.rfc4514_string()
+        return KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
+
+    def principal(self, context: Any) -> KafkaPrincipal | None:
+        """Who the call acts as; None when it names a SASL user with a wrong password (or a SASL user where
+        no password can be checked, or over plaintext, where a password must not travel)."""
+        basic = basic_credentials(context.invocation_metadata())
+        if basic is not None:
+            return None if self.refuses(context.invocation_metadata()) is not None else \
+                KafkaPrincipal(USER_TYPE, basic[0])
+        return self.certificate_principal(context) or ANONYMOUS
+
+    def authorize_cluster_action(self, context: Any) -> bool:
+        """On a TLS listener: a CA-verified peer certificate (a broker's or a controller's, which only reach
+        here through mutual TLS). On a plaintext one: the shared cluster credential, if one is configured."""
+        if self.tls:
+            if self.certificate_principal(context) is not None:
+                return True
+            logger.warning("Refused a cluster action from %s on gRPC listener %s: no client certificate",
+                           context.peer(), self.listener_name)
+            return False
+        return carries_cluster_credential(context.invocation_metadata(), self._cluster_credential)
+
+
+class _RefuseBadPasswords(grpc.aio.ServerInterceptor):
+    def __init__(self, authenticator: GrpcAuthenticator) -> None:
+        self._authenticator = authenticator
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(handler_call_details)
+        username = self._authenticator.refuses(handler_call_details.invocation_metadata)
+        if username is None or handler is None:
+            return handler
+        listener = self._authenticator.listener_name
+
+        async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            logger.info("Failed authentication with %s (user %s on gRPC listener %s: invalid credentials)",
+                        context.peer(), username, listener)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "Authentication failed: invalid username or password")
+
+        return grpc.unary_unary_rpc_method_handler(refuse, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
