@@ -21,9 +21,9 @@ from typing import Any
 
 import grpc
 
+from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
 from broker.api.operations import BrokerOperations, duplicates, group_by_topic
-from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
@@ -53,7 +53,7 @@ NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker ep
 
 
 class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
-    def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, group_coordinator: GroupCoordinator,
+    def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, groups: GroupOperations,
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str,
@@ -65,7 +65,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         self._operations = operations
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
-        self._group_coordinator = group_coordinator
+        self._groups = groups
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory

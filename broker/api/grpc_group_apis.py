@@ -11,12 +11,14 @@ coordinator's address on that listener).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
-from broker.coordinator.group.group_coordinator import GroupCoordinator
+from broker.api.group_operations import GroupOperations
 from broker.coordinator.group.results import NO_LEADER_EPOCH, MemberIdentity, OffsetAndMetadata
+from broker.security.authorizer import Session
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -40,7 +42,9 @@ def _optional(message: Any, name: str) -> str | None:
 
 
 class GroupApis:
-    _group_coordinator: GroupCoordinator
+    # Who asks (KafkaApis._session: the gRPC call's authenticated principal), for the ACL checks.
+    _session: Callable[[Context], Session]
+    _groups: GroupOperations
     _listener_name: str
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest,
@@ -48,7 +52,7 @@ class GroupApis:
         if request.key_type != COORDINATOR_KEY_GROUP:
             return pb.FindCoordinatorResponse(error_code=ErrorCode.INVALID_REQUEST, node_id=-1, port=-1,
                                               error_message=f"Unsupported coordinator key type {request.key_type}")
-        found = await self._group_coordinator.find_coordinator(request.key, self._listener_name)
+        found = await self._groups.find_coordinator(self._session(context), request.key, self._listener_name)
         response = pb.FindCoordinatorResponse(error_code=found.error, node_id=-1, port=-1)
         if found.message is not None:
             response.error_message = found.message
@@ -57,7 +61,7 @@ class GroupApis:
         return response
 
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: Context) -> pb.JoinGroupResponse:
-        result = await self._group_coordinator.join_group(
+        result = await self._groups.join_group(self._session(context),
             request.group_id, request.member_id, _optional(request, "group_instance_id"),
             require_known_member_id=True, client_id=request.client_id, client_host=client_host(context),
             rebalance_timeout_ms=request.rebalance_timeout_ms, session_timeout_ms=request.session_timeout_ms,
@@ -78,7 +82,7 @@ class GroupApis:
         assignments = {a.member_id: a.assignment for a in request.assignments}
         if len(assignments) != len(request.assignments):
             return pb.SyncGroupResponse(error_code=ErrorCode.INVALID_REQUEST)
-        result = await self._group_coordinator.sync_group(
+        result = await self._groups.sync_group(self._session(context),
             request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
             _optional(request, "protocol_type"), _optional(request, "protocol_name"), assignments)
         response = pb.SyncGroupResponse(error_code=result.error, assignment=result.assignment)
@@ -89,7 +93,7 @@ class GroupApis:
         return response
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Context) -> pb.HeartbeatResponse:
-        error = await self._group_coordinator.heartbeat(request.group_id, request.member_id,
+        error = await self._groups.heartbeat(self._session(context), request.group_id, request.member_id,
                                                         _optional(request, "group_instance_id"),
                                                         request.generation_id)
         return pb.HeartbeatResponse(error_code=error)
@@ -97,7 +101,7 @@ class GroupApis:
     async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: Context) -> pb.LeaveGroupResponse:
         if not request.members:
             return pb.LeaveGroupResponse(error_code=ErrorCode.INVALID_REQUEST)
-        result = await self._group_coordinator.leave_group(
+        result = await self._groups.leave_group(self._session(context),
             request.group_id, [MemberIdentity(m.member_id, _optional(m, "group_instance_id"))
                                for m in request.members])
         response = pb.LeaveGroupResponse(error_code=result.error)
@@ -114,7 +118,7 @@ class GroupApis:
         if len(offsets) != len(requested):
             errors = dict.fromkeys(offsets, ErrorCode.INVALID_REQUEST)
         else:
-            errors = await self._group_coordinator.commit_offsets(
+            errors = await self._groups.commit_offsets(self._session(context),
                 request.group_id, request.member_id, _optional(request, "group_instance_id"), request.generation_id,
                 offsets)
         response = pb.OffsetCommitResponse()
@@ -128,7 +132,7 @@ class GroupApis:
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
         partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
                       if request.topics else None)
-        result = await self._group_coordinator.fetch_offsets(request.group_id, partitions)
+        result = await self._groups.fetch_offsets(self._session(context), request.group_id, partitions)
         response = pb.OffsetFetchResponse(error_code=result.error)
         topics: dict[str, pb.OffsetFetchResponse.OffsetFetchResponseTopic] = {}
         for tp, offset in result.offsets.items():
@@ -143,7 +147,7 @@ class GroupApis:
     async def DescribeGroups(self, request: pb.DescribeGroupsRequest,
                              context: Context) -> pb.DescribeGroupsResponse:
         response = pb.DescribeGroupsResponse()
-        for summary in await self._group_coordinator.describe_groups(list(request.groups)):
+        for summary in await self._groups.describe_groups(self._session(context), list(request.groups)):
             group = response.groups.add(error_code=summary.error, group_id=summary.group_id,
                                         group_state=summary.state, protocol_type=summary.protocol_type,
                                         protocol_data=summary.protocol)
@@ -155,14 +159,14 @@ class GroupApis:
         return response
 
     async def ListGroups(self, request: pb.ListGroupsRequest, context: Context) -> pb.ListGroupsResponse:
-        result = await self._group_coordinator.list_groups(set(request.states_filter) or None)
+        result = await self._groups.list_groups(self._session(context), set(request.states_filter) or None)
         response = pb.ListGroupsResponse(error_code=result.error)
         for g in result.groups:
             response.groups.add(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
         return response
 
     async def DeleteGroups(self, request: pb.DeleteGroupsRequest, context: Context) -> pb.DeleteGroupsResponse:
-        results = await self._group_coordinator.delete_groups(list(request.groups_names))
+        results = await self._groups.delete_groups(self._session(context), list(request.groups_names))
         response = pb.DeleteGroupsResponse()
         for group_id, error in results.items():
             response.results.add(group_id=group_id, error_code=error)

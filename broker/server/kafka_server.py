@@ -46,6 +46,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.api.group_operations import GroupOperations
 from broker.api.grpc_apis import KafkaApis
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
@@ -249,15 +250,15 @@ class KafkaServer:
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store)
+        groups = GroupOperations(group_coordinator, operations)
         apis = functools.partial(
             KafkaApis,
-            config, operations=operations, group_coordinator=group_coordinator,
+            config, operations=operations, groups=groups,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
         )
         kafka_context = functools.partial(
-            KafkaContext, config, operations, cluster_id, self.metrics,
-            group_coordinator=group_coordinator)
+            KafkaContext, config, operations, cluster_id, self.metrics, groups=groups)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer, credentials)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.api.group_operations import GroupOperations
 from broker.api.operations import BrokerOperations
-from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.security.authorizer import Session
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from broker.server.config import KafkaConfig
@@ -20,7 +20,7 @@ class KafkaContext:
     cluster_id: str
     metrics: BrokerMetrics
     listener_name: str  # Metadata describes the brokers as reached on this listener
-    group_coordinator: GroupCoordinator  # the group family (broker/api/kafka/groups.py)
+    groups: GroupOperations  # the group family (broker/api/kafka/groups.py), behind its ACL checks
     # Set per connection (KafkaConnection replaces the listener's context): the peer's IP, and the principal it
     # acts as, ANONYMOUS until authentication says otherwise.
     client_host: str = ""

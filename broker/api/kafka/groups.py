@@ -35,7 +35,7 @@ async def handle_find_coordinator(context: KafkaContext, header: RequestHeader, 
         # Transactions have no coordinator here.
         found = FindCoordinatorResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, message="No transaction coordinator")
     else:
-        found = await context.group_coordinator.find_coordinator(request.key, context.listener_name)
+        found = await context.groups.find_coordinator(context.session, request.key, context.listener_name)
     error, node, message = found.error, found.node, found.message
     return encode(build(schema.FindCoordinatorResponse, throttle_time=millis(0), error_code=kio_error(error),
                         error_message=message, node_id=-1 if node is None else node.id,
@@ -46,7 +46,7 @@ async def handle_join_group(context: KafkaContext, header: RequestHeader, reques
     schema = _schema("join_group", header)
     session_timeout_ms = to_millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
-    result = await context.group_coordinator.join_group(
+    result = await context.groups.join_group(context.session,
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         require_known_member_id=header.api_version >= 4, client_id=header.client_id or "",
         client_host=f"/{context.client_host}",  # Java's InetAddress.toString, as Kafka stores and shows it
@@ -64,7 +64,7 @@ async def handle_join_group(context: KafkaContext, header: RequestHeader, reques
 
 async def handle_sync_group(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("sync_group", header)
-    result = await context.group_coordinator.sync_group(
+    result = await context.groups.sync_group(context.session,
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments})
@@ -75,7 +75,7 @@ async def handle_sync_group(context: KafkaContext, header: RequestHeader, reques
 
 async def handle_heartbeat(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("heartbeat", header)
-    error = await context.group_coordinator.heartbeat(request.group_id, request.member_id,
+    error = await context.groups.heartbeat(context.session, request.group_id, request.member_id,
                                                       getattr(request, "group_instance_id", None),
                                                       request.generation_id)
     return encode(build(schema.HeartbeatResponse, throttle_time=millis(0), error_code=kio_error(error)))
@@ -86,7 +86,7 @@ async def handle_leave_group(context: KafkaContext, header: RequestHeader, reque
     batch = header.api_version >= 3
     leaving = ([MemberIdentity(m.member_id, m.group_instance_id) for m in request.members] if batch
                else [MemberIdentity(request.member_id)])
-    result = await context.group_coordinator.leave_group(request.group_id, leaving)
+    result = await context.groups.leave_group(context.session, request.group_id, leaving)
     error = result.error
     if not batch and error is ErrorCode.NONE and result.members:
         error = result.members[0][1]  # one member: its error is the request's
@@ -98,7 +98,7 @@ async def handle_leave_group(context: KafkaContext, header: RequestHeader, reque
 
 async def handle_offset_commit(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("offset_commit", header)
-    now = context.group_coordinator.now_ms()
+    now = context.groups.coordinator.now_ms()
     retention = getattr(request, "retention_time", None)
     retention_ms = -1 if retention is None else to_millis(retention)
     expire = now + retention_ms if retention_ms >= 0 else -1  # v2-v4: -1 means the broker's retention
@@ -107,7 +107,7 @@ async def handle_offset_commit(context: KafkaContext, header: RequestHeader, req
         for p in t.partitions:
             offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now, expire)
-    errors = await context.group_coordinator.commit_offsets(
+    errors = await context.groups.commit_offsets(context.session,
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id_or_member_epoch, offsets)
     topics = tuple(
@@ -123,7 +123,7 @@ async def handle_offset_fetch(context: KafkaContext, header: RequestHeader, requ
     schema = _schema("offset_fetch", header)
     requested = None if request.topics is None else [
         TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
-    result = await context.group_coordinator.fetch_offsets(request.group_id, requested)
+    result = await context.groups.fetch_offsets(context.session, request.group_id, requested)
     group_error = result.error
     by_topic: dict[str, list[Any]] = {}
     if group_error is ErrorCode.NONE or (header.api_version < 2 and requested is not None):
@@ -146,7 +146,7 @@ async def handle_offset_fetch(context: KafkaContext, header: RequestHeader, requ
 
 async def handle_describe_groups(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("describe_groups", header)
-    summaries = await context.group_coordinator.describe_groups(list(request.groups))
+    summaries = await context.groups.describe_groups(context.session, list(request.groups))
     groups = tuple(
         build(schema.DescribedGroup, error_code=kio_error(s.error), group_id=s.group_id, group_state=s.state,
               protocol_type=s.protocol_type, protocol_data=s.protocol,
@@ -162,7 +162,7 @@ async def handle_describe_groups(context: KafkaContext, header: RequestHeader, r
 async def handle_list_groups(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("list_groups", header)
     states = getattr(request, "states_filter", None)
-    result = await context.group_coordinator.list_groups(set(states) if states else None)
+    result = await context.groups.list_groups(context.session, set(states) if states else None)
     return encode(build(schema.ListGroupsResponse, throttle_time=millis(0), error_code=kio_error(result.error),
                         groups=tuple(build(schema.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
                                            group_state=g.state) for g in result.groups)))
@@ -170,7 +170,7 @@ async def handle_list_groups(context: KafkaContext, header: RequestHeader, reque
 
 async def handle_delete_groups(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("delete_groups", header)
-    results = await context.group_coordinator.delete_groups(list(dict.fromkeys(request.groups_names)))
+    results = await context.groups.delete_groups(context.session, list(dict.fromkeys(request.groups_names)))
     return encode(build(schema.DeleteGroupsResponse, throttle_time=millis(0), results=tuple(
         build(schema.DeletableGroupResult, group_id=group_id, error_code=kio_error(error))
         for group_id, error in results.items())))

@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis, client_host
+from broker.security.authorizer import Session
+from broker.security.principal import ANONYMOUS
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 
@@ -31,7 +34,8 @@ class Untouched:
 
 def door() -> GroupApis:
     apis = GroupApis()
-    apis._group_coordinator = Untouched()  # type: ignore[assignment]
+    apis._groups = GroupOperations(Untouched(), None)  # type: ignore[arg-type]
+    apis._session = lambda _: Session(ANONYMOUS, "")  # type: ignore[method-assign]
     apis._listener_name = "GRPC"
     return apis
 

@@ -16,9 +16,12 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from broker.api.group_operations import GroupOperations
 from broker.api.kafka import groups
 from broker.api.kafka.api_table import APIS
 from broker.api.kafka.protocol import RequestHeader, build, millis
+from broker.security.authorizer import Session
+from broker.security.principal import ANONYMOUS
 from proto.errors import ErrorCode
 from tests.unit.broker.test_group_coordinator import INITIAL_DELAY_MS, TOPIC_TP, Harness, group_here
 
@@ -42,14 +45,20 @@ def served(api: str, flow: int) -> int:
     return min(max(flow, spec.min_version), spec.max_version)
 
 
+# No authorizer: every check passes (the checks themselves: tests/unit/broker/test_broker_group_authorization.py).
+OPEN = SimpleNamespace(authorize=lambda *_, **__: True, authorized_topics=lambda _s, _o, topics, *_: set(topics),
+                       authorize_cluster=lambda *_, **__: True)
+
+
 class Wire:
     """Requests as a client's bytes would decode (kio, round-tripped) and the handler's answer decoded."""
 
     def __init__(self, harness: Harness, flow: int) -> None:
         self.harness = harness
         self.flow = flow
-        self.context = SimpleNamespace(group_coordinator=harness.coordinator, listener_name="PLAINTEXT",
-                                       client_host="127.0.0.1")
+        self.context = SimpleNamespace(groups=GroupOperations(harness.coordinator, OPEN),  # type: ignore[arg-type]
+                                       listener_name="PLAINTEXT", client_host="127.0.0.1",
+                                       session=Session(ANONYMOUS, "127.0.0.1"))
 
     def module(self, api: str) -> Any:
         return importlib.import_module(f"kio.schema.{MODULES[api]}.v{served(api, self.flow)}.request")

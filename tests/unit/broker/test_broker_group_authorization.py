@@ -1,0 +1,119 @@
+"""The group family's ACL checks, shared by both front doors (broker/api/group_operations.py): what reaches
+the coordinator and what is refused, with Kafka's codes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from broker.api.group_operations import GroupOperations
+from broker.coordinator.group.results import (
+    GroupOverview,
+    GroupSummary,
+    ListGroupsResult,
+    OffsetAndMetadata,
+    OffsetFetchResult,
+    PartitionOffset,
+)
+from broker.security.acl import AccessControlEntry, AclOperation, PatternType, ResourcePattern, ResourceType
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+from tests.unit.broker.test_broker_authorization import ALICE, CLUSTER, allow, run, topic
+
+Op = AclOperation
+A0, B0 = TopicPartition("a", 0), TopicPartition("b", 0)
+
+
+def group(name: str) -> ResourcePattern:
+    return ResourcePattern(ResourceType.GROUP, name, PatternType.LITERAL)
+
+
+class Coordinator:
+    """Records what reaches it; answers as a coordinator holding offsets of a-0 and b-0 in every group."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    async def heartbeat(self, group_id: str, *_: Any) -> ErrorCode:
+        self.calls.append(("heartbeat", group_id))
+        return ErrorCode.NONE
+
+    async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                             offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        self.calls.append(("commit", sorted(offsets)))
+        return dict.fromkeys(offsets, ErrorCode.NONE)
+
+    async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
+        held = {A0: PartitionOffset(5), B0: PartitionOffset(7)}
+        return OffsetFetchResult(ErrorCode.NONE, held if partitions is None else
+                                 {tp: held.get(tp, PartitionOffset()) for tp in partitions})
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupSummary]:
+        self.calls.append(("describe", list(group_ids)))
+        return [GroupSummary(g, ErrorCode.NONE, "Stable") for g in group_ids]
+
+    async def list_groups(self, states: set[str] | None = None) -> ListGroupsResult:
+        return ListGroupsResult(ErrorCode.NONE, [GroupOverview(g, "consumer", "Stable") for g in ("g", "h")])
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        self.calls.append(("delete", list(group_ids)))
+        return dict.fromkeys(group_ids, ErrorCode.NONE)
+
+
+def groups_call(acls: dict[ResourcePattern, list[AccessControlEntry]] | None, name: str, *args: Any
+                ) -> tuple[Any, list[tuple[str, Any]]]:
+    coordinator = Coordinator()
+
+    async def call(operations: Any, _: Any) -> Any:
+        groups = GroupOperations(coordinator, operations)  # type: ignore[arg-type]
+        return await getattr(groups, name)(ALICE, *args)
+
+    answer, _ = run(acls, call)
+    return answer, coordinator.calls
+
+
+def commit(acls: dict[ResourcePattern, list[AccessControlEntry]] | None) -> tuple[Any, list[tuple[str, Any]]]:
+    return groups_call(acls, "commit_offsets", "g", "m", None, 1, {A0: OffsetAndMetadata(1), B0: OffsetAndMetadata(2)})
+
+
+def test_without_an_authorizer_everything_reaches_the_coordinator() -> None:
+    assert commit(None) == ({A0: ErrorCode.NONE, B0: ErrorCode.NONE}, [("commit", [A0, B0])])
+    assert groups_call(None, "heartbeat", "g", "m", None, 1) == (ErrorCode.NONE, [("heartbeat", "g")])
+
+
+def test_a_member_needs_read_on_the_group() -> None:
+    assert groups_call({group("g"): [allow(Op.DESCRIBE)]}, "heartbeat", "g", "m", None, 1) == (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+    assert groups_call({group("g"): [allow(Op.READ)]}, "heartbeat", "g", "m", None, 1)[0] is ErrorCode.NONE
+
+
+def test_a_commit_needs_read_on_the_group_and_commits_only_the_readable_topics() -> None:
+    assert commit({topic("a"): [allow(Op.READ)]}) == (
+        {A0: ErrorCode.GROUP_AUTHORIZATION_FAILED, B0: ErrorCode.GROUP_AUTHORIZATION_FAILED}, [])
+    assert commit({group("g"): [allow(Op.READ)], topic("a"): [allow(Op.READ)], topic("b"): [allow(Op.WRITE)]}) == (
+        {A0: ErrorCode.NONE, B0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}, [("commit", [A0])])
+
+
+def test_offset_fetch_hides_or_refuses_the_undescribable_topics() -> None:
+    acls = {group("g"): [allow(Op.DESCRIBE)], topic("a"): [allow(Op.DESCRIBE)]}
+    every, _ = groups_call(acls, "fetch_offsets", "g", None)
+    assert every == OffsetFetchResult(ErrorCode.NONE, {A0: PartitionOffset(5)})
+    named, _ = groups_call(acls, "fetch_offsets", "g", [A0, B0])
+    assert named.offsets == {A0: PartitionOffset(5), B0: PartitionOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+    refused, _ = groups_call({topic("a"): [allow(Op.DESCRIBE)]}, "fetch_offsets", "g", None)
+    assert refused == OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+
+def test_describe_list_and_delete_go_group_by_group() -> None:
+    acls = {group("g"): [allow(Op.DESCRIBE), allow(Op.DELETE)]}
+    described, calls = groups_call(acls, "describe_groups", ["g", "h"])
+    assert [(s.group_id, s.error) for s in described] == [("g", ErrorCode.NONE),
+                                                          ("h", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    assert calls == [("describe", ["g"])]
+    listed, _ = groups_call(acls, "list_groups")
+    assert [g.group_id for g in listed.groups] == ["g"]
+    listed, _ = groups_call({CLUSTER: [allow(Op.DESCRIBE)]}, "list_groups")
+    assert [g.group_id for g in listed.groups] == ["g", "h"]
+    deleted, calls = groups_call(acls, "delete_groups", ["g", "h"])
+    assert deleted == {"g": ErrorCode.NONE, "h": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    assert calls == [("delete", ["g"])]
