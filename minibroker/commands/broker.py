@@ -15,6 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
+from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogDirOwnedError
 from broker.server.config import KafkaConfig, unused_configs_warning
 from broker.server.kafka_server import BrokerStartupError, KafkaServer
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("%s", unused_configs_warning(unused))
     try:
         asyncio.run(KafkaServer(config).run())
-    except (BrokerStartupError, DuplicateBrokerIdError, LogDirOwnedError, OSError) as e:
-        # OSError: a log dir that cannot be created or written, a port that is taken; the message names it.
+    except (BrokerStartupError, DuplicateBrokerIdError, LogDirFailedError, LogDirOwnedError, OSError) as e:
+        # LogDirFailedError: no log dir could be created or validated; OSError: a port that is taken. The
+        # message names it, so the traceback would only hide it.
         logger.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", e)
         return 1
     except Exception as e:

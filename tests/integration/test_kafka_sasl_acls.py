@@ -1,11 +1,13 @@
 """ACLs for authenticated principals: a broker with the AclAuthorizer on and SASL listeners, where alice
 (SCRAM-SHA-256) may Read a topic but not Write it, bob (PLAIN) may do nothing, and admin is a super user who
-manages the ACLs with `minibroker acls --command-config`. Real clients: confluent-kafka, kafka-python, kcat."""
+manages the ACLs with `minibroker acls --command-config`; a group consumer needs Read on its group too. Real
+clients: confluent-kafka, kafka-python, kcat."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,8 @@ def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) 
     # ANONYMOUS (the fixture's PLAINTEXT set-up) and admin are super users; alice and bob are not.
     yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("sasl-acls"), {
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS"})
+        "super.users": "User:admin;User:ANONYMOUS",
+        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3"})
 
 
 def acls(secure: SecureBroker, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -102,3 +105,42 @@ def test_a_principal_without_acls_sees_nothing_and_a_deny_beats_an_allow(secure:
     listed = acls(secure, tmp_path, "--list", "--topic", TOPIC, "--principal", "User:bob")
     assert listed.stdout.splitlines()[0] == "ACLs for principal `User:bob`"
     assert "(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)" in listed.stdout
+
+
+def first_event(consumer: Consumer, deadline_s: float) -> Any:
+    """The first message or error a subscribed consumer's poll hands out within the deadline."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        message = consumer.poll(1.0)
+        if message is not None:
+            return message
+    raise AssertionError(f"nothing from the consumer in {deadline_s} s")
+
+
+def test_a_group_consumer_needs_read_on_its_group(secure: SecureBroker, tmp_path: Path) -> None:
+    done = acls(secure, tmp_path, "--add", "--allow-principal", f"User:{SCRAM_USER}", "--operation", "Read",
+                "--topic", TOPIC)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert produce_error(secure, ADMIN) is None
+    settings = {"bootstrap.servers": secure.address(LISTENER), "group.id": "alice-group",
+                "auto.offset.reset": "earliest", "enable.auto.commit": "false", **ALICE}
+    refused = Consumer(settings)
+    refused.subscribe([TOPIC])
+    event = first_event(refused, 30)
+    refused.close()
+    assert event.error() is not None and event.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, event.error()
+
+    done = acls(secure, tmp_path, "--add", "--allow-principal", f"User:{SCRAM_USER}", "--operation", "Read",
+                "--group", "alice-group")
+    assert done.returncode == 0, done.stdout + done.stderr
+    member = Consumer(settings)
+    member.subscribe([TOPIC])
+    try:
+        event = first_event(member, 60)
+        while event.error() is not None and event.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            event = first_event(member, 60)  # a refusal cached before the ACL reached the broker
+        assert event.error() is None, event.error()
+        committed = member.commit(message=event, asynchronous=False)
+        assert committed is not None and committed[0].error is None and committed[0].offset == event.offset() + 1
+    finally:
+        member.close()
