@@ -593,13 +593,18 @@ class LocalCluster:
         runs."""
         return self._running(self._process(self.load(), name))
 
-    def send_signal(self, name: str, signum: int) -> int:
-        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+    def pid(self, name: str) -> int:
+        """The pid of the process `name`, checked against its command line as every signal here is."""
         process = self._process(self.load(), name)
         if process.pid is None or not self._running(process):
             raise ClusterError(f"{name} is not running")
-        os.kill(process.pid, signum)
         return process.pid
+
+    def send_signal(self, name: str, signum: int) -> int:
+        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+        pid = self.pid(name)
+        os.kill(pid, signum)
+        return pid
 
     def _process(self, info: ClusterInfo, name: str) -> _Process:
         for process in self._processes(info):
