@@ -156,6 +156,8 @@ class Nemesis:
             if injected.done is not None:
                 failure = self._wait_done(injected.done, start)
                 notes.append(failure or f"done after {time.time() - start:.1f} s")
+                # The zombie lives on a while: its leaderships are moved away while clients still reach it.
+                self._stop.wait(planned.hold / 2)
         finally:
             # As Jepsen draws it, the window ends when the heal begins; how long healing took is in the detail.
             # A fault without a hold (bounce) is its restart: its window ends when the restart has.

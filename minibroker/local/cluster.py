@@ -419,7 +419,8 @@ class LocalCluster:
     def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float) -> None:
         """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
         active controller from the controller's UpdateMetadata: what a client needs before it can use them."""
-        processes = self._processes(info)
+        # An ensemble member that is down (a chaos fault, a crash) does not matter while the others have a quorum.
+        processes = [p for p in self._processes(info) if not (p.kind == "zookeeper" and info.zookeeper.members)]
         try:
             zk = KafkaZkClient.connect(info.zookeeper.connect, timeout=max(deadline - time.monotonic(), 1.0))
         except KazooTimeoutError:
