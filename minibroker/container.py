@@ -136,7 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _write("controller.properties", kafka_properties(env))
         os.execvp("minibroker", ["minibroker", "controller", "--config", str(config), *rest])
     if command == "zookeeper":
-        props = zookeeper_properties(env)
+        try:
+            props = zookeeper_properties(env)
+        except ValueError as e:
+            print(f"zookeeper: {e}", file=sys.stderr)
+            return 2
         Path(props["dataDir"]).mkdir(parents=True, exist_ok=True)
         main_class = ZOOKEEPER_MAIN_CLASS
         if env.get(MY_ID_VARIABLE):

@@ -47,7 +47,8 @@ def port_base_problem(base: int, brokers: int, zookeeper_nodes: int = 1) -> str 
     last = base + max(KAFKA_PORT_OFFSET + brokers,
                       ZOOKEEPER_MEMBER_PORT_OFFSET + zookeeper_nodes if zookeeper_nodes > 1 else 0)
     if last > MAX_PORT:
-        return (f"--port-base {base} leaves no room for {brokers} brokers: ports {base}..{last} must be at"
+        servers = f" and {zookeeper_nodes} ZooKeeper servers" if zookeeper_nodes > 1 else ""
+        return (f"--port-base {base} leaves no room for {brokers} brokers{servers}: ports {base}..{last} must be at"
                 f" most {MAX_PORT}")
     return None
 

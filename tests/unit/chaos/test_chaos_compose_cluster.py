@@ -16,7 +16,8 @@ from tests.fakes import FakeClock
 
 # {container port: host port}: each broker's Kafka (9092) and gRPC (9192) host listeners, as docker-compose.yml.
 HOST_PORTS = {"broker-1": {9092: 40001, 9192: 40101}, "broker-2": {9092: 40002, 9192: 40102},
-              "broker-3": {9092: 40003, 9192: 40103}, "zookeeper": {2181: 40181}}
+              "broker-3": {9092: 40003, 9192: 40103}, "zookeeper": {2181: 40181},
+              **{f"zookeeper-{i}": {2181: 40180 + i} for i in (1, 2, 3)}}
 
 
 @dataclass
@@ -114,6 +115,19 @@ def test_names_addresses_and_state_come_from_the_project() -> None:
     assert cluster.active_controller() == "controller-1002"
     assert cluster.partition_state("chaos") == {0: (2, (2, 3, 1), (2, 3, 1))}
     assert all(cluster.supports(f) is None for f in ("kill-leader", "pause-leader", "partition-leader", "bounce"))
+
+
+def test_an_ensembles_servers_are_found_and_started_on_their_own_healthcheck() -> None:
+    engine = FakeEngine(("broker-1", "controller-1001", "zookeeper-2", "zookeeper-1", "zookeeper-3"))
+    cluster = _cluster(engine)
+    assert cluster.zookeepers == ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+    assert cluster._zk.connect == "localhost:40181,localhost:40182,localhost:40183"  # type: ignore[attr-defined]
+    cluster.kill("zookeeper-2")
+    cluster.start("zookeeper-2")
+    assert engine.acts() == [["docker", "kill", "--signal", "SIGKILL", "id-zookeeper-2"],
+                             ["docker", "start", "id-zookeeper-2"]]
+    assert ["docker", "exec", "id-zookeeper-2", "python", "-m", "minibroker.container", "health",
+            "zookeeper"] in engine.calls
 
 
 def test_a_project_that_is_not_up_is_refused() -> None:
