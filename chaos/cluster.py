@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -177,6 +178,7 @@ class ClusterView:
     _controllers: list[str]
     _zookeepers: dict[str, str]  # name: host:port
     _zk: ZooKeeperState
+    _zookeeper_cuts: dict[str, zk_cut.ZooKeeperCut]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -211,6 +213,24 @@ class ClusterView:
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
         return self._zk.partition_state(topic)
 
+    def restore_zookeeper(self, name: str) -> None:
+        record = self._zookeeper_cuts.pop(name, None)
+        if record is not None:
+            try:
+                zk_cut.restore(record)
+            except zk_cut.CutError as e:
+                raise ChaosError(str(e)) from None
+
+    def _cut_zookeeper(self, name: str, cut: Callable[[], zk_cut.ZooKeeperCut]) -> None:
+        try:
+            self._zookeeper_cuts[name] = cut()
+        except zk_cut.CutError as e:
+            raise ChaosError(str(e)) from None
+
+    def _restore_zookeeper_cuts(self) -> None:
+        for name in list(self._zookeeper_cuts):
+            self.restore_zookeeper(name)
+
 
 class LocalChaosCluster(ClusterView):
     """A cluster from `minibroker cluster up`: signals on the pids of cluster.json (checked against each
@@ -231,7 +251,7 @@ class LocalChaosCluster(ClusterView):
             self._zookeepers["zookeeper"] = info.zookeeper.connect
         self._zookeeper_ports = {int(server.rpartition(":")[2]) for server in info.zookeeper.connect.split("/")[0]
                                  .split(",")}
-        self._cuts: dict[str, zk_cut.ZooKeeperCut] = {}
+        self._zookeeper_cuts = {}
         self._zk = ZooKeeperState(info.zookeeper.connect, f"is the cluster in {cluster.data_dir} up (`minibroker"
                                                          f" cluster status --data-dir {cluster.data_dir}`)?")
 
@@ -274,8 +294,7 @@ class LocalChaosCluster(ClusterView):
             raise ChaosError(str(e)) from None
 
     def heal(self) -> None:
-        for name in list(self._cuts):
-            self.restore_zookeeper(name)
+        self._restore_zookeeper_cuts()
         try:
             netns.heal(self._cluster.data_dir)
         except netns.PartitionError as e:
@@ -283,17 +302,10 @@ class LocalChaosCluster(ClusterView):
 
     def cut_zookeeper(self, name: str) -> None:
         try:
-            self._cuts[name] = zk_cut.cut(self._cluster.pid(name), self._zookeeper_ports)
-        except (ClusterError, zk_cut.CutError) as e:
+            pid = self._cluster.pid(name)
+        except ClusterError as e:
             raise ChaosError(str(e)) from None
-
-    def restore_zookeeper(self, name: str) -> None:
-        record = self._cuts.pop(name, None)
-        if record is not None:
-            try:
-                zk_cut.restore(record)
-            except zk_cut.CutError as e:
-                raise ChaosError(str(e)) from None
+        self._cut_zookeeper(name, lambda: zk_cut.cut(pid, self._zookeeper_ports))
 
     def supports(self, fault: str) -> str | None:
         why = local_unsupported(fault)

@@ -92,7 +92,7 @@ class ComposeChaosCluster(ClusterView):
             raise ChaosError(f"{e}: {up}") from None
         self._zk = zookeeper(",".join(self._zookeepers.values()), up)
         self._cut: dict[str, str] = {}  # service: its address before the cut
-        self._zookeeper_cuts: dict[str, zk_cut.ZooKeeperCut] = {}
+        self._zookeeper_cuts = {}
         # SIGTERMed services, by the start time of the container then stopping.
         self._stopping: dict[str, str] = {}
 
@@ -158,22 +158,10 @@ class ComposeChaosCluster(ClusterView):
         if not pid or not Path(f"/proc/{pid}/ns/net").exists():
             raise ChaosError(f"the process of {name}'s container (pid {pid}) is not visible from here: expire-session"
                              " needs the engine on this machine, and root")
-        try:
-            self._zookeeper_cuts[name] = zk_cut.cut_namespace(pid, [ZOOKEEPER_PORT])
-        except zk_cut.CutError as e:
-            raise ChaosError(str(e)) from None
-
-    def restore_zookeeper(self, name: str) -> None:
-        record = self._zookeeper_cuts.pop(name, None)
-        if record is not None:
-            try:
-                zk_cut.restore(record)
-            except zk_cut.CutError as e:
-                raise ChaosError(str(e)) from None
+        self._cut_zookeeper(name, lambda: zk_cut.cut_namespace(pid, [ZOOKEEPER_PORT]))
 
     def heal(self) -> None:
-        for name in list(self._zookeeper_cuts):
-            self.restore_zookeeper(name)
+        self._restore_zookeeper_cuts()
         for name, address in sorted(self._cut.items()):
             try:
                 self._services.connect(name, address or None)

@@ -36,7 +36,7 @@ import socket
 import struct
 import subprocess
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,43 +143,46 @@ def remove_rules(chain: str) -> list[list[str]]:
 
 def cut(pid: int, ports: Collection[int]) -> ZooKeeperCut:
     """Cut process `pid` off from ZooKeeper's client `ports` until restore()."""
-    why = unsupported()
-    if why is not None:
-        raise CutError(why)
     root = cgroup2_root()
-    assert root is not None
-    home = root / _own_cgroup(pid).lstrip("/")
-    record = ZooKeeperCut(pid, f"{CHAIN_PREFIX}{pid}", _namespace(pid), root / f"{_CGROUP_PREFIX}{pid}", home)
-    assert record.cgroup is not None
+    if root is None:
+        raise CutError(unsupported() or "no cgroup2 hierarchy")
     try:
+        record = ZooKeeperCut(pid, f"{CHAIN_PREFIX}{pid}", _namespace(pid), root / f"{_CGROUP_PREFIX}{pid}",
+                              root / _own_cgroup(pid).lstrip("/"))
+    except OSError as e:  # it exited
+        raise CutError(f"cannot cut pid {pid} off from ZooKeeper: {e}") from None
+
+    def rules() -> list[list[str]]:
+        assert record.cgroup is not None
         record.cgroup.mkdir(exist_ok=True)
         # Every thread of the process: cgroup.procs moves the whole thread group.
         (record.cgroup / "cgroup.procs").write_text(f"{pid}\n")
         # Read after the move: a socket made since is the cgroup rule's, one made before is listed here.
         record.connections = zookeeper_connections(pid, ports)
-        for args in drop_rules(record.chain, f"/{record.cgroup.relative_to(root)}", list(ports), record.connections):
-            _iptables(record.netns, args)
-    except (OSError, CutError) as e:
-        with contextlib.suppress(CutError):
-            restore(record)
-        raise CutError(f"cannot cut pid {pid} off from ZooKeeper: {e}") from None
-    return record
+        return drop_rules(record.chain, f"/{record.cgroup.relative_to(root)}", list(ports), record.connections)
+
+    return _apply(record, rules, f"pid {pid}")
 
 
 def cut_namespace(pid: int, ports: Collection[int]) -> ZooKeeperCut:
     """Cut the network namespace of process `pid` (a container's: the process is alone there) off from
     ZooKeeper's `ports` until restore()."""
+    record = ZooKeeperCut(pid, f"{CHAIN_PREFIX}{pid}", f"/proc/{pid}/ns/net")
+    return _apply(record, lambda: drop_rules(record.chain, None, list(ports)), f"pid {pid}'s network namespace")
+
+
+def _apply(record: ZooKeeperCut, rules: Callable[[], list[list[str]]], what: str) -> ZooKeeperCut:
+    """Make the cut (`rules` prepares it and says which iptables rules it takes); undone again if it fails."""
     why = unsupported()
     if why is not None:
         raise CutError(why)
-    record = ZooKeeperCut(pid, f"{CHAIN_PREFIX}{pid}", f"/proc/{pid}/ns/net")
     try:
-        for args in drop_rules(record.chain, None, list(ports)):
+        for args in rules():
             _iptables(record.netns, args)
     except (OSError, CutError) as e:
         with contextlib.suppress(CutError):
             restore(record)
-        raise CutError(f"cannot cut pid {pid}'s network namespace off from ZooKeeper: {e}") from None
+        raise CutError(f"cannot cut {what} off from ZooKeeper: {e}") from None
     return record
 
 
