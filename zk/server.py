@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,13 +53,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports nothing listens on right now (bound all at once, so none is picked twice)."""
+def free_ports(count: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> list[int]:
+    """`count` distinct ports nothing listens on right now (held bound until all are found, so none is picked
+    twice), and none of `avoid` (ports planned for something not started yet)."""
+    ports: list[int] = []
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for s in sockets:
+        while len(ports) < count:
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             s.bind((host, 0))
-        return [int(s.getsockname()[1]) for s in sockets]
+            if (port := int(s.getsockname()[1])) not in avoid:
+                ports.append(port)
+    return ports
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -422,9 +426,11 @@ class LocalZooKeeper:
         return f"ZooKeeper did not start on {self.connect_string} (log {self.log_file}):\n" + "\n".join(tail)
 
 
-def plan_ensemble(size: int, host: str = "127.0.0.1", client_ports: Sequence[int] = ()) -> list[QuorumMember]:
-    """Members 1..size on `host`: the client ports given (0 or none: a free one), quorum and election ports free."""
-    free = iter(free_ports(3 * size, host))
+def plan_ensemble(size: int, host: str = "127.0.0.1", client_ports: Sequence[int] = (),
+                  avoid: Collection[int] = ()) -> list[QuorumMember]:
+    """Members 1..size on `host`: the client ports given (0 or none: a free one), quorum and election ports free
+    (and none of `avoid`, nor a client port given)."""
+    free = iter(free_ports(3 * size, host, {*avoid, *client_ports}))
     ports = list(client_ports) + [0] * (size - len(client_ports))
     return [QuorumMember(i, host, ports[i - 1] or next(free), next(free), next(free)) for i in range(1, size + 1)]
 

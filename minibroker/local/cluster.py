@@ -242,7 +242,7 @@ class LocalCluster:
                        + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
             if zookeeper is None and zookeeper_nodes > 1:
                 info.zookeeper = self._start_ensemble(info, zookeeper_nodes, max(deadline - time.monotonic(), 1.0),
-                                                      {} if ports is None else ports.zookeeper_members)
+                                                      ports)
                 report(f"Started a ZooKeeper ensemble of {zookeeper_nodes} on {info.zookeeper.connect} ("
                        + ", ".join(f"{m.name} pid {m.pid}, {_mode(m.connect)}" for m in info.zookeeper.members)
                        + ")")
@@ -353,12 +353,14 @@ class LocalCluster:
                               myid=member.id, launcher=launcher)
 
     def _start_ensemble(self, info: ClusterInfo, size: int, timeout: float,
-                        client_ports: dict[int, int]) -> ZooKeeperEntry:
+                        ports: cluster_ports.PortPlan | None) -> ZooKeeperEntry:
         """Every member, each in zookeeper-<i>/ with its myid, then wait for a quorum (a leader and followers).
-        Quorum and election ports are picked free each time (only the members use them); with --netns the
-        members share the core namespace, on fixed ports there."""
+        Quorum and election ports are picked free each time (only the members use them), clear of the ports
+        planned for the brokers; with --netns the members share the core namespace, on fixed ports there."""
         if info.network is None:
-            planned = plan_ensemble(size, HOST, [client_ports.get(i, 0) for i in range(1, size + 1)])
+            assert ports is not None
+            planned = plan_ensemble(size, HOST, [ports.zookeeper_members.get(i, 0) for i in range(1, size + 1)],
+                                    avoid={*ports.brokers.values(), *ports.kafka.values()})
         else:
             core = info.network.addresses[CORE]
             planned = [QuorumMember(i, core, cluster_network.ZOOKEEPER_PORT + i - 1, _NETNS_QUORUM_PORT + i,
