@@ -94,6 +94,8 @@ _READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min
                           ("grpc.max_reconnect_backoff_ms", 100)]
 _KILL_GRACE_S = 10.0
 _EXIT_CODE_WAIT_S = 1.0
+# How long a process's command line may read empty while it execs before it counts as gone.
+_EXEC_WINDOW_S = 2.0
 # How long `up --zookeeper H:P` gives a server that accepts connections to answer as ZooKeeper.
 _ZOOKEEPER_CHECK_S = 10.0
 # With --netns an ensemble's members share the core namespace: member <i> on ZOOKEEPER_PORT + i - 1 (clients),
@@ -813,11 +815,18 @@ def _runs(pid: int, marker: str) -> bool:
     """Whether `pid` is alive and is the process whose command line contains `marker`."""
     if not Path("/proc").is_dir():  # not Linux: the pid is all we have
         return pid_alive(pid)
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return marker.encode() in cmdline
+    deadline = time.monotonic() + _EXEC_WINDOW_S
+    while True:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return False
+        # Empty: a zombie, or a process in the middle of an exec (with --netns, `ip netns exec` execs the
+        # broker after Popen has returned), whose new command line is not there yet.
+        if cmdline or state == "Z" or time.monotonic() >= deadline:
+            return marker.encode() in cmdline.split(b"\0")
+        time.sleep(0.01)
 
 
 def _network_call(func: Callable[..., T], *args: Any) -> T:
