@@ -43,6 +43,7 @@ ZOOKEEPER_PORT = 2181
 # The brokers' listeners for clients on the host, by the container port docker-compose.yml publishes.
 KAFKA_HOST_LISTENER_PORT = 9092  # PLAINTEXT_HOST
 GRPC_HOST_LISTENER_PORT = 9192  # GRPC_HOST
+_PAUSE_ATTEMPTS = 10
 T = TypeVar("T")
 
 
@@ -142,7 +143,16 @@ class ComposeChaosCluster(ClusterView):
             self._sleep(0.5)
 
     def pause(self, name: str) -> None:
-        self._docker(lambda: self._services.pause(name))
+        for attempt in range(1, _PAUSE_ATTEMPTS + 1):
+            try:
+                self._services.pause(name)
+                return
+            except ComposeError as e:
+                # The cgroup freezer gives up on a task it cannot stop at once (a ZooKeeper server in an fsync on
+                # a busy disk: `runc pause` fails with "exit status 1"); a moment later it freezes.
+                if attempt == _PAUSE_ATTEMPTS:
+                    raise ChaosError(f"{e} ({attempt} attempts)") from None
+                self._sleep(1.0)
 
     def resume(self, name: str) -> None:
         if self._docker(lambda: self._services.state(name).paused):

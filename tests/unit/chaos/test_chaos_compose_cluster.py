@@ -38,6 +38,7 @@ class FakeEngine:
         self.calls: list[list[str]] = []
         self.sigterm_takes = 0
         self.unhealthy_after_start = 0
+        self.pause_failures = 0  # `docker pause`s that fail (the freezer could not stop a task) before one works
 
     def acts(self) -> list[list[str]]:
         """The calls that change something (not ps / inspect / port / exec)."""
@@ -72,6 +73,9 @@ class FakeEngine:
                 c.running, c.stopping_for = False, 0
         elif command == "start":
             c.running, c.starts, c.unhealthy_for = True, c.starts + 1, self.unhealthy_after_start
+        elif command == "pause" and self.pause_failures > 0:
+            self.pause_failures -= 1
+            raise ComposeError("`/usr/bin/runc pause ...` failed: exit status 1")
         elif command == "pause":
             c.running, c.paused = False, True  # as Podman's Docker API reports a paused container
         elif command == "unpause":
@@ -208,6 +212,18 @@ def test_pause_resume_and_paused_counts_as_running() -> None:
     assert cluster.running("broker-1")
     cluster.resume("broker-1")
     assert engine.acts() == [["docker", "pause", "id-broker-1"], ["docker", "unpause", "id-broker-1"]]
+
+
+def test_a_pause_the_freezer_refuses_is_tried_again() -> None:
+    engine = FakeEngine(("broker-1", "controller-1001", "zookeeper-1"))
+    clock = FakeClock(0.0)
+    cluster = _cluster(engine, clock)
+    engine.pause_failures = 2
+    cluster.pause("zookeeper-1")
+    assert engine.acts() == [["docker", "pause", "id-zookeeper-1"]] * 3 and clock.sleeps == [1.0, 1.0]
+    engine.pause_failures = 10
+    with pytest.raises(ChaosError, match=r"runc pause .*exit status 1 \(10 attempts\)"):
+        cluster.pause("broker-1")
 
 
 def test_isolate_disconnects_and_heal_reconnects_under_the_service_name_and_address() -> None:
