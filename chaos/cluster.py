@@ -8,15 +8,24 @@ primitive faults; chaos/nemesis.py decides which to use when. The compose backen
     kafka_bootstrap_servers  what Kafka clients connect to (the brokers' Kafka listeners)
     data_dir                 where the audit finds the brokers' log dirs (None: it cannot run)
     brokers / controllers    the process names
+    zookeepers               the ZooKeeper servers' names ("zookeeper", or "zookeeper-1".. of an ensemble; none
+                             for a ZooKeeper that is not the cluster's own)
+    zookeeper_mode(name)     what the server's `srvr` says: "leader", "follower", "standalone"; None if it does not
+                             serve
+    zookeeper_session(name)  the session id holding a broker's /brokers/ids/<id> or the active controller's
+                             /controller, or None
     active_controller()      the name of the controller ZooKeeper's /controller names, or None
     partition_state(topic)   {partition: (leader, replicas, isr)} as ZooKeeper has it (leader -1: none)
     running(name)
     kill(name, signum)       SIGKILL: a crash; SIGTERM: a clean stop (a broker hands off its leadership)
     start(name)              start a stopped process again on its config and data (one still stopping is
-                             given a grace period first); returns once it serves
+                             given a grace period first); returns once it serves (a ZooKeeper member: once it
+                             is back in the quorum)
     pause(name) / resume(name)            SIGSTOP / SIGCONT (docker pause / unpause)
     isolate(name, keep_clients) / heal()  cut a broker off from its peers and ZooKeeper (optionally not
-                                          from clients) / undo every cut
+                                          from clients) / undo every cut (cut_zookeeper's too)
+    cut_zookeeper(name) / restore_zookeeper(name)  cut a running process's ZooKeeper traffic, and only that,
+                                          so its session expires while it runs on / undo it
     supports(fault)          None, or why this backend cannot inject that fault
     close()
 """
@@ -25,18 +34,23 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from chaos import netns
+from chaos import netns, zk_cut
 from minibroker.local import network as cluster_network
 from minibroker.local.cluster import ClusterError, LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
+from zk.paths import CONTROLLER, broker_id_path
+from zk.server import server_mode
 
 PARTITION_FAULTS = frozenset({"partition-leader"})
+ZOOKEEPER_FAULTS = frozenset({"kill-zookeeper", "pause-zookeeper"})
+SESSION_FAULTS = frozenset({"expire-session"})
 
 
 class ChaosError(Exception):
@@ -59,6 +73,13 @@ class ChaosCluster(Protocol):
     @property
     def controllers(self) -> list[str]: ...
 
+    @property
+    def zookeepers(self) -> list[str]: ...
+
+    def zookeeper_mode(self, name: str) -> str | None: ...
+
+    def zookeeper_session(self, name: str) -> int | None: ...
+
     def active_controller(self) -> str | None: ...
 
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]: ...
@@ -76,6 +97,10 @@ class ChaosCluster(Protocol):
     def isolate(self, name: str, keep_clients: bool) -> None: ...
 
     def heal(self) -> None: ...
+
+    def cut_zookeeper(self, name: str) -> None: ...
+
+    def restore_zookeeper(self, name: str) -> None: ...
 
     def supports(self, fault: str) -> str | None: ...
 
@@ -98,6 +123,8 @@ def local_unsupported(fault: str) -> str | None:
             cluster_network.check_privileges()
         except cluster_network.NetworkError as e:
             return f"{fault} needs network namespaces: a cluster started with `minibroker cluster up --netns` ({e})"
+    if fault in SESSION_FAULTS:
+        return zk_cut.unsupported()
     return None
 
 
@@ -114,6 +141,14 @@ class ZooKeeperState:
     def active_controller(self) -> str | None:
         controller_id = self._zk.get_controller_id()
         return None if controller_id is None else f"controller-{controller_id}"
+
+    def session(self, name: str) -> int | None:
+        """The session holding `name`'s ephemeral znode: a broker's registration, the active controller's
+        /controller (a standby holds none)."""
+        if name.startswith("broker-"):
+            return self._zk.ephemeral_owner(broker_id_path(node_id(name)))
+        owner = self._zk.ephemeral_owner(CONTROLLER)
+        return owner if self.active_controller() == name else None
 
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
         assignment = self._zk.get_topic_assignment(topic)
@@ -134,13 +169,16 @@ class ZooKeeperState:
 
 class ClusterView:
     """What every backend answers the same way once its __init__ has set them: the bootstrap lists, the node
-    names, and ZooKeeper's view of controller and partitions."""
+    names, the ZooKeeper servers' modes (from the addresses where this machine reaches them), and ZooKeeper's
+    view of controller, partitions and sessions."""
 
     _bootstrap: str
     _kafka_bootstrap: str
     _brokers: list[str]
     _controllers: list[str]
+    _zookeepers: dict[str, str]  # name: host:port
     _zk: ZooKeeperState
+    _zookeeper_cuts: dict[str, zk_cut.ZooKeeperCut]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -158,11 +196,40 @@ class ClusterView:
     def controllers(self) -> list[str]:
         return list(self._controllers)
 
+    @property
+    def zookeepers(self) -> list[str]:
+        return list(self._zookeepers)
+
+    def zookeeper_mode(self, name: str) -> str | None:
+        host, _, port = self._zookeepers[name].rpartition(":")
+        return server_mode(host, int(port))
+
     def active_controller(self) -> str | None:
         return self._zk.active_controller()
 
+    def zookeeper_session(self, name: str) -> int | None:
+        return self._zk.session(name)
+
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
         return self._zk.partition_state(topic)
+
+    def restore_zookeeper(self, name: str) -> None:
+        record = self._zookeeper_cuts.pop(name, None)
+        if record is not None:
+            try:
+                zk_cut.restore(record)
+            except zk_cut.CutError as e:
+                raise ChaosError(str(e)) from None
+
+    def _cut_zookeeper(self, name: str, cut: Callable[[], zk_cut.ZooKeeperCut]) -> None:
+        try:
+            self._zookeeper_cuts[name] = cut()
+        except zk_cut.CutError as e:
+            raise ChaosError(str(e)) from None
+
+    def _restore_zookeeper_cuts(self) -> None:
+        for name in list(self._zookeeper_cuts):
+            self.restore_zookeeper(name)
 
 
 class LocalChaosCluster(ClusterView):
@@ -179,6 +246,12 @@ class LocalChaosCluster(ClusterView):
         self._kafka_bootstrap = info.kafka_bootstrap_servers
         self._brokers = [broker_name(b.id) for b in info.brokers]
         self._controllers = [f"controller-{c.id}" for c in info.controllers]
+        self._zookeepers = {m.name: m.connect for m in info.zookeeper.members}
+        if info.zookeeper.pid is not None:
+            self._zookeepers["zookeeper"] = info.zookeeper.connect
+        self._zookeeper_ports = {int(server.rpartition(":")[2]) for server in info.zookeeper.connect.split("/")[0]
+                                 .split(",")}
+        self._zookeeper_cuts = {}
         self._zk = ZooKeeperState(info.zookeeper.connect, f"is the cluster in {cluster.data_dir} up (`minibroker"
                                                          f" cluster status --data-dir {cluster.data_dir}`)?")
 
@@ -200,6 +273,8 @@ class LocalChaosCluster(ClusterView):
             # Still running (a bounce's controlled shutdown under way): SIGTERM again, SIGKILL only after a grace.
             if name.startswith("broker-"):
                 self._cluster.restart_broker(node_id(name), timeout=self._restart_timeout)
+            elif name.startswith("zookeeper"):
+                self._cluster.restart_zookeeper(name, timeout=self._restart_timeout)
             else:
                 self._cluster.restart_controller(node_id(name), timeout=self._restart_timeout)
         except ClusterError as e:
@@ -219,13 +294,24 @@ class LocalChaosCluster(ClusterView):
             raise ChaosError(str(e)) from None
 
     def heal(self) -> None:
+        self._restore_zookeeper_cuts()
         try:
             netns.heal(self._cluster.data_dir)
         except netns.PartitionError as e:
             raise ChaosError(str(e)) from None
 
+    def cut_zookeeper(self, name: str) -> None:
+        try:
+            pid = self._cluster.pid(name)
+        except ClusterError as e:
+            raise ChaosError(str(e)) from None
+        self._cut_zookeeper(name, lambda: zk_cut.cut(pid, self._zookeeper_ports))
+
     def supports(self, fault: str) -> str | None:
         why = local_unsupported(fault)
+        if why is None and fault in ZOOKEEPER_FAULTS and not self._zookeepers:
+            why = (f"{fault} acts on the cluster's own ZooKeeper, and the cluster in {self._cluster.data_dir} uses an"
+                   " external one (`cluster up --zookeeper`)")
         # cluster.json of a `cluster up --netns` cluster describes its network (chaos/netns.py reads it there).
         if why is None and fault in PARTITION_FAULTS and self._cluster.load().network is None:
             why = (f"{fault} needs network namespaces, and the cluster in {self._cluster.data_dir} has none: start"

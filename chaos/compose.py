@@ -78,6 +78,11 @@ class ContainerState:
         return self.running or self.paused
 
 
+def pid_argv(container: str) -> list[str]:
+    """The host pid of the container's first process (0 when it is not running)."""
+    return ["docker", "inspect", "--format", "{{.State.Pid}}", container]
+
+
 def state_argv(container: str) -> list[str]:
     return ["docker", "inspect", "--format", STATE_FORMAT, container]
 
@@ -163,6 +168,10 @@ class ComposeServices:
 
     def running(self, service: str) -> bool:
         return self.state(service).running
+
+    def pid(self, service: str) -> int:
+        """The host pid of its container's process (0: not running)."""
+        return int(self._run(pid_argv(self.container(service))).strip() or 0)
 
     def published_ports(self, service: str) -> dict[int, int]:
         """{container port: host port}."""

@@ -10,6 +10,9 @@ them), acted on through chaos/compose.py:
     isolate / heal         docker network disconnect / connect from the project's network, back at the
                            address it had: a healed partition, not a new host (peers' connections to
                            the old address would otherwise hang until they time out)
+    cut_zookeeper          iptables in the container's network namespace (nsenter on its host pid, as
+                           root) drops its packets to and from ZooKeeper's port: the process is alone
+                           there (chaos/zk_cut.py's cut_namespace)
 
 A disconnect takes the container's only network away: no peer, no ZooKeeper, and no
 published port either (the engine forwards host ports through that network), so
@@ -17,8 +20,8 @@ published port either (the engine forwards host ports through that network), so
 connections fail, as they would in a partition that cuts them too. Clients connect to
 the brokers' published host listeners (GRPC_HOST for minibroker's client, PLAINTEXT_HOST for
 Kafka clients: found by their container ports), and ZooKeeper is read on its
-published port (ZOOKEEPER_HOST_PORT in docker-compose.yml). The log dirs live in
-volumes, not on this machine: data_dir is None and the audit runs in the compose
+published ports (ZOOKEEPER_<i>_HOST_PORT in docker-compose.yml: each server's mode is
+asked there too). The log dirs live in volumes, not on this machine: data_dir is None and the audit runs in the compose
 `audit` service instead (`docker-compose run --rm audit`).
 """
 
@@ -30,21 +33,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from chaos import zk_cut
 from chaos.cluster import ChaosError, ClusterView, ZooKeeperState, node_id
 from chaos.compose import ComposeError, ComposeServices
 
+# "zookeeper" (one server) or "zookeeper-1", "zookeeper-2", ... (an ensemble)
 ZOOKEEPER_SERVICE = "zookeeper"
 ZOOKEEPER_PORT = 2181
 # The brokers' listeners for clients on the host, by the container port docker-compose.yml publishes.
 KAFKA_HOST_LISTENER_PORT = 9092  # PLAINTEXT_HOST
 GRPC_HOST_LISTENER_PORT = 9192  # GRPC_HOST
+_PAUSE_ATTEMPTS = 10
 T = TypeVar("T")
 
 
 def health_command(name: str) -> list[str]:
     """The service's healthcheck in docker-compose.yml: registered and serving."""
-    role = "broker" if name.startswith("broker-") else "controller"
+    role = "broker" if name.startswith("broker-") else "zookeeper" if is_zookeeper(name) else "controller"
     return ["python", "-m", "minibroker.container", "health", role]
+
+
+def is_zookeeper(service: str) -> bool:
+    return service == ZOOKEEPER_SERVICE or service.startswith(f"{ZOOKEEPER_SERVICE}-")
 
 
 def host_address(services: ComposeServices, service: str, container_port: int) -> str:
@@ -71,17 +81,19 @@ class ComposeChaosCluster(ClusterView):
             names = services.services()
             self._brokers = sorted((n for n in names if n.startswith("broker-")), key=node_id)
             self._controllers = sorted((n for n in names if n.startswith("controller-")), key=node_id)
-            if not self._brokers or not self._controllers or ZOOKEEPER_SERVICE not in names:
+            zookeepers = sorted((n for n in names if is_zookeeper(n)), key=lambda n: n.rpartition("-")[2])
+            if not self._brokers or not self._controllers or not zookeepers:
                 raise ChaosError(f"compose project {services.project} has services {names or 'none'}, not"
                                  f" {ZOOKEEPER_SERVICE}, controller-* and broker-*: {up}")
             self._bootstrap = ",".join(host_address(services, b, GRPC_HOST_LISTENER_PORT) for b in self._brokers)
             self._kafka_bootstrap = ",".join(host_address(services, b, KAFKA_HOST_LISTENER_PORT)
                                              for b in self._brokers)
-            zookeeper_connect = host_address(services, ZOOKEEPER_SERVICE, ZOOKEEPER_PORT)
+            self._zookeepers = {n: host_address(services, n, ZOOKEEPER_PORT) for n in zookeepers}
         except ComposeError as e:
             raise ChaosError(f"{e}: {up}") from None
-        self._zk = zookeeper(zookeeper_connect, up)
+        self._zk = zookeeper(",".join(self._zookeepers.values()), up)
         self._cut: dict[str, str] = {}  # service: its address before the cut
+        self._zookeeper_cuts = {}
         # SIGTERMed services, by the start time of the container then stopping.
         self._stopping: dict[str, str] = {}
 
@@ -131,7 +143,16 @@ class ComposeChaosCluster(ClusterView):
             self._sleep(0.5)
 
     def pause(self, name: str) -> None:
-        self._docker(lambda: self._services.pause(name))
+        for attempt in range(1, _PAUSE_ATTEMPTS + 1):
+            try:
+                self._services.pause(name)
+                return
+            except ComposeError as e:
+                # The cgroup freezer gives up on a task it cannot stop at once (a ZooKeeper server in an fsync on
+                # a busy disk: `runc pause` fails with "exit status 1"); a moment later it freezes.
+                if attempt == _PAUSE_ATTEMPTS:
+                    raise ChaosError(f"{e} ({attempt} attempts)") from None
+                self._sleep(1.0)
 
     def resume(self, name: str) -> None:
         if self._docker(lambda: self._services.state(name).paused):
@@ -142,7 +163,15 @@ class ComposeChaosCluster(ClusterView):
         self._docker(lambda: self._services.disconnect(name))
         self._cut[name] = address
 
+    def cut_zookeeper(self, name: str) -> None:
+        pid = self._docker(lambda: self._services.pid(name))
+        if not pid or not Path(f"/proc/{pid}/ns/net").exists():
+            raise ChaosError(f"the process of {name}'s container (pid {pid}) is not visible from here: expire-session"
+                             " needs the engine on this machine, and root")
+        self._cut_zookeeper(name, lambda: zk_cut.cut_namespace(pid, [ZOOKEEPER_PORT]))
+
     def heal(self) -> None:
+        self._restore_zookeeper_cuts()
         for name, address in sorted(self._cut.items()):
             try:
                 self._services.connect(name, address or None)
@@ -151,7 +180,7 @@ class ComposeChaosCluster(ClusterView):
             del self._cut[name]
 
     def supports(self, fault: str) -> str | None:
-        return None
+        return zk_cut.unsupported() if fault == "expire-session" else None
 
     def close(self) -> None:
         self._zk.close()

@@ -9,6 +9,13 @@
     bounce            SIGTERM the leader of a random partition (a controlled shutdown) and start it again at once
     kill-coordinator  SIGKILL the broker coordinating the workload's consumer group (the leader of its
                       __consumer_offsets partition); start it again
+    kill-zookeeper    SIGKILL one ZooKeeper server, the leader or a follower (a coin toss, then each server's mode
+                      asked); start it again (it rejoins the quorum). The one server of a single-node ZooKeeper:
+                      nothing can change (no election, no ISR change) until it is back, nothing acknowledged is lost
+    pause-zookeeper   SIGSTOP one ZooKeeper server, chosen so; SIGCONT
+    expire-session    cut one broker's or the active controller's ZooKeeper traffic (and only that) until ZooKeeper
+                      has expired its session (its ephemeral znode gone), while the process runs on: the zombie;
+                      then restore it, and the process finds its session expired and starts a new one
 
 One fault at a time is the failure model Kafka promises to survive (any single broker or the
 controller), so no acknowledged record may be lost whatever the schedule. The schedule and every
@@ -30,10 +37,23 @@ from chaos.cluster import ChaosCluster, ChaosError, broker_name
 from chaos.history import Fault
 
 FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "partition-leader",
-          "bounce", "kill-coordinator")
+          "bounce", "kill-coordinator", "kill-zookeeper", "pause-zookeeper", "expire-session")
 # Longest suffix first: "ms" before "s" and "m".
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "bounce")
+# How long expire-session waits, past its hold, for ZooKeeper to expire the session: several session timeouts.
+SESSION_EXPIRY_WAIT_S = 60.0
+_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class Injected:
+    """A fault under way: what it hit, how to undo it, and (expire-session) what must hold before it may be undone."""
+
+    target: str
+    undo: Callable[[], None]
+    note: str = ""
+    done: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,42 +157,75 @@ class Nemesis:
             self.error = e
 
     def _inject(self, planned: Planned) -> None:
-        target, undo = self._begin(planned.fault)
+        injected = self._begin(planned.fault)
+        target = injected.target
         start = time.time()
-        self._report(f"nemesis: {planned.fault} {target}")
+        self._report(f"nemesis: {planned.fault} {target}" + (f" ({injected.note})" if injected.note else ""))
+        notes = [injected.note] if injected.note else []
+        failure = None
         try:
             self._stop.wait(planned.hold)
+            if injected.done is not None:
+                failure = self._wait_done(injected.done, start)
+                notes.append(failure or f"done after {time.time() - start:.1f} s")
+                # The zombie lives on a while: its leaderships are moved away while clients still reach it.
+                self._stop.wait(planned.hold / 2)
         finally:
             # As Jepsen draws it, the window ends when the heal begins; how long healing took is in the detail.
             # A fault without a hold (bounce) is its restart: its window ends when the restart has.
             healing = time.time()
-            undo()
+            injected.undo()
             healed = time.time()
             end = healed if planned.hold == 0 else healing
-            fault = Fault(planned.fault, target, start, end, f"healed in {healed - healing:.1f} s")
+            fault = Fault(planned.fault, target, start, end, "; ".join([*notes, f"healed in {healed - healing:.1f} s"]))
             self._record(fault)
             self._report(f"nemesis: healed {planned.fault} {target} ({fault.detail})")
+        if failure is not None:
+            raise ChaosError(f"{planned.fault} {target}: {failure}")
 
-    def _begin(self, fault: str) -> tuple[str, Callable[[], None]]:
+    def _wait_done(self, done: Callable[[], bool], start: float) -> str | None:
+        """None once `done()` holds; else (the run stopping, or SESSION_EXPIRY_WAIT_S gone by) why not."""
+        deadline = time.monotonic() + SESSION_EXPIRY_WAIT_S
+        while not done():
+            if self._stop.is_set():
+                return None if done() else "the run ended before the session expired"
+            if time.monotonic() >= deadline:
+                return f"the session did not expire in {time.time() - start:.0f} s"
+            time.sleep(_POLL_S)
+        return None
+
+    def _begin(self, fault: str) -> Injected:
         """Inject `fault`; returns its target and how to undo it."""
         cluster = self._cluster
         if fault in ("kill-leader", "kill-controller", "kill-random", "kill-coordinator"):
             target = {"kill-leader": self._leader, "kill-controller": self._controller,
                       "kill-random": self._any_process, "kill-coordinator": self._coordinator}[fault]()
             cluster.kill(target, signal.SIGKILL)
-            return target, lambda: cluster.start(target)
+            return Injected(target, lambda: cluster.start(target))
         if fault in ("pause-leader", "pause-controller"):
             target = self._leader() if fault == "pause-leader" else self._controller()
             cluster.pause(target)
-            return target, lambda: cluster.resume(target)
+            return Injected(target, lambda: cluster.resume(target))
         if fault == "partition-leader":
             target = self._leader()
             cluster.isolate(target, keep_clients=True)
-            return target, cluster.heal
+            return Injected(target, cluster.heal)
         if fault == "bounce":
             target = self._leader()
             cluster.kill(target, signal.SIGTERM)
-            return target, lambda: cluster.start(target)
+            return Injected(target, lambda: cluster.start(target))
+        if fault in ("kill-zookeeper", "pause-zookeeper"):
+            target, mode = self._zookeeper_server()
+            if fault == "kill-zookeeper":
+                cluster.kill(target, signal.SIGKILL)
+                return Injected(target, lambda: cluster.start(target), f"was {mode}")
+            cluster.pause(target)
+            return Injected(target, lambda: cluster.resume(target), f"was {mode}")
+        if fault == "expire-session":
+            target, session = self._session_holder()
+            cluster.cut_zookeeper(target)
+            return Injected(target, lambda: cluster.restore_zookeeper(target), f"session 0x{session:x} cut off",
+                            lambda: cluster.zookeeper_session(target) != session)
         raise ChaosError(f"unknown fault {fault!r}")
 
     def _leader(self) -> str:
@@ -192,12 +245,33 @@ class Nemesis:
     def _any_process(self) -> str:
         return self._rng.choice(self._cluster.brokers + self._cluster.controllers)
 
+    def _zookeeper_server(self) -> tuple[str, str]:
+        """A ZooKeeper server and its mode: the leader or a follower, as a coin toss says (the one server of a
+        single-node ZooKeeper whatever it says)."""
+        servers = self._cluster.zookeepers
+        if not servers:
+            raise ChaosError("the cluster has no ZooKeeper server of its own to act on")
+        modes = {name: self._cluster.zookeeper_mode(name) or "not serving" for name in servers}
+        wanted = self._rng.choice(("leader", "follower"))
+        name = self._rng.choice([n for n in servers if modes[n] == wanted] or servers)
+        return name, modes[name]
+
+    def _session_holder(self) -> tuple[str, int]:
+        """A broker registered in ZooKeeper or the active controller, and the session that holds its znode."""
+        cluster = self._cluster
+        candidates = [name for name in [*cluster.brokers, cluster.active_controller()] if name is not None]
+        sessions = {name: session for name in candidates if (session := cluster.zookeeper_session(name))}
+        if not sessions:
+            raise ChaosError("no broker is registered and no controller is active: no session to expire")
+        name = self._rng.choice(sorted(sessions))
+        return name, sessions[name]
     def restore(self) -> list[str]:
         """After the run: undo every cut and pause, start whatever is not running. Returns what it did."""
         cluster = self._cluster
         done = []
         cluster.heal()
-        for name in cluster.brokers + cluster.controllers:
+        # ZooKeeper first: the brokers and controllers started after it need it.
+        for name in cluster.zookeepers + cluster.brokers + cluster.controllers:
             if cluster.running(name):
                 cluster.resume(name)
             else:

@@ -23,7 +23,8 @@ PNG_FILE = "chaos.png"
 HTML_FILE = "chaos.html"
 _FAULT_COLOURS = {"kill-leader": "#d62728", "kill-controller": "#9467bd", "kill-random": "#8c564b",
                   "pause-leader": "#ff7f0e", "pause-controller": "#e377c2", "partition-leader": "#17becf",
-                  "bounce": "#bcbd22", "kill-coordinator": "#e6550d"}
+                  "bounce": "#bcbd22", "kill-coordinator": "#e6550d", "kill-zookeeper": "#393b79",
+                  "pause-zookeeper": "#aec7e8", "expire-session": "#8c6d31"}
 
 
 def _span(history: History) -> tuple[float, float]:

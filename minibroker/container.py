@@ -2,7 +2,9 @@
 
     python -m minibroker.container broker       KAFKA_* -> server.properties, exec `minibroker broker`
     python -m minibroker.container controller   KAFKA_* -> controller.properties, exec `minibroker controller`
-    python -m minibroker.container zookeeper    ZOOKEEPER_* over DEFAULT_ZOO_CFG -> zoo.cfg, exec the server's JVM
+    python -m minibroker.container zookeeper    ZOOKEEPER_* over DEFAULT_ZOO_CFG -> zoo.cfg, exec the server's JVM;
+                                                with ZOO_MY_ID and ZOO_SERVERS (the official image's variables)
+                                                one member of an ensemble
     python -m minibroker.container health broker|controller|zookeeper
                                                 the healthcheck of the process these variables configure (over
                                                 TLS with the process's own certificate on an SSL listener)
@@ -16,7 +18,9 @@
 Kafka config names come from variables as Confluent's images map them: drop
 KAFKA_, lower-case, then `___` -> `-`, `__` -> `_`, `_` -> `.`
 (KAFKA_MIN_INSYNC_REPLICAS -> min.insync.replicas). ZooKeeper's are camelCase:
-ZOOKEEPER_TICK_TIME -> tickTime. The files go to CONFIG_DIR; the processes
+ZOOKEEPER_TICK_TIME -> tickTime. An ensemble member is configured as the official
+`zookeeper` image's: ZOO_MY_ID=2 (its myid file), ZOO_SERVERS="server.1=zookeeper-1:2888:3888;2181
+server.2=..." (every member, whitespace-separated). The files go to CONFIG_DIR; the processes
 exec'd replace this one, so signals (docker stop, docker kill) reach them.
 """
 
@@ -37,7 +41,7 @@ from minibroker.commands import health
 from minibroker.local import security as cluster_security
 from zk.acl import ZkSecurity
 from zk.client import KafkaZkClient
-from zk.server import four_letter_word, server_command
+from zk.server import QUORUM_MAIN_CLASS, SERVING_MODES, ZOOKEEPER_MAIN_CLASS, server_command, server_mode
 
 CONFIG_DIR = Path("/etc/minibroker")
 KAFKA_PREFIX = "KAFKA_"
@@ -53,6 +57,12 @@ DEFAULT_ZOO_CFG = {
     "admin.enableServer": "false",
     "4lw.commands.whitelist": "ruok,srvr,stat",
 }
+# An ensemble member's additions: ticks to sync with a new leader and to stay in step with it (a member silent
+# for syncLimit ticks, 4 s, is dropped and a leader elected again); each member listens for its peers on every
+# address (its service name resolves to the container's address on the compose network only).
+ENSEMBLE_ZOO_CFG = {"initLimit": "10", "syncLimit": "2", "quorumListenOnAllIPs": "true"}
+MY_ID_VARIABLE = "ZOO_MY_ID"
+SERVERS_VARIABLE = "ZOO_SERVERS"
 _UNDERSCORES = {"_": ".", "__": "_", "___": "-"}
 
 
@@ -73,7 +83,14 @@ def kafka_properties(env: Mapping[str, str]) -> dict[str, str]:
 
 def zookeeper_properties(env: Mapping[str, str]) -> dict[str, str]:
     overrides = {zookeeper_name(k): v for k, v in sorted(env.items()) if k.startswith(ZOOKEEPER_PREFIX)}
-    return {**DEFAULT_ZOO_CFG, **overrides}
+    servers = {}
+    for entry in env.get(SERVERS_VARIABLE, "").split():
+        key, sep, value = entry.partition("=")
+        if not sep or not key.startswith("server."):
+            raise ValueError(f"{SERVERS_VARIABLE}: {entry!r} is not server.<id>=<host>:<quorum port>:<election port>"
+                             "[;<client port>]")
+        servers[key] = value
+    return {**DEFAULT_ZOO_CFG, **(ENSEMBLE_ZOO_CFG if servers else {}), **servers, **overrides}
 
 
 def health_argv(role: str, env: Mapping[str, str]) -> list[str]:
@@ -131,11 +148,8 @@ def _local_address(host: str, port: int) -> str:
 
 def _zookeeper_healthy(env: Mapping[str, str]) -> bool:
     port = int(zookeeper_properties(env)["clientPort"])
-    try:
-        # Not `ruok`: that answers before the server serves requests.
-        return "Mode: standalone" in four_letter_word("127.0.0.1", port, "srvr", timeout=5)
-    except OSError:
-        return False
+    # Not `ruok`: that answers before the server serves requests (an ensemble member: before it has a quorum).
+    return server_mode("127.0.0.1", port, timeout=5) in SERVING_MODES
 
 
 def _write(name: str, props: dict[str, str]) -> Path:
@@ -159,10 +173,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _write("controller.properties", kafka_properties(env))
         os.execvp("minibroker", ["minibroker", "controller", "--config", str(config), *rest])
     if command == "zookeeper":
-        props = zookeeper_properties(env)
+        try:
+            props = zookeeper_properties(env)
+        except ValueError as e:
+            print(f"zookeeper: {e}", file=sys.stderr)
+            return 2
         Path(props["dataDir"]).mkdir(parents=True, exist_ok=True)
+        main_class = ZOOKEEPER_MAIN_CLASS
+        if env.get(MY_ID_VARIABLE):
+            (Path(props["dataDir"]) / "myid").write_text(f"{env[MY_ID_VARIABLE]}\n")
+            main_class = QUORUM_MAIN_CLASS
         config = _write("zoo.cfg", props)
-        command_line = server_command(config)
+        command_line = server_command(config, main_class)
         os.execvp(command_line[0], command_line)
     if command == "security-init":
         return security_init(env)

@@ -1,2 +1,3 @@
-"""ZooKeeper, Kafka 2.x style: the znode layout and formats (paths), the client (client), a local server (server),
-and zookeeper.set.acl (acl: Kafka's default ACLs per path, the digest identity from a JAAS file)."""
+"""ZooKeeper, Kafka 2.x style: the znode layout and formats (paths), the client (client), a local server or the
+members of a local ensemble (server), and zookeeper.set.acl (acl: Kafka's default ACLs per path, the digest identity
+from a JAAS file)."""

@@ -1,6 +1,8 @@
-"""A real, local, standalone ZooKeeper server process, for `minibroker cluster up` and for tests.
+"""A real, local ZooKeeper server process, standalone or one member of an ensemble, for `minibroker cluster up`
+and for tests.
 
-Runs ZooKeeperServerMain directly with java (what `zkServer.sh start-foreground`
+Runs ZooKeeperServerMain (standalone) or QuorumPeerMain (an ensemble member: `server.N` lines and a `myid`
+file) directly with java (what `zkServer.sh start-foreground`
 ends up exec'ing, minus the shell, the JMX agent and the system-wide config), so
 the child we hold is the JVM itself: its pid is the server's pid, a signal
 reaches it, and nothing is left behind. Everything lives in `data_dir`:
@@ -13,13 +15,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -28,6 +32,9 @@ from types import TracebackType
 # stderr, i.e. zookeeper.log) instead of printing a NOP-logger warning.
 _DEBIAN_JARS = (Path("/usr/share/java/zookeeper.jar"), Path("/usr/share/java/slf4j-simple.jar"))
 ZOOKEEPER_MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# An ensemble member's `srvr` says one of these once it serves (a standalone server says "standalone").
+SERVING_MODES = ("standalone", "leader", "follower", "observer")
 # A coordination server for a handful of brokers: small heap, no JIT tier 2 and
 # serial GC make the JVM start in about a third of a second.
 _JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
@@ -44,6 +51,19 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> list[int]:
+    """`count` distinct ports nothing listens on right now (held bound until all are found, so none is picked
+    twice), and none of `avoid` (ports planned for something not started yet)."""
+    ports: list[int] = []
+    with contextlib.ExitStack() as stack:
+        while len(ports) < count:
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind((host, 0))
+            if (port := int(s.getsockname()[1])) not in avoid:
+                ports.append(port)
+    return ports
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -67,6 +87,40 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
     return b"".join(chunks).decode(errors="replace")
 
 
+def server_mode(host: str, port: int, timeout: float = 1.0) -> str | None:
+    """What `srvr` says of the server at host:port: "standalone", "leader", "follower"; None when it does not
+    answer or does not serve (an ensemble member without a quorum answers "This ZooKeeper instance is not
+    currently serving requests")."""
+    try:
+        match = re.search(r"^Mode: (\w+)", four_letter_word(host, port, "srvr", timeout), re.MULTILINE)
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class QuorumMember:
+    """One server of an ensemble, as every member's zoo.cfg lists it (`server.<id>=...`)."""
+
+    id: int
+    host: str
+    client_port: int
+    quorum_port: int  # followers' connections to the leader
+    election_port: int  # leader election
+
+    @property
+    def connect(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    def server_line(self) -> str:
+        """ZooKeeper 3.5+'s form, with the member's client address after the semicolon."""
+        return f"server.{self.id}={self.host}:{self.quorum_port}:{self.election_port};{self.connect}"
+
+
+def connect_string(members: Sequence[QuorumMember]) -> str:
+    return ",".join(m.connect for m in members)
+
+
 def zookeeper_classpath() -> str:
     """Debian's package, else an upstream tarball's lib/ under $ZOOKEEPER_HOME."""
     home = os.environ.get("ZOOKEEPER_HOME")
@@ -87,8 +141,9 @@ def _java() -> str:
     return java
 
 
-def server_command(config_file: Path) -> list[str]:
-    """The JVM command line of a standalone server reading `config_file` (a zoo.cfg)."""
+def server_command(config_file: Path, main_class: str = ZOOKEEPER_MAIN_CLASS) -> list[str]:
+    """The JVM command line of a server reading `config_file` (a zoo.cfg): standalone, or with QUORUM_MAIN_CLASS
+    an ensemble member."""
     return [
         _java(),
         *_JVM_FLAGS,
@@ -96,7 +151,7 @@ def server_command(config_file: Path) -> list[str]:
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
         "-cp",
         zookeeper_classpath(),
-        ZOOKEEPER_MAIN_CLASS,
+        main_class,
         str(config_file),
     ]
 
@@ -143,13 +198,15 @@ def _wait(condition: Callable[[], bool], timeout: float, interval: float = 0.02)
 
 
 class LocalZooKeeper:
-    """One standalone ZooKeeper server on 127.0.0.1.
+    """One ZooKeeper server on 127.0.0.1: standalone, or with `ensemble` (every member, this one's id `myid`)
+    one member of an ensemble, whose ports are then the ensemble's.
 
     `port=0` picks a free port (and picks again if another process grabs it
     between our probe and the JVM's bind). `tick_time_ms` is short so sessions
     can be short: ZooKeeper allows session timeouts from 2 to 20 ticks by
     default; we widen the top to 60 s so Kafka's default 18 s is honoured.
-    `fsync=False` trades durability on power loss for speed (tests).
+    `fsync=False` trades durability on power loss for speed (tests). An ensemble member serves only once a
+    quorum of members runs: start them all with `wait=False`, then `wait_ready()` each.
     """
 
     def __init__(
@@ -160,7 +217,16 @@ class LocalZooKeeper:
         tick_time_ms: int = 500,
         fsync: bool = True,
         launcher: Sequence[str] = (),
+        ensemble: Sequence[QuorumMember] = (),
+        myid: int | None = None,
     ) -> None:
+        self.ensemble = tuple(ensemble)
+        self.myid = myid
+        if self.ensemble:
+            me = next((m for m in self.ensemble if m.id == myid), None)
+            if me is None:
+                raise ValueError(f"myid {myid} is not a member of the ensemble {[m.id for m in self.ensemble]}")
+            host, port = me.host, me.client_port
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -205,14 +271,16 @@ class LocalZooKeeper:
     def is_running(self) -> bool:
         return self.pid is not None
 
-    def start(self, timeout: float = 30.0, detached: bool = False) -> int:
+    def start(self, timeout: float = 30.0, detached: bool = False, wait: bool = True) -> int:
         """Start the server and wait until it serves requests; returns its pid.
 
         Attached (default), the JVM dies with this process (Linux parent-death
         signal) and `stop()` reaps it. Detached, it outlives us (`cluster up`);
         stop it later with `LocalZooKeeper(data_dir).stop()`, which finds it by
         the pid file. Either way it runs in its own session, so a Ctrl-C in the
-        terminal is ours to handle, not the server's.
+        terminal is ours to handle, not the server's. With `wait=False` (an
+        ensemble member, which cannot serve alone) it returns once the JVM is
+        spawned; `wait_ready()` waits for it.
         """
         if self.is_running():
             raise ZooKeeperStartError(f"ZooKeeper already running from {self.data_dir} (pid {self.pid})")
@@ -224,15 +292,31 @@ class LocalZooKeeper:
                 # Checked first so that another server's "imok" cannot pass for ours.
                 raise ZooKeeperStartError(f"port {self.connect_string} is already in use")
             proc = self._spawn(detached)
+            if not wait:
+                return self._started(proc, detached)
             if self._wait_ready(proc, deadline):
-                if detached:
-                    # Forget the child: it must outlive us, and not be reaped by us.
-                    self._proc = None
-                return proc.pid
+                return self._started(proc, detached)
             failure = self._describe_failure()
             self.stop()
             if not (self._pick_port and "Address already in use" in failure and time.monotonic() < deadline):
                 raise ZooKeeperStartError(failure)
+
+    def _started(self, proc: subprocess.Popen[bytes], detached: bool) -> int:
+        if detached:
+            # Forget the child: it must outlive us, and not be reaped by us.
+            self._proc = None
+        return proc.pid
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the server (started with wait=False) serves: an ensemble member, once it has a quorum."""
+        deadline = time.monotonic() + timeout
+        while (mode := server_mode(self.host, self.port)) not in SERVING_MODES:
+            if not self.is_running():
+                raise ZooKeeperStartError(self._describe_failure())
+            if time.monotonic() >= deadline:
+                raise ZooKeeperStartError(f"no quorum after {timeout:g} s (srvr: {mode}); "
+                                          + self._describe_failure())
+            time.sleep(0.05)
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; idempotent. Works on a detached server too."""
@@ -282,10 +366,20 @@ class LocalZooKeeper:
             "preAllocSize=4096",
             f"forceSync={'yes' if self.fsync else 'no'}",
         ]
+        if self.ensemble:
+            lines += [
+                # Ticks a follower has to connect and sync with a new leader, and to stay in step with it: a
+                # follower (or leader) silent for syncLimit ticks (2.5 s) is dropped, and a new leader elected.
+                "initLimit=20",
+                "syncLimit=5",
+                *(m.server_line() for m in self.ensemble),
+            ]
+            (self.data_dir / "data" / "myid").write_text(f"{self.myid}\n")
         self.config_file.write_text("\n".join(lines) + "\n")
 
     def _command(self) -> list[str]:
-        return [*self.launcher, *server_command(self.config_file.resolve())]
+        main_class = QUORUM_MAIN_CLASS if self.ensemble else ZOOKEEPER_MAIN_CLASS
+        return [*self.launcher, *server_command(self.config_file.resolve(), main_class)]
 
     def _spawn(self, detached: bool) -> subprocess.Popen[bytes]:
         self._write_config()
@@ -307,10 +401,9 @@ class LocalZooKeeper:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 return False
-            with contextlib.suppress(OSError):
-                # Not `ruok`: that answers "imok" before the server serves requests.
-                if "Mode: standalone" in four_letter_word(self.host, self.port, "srvr"):
-                    return proc.poll() is None
+            # Not `ruok`: that answers "imok" before the server serves requests.
+            if server_mode(self.host, self.port) in SERVING_MODES:
+                return proc.poll() is None
             time.sleep(0.02)
         return False
 
@@ -331,3 +424,27 @@ class LocalZooKeeper:
         except OSError:
             tail = []
         return f"ZooKeeper did not start on {self.connect_string} (log {self.log_file}):\n" + "\n".join(tail)
+
+
+def plan_ensemble(size: int, host: str = "127.0.0.1", client_ports: Sequence[int] = (),
+                  avoid: Collection[int] = ()) -> list[QuorumMember]:
+    """Members 1..size on `host`: the client ports given (0 or none: a free one), quorum and election ports free
+    (and none of `avoid`, nor a client port given)."""
+    free = iter(free_ports(3 * size, host, {*avoid, *client_ports}))
+    ports = list(client_ports) + [0] * (size - len(client_ports))
+    return [QuorumMember(i, host, ports[i - 1] or next(free), next(free), next(free)) for i in range(1, size + 1)]
+
+
+def start_ensemble(servers: Sequence[LocalZooKeeper], timeout: float = 30.0, detached: bool = False) -> list[int]:
+    """Start every member (LocalZooKeeper with an `ensemble`), then wait until each serves as leader or
+    follower; returns their pids. On failure every member is stopped again."""
+    deadline = time.monotonic() + timeout
+    try:
+        pids = [server.start(timeout, detached=detached, wait=False) for server in servers]
+        for server in servers:
+            server.wait_ready(max(deadline - time.monotonic(), 0.1))
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return pids

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from kazoo.exceptions import KazooException
+
 from broker.server.config import KafkaConfig
 from broker.server.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
 from common.assignment import assign_replicas_to_brokers
@@ -118,6 +120,11 @@ class AdminManager:
                 logger.info("Error processing %s request for topic %s: %s (%s)", log_what, name, e.message,
                             e.code.name)
                 results.append(CreateTopicResult(name, e.code, e.message))
+            except KazooException as e:
+                # ZooKeeper unreachable or the session expired: nothing can change until it is back. Kafka's
+                # ApiError.fromThrowable makes any such exception UNKNOWN_SERVER_ERROR, its message withheld.
+                logger.error("Error processing %s request for topic %s: ZooKeeper %r", log_what, name, e)
+                results.append(CreateTopicResult(name, ErrorCode.UNKNOWN_SERVER_ERROR, ""))
         return results
 
     def auto_create_topic(self, topic: str) -> ErrorCode:
@@ -230,6 +237,9 @@ class AdminManager:
                 results.append(DeleteTopicResult(name, ErrorCode.NONE))
             except KafkaError as e:
                 results.append(DeleteTopicResult(name, e.code, e.message))
+            except KazooException as e:  # as in _each_topic
+                logger.error("Error processing delete topic request for topic %s: ZooKeeper %r", name, e)
+                results.append(DeleteTopicResult(name, ErrorCode.UNKNOWN_SERVER_ERROR, ""))
         return results
 
 

@@ -1,14 +1,16 @@
-"""`minibroker chaos run | check`: kill, pause and cut off brokers and controllers under load, then check nothing
-acknowledged was lost (chaos/).
+"""`minibroker chaos run | check`: kill, pause and cut off brokers, controllers and ZooKeeper servers under load,
+expire sessions, then check nothing acknowledged was lost (chaos/).
 
     minibroker chaos run [--data-dir D | --compose [PROJECT]] [--faults kill-leader,...] [--interval 10s]
                          [--duration 120s] [--seed N] [--output DIR] [--audit | --no-audit]
                          [--client minibroker|confluent-kafka|kafka-python] [--group-members N]
+                         [--zookeeper-nodes 3]
     minibroker chaos check HISTORY [--output DIR]
 
 Without --data-dir or --compose, `run` starts a fresh cluster of its own under OUTPUT/cluster and stops it at
-the end. --compose runs against a docker-compose.yml cluster that is up (its containers are killed, paused and
-disconnected; the audit is then `docker-compose run --rm audit`).
+the end (with --zookeeper-nodes 3 on a ZooKeeper ensemble). --compose runs against a docker-compose.yml
+cluster that is up (its containers are killed, paused and disconnected; the audit is then
+`docker-compose run --rm audit`).
 The verdict goes to stdout; OUTPUT gets history.jsonl, result.json, chaos.png and chaos.html.
 Exit 0 only when every safety check held; 1 when one did not; 2 when the run could not be made.
 """
@@ -79,8 +81,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="a running docker-compose cluster: the compose project's name (default as"
                             " docker-compose names it: $COMPOSE_PROJECT_NAME, else this directory's name)")
     run_parser.add_argument("--faults", type=_argument(parse_faults), default=DEFAULT_FAULTS, metavar="F[,F...]",
-                            help=f"from {', '.join(FAULTS)} (default: all but partition-leader, which needs"
-                                 " `cluster up --netns` as root)")
+                            help=f"from {', '.join(FAULTS)} (default: {','.join(DEFAULT_FAULTS)};"
+                                 " partition-leader needs `cluster up --netns` and expire-session iptables and a"
+                                 " cgroup, both as root)")
     run_parser.add_argument("--interval", type=_argument(parse_duration), default=10.0, metavar="DURATION",
                             help="a fault every DURATION, held for half of it (default 10s)")
     run_parser.add_argument("--duration", type=_argument(parse_duration), default=120.0, metavar="DURATION",
@@ -111,6 +114,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser.add_argument("--security", action="store_true",
                             help="start the fresh cluster with `cluster up --security` (minibroker's client only); a"
                                  " --data-dir cluster started so is reached as its admin by itself")
+    run_parser.add_argument("--zookeeper-nodes", type=int, default=1, metavar="N",
+                            help="ZooKeeper servers of the cluster this command starts (default 1; 3: an ensemble)")
     run_parser.add_argument("--keep-cluster", action="store_true",
                             help="leave the cluster this command started running")
     run_parser.set_defaults(action_func=_run)
@@ -152,6 +157,11 @@ def _run(args: argparse.Namespace) -> int:
         why = local_unsupported(fault)
         if why is not None:
             return _fail(why)
+    if (args.compose is not None or args.data_dir is not None) and args.zookeeper_nodes != 1:
+        return _fail("--zookeeper-nodes is for the cluster `chaos run` starts: start yours with"
+                     " `minibroker cluster up --zookeeper-nodes N`")
+    if args.zookeeper_nodes < 1:
+        return _fail("--zookeeper-nodes must be at least 1")
     if args.compose is not None and (args.override or args.keep_cluster or args.security):
         return _fail("--override, --security and --keep-cluster are for the cluster `chaos run` starts; a --compose"
                      " cluster is"
@@ -180,7 +190,8 @@ def _run(args: argparse.Namespace) -> int:
                 return _fail(f"{output} holds an earlier run: give another --output")
             _report(f"chaos: starting a fresh cluster in {cluster.data_dir}")
             cluster.up(overrides=[*OWN_CLUSTER_OVERRIDES, *args.override], report=_report,
-                       netns=not PARTITION_FAULTS.isdisjoint(args.faults), security=args.security)
+                       netns=not PARTITION_FAULTS.isdisjoint(args.faults), security=args.security,
+                       zookeeper_nodes=args.zookeeper_nodes)
         info = cluster.load()
         if info.security is not None:
             if args.client != "minibroker":

@@ -1,7 +1,7 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
 
-    minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P] [--override k=v ...]
-                          [--port-base N] [--netns] [--security]
+    minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P | --zookeeper-nodes 3]
+                          [--override k=v ...] [--port-base N] [--netns] [--security]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
@@ -12,7 +12,10 @@
 `BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script. The
 addresses stay: `up` on a data dir that ran before listens where it did (ports
 from the brokers' server.properties and cluster.json), `--port-base N` puts
-ZooKeeper on N and broker <id> on N+<id>. The brokers' and controllers'
+ZooKeeper on N and broker <id> on N+<id> (an ensemble's member <i> on N+200+<i>).
+`--zookeeper-nodes 3` runs a ZooKeeper ensemble of three servers instead of one
+(zookeeper-1..3: a quorum of two keeps the cluster going); the brokers and
+controllers get the whole connect string. The brokers' and controllers'
 .properties files in D are kept as the user left them; `up` changes only the
 keys it must (zookeeper.connect, listeners for a new --port-base, this run's
 --override keys) and says which.
@@ -45,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="number of controller processes, ids 1001.. (default: as many as the data dir had, else 2)")
     up.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                     help="use this ZooKeeper instead of starting one")
+    up.add_argument("--zookeeper-nodes", type=int, metavar="N",
+                    help="start a ZooKeeper ensemble of N servers (default: as many as the data dir had, else 1)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config key=value (repeatable); keys a controller knows go to the controllers too")
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
@@ -116,7 +121,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
                           overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns,
-                          port_base=args.port_base, security=args.security)
+                          port_base=args.port_base, security=args.security,
+                          zookeeper_nodes=args.zookeeper_nodes)
     except ClusterUsageError as e:
         raise CommandLineError(str(e)) from None
     except (ClusterError, ClusterFileError) as e:

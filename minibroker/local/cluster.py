@@ -7,6 +7,7 @@ started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
     cluster.json                           what runs where (minibroker/local/cluster_file.py)
     logs/<name>.log                        each process's output
     zookeeper/                             LocalZooKeeper's zoo.cfg, data and pid file
+    zookeeper-<i>/                         the same for member <i> of an ensemble (--zookeeper-nodes N), with myid
     controller-<id>/controller.properties
     broker-<id>/server.properties          and broker-<id>/data, its log.dirs
     partitions.json                        brokers cut off by chaos/netns.py (with --netns)
@@ -61,6 +62,7 @@ from minibroker.local.cluster_file import (
     ControllerEntry,
     NetworkEntry,
     ZooKeeperEntry,
+    ZooKeeperMember,
 )
 from minibroker.local.network import CORE, NetworkError, broker_host
 from minibroker.local.security import grpc_security, zookeeper_security
@@ -68,7 +70,17 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
 from zk.paths import BrokerInfo
-from zk.server import ZOOKEEPER_MAIN_CLASS, LocalZooKeeper, ZooKeeperStartError, pid_alive
+from zk.server import (
+    QUORUM_MAIN_CLASS,
+    ZOOKEEPER_MAIN_CLASS,
+    LocalZooKeeper,
+    QuorumMember,
+    ZooKeeperStartError,
+    pid_alive,
+    plan_ensemble,
+    server_mode,
+    start_ensemble,
+)
 
 HOST = "127.0.0.1"
 # KafkaConfig's default offsets.topic.replication.factor (3).
@@ -87,8 +99,14 @@ _READY_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min
                           ("grpc.max_reconnect_backoff_ms", 100)]
 _KILL_GRACE_S = 10.0
 _EXIT_CODE_WAIT_S = 1.0
+# How long a process's command line may read empty while it execs before it counts as gone.
+_EXEC_WINDOW_S = 2.0
 # How long `up --zookeeper H:P` gives a server that accepts connections to answer as ZooKeeper.
 _ZOOKEEPER_CHECK_S = 10.0
+# With --netns an ensemble's members share the core namespace: member <i> on ZOOKEEPER_PORT + i - 1 (clients),
+# these + i (followers to the leader, leader election).
+_NETNS_QUORUM_PORT = 2887
+_NETNS_ELECTION_PORT = 3887
 
 Report = Callable[[str], None]
 T = TypeVar("T")
@@ -145,6 +163,9 @@ class LocalCluster:
     def zookeeper_dir(self) -> Path:
         return self.data_dir / "zookeeper"
 
+    def member_dir(self, member_id: int) -> Path:
+        return self.data_dir / f"zookeeper-{member_id}"
+
     def log_file(self, name: str) -> Path:
         return self.logs_dir / f"{name}.log"
 
@@ -161,15 +182,17 @@ class LocalCluster:
 
     def up(self, brokers: int | None = None, controllers: int | None = None, zookeeper: str | None = None,
            overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
-           netns: bool = False, port_base: int | None = None, security: bool = False) -> ClusterInfo:
-        """Start ZooKeeper (unless `zookeeper` names one), the controllers and the brokers, and wait until every
+           netns: bool = False, port_base: int | None = None, security: bool = False,
+           zookeeper_nodes: int | None = None) -> ClusterInfo:
+        """Start ZooKeeper (unless `zookeeper` names one: one server, or an ensemble of `zookeeper_nodes`
+        servers), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
         each host gets a network namespace of its own first (root only). Ports as minibroker/local/ports.py
         plans them; the configs of a data dir that ran before are kept (minibroker/local/configs.py). The
-        numbers of brokers and controllers default to those the data dir had, else 3 and 2. With `security`
-        (kept for the later runs of the data dir), a secure cluster (minibroker/local/security.py): TLS and SASL,
-        mutual TLS inside the cluster, ZooKeeper ACLs (an open cluster's znodes are secured first), an admin
-        super user.
+        numbers of brokers, controllers and ZooKeeper servers default to those the data dir had, else 3, 2 and 1.
+        With `security` (kept for the later runs of the data dir), a secure cluster
+        (minibroker/local/security.py): TLS and SASL, mutual TLS inside the cluster, ZooKeeper ACLs (an open
+        cluster's znodes are secured first), an admin super user.
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
@@ -181,11 +204,12 @@ class LocalCluster:
             controllers = len(previous.controllers) if previous is not None and previous.controllers else 2
         if brokers < 1 or controllers < 1:
             raise ClusterUsageError("a cluster needs at least one broker and one controller")
+        zookeeper_nodes = _zookeeper_nodes(previous, zookeeper, zookeeper_nodes)
         if port_base is not None:
             if netns:
                 raise ClusterUsageError("--port-base and --netns: with --netns every broker listens on port"
                                         f" {cluster_network.BROKER_PORT} of an address of its own")
-            if (problem := cluster_ports.port_base_problem(port_base, brokers)) is not None:
+            if (problem := cluster_ports.port_base_problem(port_base, brokers, zookeeper_nodes)) is not None:
                 raise ClusterUsageError(problem)
         secure = security or (previous is not None and previous.security is not None)
         if netns and secure:
@@ -215,7 +239,8 @@ class LocalCluster:
         _check_broker_overrides(props)
         if zookeeper is not None:
             _check_zookeeper_answers(zookeeper, min(timeout, _ZOOKEEPER_CHECK_S))
-        ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report)
+        ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report,
+                                                    zookeeper_nodes)
         if previous is not None and previous.network is not None:
             # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
             self._remove_network(previous.network)
@@ -230,7 +255,13 @@ class LocalCluster:
                 network = self._create_network(info, range(1, brokers + 1))
                 report(f"Created network {network.subnet} on bridge {network.bridge}: namespaces "
                        + ", ".join(f"{ns} ({network.addresses[host]})" for host, ns in network.namespaces.items()))
-            if zookeeper is None:
+            if zookeeper is None and zookeeper_nodes > 1:
+                info.zookeeper = self._start_ensemble(info, zookeeper_nodes, max(deadline - time.monotonic(), 1.0),
+                                                      ports)
+                report(f"Started a ZooKeeper ensemble of {zookeeper_nodes} on {info.zookeeper.connect} ("
+                       + ", ".join(f"{m.name} pid {m.pid}, {_mode(m.connect)}" for m in info.zookeeper.members)
+                       + ")")
+            elif zookeeper is None:
                 info.zookeeper = self._start_zookeeper(max(deadline - time.monotonic(), 1.0), info.network,
                                                        0 if ports is None else ports.zookeeper)
                 report(f"Started ZooKeeper on {info.zookeeper.connect} (pid {info.zookeeper.pid})")
@@ -309,17 +340,20 @@ class LocalCluster:
         return info.network
 
     def _plan_ports(self, previous: ClusterInfo | None, brokers: int, port_base: int | None, own_zookeeper: bool,
-                    report: Report) -> cluster_ports.PortPlan:
+                    report: Report, zookeeper_nodes: int = 1) -> cluster_ports.PortPlan:
         plan = cluster_ports.plan_ports(previous, range(1, brokers + 1), port_base, self.broker_config,
-                                        cluster_configs.first_listener, HOST, cluster_configs.kafka_listener_port)
+                                        cluster_configs.first_listener, HOST, cluster_configs.kafka_listener_port,
+                                        zookeeper_nodes)
         if not own_zookeeper:
             plan.zookeeper = 0
+            plan.zookeeper_members = {}
         taken = cluster_ports.taken(plan, HOST)
         if taken:
             raise ClusterError(f"ports in use by another process: {', '.join(taken)} ({plan.chosen}); stop what"
                                " listens there, or choose other ports with --port-base N")
         report(f"Ports ({plan.chosen}): " + ", ".join(
             ([f"zookeeper {plan.zookeeper}"] if plan.zookeeper else [])
+            + [f"zookeeper-{i} {port}" for i, port in plan.zookeeper_members.items() if port]
             + [f"broker-{i} {port} (Kafka {plan.kafka[i]})" for i, port in plan.brokers.items()]))
         return plan
 
@@ -345,21 +379,55 @@ class LocalCluster:
                f" '{cluster_security.ADMIN_USER}' with SCRAM credentials; client properties {tls.client_config}")
 
     def _start_zookeeper(self, timeout: float, network: NetworkEntry | None, port: int = 0) -> ZooKeeperEntry:
-        server = (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else
-                  LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
-                                 launcher=cluster_network.exec_prefix(network, CORE)))
+        server = self._single_server(network, port)
+        pid = _start_server(server, timeout)
+        self._link_log("zookeeper", server.log_file)
+        return ZooKeeperEntry(connect=server.connect_string, pid=pid)
+
+    def _single_server(self, network: NetworkEntry | None, port: int) -> LocalZooKeeper:
+        return (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else
+                LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
+                               launcher=cluster_network.exec_prefix(network, CORE)))
+
+    def _member_server(self, member: ZooKeeperMember, members: list[ZooKeeperMember],
+                       network: NetworkEntry | None) -> LocalZooKeeper:
+        launcher = [] if network is None else cluster_network.exec_prefix(network, CORE)
+        return LocalZooKeeper(self.member_dir(member.id), ensemble=[m.quorum_member() for m in members],
+                              myid=member.id, launcher=launcher)
+
+    def _start_ensemble(self, info: ClusterInfo, size: int, timeout: float,
+                        ports: cluster_ports.PortPlan | None) -> ZooKeeperEntry:
+        """Every member, each in zookeeper-<i>/ with its myid, then wait for a quorum (a leader and followers).
+        Quorum and election ports are picked free each time (only the members use them), clear of the ports
+        planned for the brokers; with --netns the members share the core namespace, on fixed ports there."""
+        if info.network is None:
+            assert ports is not None
+            planned = plan_ensemble(size, HOST, [ports.zookeeper_members.get(i, 0) for i in range(1, size + 1)],
+                                    avoid={*ports.brokers.values(), *ports.kafka.values()})
+        else:
+            core = info.network.addresses[CORE]
+            planned = [QuorumMember(i, core, cluster_network.ZOOKEEPER_PORT + i - 1, _NETNS_QUORUM_PORT + i,
+                                    _NETNS_ELECTION_PORT + i) for i in range(1, size + 1)]
+        members = [ZooKeeperMember(m.id, m.host, m.client_port, m.quorum_port, m.election_port, None)
+                   for m in planned]
+        servers = [self._member_server(m, members, info.network) for m in members]
         try:
-            pid = server.start(timeout=timeout, detached=True)
+            pids = start_ensemble(servers, timeout, detached=True)
         except ZooKeeperStartError as e:
             raise ClusterError(str(e)) from None
         except OSError as e:
-            raise ClusterError(f"cannot start ZooKeeper in {self.zookeeper_dir}: {e.filename}: {e.strerror}") from None
-        link = self.log_file("zookeeper")
+            raise ClusterError(f"cannot start ZooKeeper: {e.filename}: {e.strerror}") from None
+        for member, server, pid in zip(members, servers, pids, strict=True):
+            member.pid = pid
+            self._link_log(member.name, server.log_file)
+        return ZooKeeperEntry(connect=",".join(m.connect for m in members), pid=None, members=members)
+
+    def _link_log(self, name: str, log_file: Path) -> None:
+        link = self.log_file(name)
         if not link.is_symlink():
             # One place to look for every process's output; the server itself writes in its own dir.
             link.unlink(missing_ok=True)
-            link.symlink_to(os.path.relpath(server.log_file, self.logs_dir))
-        return ZooKeeperEntry(connect=server.connect_string, pid=pid)
+            link.symlink_to(os.path.relpath(log_file, self.logs_dir))
 
     def _start_controller(self, controller_id: int, network: NetworkEntry | None) -> int:
         """Start it on its controller.properties."""
@@ -396,7 +464,8 @@ class LocalCluster:
     def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float) -> None:
         """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
         active controller from the controller's UpdateMetadata: what a client needs before it can use them."""
-        processes = self._processes(info)
+        # An ensemble member that is down (a chaos fault, a crash) does not matter while the others have a quorum.
+        processes = [p for p in self._processes(info) if not (p.kind == "zookeeper" and info.zookeeper.members)]
         zk = self._zookeeper(info, deadline)
         # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
         # between attempts, long after a broker serves (and channels share connections process-wide).
@@ -426,15 +495,17 @@ class LocalCluster:
     def status(self) -> tuple[ClusterInfo, list[ProcessStatus]]:
         info = self.load()
         processes = self._processes(info)
-        # Our ZooKeeper stopped: do not wait out a connection timeout to learn that it is unreachable.
-        zk_down = any(p.kind == "zookeeper" and not self._running(p) for p in processes)
+        # Our ZooKeeper stopped (every member of an ensemble): do not wait out a connection timeout to learn that
+        # it is unreachable.
+        servers = [p for p in processes if p.kind == "zookeeper"]
+        zk_down = bool(servers) and not any(self._running(p) for p in servers)
         zk_state = None if zk_down else _zookeeper_state(info.zookeeper.connect)
         statuses = []
         for process in processes:
             running = self._running(process)
             detail, healthy = process.describe(zk_state) if running else (process.address, False)
             statuses.append(ProcessStatus(process.name, process.pid, running, detail, healthy))
-        if info.zookeeper.pid is None:  # external: not ours to watch, but the cluster needs it
+        if info.zookeeper.external:  # not ours to watch, but the cluster needs it
             statuses.insert(0, ProcessStatus("zookeeper", None, zk_state is not None,
                                              f"external, {info.zookeeper.connect}"
                                              + ("" if zk_state is not None else ", unreachable"),
@@ -538,17 +609,46 @@ class LocalCluster:
         self._wait_ready(info, [], time.monotonic() + timeout, timeout)
         return entry
 
+    def restart_zookeeper(self, name: str, kill: bool = False, timeout: float = 60.0,
+                          report: Report = lambda _: None) -> int:
+        """Stop one ZooKeeper server ("zookeeper", or "zookeeper-<i>" of an ensemble; SIGTERM, or SIGKILL with
+        `kill`) and start it again on its config and data; returns its pid once it serves (a member: once it is
+        the quorum's leader or follower again)."""
+        info = self.load()
+        process = self._process(info, name)
+        if process.kind != "zookeeper":
+            raise ClusterError(f"{name} is not one of the cluster's ZooKeeper servers")
+        if self._running(process):
+            self._terminate([process], kill, _KILL_GRACE_S)
+            report(f"Stopped {name} (pid {process.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
+        member = next((m for m in info.zookeeper.members if m.name == name), None)
+        if member is None:
+            server = self._single_server(info.network, int(info.zookeeper.connect.rpartition(":")[2]))
+            info.zookeeper.pid = pid = _start_server(server, timeout)
+        else:
+            server = self._member_server(member, info.zookeeper.members, info.network)
+            member.pid = pid = _start_server(server, timeout)
+        info.save(self.data_dir)
+        report(f"Started {name} on {process.connect} (pid {pid}), mode {_mode(process.connect)}")
+        return pid
+
     def running(self, name: str) -> bool:
-        """Whether the process `name` ("broker-1", "controller-1001", "zookeeper") of cluster.json runs."""
+        """Whether the process `name` ("broker-1", "controller-1001", "zookeeper", "zookeeper-2") of cluster.json
+        runs."""
         return self._running(self._process(self.load(), name))
 
-    def send_signal(self, name: str, signum: int) -> int:
-        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+    def pid(self, name: str) -> int:
+        """The pid of the process `name`, checked against its command line as every signal here is."""
         process = self._process(self.load(), name)
         if process.pid is None or not self._running(process):
             raise ClusterError(f"{name} is not running")
-        os.kill(process.pid, signum)
         return process.pid
+
+    def send_signal(self, name: str, signum: int) -> int:
+        """Signal the process `name` if it is the one cluster.json records; returns its pid."""
+        pid = self.pid(name)
+        os.kill(pid, signum)
+        return pid
 
     def _process(self, info: ClusterInfo, name: str) -> _Process:
         for process in self._processes(info):
@@ -563,6 +663,8 @@ class LocalCluster:
         if info.zookeeper.pid is not None:
             processes.append(_Process("zookeeper", "zookeeper", info.zookeeper.pid,
                                       str((self.zookeeper_dir / "zoo.cfg").resolve()), info.zookeeper.connect))
+        processes += [_Process("zookeeper", m.name, m.pid, str((self.member_dir(m.id) / "zoo.cfg").resolve()),
+                               m.connect) for m in info.zookeeper.members]
         processes += [_Process("controller", f"controller-{c.id}", c.pid, str(self.controller_config(c.id)),
                                controller_id=c.id) for c in info.controllers]
         processes += [_Process("broker", f"broker-{b.id}", b.pid, str(self.broker_config(b.id)), broker=b)
@@ -586,7 +688,8 @@ class LocalCluster:
                 continue
             # The config file as a broker's or controller's --config, or as ZooKeeper's last argument: not an
             # editor or a pager that happens to have one open.
-            configs = [arg for before, arg in itertools.pairwise(args) if before in ("--config", ZOOKEEPER_MAIN_CLASS)]
+            configs = [arg for before, arg in itertools.pairwise(args)
+                       if before in ("--config", ZOOKEEPER_MAIN_CLASS, QUORUM_MAIN_CLASS)]
             for arg in configs:
                 path = Path(arg)
                 if arg.startswith(prefix) and path.name in kinds:
@@ -638,7 +741,9 @@ class _Process:
     def describe(self, zk: _ZooKeeperState | None) -> tuple[str, bool]:
         """What ZooKeeper says about this process, and whether that is as it should be."""
         if self.kind == "zookeeper":
-            return self.connect, zk is not None
+            # leader / follower in an ensemble, standalone alone; none: running but not serving (no quorum).
+            mode = _mode(self.connect)
+            return f"{self.connect}, mode {mode}", zk is not None and mode != "none"
         if zk is None:
             return "ZooKeeper unreachable", False
         if self.broker is not None:
@@ -697,6 +802,38 @@ def _zookeeper_state(connect: str) -> _ZooKeeperState | None:
                                None if epoch is None else epoch[0])
 
 
+def _start_server(server: LocalZooKeeper, timeout: float) -> int:
+    try:
+        return server.start(timeout=timeout, detached=True)
+    except ZooKeeperStartError as e:
+        raise ClusterError(str(e)) from None
+    except OSError as e:
+        raise ClusterError(f"cannot start ZooKeeper in {server.data_dir}: {e.filename}: {e.strerror}") from None
+
+
+def _mode(connect: str) -> str:
+    host, _, port = connect.rpartition(":")
+    return server_mode(host, int(port)) or "none"
+
+
+def _zookeeper_nodes(previous: ClusterInfo | None, external: str | None, asked: int | None) -> int:
+    """How many ZooKeeper servers `up` starts: as asked, else as many as the data dir had, else one. A data
+    dir's ZooKeeper data (topics, configs) lives in its servers' dirs: their number cannot change under it."""
+    had = None
+    if previous is not None and not previous.zookeeper.external:
+        had = len(previous.zookeeper.members) or 1
+    nodes = asked if asked is not None else had or 1
+    if nodes < 1:
+        raise ClusterUsageError(f"--zookeeper-nodes must be at least 1, not {nodes}")
+    if external is not None and nodes > 1:
+        raise ClusterUsageError("--zookeeper-nodes and --zookeeper: the ensemble at --zookeeper is not ours to start")
+    if external is None and had is not None and nodes != had:
+        raise ClusterUsageError(f"the data dir's ZooKeeper has {had} server(s), and its topics and configs are"
+                                f" theirs: --zookeeper-nodes {nodes} would start a ZooKeeper without them (use"
+                                " another --data-dir)")
+    return nodes
+
+
 def _check_zookeeper_answers(connect: str, timeout: float) -> None:
     """Before anything is started on it: a ZooKeeper answers at `connect` (and its chroot exists)."""
     try:
@@ -717,11 +854,18 @@ def _runs(pid: int, marker: str) -> bool:
     """Whether `pid` is alive and is the process whose command line contains `marker`."""
     if not Path("/proc").is_dir():  # not Linux: the pid is all we have
         return pid_alive(pid)
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return marker.encode() in cmdline
+    deadline = time.monotonic() + _EXEC_WINDOW_S
+    while True:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return False
+        # Empty: a zombie, or a process in the middle of an exec (with --netns, `ip netns exec` execs the
+        # broker after Popen has returned), whose new command line is not there yet.
+        if cmdline or state == "Z" or time.monotonic() >= deadline:
+            return marker.encode() in cmdline.split(b"\0")
+        time.sleep(0.01)
 
 
 def _network_call(func: Callable[..., T], *args: Any) -> T:

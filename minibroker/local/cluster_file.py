@@ -4,7 +4,7 @@ Written by the launcher (minibroker/local/cluster.py) and read by every command
 that takes `--data-dir`, so its shape is a contract: `bootstrap_servers` (the
 brokers' gRPC listeners), `kafka_bootstrap_servers` (their Kafka-protocol
 listeners, for kcat, confluent-kafka, kafka-python...), `zookeeper` {connect,
-pid}, `controllers` [{id, pid}], `brokers` [{id, host, port, pid, log_dir,
+pid, members}, `controllers` [{id, pid}], `brokers` [{id, host, port, pid, log_dir,
 kafka_port}], and `network` (null unless `cluster up --netns`): {bridge,
 subnet, gateway, namespaces {host: namespace}, addresses {host: IP}, veths},
 where a host is "core" (ZooKeeper and the controllers) or "broker-<id>", and
@@ -12,7 +12,10 @@ where a host is "core" (ZooKeeper and the controllers) or "broker-<id>", and
 zookeeper_jaas, admin_user}, the files a client or tool of the secure cluster
 needs (paths). A pid
 is null for a process that is not ours to manage (an external ZooKeeper given
-with `--zookeeper`).
+with `--zookeeper`). `members` is empty for a single ZooKeeper server; for an
+ensemble (`cluster up --zookeeper-nodes 3`) it lists each server {id, host,
+client_port, quorum_port, election_port, pid}, `connect` is the whole connect
+string and the ensemble's own `pid` null.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from zk.server import QuorumMember
 
 CLUSTER_FILE = "cluster.json"
 # chaos/netns.py's record of the brokers it cut off; it means nothing once the network is gone.
@@ -33,9 +38,38 @@ class ClusterFileError(Exception):
 
 
 @dataclass
+class ZooKeeperMember:
+    """One server of an ensemble `cluster up` started: zookeeper-<id>/ in the data dir."""
+
+    id: int
+    host: str
+    client_port: int
+    quorum_port: int
+    election_port: int
+    pid: int | None
+
+    @property
+    def name(self) -> str:
+        return f"zookeeper-{self.id}"
+
+    @property
+    def connect(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    def quorum_member(self) -> QuorumMember:
+        return QuorumMember(self.id, self.host, self.client_port, self.quorum_port, self.election_port)
+
+
+@dataclass
 class ZooKeeperEntry:
     connect: str
-    pid: int | None
+    pid: int | None  # a single server's; null for an ensemble (each member has its own) and an external one
+    members: list[ZooKeeperMember] = field(default_factory=list)
+
+    @property
+    def external(self) -> bool:
+        """Not ours to start, stop or watch (`cluster up --zookeeper H:P`)."""
+        return self.pid is None and not self.members
 
 
 @dataclass
@@ -127,7 +161,8 @@ class ClusterInfo:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClusterInfo:
         return cls(
-            zookeeper=ZooKeeperEntry(**data["zookeeper"]),
+            zookeeper=ZooKeeperEntry(**{**data["zookeeper"], "members": [
+                ZooKeeperMember(**m) for m in data["zookeeper"].get("members", [])]}),
             controllers=[ControllerEntry(**c) for c in data["controllers"]],
             brokers=[BrokerEntry(**b) for b in data["brokers"]],
             network=None if data.get("network") is None else NetworkEntry(**data["network"]),

@@ -6,9 +6,10 @@ host (minibroker's client on the gRPC host listeners; kcat -L/-P/-C and confluen
 on the Kafka host listeners, localhost:9092-9094 by default), SIGKILL a leader's
 container (`docker kill`), check the cluster heals (a new
 leader, acks=all writes go on, the restarted broker rejoins every ISR, nothing
-acknowledged is lost), run a short `minibroker chaos run --compose` (a leader
-SIGKILLed, paused, cut off the network; minibroker's client, then confluent-kafka)
-to a clean verdict, and `docker-compose down -v` leaves no container, volume or network behind.
+acknowledged is lost), run short `minibroker chaos run --compose`s (a leader
+SIGKILLed, paused, cut off the network with minibroker's client; then with confluent-kafka
+a ZooKeeper server of the three SIGKILLed, one paused, a broker's or the controller's
+session expired) to a clean verdict, and `docker-compose down -v` leaves no container, volume or network behind.
 
 Needs `docker` and `docker-compose` talking to an engine (Docker, or Podman
 serving the Docker API: DOCKER_HOST); BASE_IMAGE names the image to build FROM
@@ -41,8 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE = "minibroker:system-test"
 BROKERS = {1: "broker-1", 2: "broker-2", 3: "broker-3"}
 # Every service, and the role its health check takes (minibroker/container.py).
-SERVICES = {"zookeeper": "zookeeper", "controller-1001": "controller", "controller-1002": "controller",
-            **{service: "broker" for service in BROKERS.values()}}
+ZOOKEEPERS = ("zookeeper-1", "zookeeper-2", "zookeeper-3")
+SERVICES = {**{service: "zookeeper" for service in ZOOKEEPERS}, "controller-1001": "controller",
+            "controller-1002": "controller", **{service: "broker" for service in BROKERS.values()}}
 TOPIC = "compose-heal"
 KAFKA_TOPIC = "compose-kafka"
 HEALTHY_TIMEOUT_S = 240.0
@@ -142,7 +144,8 @@ def cluster() -> Iterator[ComposeCluster]:
     project = f"mbsystest{os.getpid()}"
     ports = {broker_id: free_port() for broker_id in BROKERS}
     kafka_ports = {broker_id: free_port() for broker_id in BROKERS}
-    env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0", "ZOOKEEPER_HOST_PORT": str(free_port()),
+    env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0",
+           **{f"ZOOKEEPER_{i}_HOST_PORT": str(free_port()) for i in range(1, len(ZOOKEEPERS) + 1)},
            **{f"BROKER_{broker_id}_GRPC_HOST_PORT": str(port) for broker_id, port in ports.items()},
            **{f"BROKER_{broker_id}_HOST_PORT": str(port) for broker_id, port in kafka_ports.items()}}
     base_image = env.get("BASE_IMAGE", "python:3.11-slim-bookworm")
@@ -261,13 +264,16 @@ def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeClus
     assert sorted(_consume_all(cluster, len(expected))) == sorted(expected)
 
 
-# minibroker's client on the gRPC host ports, librdkafka on the Kafka host ports.
-@pytest.mark.parametrize("client", ["minibroker", "confluent-kafka"])
-def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, client: str, tmp_path: Path) -> None:
+# minibroker's client on the gRPC host ports, librdkafka on the Kafka host ports; brokers' faults, then the
+# ZooKeeper ensemble's (a server killed, one paused, a session expired under a running process).
+@pytest.mark.parametrize(("client", "faults"), [("minibroker", "kill-leader,pause-leader,partition-leader"),
+                                                ("confluent-kafka", "kill-zookeeper,pause-zookeeper,expire-session")])
+def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, client: str, faults: str,
+                                                       tmp_path: Path) -> None:
     began = time.monotonic()
     chaos = subprocess.run(
         [sys.executable, "-m", "minibroker.cli", "chaos", "run", "--compose", cluster.project, "--client", client,
-         "--topic", f"chaos-{client}", "--faults", "kill-leader,pause-leader,partition-leader", "--interval", "10s",
+         "--topic", f"chaos-{client}", "--faults", faults, "--interval", "10s",
          "--duration", "40s", "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
         env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
     _log(f"chaos run --compose --client {client} in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
@@ -275,8 +281,8 @@ def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, 
     assert f"{client} clients at {bootstrap}" in chaos.stderr, chaos.stderr[-3000:]
     assert chaos.returncode == 0, f"{chaos.stdout}\n{chaos.stderr[-5000:]}"
     assert "VERDICT: every safety check held" in chaos.stdout
-    faults = [line for line in chaos.stderr.splitlines() if line.startswith("nemesis: healed")]
-    assert {line.split()[2] for line in faults} == {"kill-leader", "pause-leader", "partition-leader"}, faults
+    healed = [line for line in chaos.stderr.splitlines() if line.startswith("nemesis: healed")]
+    assert {line.split()[2] for line in healed} == set(faults.split(",")), healed
 
 
 def test_down_leaves_nothing_behind(cluster: ComposeCluster) -> None:

@@ -11,9 +11,11 @@ from common.properties import format_properties, load_properties, parse_properti
 from minibroker import container
 from minibroker.container import (
     DEFAULT_ZOO_CFG,
+    ENSEMBLE_ZOO_CFG,
     health_argv,
     kafka_name,
     kafka_properties,
+    main,
     zookeeper_name,
     zookeeper_properties,
 )
@@ -60,6 +62,23 @@ def test_zookeeper_names_are_camel_case_over_the_defaults() -> None:
     assert zookeeper_name("ZOOKEEPER_CLIENT_PORT") == "clientPort"
     props = zookeeper_properties({"ZOOKEEPER_TICK_TIME": "500", "KAFKA_BROKER_ID": "1"})
     assert props == {**DEFAULT_ZOO_CFG, "tickTime": "500"}
+
+
+def test_an_ensemble_member_from_the_official_images_variables() -> None:
+    servers = "server.1=zookeeper-1:2888:3888;2181 server.2=zookeeper-2:2888:3888;2181\n server.3=zk-3:2888:3888;2181"
+    props = zookeeper_properties({"ZOO_MY_ID": "2", "ZOO_SERVERS": servers, "ZOOKEEPER_SYNC_LIMIT": "3"})
+    assert props == {**DEFAULT_ZOO_CFG, **ENSEMBLE_ZOO_CFG, "syncLimit": "3",
+                     "server.1": "zookeeper-1:2888:3888;2181", "server.2": "zookeeper-2:2888:3888;2181",
+                     "server.3": "zk-3:2888:3888;2181"}
+    with pytest.raises(ValueError, match=r"ZOO_SERVERS: 'zookeeper-1:2888:3888' is not server\.<id>="):
+        zookeeper_properties({"ZOO_SERVERS": "zookeeper-1:2888:3888"})
+
+
+def test_a_bad_ensemble_is_said_before_any_server_starts(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZOO_SERVERS", "nonsense")
+    assert main(["zookeeper"]) == 2
+    assert "zookeeper: ZOO_SERVERS: 'nonsense' is not server.<id>=" in capsys.readouterr().err
 
 
 def test_broker_health_checks_the_first_listener_on_loopback_and_the_registration() -> None:

@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from minibroker.local import configs, ports
-from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
+from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry, ZooKeeperMember
 
 
 def _previous(tmp_path: Path) -> ClusterInfo:
@@ -41,6 +41,35 @@ def test_ports_as_before_an_edited_listener_wins_and_new_brokers_get_free_ones(t
     # A file from before brokers had a Kafka listener: its PLAINTEXT listener was the gRPC one.
     edited.write_text("listeners=PLAINTEXT://127.0.0.1:3002\n")
     assert configs.kafka_listener_port(edited) is None
+
+
+def _ensemble() -> ClusterInfo:
+    members = [ZooKeeperMember(i, "127.0.0.1", 2180 + i, 2880 + i, 3880 + i, 100 + i) for i in (1, 2, 3)]
+    return ClusterInfo(ZooKeeperEntry(",".join(m.connect for m in members), pid=None, members=members))
+
+
+def test_an_ensemble_in_cluster_json_and_its_ports(tmp_path: Path) -> None:
+    info = _ensemble()
+    info.save(tmp_path)
+    loaded = ClusterInfo.load(tmp_path)
+    assert loaded == info and not loaded.zookeeper.external
+    assert loaded.zookeeper.members[1].quorum_member().server_line() == "server.2=127.0.0.1:2882:3882;127.0.0.1:2182"
+    assert ClusterInfo(ZooKeeperEntry("zk:2181", pid=None)).zookeeper.external
+    # A cluster.json from before ensembles (no "members") still loads.
+    (tmp_path / "cluster.json").write_text('{"zookeeper": {"connect": "127.0.0.1:2000", "pid": 7},'
+                                           ' "controllers": [], "brokers": []}')
+    assert ClusterInfo.load(tmp_path).zookeeper == ZooKeeperEntry("127.0.0.1:2000", 7)
+    # As before: each member's client port again; --port-base: N+200+<i>.
+    again = ports.plan_ports(info, [1], None, lambda i: Path("/nonexistent"), configs.first_listener, "127.0.0.1",
+                             zookeeper_nodes=3)
+    assert (again.zookeeper, again.zookeeper_members, again.chosen) == (0, {1: 2181, 2: 2182, 3: 2183}, "as before")
+    based = ports.plan_ports(None, [1], 9000, lambda i: Path("/nonexistent"), configs.first_listener, "127.0.0.1",
+                             zookeeper_nodes=3)
+    assert (based.zookeeper, based.zookeeper_members) == (0, {1: 9201, 2: 9202, 3: 9203})
+    assert ports.port_base_problem(65400, 3, zookeeper_nodes=3) == ("--port-base 65400 leaves no room for 3 brokers"
+                                                                    " and 3 ZooKeeper servers: ports 65400..65603"
+                                                                    " must be at most 65535")
+    assert ports.port_base_problem(65300, 3, zookeeper_nodes=3) is None
 
 
 def test_write_config_keeps_the_users_file(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from broker_helpers import broker_config
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from broker.server.admin_manager import AdminManager, NewTopic
 from broker.server.topic_config import TopicConfigs
@@ -126,3 +127,19 @@ def test_delete_topics() -> None:
     assert zk.topic_deletions == {"t"}
     disabled = admin(zk, **{"delete.topic.enable": "false"}).delete_topics(["t"])
     assert disabled[0].error is ErrorCode.INVALID_REQUEST
+
+
+class _ZooKeeperGone(FakeZk):
+    def get_all_brokers(self) -> list[object]:
+        raise ConnectionLoss()
+
+    def get_all_topics(self) -> set[str]:
+        raise SessionExpiredError()
+
+
+def test_without_zookeeper_each_topic_is_unknown_server_error_as_kafka_answers_it() -> None:
+    """Kafka's ZkAdminManager answers ApiError.fromThrowable(e): UNKNOWN_SERVER_ERROR, not a failed request."""
+    zk = _ZooKeeperGone()
+    assert create(zk, NewTopic("a", 1, 1), NewTopic("b", 1, 1)) == [(ErrorCode.UNKNOWN_SERVER_ERROR, "")] * 2
+    assert [(r.error, r.message) for r in admin(zk).delete_topics(["a"])] == [(ErrorCode.UNKNOWN_SERVER_ERROR, "")]
+    assert not zk.topics

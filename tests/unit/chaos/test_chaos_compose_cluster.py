@@ -16,7 +16,8 @@ from tests.fakes import FakeClock
 
 # {container port: host port}: each broker's Kafka (9092) and gRPC (9192) host listeners, as docker-compose.yml.
 HOST_PORTS = {"broker-1": {9092: 40001, 9192: 40101}, "broker-2": {9092: 40002, 9192: 40102},
-              "broker-3": {9092: 40003, 9192: 40103}, "zookeeper": {2181: 40181}}
+              "broker-3": {9092: 40003, 9192: 40103}, "zookeeper": {2181: 40181},
+              **{f"zookeeper-{i}": {2181: 40180 + i} for i in (1, 2, 3)}}
 
 
 @dataclass
@@ -37,6 +38,7 @@ class FakeEngine:
         self.calls: list[list[str]] = []
         self.sigterm_takes = 0
         self.unhealthy_after_start = 0
+        self.pause_failures = 0  # `docker pause`s that fail (the freezer could not stop a task) before one works
 
     def acts(self) -> list[list[str]]:
         """The calls that change something (not ps / inspect / port / exec)."""
@@ -71,6 +73,9 @@ class FakeEngine:
                 c.running, c.stopping_for = False, 0
         elif command == "start":
             c.running, c.starts, c.unhealthy_for = True, c.starts + 1, self.unhealthy_after_start
+        elif command == "pause" and self.pause_failures > 0:
+            self.pause_failures -= 1
+            raise ComposeError("`/usr/bin/runc pause ...` failed: exit status 1")
         elif command == "pause":
             c.running, c.paused = False, True  # as Podman's Docker API reports a paused container
         elif command == "unpause":
@@ -114,6 +119,19 @@ def test_names_addresses_and_state_come_from_the_project() -> None:
     assert cluster.active_controller() == "controller-1002"
     assert cluster.partition_state("chaos") == {0: (2, (2, 3, 1), (2, 3, 1))}
     assert all(cluster.supports(f) is None for f in ("kill-leader", "pause-leader", "partition-leader", "bounce"))
+
+
+def test_an_ensembles_servers_are_found_and_started_on_their_own_healthcheck() -> None:
+    engine = FakeEngine(("broker-1", "controller-1001", "zookeeper-2", "zookeeper-1", "zookeeper-3"))
+    cluster = _cluster(engine)
+    assert cluster.zookeepers == ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+    assert cluster._zk.connect == "localhost:40181,localhost:40182,localhost:40183"  # type: ignore[attr-defined]
+    cluster.kill("zookeeper-2")
+    cluster.start("zookeeper-2")
+    assert engine.acts() == [["docker", "kill", "--signal", "SIGKILL", "id-zookeeper-2"],
+                             ["docker", "start", "id-zookeeper-2"]]
+    assert ["docker", "exec", "id-zookeeper-2", "python", "-m", "minibroker.container", "health",
+            "zookeeper"] in engine.calls
 
 
 def test_a_project_that_is_not_up_is_refused() -> None:
@@ -194,6 +212,18 @@ def test_pause_resume_and_paused_counts_as_running() -> None:
     assert cluster.running("broker-1")
     cluster.resume("broker-1")
     assert engine.acts() == [["docker", "pause", "id-broker-1"], ["docker", "unpause", "id-broker-1"]]
+
+
+def test_a_pause_the_freezer_refuses_is_tried_again() -> None:
+    engine = FakeEngine(("broker-1", "controller-1001", "zookeeper-1"))
+    clock = FakeClock(0.0)
+    cluster = _cluster(engine, clock)
+    engine.pause_failures = 2
+    cluster.pause("zookeeper-1")
+    assert engine.acts() == [["docker", "pause", "id-zookeeper-1"]] * 3 and clock.sleeps == [1.0, 1.0]
+    engine.pause_failures = 10
+    with pytest.raises(ChaosError, match=r"runc pause .*exit status 1 \(10 attempts\)"):
+        cluster.pause("broker-1")
 
 
 def test_isolate_disconnects_and_heal_reconnects_under_the_service_name_and_address() -> None:

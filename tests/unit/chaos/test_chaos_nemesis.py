@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import pytest
 
+from chaos import nemesis as nemesis_module
 from chaos.cluster import ChaosError
 from chaos.history import Fault
 from chaos.nemesis import (
@@ -26,16 +27,37 @@ from chaos.nemesis import (
 
 
 class RecordingCluster:
-    """Leader of every partition: broker-2; active controller: controller-1001. Records every call."""
+    """Leader of every partition: broker-2; active controller: controller-1001; ZooKeeper leader: zookeeper-2.
+    Every broker's and the active controller's session is 0x100 + its id until it is cut off from ZooKeeper
+    (then, if `expires`, ZooKeeper has expired it). Records every call."""
 
-    def __init__(self) -> None:
+    def __init__(self, expires: bool = True) -> None:
         self.calls: list[tuple[str, ...]] = []
         self.down: set[str] = set()
+        self.cut: set[str] = set()
+        self.expires = expires
 
     bootstrap_servers = "127.0.0.1:1"
     data_dir: Path | None = None
     brokers: ClassVar[list[str]] = ["broker-1", "broker-2", "broker-3"]
     controllers: ClassVar[list[str]] = ["controller-1001", "controller-1002"]
+    zookeepers: ClassVar[list[str]] = ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+
+    def zookeeper_mode(self, name: str) -> str | None:
+        return "leader" if name == "zookeeper-2" else "follower"
+
+    def zookeeper_session(self, name: str) -> int | None:
+        if name == "controller-1002" or (name in self.cut and self.expires):
+            return None
+        return 0x100 + int(name.rpartition("-")[2])
+
+    def cut_zookeeper(self, name: str) -> None:
+        self.calls.append(("cut", name))
+        self.cut.add(name)
+
+    def restore_zookeeper(self, name: str) -> None:
+        self.calls.append(("restore", name))
+        self.cut.discard(name)
 
     def active_controller(self) -> str | None:
         return "controller-1001"
@@ -133,13 +155,13 @@ def test_kill_random_targets_any_broker_or_controller_and_restore_restarts_it() 
     for seed in range(30):
         cluster = RecordingCluster()
         nemesis = Nemesis(cluster, "t", [], random.Random(seed), lambda _: None, quiet=0.0)
-        target, _ = nemesis._begin("kill-random")
+        target = nemesis._begin("kill-random").target
         targets.add(target)
         assert nemesis.restore() == [f"started {target}"]
         assert ("start", target) in cluster.calls
         assert ("heal",) in cluster.calls  # and every other process resumed
         resumed = {c[1] for c in cluster.calls if c[0] == "resume"}
-        assert resumed == set(cluster.brokers + cluster.controllers) - {target}
+        assert resumed == set(cluster.zookeepers + cluster.brokers + cluster.controllers) - {target}
     assert targets == set(RecordingCluster.brokers + RecordingCluster.controllers)
 
 
@@ -158,8 +180,23 @@ def test_stop_heals_the_fault_under_way() -> None:
 
 
 def test_every_fault_is_known() -> None:
-    # partition-leader needs network namespaces, kill-coordinator a workload with a consumer group.
-    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader", "kill-coordinator"}
+    # partition-leader needs network namespaces, kill-coordinator a workload with a consumer group; the
+    # ZooKeeper faults are asked for by name (expire-session, like partition-leader, needs root).
+    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader", "kill-coordinator", "kill-zookeeper",
+                                                 "pause-zookeeper", "expire-session"}
+
+
+def _run_one(cluster: RecordingCluster, fault: str, seed: int = 1,
+             group: str | None = None) -> tuple[Nemesis, list[Fault]]:
+    recorded: list[Fault] = []
+    nemesis = Nemesis(cluster, "t", [Planned(0.0, fault, 0.05)], random.Random(seed), recorded.append, quiet=0.0,
+                      group=group)
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while not nemesis.finished and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert nemesis.finished
+    return nemesis, recorded
 
 
 class OffsetsTopicCluster(RecordingCluster):
@@ -177,14 +214,8 @@ class OffsetsTopicCluster(RecordingCluster):
 def test_kill_coordinator_kills_the_leader_of_the_groups_offsets_partition(group: str) -> None:
     cluster = OffsetsTopicCluster()
     assert coordinator(cluster, group) == "broker-1"
-    recorded: list[Fault] = []
-    nemesis = Nemesis(cluster, "t", [Planned(0.0, "kill-coordinator", 0.05)], random.Random(1), recorded.append,
-                      quiet=0.0, group=group)
-    nemesis.start()
-    deadline = time.monotonic() + 10
-    while not nemesis.finished and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert nemesis.finished and nemesis.error is None
+    nemesis, recorded = _run_one(cluster, "kill-coordinator", group=group)
+    assert nemesis.error is None
     assert cluster.calls == [("kill", "broker-1", "SIGKILL"), ("start", "broker-1")]
     assert [(f.fault, f.target) for f in recorded] == [("kill-coordinator", "broker-1")]
 
@@ -193,3 +224,42 @@ def test_kill_coordinator_without_a_group_is_an_error() -> None:
     nemesis = Nemesis(OffsetsTopicCluster(), "t", [], random.Random(1), lambda _: None, quiet=0.0)
     with pytest.raises(ChaosError, match="kill-coordinator needs the workload's consumer group"):
         nemesis._begin("kill-coordinator")
+
+
+@pytest.mark.parametrize(("fault", "act", "undo"), [("kill-zookeeper", "kill", "start"),
+                                                     ("pause-zookeeper", "pause", "resume")])
+def test_zookeeper_faults_hit_the_leader_or_a_follower_by_their_modes(fault: str, act: str, undo: str) -> None:
+    seen = set()
+    for seed in range(20):
+        cluster = RecordingCluster()
+        nemesis, recorded = _run_one(cluster, fault, seed)
+        assert nemesis.error is None
+        target = recorded[0].target
+        assert cluster.calls[0][:2] == (act, target) and cluster.calls[1] == (undo, target)
+        mode = cluster.zookeeper_mode(target)
+        assert recorded[0].detail.startswith(f"was {mode};")
+        seen.add(mode)
+    assert seen == {"leader", "follower"}
+
+
+def test_expire_session_cuts_a_session_holder_until_zookeeper_expires_it() -> None:
+    targets = set()
+    for seed in range(20):
+        cluster = RecordingCluster()
+        nemesis, recorded = _run_one(cluster, "expire-session", seed)
+        assert nemesis.error is None
+        target = recorded[0].target
+        assert cluster.calls == [("cut", target), ("restore", target)]
+        assert f"session 0x{0x100 + int(target.rpartition('-')[2]):x} cut off; done after" in recorded[0].detail
+        targets.add(target)
+    # Brokers and the active controller; never the standby, which holds no session.
+    assert targets == {"broker-1", "broker-2", "broker-3", "controller-1001"}
+
+
+def test_a_session_that_never_expires_fails_the_nemesis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nemesis_module, "SESSION_EXPIRY_WAIT_S", 0.2)
+    cluster = RecordingCluster(expires=False)
+    nemesis, recorded = _run_one(cluster, "expire-session")
+    assert isinstance(nemesis.error, ChaosError) and "did not expire" in str(nemesis.error)
+    assert cluster.calls[-1][0] == "restore"  # healed all the same
+    assert "the session did not expire" in recorded[0].detail
