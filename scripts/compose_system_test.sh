@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The docker-compose system test (tests/system/test_compose.py) with a container runtime:
+# The docker-compose system tests (tests/system/: test_compose.py, then the secure variant's
+# test_compose_secure.py) with a container runtime:
 # an engine already answering `docker info` (Docker, DOCKER_HOST), else the build machine's
 # Podman-behind-the-Docker-API setup ($CONTAINER_RUNTIME_SCRIPT, ../shared/tools/container-runtime.sh
 # by default), which also exports BASE_IMAGE (no registry there). Where no runtime can start,
@@ -42,4 +43,4 @@ fi
 
 [ -x .venv/bin/pytest ] || scripts/setup.sh
 # -s: the figures (build time, up to healthy, failover and rejoin times) go to stderr as they happen.
-.venv/bin/pytest -q -s -rs -p no:cacheprovider tests/system/test_compose.py "$@"
+.venv/bin/pytest -q -s -rs -p no:cacheprovider tests/system "$@"

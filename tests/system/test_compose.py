@@ -18,13 +18,10 @@ when no registry is reachable. Without an engine it says so and skips.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,137 +30,16 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from chaos.compose import PROJECT_LABEL, ComposeServices
-from client import Admin, Consumer, Producer
-from client.admin import PartitionInfo
-from zk.server import free_port
+from client import Consumer, Producer
+from tests.system.compose_cluster import BROKERS, ComposeCluster, compose_cluster, log, until, wait
 
-REPO = Path(__file__).resolve().parents[2]
-IMAGE = "minibroker:system-test"
-BROKERS = {1: "broker-1", 2: "broker-2", 3: "broker-3"}
-# Every service, and the role its health check takes (minibroker/container.py).
-ZOOKEEPERS = ("zookeeper-1", "zookeeper-2", "zookeeper-3")
-SERVICES = {**{service: "zookeeper" for service in ZOOKEEPERS}, "controller-1001": "controller",
-            "controller-1002": "controller", **{service: "broker" for service in BROKERS.values()}}
 TOPIC = "compose-heal"
 KAFKA_TOPIC = "compose-kafka"
-HEALTHY_TIMEOUT_S = 240.0
-
-
-def _no_engine_reason() -> str | None:
-    for command in ("docker", "docker-compose"):
-        if shutil.which(command) is None:
-            return f"no `{command}` command"
-    try:
-        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return "`docker info` did not answer in 30 s"
-    if info.returncode != 0:
-        return f"no container engine answers `docker info` (DOCKER_HOST={os.environ.get('DOCKER_HOST')}): " + (
-            info.stderr.strip().splitlines() or ["?"])[-1]
-    return None
-
-
-def _until(condition: Callable[[], bool], timeout: float, interval: float = 1.0) -> float | None:
-    """Seconds it took until `condition`, or None at the deadline."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            return None
-        time.sleep(interval)
-    return time.monotonic() - began
-
-
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    took = _until(condition, timeout)
-    if took is None:
-        pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-    return took
-
-
-@dataclass
-class ComposeCluster:
-    project: str
-    env: dict[str, str]
-    host_ports: dict[int, int]  # broker id: the host port of its gRPC listener (GRPC_HOST)
-    kafka_host_ports: dict[int, int]  # broker id: the host port of its Kafka listener (PLAINTEXT_HOST)
-    services: ComposeServices
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"localhost:{port}" for port in self.host_ports.values())
-
-    @property
-    def kafka_bootstrap(self) -> str:
-        return ",".join(f"localhost:{port}" for port in self.kafka_host_ports.values())
-
-    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["docker-compose", "--project-name", self.project, *args], cwd=REPO, env=self.env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
-
-    def healthy(self, service: str) -> bool:
-        try:
-            container = self.services.container(service)
-        except Exception:
-            return False
-        check = subprocess.run(["docker", "exec", container, "python", "-m", "minibroker.container", "health",
-                                SERVICES[service]], capture_output=True, timeout=60, check=False)
-        return check.returncode == 0
-
-    def partitions(self) -> list[PartitionInfo]:
-        with Admin(bootstrap_servers=self.bootstrap) as admin:
-            [topic] = admin.describe_topics([TOPIC])
-        return list(topic.partitions)
-
-    def leftovers(self) -> dict[str, list[str]]:
-        """What of the project is still there, by kind."""
-        label = f"label={PROJECT_LABEL}={self.project}"
-        listings = {
-            "containers": ["docker", "ps", "--all", "--quiet", "--filter", label],
-            "volumes": ["docker", "volume", "ls", "--quiet", "--filter", label],
-            "networks": ["docker", "network", "ls", "--quiet", "--filter", label],
-        }
-        return {kind: subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
-                for kind, argv in listings.items()}
-
-
-def _log(message: str) -> None:
-    print(f"compose system test: {message}", file=sys.stderr, flush=True)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[ComposeCluster]:
-    reason = _no_engine_reason()
-    if reason is not None:
-        _log("!" * 60)
-        _log(f"SKIPPED: no container runtime: {reason}")
-        _log("run scripts/compose_system_test.sh, which starts one where it can")
-        _log("!" * 60)
-        pytest.skip(f"COMPOSE SYSTEM TEST NOT RUN, no container runtime: {reason}"
-                    " (scripts/compose_system_test.sh prepares one where it can)")
-    project = f"mbsystest{os.getpid()}"
-    ports = {broker_id: free_port() for broker_id in BROKERS}
-    kafka_ports = {broker_id: free_port() for broker_id in BROKERS}
-    env = {**os.environ, "MINIBROKER_IMAGE": IMAGE, "DOCKER_BUILDKIT": "0",
-           **{f"ZOOKEEPER_{i}_HOST_PORT": str(free_port()) for i in range(1, len(ZOOKEEPERS) + 1)},
-           **{f"BROKER_{broker_id}_GRPC_HOST_PORT": str(port) for broker_id, port in ports.items()},
-           **{f"BROKER_{broker_id}_HOST_PORT": str(port) for broker_id, port in kafka_ports.items()}}
-    base_image = env.get("BASE_IMAGE", "python:3.11-slim-bookworm")
-    began = time.monotonic()
-    build = subprocess.run(["docker", "build", "--quiet", "--tag", IMAGE, "--build-arg", f"BASE_IMAGE={base_image}",
-                            "."], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
-    assert build.returncode == 0, f"docker build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
-    _log(f"image {IMAGE} built FROM {base_image} in {time.monotonic() - began:.1f}s")
-    compose = ComposeCluster(project, env, ports, kafka_ports, ComposeServices(project))
-    try:
-        began = time.monotonic()
-        up = compose.compose("up", "--detach", "--no-build")
-        assert up.returncode == 0, f"docker-compose up failed:\n{up.stderr[-3000:]}"
-        _wait(lambda: all(compose.healthy(s) for s in SERVICES), HEALTHY_TIMEOUT_S, "every service healthy")
-        _log(f"docker-compose up to every service healthy: {time.monotonic() - began:.1f}s")
-        yield compose
-    finally:
-        compose.compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
+    yield from compose_cluster(["docker-compose.yml"], "mbsystest")
 
 
 def test_topics_produce_and_consume_from_the_host(cluster: ComposeCluster) -> None:
@@ -173,7 +49,7 @@ def test_topics_produce_and_consume_from_the_host(cluster: ComposeCluster) -> No
          "--bootstrap-server", f"localhost:{cluster.host_ports[1]}"],
         capture_output=True, text=True, timeout=120, check=False)
     assert created.returncode == 0 and f"Created topic {TOPIC}." in created.stdout, created.stderr
-    _wait(lambda: all(len(p.isr) == 3 for p in cluster.partitions()), 60, "three in-sync replicas per partition")
+    wait(lambda: all(len(p.isr) == 3 for p in cluster.partitions(TOPIC)), 60, "three in-sync replicas per partition")
 
     with Producer(bootstrap_servers=f"localhost:{cluster.host_ports[2]}", acks="all",
                   enable_idempotence=True) as producer:
@@ -202,7 +78,7 @@ def test_kafka_clients_on_the_kafka_host_listeners(cluster: ComposeCluster) -> N
     def every_partition_led() -> bool:
         listing = kcat("-L", "-t", KAFKA_TOPIC)
         return listing.count("leader: -1") == 0 and listing.count("partition ") == 3
-    _wait(every_partition_led, 60, f"kcat -L to show a leader for each partition of {KAFKA_TOPIC}")
+    wait(every_partition_led, 60, f"kcat -L to show a leader for each partition of {KAFKA_TOPIC}")
     listing = kcat("-L")
     # The brokers as advertised on the listener kcat connected to: the host's Kafka ports, never a gRPC one.
     for broker_id, port in cluster.kafka_host_ports.items():
@@ -227,25 +103,26 @@ def test_kafka_clients_on_the_kafka_host_listeners(cluster: ComposeCluster) -> N
     deadline = time.monotonic() + 60
     while len(values) < len(expected) and time.monotonic() < deadline:
         for message in consumer.consume(100, timeout=1):
-            assert message.error() is None, message.error()
-            values.append(message.value().decode())
+            value = message.value()
+            assert message.error() is None and value is not None, message.error()
+            values.append(value.decode())
     consumer.close()
     assert sorted(values) == expected
 
 
 def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeCluster) -> None:
-    victim = cluster.partitions()[0].leader
-    led_by_victim = {p.partition for p in cluster.partitions() if p.leader == victim}
+    victim = cluster.partitions(TOPIC)[0].leader
+    led_by_victim = {p.partition for p in cluster.partitions(TOPIC) if p.leader == victim}
     service = BROKERS[victim]
     cluster.services.kill(service)  # SIGKILL: no controlled shutdown, a torn log tail is possible
-    _log(f"killed {service} (leader of partitions {sorted(led_by_victim)})")
+    log(f"killed {service} (leader of partitions {sorted(led_by_victim)})")
 
     def new_leaders() -> bool:
-        partitions = cluster.partitions()
+        partitions = cluster.partitions(TOPIC)
         return all(p.leader not in (-1, victim) and victim not in p.isr for p in partitions)
 
-    took = _wait(new_leaders, 120, f"new leaders and ISRs without broker {victim}")
-    _log(f"new leaders {[(p.partition, p.leader) for p in cluster.partitions()]} after {took:.1f}s")
+    took = wait(new_leaders, 120, f"new leaders and ISRs without broker {victim}")
+    log(f"new leaders {[(p.partition, p.leader) for p in cluster.partitions(TOPIC)]} after {took:.1f}s")
 
     # acks=all with min.insync.replicas=2 goes on with two brokers, each send acknowledged.
     survivor = next(port for broker_id, port in cluster.host_ports.items() if broker_id != victim)
@@ -254,11 +131,11 @@ def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeClus
             producer.send(TOPIC, f"during-{i}".encode(), key=str(i).encode()).get(timeout=60)
 
     # An engine may restart the container by its restart policy; if it has not, restart it as an operator would.
-    if _until(lambda: cluster.services.running(service), 10) is None:
+    if until(lambda: cluster.services.running(service), 10) is None:
         cluster.services.start(service)
-    took = _wait(lambda: all(victim in p.isr for p in cluster.partitions()), 180,
+    took = wait(lambda: all(victim in p.isr for p in cluster.partitions(TOPIC)), 180,
                  f"broker {victim} back in every ISR")
-    _log(f"{service} back in every ISR {took:.1f}s after its restart")
+    log(f"{service} back in every ISR {took:.1f}s after its restart")
 
     expected = [f"{phase}-{i}".encode() for phase in ("before", "during") for i in range(30)]
     assert sorted(_consume_all(cluster, len(expected))) == sorted(expected)
@@ -276,7 +153,7 @@ def test_a_chaos_run_against_the_compose_cluster_holds(cluster: ComposeCluster, 
          "--topic", f"chaos-{client}", "--faults", faults, "--interval", "10s",
          "--duration", "40s", "--seed", "6", "--no-audit", "--output", str(tmp_path / "chaos")],
         env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
-    _log(f"chaos run --compose --client {client} in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
+    log(f"chaos run --compose --client {client} in {time.monotonic() - began:.1f}s:\n{chaos.stdout}")
     bootstrap = cluster.kafka_bootstrap if client == "confluent-kafka" else cluster.bootstrap
     assert f"{client} clients at {bootstrap}" in chaos.stderr, chaos.stderr[-3000:]
     assert chaos.returncode == 0, f"{chaos.stdout}\n{chaos.stderr[-5000:]}"
