@@ -28,6 +28,7 @@ callbacks run on kazoo's connection thread, before the next session exists.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import socket
 import time
@@ -248,6 +249,8 @@ class KafkaZkClient:
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._session_lost = False
         self._closing = False
+        # The session of this client's last checked ephemeral create (Kafka's currentZooKeeperSessionId).
+        self._ephemeral_session_id: int | None = None
 
     @classmethod
     def connect(
@@ -462,17 +465,31 @@ class KafkaZkClient:
 
     def _checked_ephemeral_create(self, path: str, data: bytes) -> ZnodeStat | None:
         """Kafka's checkedEphemeralCreate: create, or accept the node if this session already owns it
-        (a create retried after a connection loss); None if another session owns it."""
+        (a create retried after a connection loss); None if another session owns it.
+
+        A node still owned by this client's previous, expired session is deleted and created again (Kafka's
+        KAFKA-7165 workaround): a client can hear that its session expired while the ensemble has not yet
+        removed the session's ephemerals (ZOOKEEPER-2985; seen here when the ZooKeeper leader was paused), and
+        a broker refusing its own stale registration would shut down."""
         while True:
             try:
                 _, stat = self._call(self._zk.create, path, data, ephemeral=True, makepath=True, include_data=True)
+                self._ephemeral_session_id = stat.ephemeralOwner
                 return stat
             except NodeExistsError:
                 existing = self._get(path)
                 if existing is None:
                     continue  # its owner's session just ended: try again
                 stat = existing[1]
-                return stat if stat.ephemeralOwner == self.session_id else None
+                if stat.ephemeralOwner == self.session_id:
+                    return stat
+                if stat.ephemeralOwner != self._ephemeral_session_id:
+                    return None
+                log.info("Was not possible to create the ephemeral at %s, node already exists and owner '0x%x' does"
+                         " not match current session '0x%x', trying to delete and re-create it with the newest"
+                         " Zookeeper session", path, stat.ephemeralOwner, self.session_id or 0)
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    self._call(self._zk.delete, path, version=stat.version)
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         node = self._get(paths.broker_id_path(broker_id))

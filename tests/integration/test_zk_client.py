@@ -95,6 +95,26 @@ def test_duplicate_broker_id_is_refused(zk_client: KafkaZkClient, zk_clients: Co
     assert registered is not None and registered.endpoints[0].port == 9999
 
 
+def test_a_registration_left_by_the_clients_own_expired_session_is_replaced(
+    zk_client: KafkaZkClient, zk_clients: Connect
+) -> None:
+    """KAFKA-7165: after a session expiry the old session's ephemeral can outlive the news of the expiry. Staged
+    with two live sessions: the node held by `zk_client`'s session stands for the one this broker's previous,
+    expired session left, which `broker` is told it created before."""
+    info = BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9091),))
+    zk_client.register_broker(info)
+    stale = zk_client.get_broker(1)
+    broker = zk_clients()
+    with pytest.raises(DuplicateBrokerIdError):  # a session it never registered with: another broker's
+        broker.register_broker(info)
+    broker._ephemeral_session_id = zk_client.session_id
+    epoch = broker.register_broker(info)
+    registered = zk_client.get_broker(1)
+    assert stale is not None and registered is not None and registered.epoch == epoch > stale.epoch
+    node = zk_client._get(paths.broker_id_path(1))
+    assert node is not None and node[1].ephemeralOwner == broker.session_id
+
+
 def test_broker_re_registers_after_session_expiry(
     zk_clients: Connect, expire_session: Callable[[KafkaZkClient], None]
 ) -> None:
