@@ -270,6 +270,8 @@ class LogManager:
             if log is None:
                 log_dir = self._next_log_dir(tp)
                 try:
+                    # The dir first: the epoch cache writes its (empty) checkpoint into it at once, as Kafka's.
+                    (log_dir / str(tp)).mkdir(parents=True, exist_ok=True)
                     log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
                                    leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT),
                                    log_dir_failure_channel=self.failure_channel)
