@@ -482,6 +482,7 @@ class KafkaZkClient:
                     continue  # its owner's session just ended: try again
                 stat = existing[1]
                 if stat.ephemeralOwner == self.session_id:
+                    self._ephemeral_session_id = stat.ephemeralOwner  # our own create, retried
                     return stat
                 if stat.ephemeralOwner != self._ephemeral_session_id:
                     return None
