@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import re
 import shutil
 import signal
@@ -46,24 +47,51 @@ class ZooKeeperStartError(RuntimeError):
     pass
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (someone else may take it before you bind it)."""
+# Where free_port() looks: below the kernel's ephemeral range, so no port it hands out can meanwhile be given
+# by the kernel to an outgoing connection or to another process's bind(("", 0)) (a controller's listener, say)
+# before the process it was planned for binds it. A cursor that starts at a random place and moves on keeps
+# one process from handing out the same port twice.
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PICKED_PORT = 20000
+_cursor: int | None = None
+
+
+def _picked_ports() -> range:
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768  # Linux's default
+    return range(_LOWEST_PICKED_PORT, max(ephemeral_low, _LOWEST_PICKED_PORT + 1000))
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """A TCP port nothing uses right now, outside the kernel's ephemeral range, that this process has not
+    handed out before (another process may still take it before you bind it, but not by chance)."""
+    global _cursor
+    ports = _picked_ports()
+    if _cursor is None:
+        _cursor = random.randrange(len(ports))
+    for _ in range(len(ports)):
+        port = ports[_cursor % len(ports)]
+        _cursor += 1
+        if port not in avoid and _bindable(host, port):
+            return port
+    raise OSError(f"no free TCP port on {host} in {ports.start}..{ports.stop - 1}")
 
 
 def free_ports(count: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> list[int]:
-    """`count` distinct ports nothing listens on right now (held bound until all are found, so none is picked
-    twice), and none of `avoid` (ports planned for something not started yet)."""
-    ports: list[int] = []
-    with contextlib.ExitStack() as stack:
-        while len(ports) < count:
-            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            s.bind((host, 0))
-            if (port := int(s.getsockname()[1])) not in avoid:
-                ports.append(port)
-    return ports
+    """`count` distinct free ports (see free_port), none of `avoid` (ports planned for something not started
+    yet)."""
+    return [free_port(host, avoid) for _ in range(count)]
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from minibroker.local.ports import KAFKA_PORT_OFFSET
 from tests.integration.conftest import broker_argv, wait_until_serving
 from zk.server import free_port, port_in_use
 
@@ -77,10 +78,13 @@ def ok(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def free_port_base(brokers: int) -> int:
-    """N such that N .. N+brokers are all free right now."""
+    """N such that the ports `--port-base N` plans (ZooKeeper's, the brokers' gRPC and Kafka listeners) are all
+    free right now."""
     while True:
         base = free_port()
-        if base + brokers <= 65535 and not any(port_in_use("127.0.0.1", base + i) for i in range(brokers + 1)):
+        planned = [base, *(base + i for i in range(1, brokers + 1)),
+                   *(base + KAFKA_PORT_OFFSET + i for i in range(1, brokers + 1))]
+        if not any(port_in_use("127.0.0.1", port) for port in planned):
             return base
 
 
