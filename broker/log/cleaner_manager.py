@@ -29,6 +29,7 @@ from broker.log.cleaner import LogToClean
 from broker.log.config import LONG_MAX
 from broker.log.files import CLEANER_OFFSET_CHECKPOINT
 from broker.log.log import Log
+from broker.log.log_dir_failure import LogDirFailureChannel
 from proto.types import TopicPartition
 
 __all__ = ["LogCleanerManager", "LogCleaningStats"]
@@ -53,7 +54,8 @@ class LogCleaningStats:
 
 class LogCleanerManager:
     def __init__(self, log_dirs: Iterable[Path], logs: Callable[[], dict[TopicPartition, Log]],
-                 time_ms: Callable[[], int]) -> None:
+                 time_ms: Callable[[], int], log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
+        self._failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self._checkpoints = {Path(d): OffsetCheckpointFile(Path(d) / CLEANER_OFFSET_CHECKPOINT) for d in log_dirs}
         self._logs = logs
         self._time_ms = time_ms
@@ -149,11 +151,12 @@ class LogCleanerManager:
 
     def _write_checkpoint(self, log_dir: Path) -> None:
         checkpoint = self._checkpoints.get(log_dir)
-        if checkpoint is None:
+        if checkpoint is None or self._failure_channel.has_offline_log_dir(log_dir):
             return
         logs = self._logs()
-        checkpoint.write({tp: offset for tp, (offset, _) in self._offsets.items()
-                          if tp in logs and logs[tp].dir.parent == log_dir})
+        with self._failure_channel.reporting(log_dir, "writing the cleaner offset checkpoint"):
+            checkpoint.write({tp: offset for tp, (offset, _) in self._offsets.items()
+                              if tp in logs and logs[tp].dir.parent == log_dir})
 
     def uncleanable_partitions_count(self) -> int:
         with self._lock:

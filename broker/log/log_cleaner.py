@@ -6,6 +6,11 @@ logs Kafka's stats lines; with nothing to clean it sleeps
 `log.cleaner.backoff.ms`. The offset maps share `log.cleaner.dedupe.buffer.size`
 equally, and the I/O limit `log.cleaner.io.max.bytes.per.second` is shared by all.
 
+A cleaning that fails on I/O (EIO, ENOSPC) reports the log's dir to the
+LogDirFailureChannel, as every other writer of the dir does: the dir goes
+offline, not just the partition out of the cleaner's rotation. Any other
+failure marks the partition uncleanable (Kafka's uncleanable-partitions-count).
+
 The metrics Kafka exposes under kafka.log:type=LogCleaner / LogCleanerManager
 are read from here: max-dirty-percent, cleaner-recopy-percent,
 max-clean-time-secs, uncleanable-partitions-count.
@@ -22,6 +27,7 @@ from pathlib import Path
 from broker.log.cleaner import Cleaner, CleanerAbortedError, CleanerStats, Throttler
 from broker.log.cleaner_manager import LogCleanerManager
 from broker.log.log import Log
+from broker.log.log_dir_failure import LogDirFailureChannel, is_storage_error
 from broker.log.offset_map import SkimpyOffsetMap
 from proto.types import TopicPartition
 
@@ -44,9 +50,11 @@ class CleanerConfig:
 class LogCleaner:
     def __init__(self, config: CleanerConfig, log_dirs: Iterable[Path],
                  logs: Callable[[], dict[TopicPartition, Log]], time_ms: Callable[[], int],
-                 high_watermark: Callable[[TopicPartition], int | None]) -> None:
+                 high_watermark: Callable[[TopicPartition], int | None],
+                 log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
         self.config = config
-        self.manager = LogCleanerManager(log_dirs, logs, time_ms)
+        self._failure_channel = log_dir_failure_channel or LogDirFailureChannel()
+        self.manager = LogCleanerManager(log_dirs, logs, time_ms, self._failure_channel)
         self._high_watermark = high_watermark
         self._time_ms = time_ms
         self._throttler = Throttler(config.max_io_bytes_per_second)
@@ -97,10 +105,16 @@ class LogCleaner:
             logger.info("Cleaner %d: Aborted cleaning of log %s: %s", cleaner.id, log.topic_partition, e)
             self.manager.abort(to_clean, uncleanable=False)
             return True
-        except Exception:
+        except Exception as e:
             if self.manager.is_gone(to_clean):
                 # Deleted (StopReplica) while it was cleaned: nothing is wrong with the partition.
                 logger.info("Cleaner %d: Log %s was deleted while it was cleaned", cleaner.id, log.topic_partition)
+                self.manager.abort(to_clean, uncleanable=False)
+                return True
+            if is_storage_error(e):
+                # The dir is failing (or already offline, reported by the log): its partitions go offline with
+                # it, and a restart on a repaired disk cleans them again.
+                self._failure_channel.report(log.dir.parent, f"cleaning up log for {log.topic_partition}", e)
                 self.manager.abort(to_clean, uncleanable=False)
                 return True
             logger.exception("Cleaner %d: Unexpected exception thrown when cleaning log %s. Marking its partition"

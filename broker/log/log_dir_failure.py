@@ -11,9 +11,11 @@ offline until the broker restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from proto.errors import ErrorCode, KafkaError
@@ -25,6 +27,11 @@ class LogDirFailedError(KafkaError):
     """A storage error already reported to the channel: callers up the stack pass it on as it is."""
 
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def is_storage_error(error: BaseException) -> bool:
+    """An I/O error, or a KAFKA_STORAGE_ERROR that stands for one (Kafka's IOException / KafkaStorageException)."""
+    return isinstance(error, OSError) or (isinstance(error, KafkaError) and error.code is ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 class LogDirFailureChannel:
@@ -54,6 +61,22 @@ class LogDirFailureChannel:
     def close(self) -> None:
         """Wake the handler with its stop sentinel."""
         self._queue.put(None)
+
+    @contextlib.contextmanager
+    def reporting(self, log_dir: Path, action: str) -> Iterator[None]:
+        """An I/O error in the block takes the dir offline (reported) instead of failing the caller, which goes on
+        with the other dirs (Kafka's checkpoint writers catch and report the same way)."""
+        try:
+            yield
+        except (OSError, KafkaError) as e:
+            if not is_storage_error(e):
+                raise
+            self.report(log_dir, action, e)
+
+    def report(self, log_dir: Path, action: str, error: BaseException) -> None:
+        """Report a storage error met while doing `action` in the dir (one a log reported already passes)."""
+        if not isinstance(error, LogDirFailedError):
+            self.maybe_add_offline_log_dir(log_dir, f"Error while {action} in dir {log_dir}", error)
 
     def storage_error(self, log_dir: Path, message: str, error: BaseException) -> LogDirFailedError:
         """Report the dir and return the error to raise (`raise channel.storage_error(...) from error`)."""

@@ -202,7 +202,7 @@ class LogManager:
         self.checkpoint_log_offsets()
         for log_dir in self.live_log_dirs:
             if not self.failure_channel.has_offline_log_dir(log_dir):
-                with self._writing_in(log_dir, "writing the clean shutdown marker"):
+                with self.failure_channel.reporting(log_dir, "writing the clean shutdown marker"):
                     atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
         logger.info("Shut down %d logs cleanly", len(logs))
 
@@ -217,17 +217,6 @@ class LogManager:
     def offline_log_dir_count(self) -> int:
         """kafka.log:type=LogManager,name=OfflineLogDirectoryCount."""
         return len(self.log_dirs) - len(self.live_log_dirs)
-
-    @contextlib.contextmanager
-    def _writing_in(self, log_dir: Path, action: str) -> Iterator[None]:
-        """An I/O error in the block takes the dir offline (reported) instead of failing the caller, which goes on
-        with the other dirs (Kafka's checkpoint writers catch and report the same way)."""
-        try:
-            yield
-        except (OSError, KafkaError) as e:
-            if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
-                raise
-            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while {action} in dir {log_dir}", e)
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Take the dir out of service (Kafka's LogManager.handleLogDirFailure); returns the partitions whose
@@ -327,7 +316,7 @@ class LogManager:
 
     def _checkpoint_log_offsets(self) -> None:
         for log_dir, logs in self._logs_by_dir().items():
-            with self._writing_in(log_dir, "writing recovery point and log start offset checkpoints"):
+            with self.failure_channel.reporting(log_dir, "writing recovery point and log start offset checkpoints"):
                 OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
                     {log.topic_partition: log.recovery_point for log in logs})
                 OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
@@ -341,7 +330,7 @@ class LogManager:
             if log_dir in per_dir:
                 per_dir[log_dir][tp] = hw
         for log_dir, offsets in per_dir.items():
-            with self._writing_in(log_dir, "writing the high watermark checkpoint"):
+            with self.failure_channel.reporting(log_dir, "writing the high watermark checkpoint"):
                 OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:

@@ -325,7 +325,7 @@ class KafkaServer:
                           dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
                           max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                           backoff_ms=config.log_cleaner_backoff_ms, enable_cleaner=config.log_cleaner_enable),
-            log_manager.log_dirs, log_manager.all_logs, self._time_ms, high_watermark)
+            log_manager.log_dirs, log_manager.all_logs, self._time_ms, high_watermark, log_manager.failure_channel)
         self.metrics.bind_log_cleaner(
             max_dirty_percent=cleaner.max_dirty_percent, cleaner_recopy_percent=cleaner.cleaner_recopy_percent,
             max_clean_time_secs=cleaner.max_clean_time_secs,

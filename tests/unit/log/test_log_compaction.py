@@ -16,9 +16,11 @@ from broker.log.config import LogConfig
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from broker.log.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode, InvalidRecordError
+from proto.types import TopicPartition
 from tests.fakes import FakeClock
 
 COMPACT = LogConfig(segment_bytes=300, cleanup_policy=("compact",))
@@ -183,20 +185,30 @@ def test_the_log_cleaner_picks_dirty_logs_above_the_ratio_and_checkpoints_in_kaf
     assert reloaded.first_dirty_offset(dirty.topic_partition, dirty) == 30
 
 
-def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(tmp_path: Path) -> None:
-    clock = FakeClock()
+def dirty_logs(tmp_path: Path, clock: FakeClock, *names: str) -> dict[TopicPartition, Log]:
     logs = {}
-    for name in ("broken-0", "deleted-0"):
+    for name in names:
         log = Log.open(tmp_path / name, COMPACT, time=clock)
         for i in range(30):
             log.append_as_leader(keyed(i, i % 3), 0)
         log.roll()
         logs[log.topic_partition] = log
+    return logs
+
+
+def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    logs = dirty_logs(tmp_path, clock, "broken-0", "deleted-0")
+    channel = LogDirFailureChannel()
     log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: dict(logs), clock,
-                             lambda tp: logs[tp].log_end_offset if tp in logs else 0)
+                             lambda tp: logs[tp].log_end_offset if tp in logs else 0, channel)
     cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
-    for log in list(logs.values()):
-        shutil.rmtree(log.dir)  # the cleaned segment cannot be written
+
+    def undecodable(*_args: object) -> None:
+        raise ValueError("a record the cleaner cannot read")
+
+    monkeypatch.setattr(cleaner_module, "decode_record_tuples", undecodable)
     deleted = next(tp for tp in logs if tp.topic == "deleted")
     original = log_cleaner.manager.grab_filthiest_compacted_log
 
@@ -211,6 +223,33 @@ def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(tmp_path:
     assert log_cleaner.manager.uncleanable == {next(tp for tp in logs if tp.topic == "broken")}
     assert log_cleaner.uncleanable_partitions_count() == 1
     assert not log_cleaner.clean_once(cleaner)  # an uncleanable log is not chosen again
+    assert not channel.has_offline_log_dir(tmp_path)  # neither failure is the disk's
+
+
+def test_a_cleaning_that_fails_on_io_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    clock = FakeClock()
+    logs = dirty_logs(tmp_path, clock, "failing-0")
+    channel = LogDirFailureChannel()
+    log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: logs, clock, lambda tp: logs[tp].log_end_offset,
+                             channel)
+    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
+    shutil.rmtree(next(iter(logs.values())).dir)  # the cleaned segment cannot be written
+    assert log_cleaner.clean_once(cleaner)
+    assert channel.has_offline_log_dir(tmp_path)
+    assert channel.take_next_offline_log_dir() == tmp_path  # what the broker's failure handler waits for
+    assert log_cleaner.uncleanable_partitions_count() == 0  # the dir's fault, not the partition's
+    assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()  # nothing more is written to an offline dir
+
+
+def test_a_cleaner_checkpoint_that_cannot_be_written_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    clock = FakeClock()
+    logs = dirty_logs(tmp_path, clock, "dirty-0")
+    channel = LogDirFailureChannel()
+    log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: logs, clock, lambda tp: logs[tp].log_end_offset,
+                             channel)
+    (tmp_path / CLEANER_OFFSET_CHECKPOINT).mkdir()  # the checkpoint's rename into place fails
+    assert log_cleaner.clean_once(Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock))
+    assert channel.has_offline_log_dir(tmp_path)
 
 
 def test_min_and_max_compaction_lag_bound_what_is_cleanable(tmp_path: Path) -> None:
