@@ -162,3 +162,27 @@ def test_the_acl_apis_need_an_authorizer_and_describe_or_alter_on_the_cluster() 
     assert describe({CLUSTER: [allow(Op.DESCRIBE)]}) is ErrorCode.NONE
     with pytest.raises(KafkaError, match="CLUSTER_AUTHORIZATION_FAILED"):
         run({CLUSTER: [allow(Op.DESCRIBE)]}, lambda ops, _: ops.create_acls(ALICE, []))
+
+
+def test_authorized_operations_are_every_supported_one_without_an_authorizer() -> None:
+    async def fields(ops: BrokerOperations, _: Admin) -> tuple[int, int, int]:
+        return (ops.authorized_operations(ALICE, ResourceType.TOPIC, "a"),
+                ops.authorized_operations(ALICE, ResourceType.GROUP, "g"), ops.cluster_authorized_operations(ALICE))
+
+    # KafkaApis' authorizedOperations with no authorizer: AclEntry.supportedOperations of the type.
+    assert run(None, fields)[0] == (3576, 328, 8096)
+    # With one, the principal's: Read (and its Describe) on topic a, nothing on the group.
+    assert run({topic("a"): [allow(Op.READ)]}, fields)[0] == ((1 << Op.READ) | (1 << Op.DESCRIBE), 0, 0)
+
+
+def test_cluster_operations_are_zero_without_describe_on_the_cluster() -> None:
+    def cluster(acls: dict[ResourcePattern, list[AccessControlEntry]]) -> int:
+        async def call(ops: BrokerOperations, _: Admin) -> int:
+            return ops.cluster_authorized_operations(ALICE)
+        return run(acls, call)[0]
+
+    assert cluster({CLUSTER: [allow(Op.ALTER)]}) == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+    # IdempotentWrite does not imply Describe: Kafka answers 0, not the IdempotentWrite bit.
+    assert cluster({CLUSTER: [allow(Op.IDEMPOTENT_WRITE)]}) == 0
+    assert cluster({CLUSTER: [allow(Op.DESCRIBE), allow(Op.CLUSTER_ACTION)]}) == (
+        (1 << Op.DESCRIBE) | (1 << Op.CLUSTER_ACTION))
