@@ -15,6 +15,7 @@ auto-creation needs Create on the cluster or the topic), CreateTopics Create on 
 CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
 AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
 Write on some topic, the ACL APIs Describe/Alter on the cluster. With no authorizer everything is allowed.
+It also tells a principal what it may do to a resource (KIP-430's authorized operations, AuthHelper's).
 """
 
 from __future__ import annotations

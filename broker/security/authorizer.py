@@ -1,6 +1,7 @@
 """Kafka's AclAuthorizer rules (kafka.security.authorizer.AclAuthorizer, 2.8), on an in-memory ACL cache: who
 may do what to which resource. No I/O: the ZooKeeper store (zk_acl_store.py) fills the cache and keeps it
-current; both front doors ask `authorize`.
+current; both front doors ask `authorize`, and Metadata and DescribeGroups ask `allowed_operations` for what a
+principal may do to a resource (KIP-430).
 
 The rules, as Kafka's:
 - a super user (`super.users`, "User:a;User:b") may do anything;
