@@ -27,6 +27,12 @@ SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 FAILED_AUTH_DELAY_MS = 400
 HANDSHAKE_TIMEOUT_MS = 1500
 TOPIC = "secured"
+# confluent-kafka's settings for the SASL_PLAINTEXT listener as each user: alice by SCRAM, bob and admin by PLAIN.
+ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+         "sasl.password": SCRAM_PASSWORD}
+BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
+       "sasl.password": "bob-secret"}
+ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
 
 
 @dataclass

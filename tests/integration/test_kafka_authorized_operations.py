@@ -24,18 +24,21 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import KafkaAdminClient
 
-from tests.integration.secure_cluster import SCRAM_PASSWORD, SCRAM_USER, TOPIC, SecureBroker, start_secure_broker
+from tests.integration.secure_cluster import (
+    ADMIN,
+    ALICE,
+    BOB,
+    SCRAM_USER,
+    TOPIC,
+    SecureBroker,
+    start_secure_broker,
+)
 from zk.server import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
 LISTENER = "SASL_PLAINTEXT"
 GROUP = "alices-group"
-ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
-         "sasl.password": SCRAM_PASSWORD}
-BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
-       "sasl.password": "bob-secret"}
-ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
 Op = AclOperation
 # AclEntry.supportedOperations: what a super user is told it may do.
 TOPIC_OPERATIONS = {Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS,

@@ -20,15 +20,19 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
 from tests.integration.conftest import WaitUntil
-from tests.integration.secure_cluster import SCRAM_PASSWORD, SCRAM_USER, TOPIC, SecureBroker, start_secure_broker
+from tests.integration.secure_cluster import (
+    ADMIN,
+    ALICE,
+    BOB,
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    TOPIC,
+    SecureBroker,
+    start_secure_broker,
+)
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
-ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
-         "sasl.password": SCRAM_PASSWORD}
-BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
-       "sasl.password": "bob-secret"}
-ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
 
 
 @pytest.fixture(scope="module")
