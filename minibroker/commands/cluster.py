@@ -59,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          " free ones)")
     up.add_argument("--netns", action="store_true",
                     help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
-                         " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it)")
+                         " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it;"
+                         " kept for later runs of the data dir)")
     up.add_argument("--security", action="store_true",
                     help="a secure cluster (kept for later runs of the data dir): a development CA and certificates"
                          " under DIR/security, SASL_SSL Kafka listeners (SCRAM), TLS gRPC with mutual TLS inside the"

@@ -189,8 +189,8 @@ class LocalCluster:
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
         each host gets a network namespace of its own first (root only). Ports as minibroker/local/ports.py
         plans them; the configs of a data dir that ran before are kept (minibroker/local/configs.py). The
-        numbers of brokers, controllers and ZooKeeper servers default to those the data dir had, else 3, 2 and 1.
-        With `security` (kept for the later runs of the data dir), a secure cluster
+        numbers of brokers, controllers and ZooKeeper servers default to those the data dir had, else 3, 2 and 1;
+        `netns` is kept for the later runs of the data dir. With `security` (kept too), a secure cluster
         (minibroker/local/security.py): TLS and SASL, mutual TLS inside the cluster, ZooKeeper ACLs (an open
         cluster's znodes are secured first), an admin super user.
 
@@ -212,6 +212,8 @@ class LocalCluster:
             if (problem := cluster_ports.port_base_problem(port_base, brokers, zookeeper_nodes)) is not None:
                 raise ClusterUsageError(problem)
         secure = security or (previous is not None and previous.security is not None)
+        # Kept like --security: its configs name the addresses of the cluster's own network.
+        netns = netns or (previous is not None and previous.network is not None)
         if netns and secure:
             raise ClusterUsageError("--security and --netns do not go together yet: the certificates name"
                                     f" {HOST} only")
@@ -242,7 +244,7 @@ class LocalCluster:
         ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report,
                                                     zookeeper_nodes)
         if previous is not None and previous.network is not None:
-            # A crashed --netns run's network: this run, with --netns or not, overwrites the record of it.
+            # The last --netns run's network (left by a crash, or recorded by `down`): this run makes it anew.
             self._remove_network(previous.network)
         deadline = time.monotonic() + timeout
         credential = (cluster_configs.existing_credential(
