@@ -401,6 +401,10 @@ class Admin:
     def delete_consumer_groups(self, group_ids: Iterable[str], timeout_ms: float | None = None) -> dict[str, ErrorCode]:
         return self._groups.delete_consumer_groups(group_ids, self._timeout(timeout_ms))
 
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                                      timeout_ms: float | None = None) -> dict[TopicPartition, ErrorCode]:
+        return self._groups.delete_consumer_group_offsets(group_id, partitions, self._timeout(timeout_ms))
+
     def _timeout(self, timeout_ms: float | None) -> float:
         return self._default_api_timeout_ms if timeout_ms is None else timeout_ms
 

@@ -1,5 +1,6 @@
 """Consumer-group administration for Admin (Java's AdminClient: listConsumerGroups, describeConsumerGroups,
-listConsumerGroupOffsets, alterConsumerGroupOffsets, deleteConsumerGroups), what kafka-consumer-groups.sh uses.
+listConsumerGroupOffsets, alterConsumerGroupOffsets, deleteConsumerGroupOffsets, deleteConsumerGroups), what
+kafka-consumer-groups.sh uses.
 
 Every call but the listing goes to the group's coordinator, found with
 FindCoordinator and looked for again when it answers NOT_COORDINATOR,
@@ -162,3 +163,24 @@ class GroupAdmin:
                 raise error_for(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
 
         self._with_coordinator(group_id, timeout_ms, call)
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                                      timeout_ms: float) -> dict[TopicPartition, ErrorCode]:
+        """OffsetDelete (KIP-496): each partition's answer (NONE, GROUP_SUBSCRIBED_TO_TOPIC while a member
+        subscribes to its topic, UNKNOWN_TOPIC_OR_PARTITION, ...); a group error (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, ...) is raised."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in dict.fromkeys(partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = pb.OffsetDeleteRequest(group_id=group_id, topics=[
+            pb.OffsetDeleteRequest.OffsetDeleteRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()])
+
+        def call(coordinator: BrokerMetadata, remaining: float) -> dict[TopicPartition, ErrorCode]:
+            response = self._metadata.pool.get(coordinator.address).call(lambda stub: stub.OffsetDelete, request,
+                                                                          remaining)
+            if response.error_code:
+                raise error_for(response.error_code, f"deleting offsets of group {group_id!r}")
+            return {TopicPartition(t.name, p.partition_index): ErrorCode(p.error_code)
+                    for t in response.topics for p in t.partitions}
+
+        return self._with_coordinator(group_id, timeout_ms, call)

@@ -95,6 +95,7 @@ class ErrorCode(enum.IntEnum):
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
 
@@ -276,6 +277,7 @@ PreferredLeaderNotAvailableError = _error_class(ErrorCode.PREFERRED_LEADER_NOT_A
 EligibleLeadersNotAvailableError = _error_class(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
 ElectionNotNeededError = _error_class(ErrorCode.ELECTION_NOT_NEEDED)
 NoReassignmentInProgressError = _error_class(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+GroupSubscribedToTopicError = _error_class(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
 InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
 UnstableOffsetCommitError = _error_class(ErrorCode.UNSTABLE_OFFSET_COMMIT)
 

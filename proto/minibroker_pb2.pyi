@@ -2559,7 +2559,7 @@ Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsRe
 class FindCoordinatorRequest(_message.Message):
     """---------------------------------------------------------------- consumer groups
     Kafka's FindCoordinator v3, JoinGroup v7, SyncGroup v5, Heartbeat v4,
-    LeaveGroup v4, DescribeGroups v5, ListGroups v4 and DeleteGroups v2.
+    LeaveGroup v4, DescribeGroups v5, ListGroups v4, DeleteGroups v2 and OffsetDelete v0.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -3242,3 +3242,112 @@ class DeleteGroupsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteGroupsResponse: _TypeAlias = DeleteGroupsResponse  # noqa: Y015
+
+@_typing.final
+class OffsetDeleteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class OffsetDeleteRequestTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITION_INDEXES_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partition_indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partition_indexes: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partition_indexes", b"partition_indexes"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetDeleteRequest.OffsetDeleteRequestTopic]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        topics: _abc.Iterable[Global___OffsetDeleteRequest.OffsetDeleteRequestTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetDeleteRequest: _TypeAlias = OffsetDeleteRequest  # noqa: Y015
+
+@_typing.final
+class OffsetDeleteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class OffsetDeleteResponsePartition(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        partition_index: _builtins.int
+        error_code: _builtins.int
+        def __init__(
+            self,
+            *,
+            partition_index: _builtins.int = ...,
+            error_code: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "partition_index", b"partition_index"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class OffsetDeleteResponseTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetDeleteResponse.OffsetDeleteResponsePartition]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[Global___OffsetDeleteResponse.OffsetDeleteResponsePartition] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    """A group error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) comes with no topics."""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetDeleteResponse.OffsetDeleteResponseTopic]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        topics: _abc.Iterable[Global___OffsetDeleteResponse.OffsetDeleteResponseTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetDeleteResponse: _TypeAlias = OffsetDeleteResponse  # noqa: Y015

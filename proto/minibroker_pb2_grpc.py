@@ -131,6 +131,11 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.OffsetDelete = channel.unary_unary(
+                '/minibroker.KafkaClient/OffsetDelete',
+                request_serializer=proto_dot_minibroker__pb2.OffsetDeleteRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.OffsetDeleteResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/minibroker.KafkaClient/DescribeConfigs',
                 request_serializer=proto_dot_minibroker__pb2.DescribeConfigsRequest.SerializeToString,
@@ -275,6 +280,14 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetDelete(self, request, context):
+        """KIP-496: an Empty group's offsets, or a live consumer group's offsets of
+        topics none of its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC else).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeConfigs(self, request, context):
         """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker.
         """
@@ -391,6 +404,11 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=proto_dot_minibroker__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'OffsetDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetDelete,
+                    request_deserializer=proto_dot_minibroker__pb2.OffsetDeleteRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.OffsetDeleteResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -923,6 +941,33 @@ class KafkaClient:
             '/minibroker.KafkaClient/DeleteGroups',
             proto_dot_minibroker__pb2.DeleteGroupsRequest.SerializeToString,
             proto_dot_minibroker__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/OffsetDelete',
+            proto_dot_minibroker__pb2.OffsetDeleteRequest.SerializeToString,
+            proto_dot_minibroker__pb2.OffsetDeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,

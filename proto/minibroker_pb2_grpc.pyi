@@ -100,6 +100,10 @@ class KafkaClientStub:
     ListGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.ListGroupsRequest, _minibroker_pb2.ListGroupsResponse]
     """Each broker lists the groups it coordinates: ask every broker for them all."""
     DeleteGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteGroupsRequest, _minibroker_pb2.DeleteGroupsResponse]
+    OffsetDelete: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetDeleteRequest, _minibroker_pb2.OffsetDeleteResponse]
+    """KIP-496: an Empty group's offsets, or a live consumer group's offsets of
+    topics none of its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC else).
+    """
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]
@@ -141,6 +145,10 @@ class KafkaClientAsyncStub(KafkaClientStub):
     ListGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.ListGroupsRequest, _minibroker_pb2.ListGroupsResponse]  # type: ignore[assignment]
     """Each broker lists the groups it coordinates: ask every broker for them all."""
     DeleteGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteGroupsRequest, _minibroker_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
+    OffsetDelete: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetDeleteRequest, _minibroker_pb2.OffsetDeleteResponse]  # type: ignore[assignment]
+    """KIP-496: an Empty group's offsets, or a live consumer group's offsets of
+    topics none of its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC else).
+    """
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeConfigsRequest, _minibroker_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]  # type: ignore[assignment]
@@ -293,6 +301,16 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.DeleteGroupsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.DeleteGroupsResponse, _abc.Awaitable[_minibroker_pb2.DeleteGroupsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def OffsetDelete(
+        self,
+        request: _minibroker_pb2.OffsetDeleteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.OffsetDeleteResponse, _abc.Awaitable[_minibroker_pb2.OffsetDeleteResponse]]:
+        """KIP-496: an Empty group's offsets, or a live consumer group's offsets of
+        topics none of its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC else).
+        """
 
     @_abc_1.abstractmethod
     def DescribeConfigs(

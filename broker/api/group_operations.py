@@ -8,6 +8,7 @@ handle*GroupRequest / handleOffset*Request authorization, Kafka 2.8):
   OffsetFetch                       Describe on the group, then Describe on each topic
   ListGroups                        Describe on the cluster, else only the groups the principal may describe
   DeleteGroups                      Delete on each group
+  OffsetDelete                      Delete on the group, then Read on each topic (only the rest is deleted)
 
 A refused group is GROUP_AUTHORIZATION_FAILED, a refused topic TOPIC_AUTHORIZATION_FAILED. With no
 authorizer configured every check passes (BrokerOperations.authorize), and these are the coordinator's calls.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from broker.api.operations import BrokerOperations
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.results import (
+    DeleteOffsetsResult,
     FindCoordinatorResult,
     GroupSummary,
     JoinGroupResult,
@@ -129,3 +131,15 @@ class GroupOperations:
         allowed = [g for g in group_ids if self._group_allowed(session, AclOperation.DELETE, g)]
         deleted = await self.coordinator.delete_groups(allowed) if allowed else {}
         return {g: deleted.get(g, REFUSED_GROUP) for g in group_ids}
+
+    async def delete_offsets(self, session: Session, group_id: str,
+                             partitions: Sequence[TopicPartition]) -> DeleteOffsetsResult:
+        if not self._group_allowed(session, AclOperation.DELETE, group_id):
+            return DeleteOffsetsResult(REFUSED_GROUP)
+        readable = self._operations.authorized_topics(session, AclOperation.READ, (tp.topic for tp in partitions))
+        # The coordinator is asked even when no topic is readable: the group's own error comes first.
+        result = await self.coordinator.delete_offsets(group_id, [tp for tp in partitions if tp.topic in readable])
+        if result.error is not ErrorCode.NONE:
+            return result
+        refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic not in readable}
+        return DeleteOffsetsResult(ErrorCode.NONE, {**result.partitions, **refused})

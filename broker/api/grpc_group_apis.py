@@ -1,6 +1,6 @@
 """The consumer-group RPCs of the gRPC door: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups (Kafka's KafkaApis handle*Request for
-groups), each a translation between proto/minibroker.proto and the GroupCoordinator's plain values
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (Kafka's KafkaApis
+handle*Request for groups), each a translation between proto/minibroker.proto and the GroupCoordinator's plain values
 (broker/coordinator/group/), the same coordinator the Kafka listener serves, so a project-client member and
 a Kafka-client member of one group meet in it.
 
@@ -170,4 +170,15 @@ class GroupApis:
         response = pb.DeleteGroupsResponse()
         for group_id, error in results.items():
             response.results.add(group_id=group_id, error_code=error)
+        return response
+
+    async def OffsetDelete(self, request: pb.OffsetDeleteRequest, context: Context) -> pb.OffsetDeleteResponse:
+        result = await self._groups.delete_offsets(self._session(context), request.group_id, [
+            TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes])
+        response = pb.OffsetDeleteResponse(error_code=result.error)
+        topics: dict[str, pb.OffsetDeleteResponse.OffsetDeleteResponseTopic] = {}
+        for tp, error in result.partitions.items():
+            if tp.topic not in topics:
+                topics[tp.topic] = response.topics.add(name=tp.topic)
+            topics[tp.topic].partitions.add(partition_index=tp.partition, error_code=error)
         return response

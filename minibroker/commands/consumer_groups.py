@@ -6,6 +6,7 @@
         (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime YYYY-MM-DDTHH:mm:SS.sss)
         [--dry-run | --execute]
     minibroker consumer-groups --delete --group G ...
+    minibroker consumer-groups --delete-offsets --group G --topic T[:0,1] ...
 
 each with --bootstrap-server H:P[,H:P] or --data-dir D, and --timeout MS
 (5000) for each call to the cluster. Tables, messages and errors are Kafka's:
@@ -15,6 +16,10 @@ partition only committed to (its member columns `-`). Offsets are reset only
 for an inactive group (Empty, or Dead: none), as Kafka refuses to move them
 under running members; a new offset is kept between the log start and the
 log end. Without --execute, a reset is only shown (--dry-run is the default).
+--delete-offsets (KIP-496's OffsetDelete) deletes an Empty group's offsets of
+the partitions named (a topic alone: all its partitions), or a live group's
+offsets of topics none of its members subscribes to, and prints each
+partition's status.
 """
 
 from __future__ import annotations
@@ -32,10 +37,27 @@ from minibroker.commands.client_options import UsageError, add_cluster_options, 
 from proto.errors import ErrorCode
 
 MISSING = "-"
-ACTIONS = ("list", "describe", "reset_offsets", "delete")
+ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
 RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime")
+# Kafka's Errors messages, as its AdminClient's exceptions carry them.
 _ERROR_TEXTS = {ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-                ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist."}
+                ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+                ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+                ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+                ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "Deleting offsets of a topic is forbidden while the consumer"
+                                                     " group is actively subscribed to it."}
+# ConsumerGroupService.deleteOffsets' first line for the request's error (a partition's, if the group had none).
+_DELETE_OFFSETS_ERRORS = {
+    ErrorCode.INVALID_GROUP_ID: "'{group}' is not valid.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "'{group}' does not exist.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Access to '{group}' is not authorized.",
+    ErrorCode.NON_EMPTY_GROUP: "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "Encounter some partition level error, see the follow-up details:",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Encounter some partition level error, see the follow-up details:",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "Encounter some partition level error, see the follow-up details:",
+}
 _NO_EXECUTE = ("WARN: No action will be performed as the --execute option is missing.In a future major release, the"
                " default behavior of this command will be to prompt the user before executing the reset rather than"
                " doing a dry run. You should add the --dry-run option explicitly if you are scripting this command"
@@ -59,6 +81,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         " consumer group at the time, and instances should be inactive.")
     action.add_argument("--delete", action="store_true", help="Pass in groups to delete topic partition offsets and"
                         " ownership information over the entire consumer group.")
+    action.add_argument("--delete-offsets", action="store_true", help="Delete offsets of consumer group. Supports one"
+                        " consumer group at the time, and multiple topics.")
     parser.add_argument("--group", action="append", default=[], metavar="GROUP",
                         help="The consumer group we wish to act on.")
     parser.add_argument("--all-groups", action="store_true", help="Apply to all consumer groups.")
@@ -71,8 +95,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--verbose", action="store_true", help="Provide additional information, if any, when"
                         " describing the group (with --members: each member's assignment).")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
-                        help="The topic whose consumer group information should be reset, optionally with"
-                             " partitions: topic1:0,1,2")
+                        help="The topic whose consumer group information should be deleted or topic whose should"
+                             " be included in the reset offset process, optionally with partitions: topic1:0,1,2")
     parser.add_argument("--all-topics", action="store_true", help="Consider all topics assigned to a group in the"
                         " reset-offsets process.")
     spec = parser.add_mutually_exclusive_group()
@@ -104,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
                 _describe(admin, servers, args)
             elif args.reset_offsets:
                 _reset(admin, servers, args)
+            elif args.delete_offsets:
+                return _delete_offsets(admin, args.group[0], args.topic)
             else:
                 return _delete(admin, args.group, args.timeout)
     except GroupCommandError as e:
@@ -121,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
 def _check_args(args: argparse.Namespace) -> None:
     """ConsumerGroupCommandOptions.checkArgs."""
     groups_needed = args.describe or args.reset_offsets or args.delete
+    if args.delete_offsets and not (args.group and args.topic):
+        raise UsageError('Option "[delete-offsets]" takes the following options: "[group]", "[topic]"')
     if groups_needed and not args.group and not (args.all_groups and args.describe):
         raise UsageError('Option "[describe]" / "[reset-offsets]" / "[delete]" takes one of these options:'
                          ' "[all-groups]", "[group]"' if args.describe else 'Missing required argument "[group]"')
@@ -132,10 +160,12 @@ def _check_args(args: argparse.Namespace) -> None:
         if not any(getattr(args, s) not in (None, False) for s in RESET_SPECS):
             raise UsageError('Option "[reset-offsets]" takes one of these options: "[to-datetime]", "[shift-by]",'
                              ' "[to-earliest]", "[to-latest]", "[to-offset]"')
-    elif args.topic or args.all_topics or args.dry_run or args.execute or any(
+    elif args.all_topics or args.dry_run or args.execute or any(
             getattr(args, s) not in (None, False) for s in RESET_SPECS):
-        raise UsageError('Options "[topic]", "[all-topics]", "[dry-run]", "[execute]" and the reset specs can only'
-                         ' be used with option "[reset-offsets]"')
+        raise UsageError('Options "[all-topics]", "[dry-run]", "[execute]" and the reset specs can only be used with'
+                         ' option "[reset-offsets]"')
+    elif args.topic and not args.delete_offsets:
+        raise UsageError('Option "[topic]" can only be used with options "[reset-offsets]" or "[delete-offsets]"')
     if (args.members or args.offsets) and not args.describe:
         raise UsageError('Option "[members]" / "[offsets]" can only be used with option "[describe]"')
     if args.state and not (args.describe or args.list):
@@ -475,3 +505,55 @@ def format_delete(results: Mapping[str, ErrorCode]) -> str:
 
 def _quoted(groups: Iterable[str]) -> str:
     return ", ".join(f"'{g}'" for g in groups)
+
+
+# ---------------------------------------------------------------------- delete offsets
+
+
+def _delete_offsets(admin: Admin, group: str, topic_args: Sequence[str]) -> int:
+    """ConsumerGroupService.deleteOffsets: a topic named without partitions stands for all of them (a topic
+    that cannot be described gets a row of its own, partition "Not Provided")."""
+    statuses: dict[TopicPartition, str | None] = {}  # None: deleted
+    partitions: list[TopicPartition] = []
+    for topic, parts in parse_topic_arguments(topic_args):
+        if parts:
+            partitions += [TopicPartition(topic, p) for p in parts]
+            continue
+        try:
+            (described,) = admin.describe_topics([topic])
+        except KafkaError as e:
+            statuses[TopicPartition(topic, -1)] = f"{e.code.name}: Topic {topic} not found." \
+                if e.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else _error_text(e.code)
+        else:
+            partitions += [TopicPartition(topic, p.partition) for p in described.partitions]
+    try:
+        errors = admin.delete_consumer_group_offsets(group, partitions)
+        # As Java's DeleteConsumerGroupOffsetsResult.all(): the first partition that failed.
+        error = next((errors[tp] for tp in partitions if errors.get(tp, ErrorCode.NONE) is not ErrorCode.NONE),
+                     ErrorCode.NONE)
+    except KafkaError as e:  # a group error: every partition failed with it
+        error, errors = e.code, dict.fromkeys(partitions, e.code)
+    statuses.update({tp: None if code is ErrorCode.NONE else _error_text(code) for tp, code in errors.items()})
+    print(format_delete_offsets(group, topic_args, error, statuses))
+    return 0 if error is ErrorCode.NONE and all(s is None for s in statuses.values()) else 1
+
+
+def _error_text(code: ErrorCode) -> str:
+    return f"{code.name}: {_ERROR_TEXTS.get(code, code.name)}"
+
+
+def format_delete_offsets(group: str, topics: Sequence[str], error: ErrorCode,
+                          statuses: Mapping[TopicPartition, str | None]) -> str:
+    """The request's outcome, then TOPIC PARTITION STATUS per partition ("Successful" or "Error: ...")."""
+    if error is ErrorCode.NONE:
+        lines = [f"Request succeed for deleting offsets with topic {', '.join(topics)} group {group}"]
+    else:
+        lines = ["", "Error: " + _DELETE_OFFSETS_ERRORS.get(error, "Encounter some unknown error: {error}").format(
+            group=group, error=error.name)]
+    row = "{:<30} {:<15} {:<15}".format
+    lines += ["", row("TOPIC", "PARTITION", "STATUS")]
+    # Kafka sorts on the topic and the partition's digits as one string.
+    for tp, status in sorted(statuses.items(), key=lambda item: item[0].topic + str(item[0].partition)):
+        lines.append(row(tp.topic, tp.partition if tp.partition >= 0 else "Not Provided",
+                         "Successful" if status is None else f"Error: {status}"))
+    return "\n".join(lines)

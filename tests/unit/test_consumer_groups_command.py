@@ -14,6 +14,7 @@ from minibroker.commands.consumer_groups import (
     GroupCommandError,
     format_assignment,
     format_delete,
+    format_delete_offsets,
     format_members,
     format_offsets,
     format_reset,
@@ -175,3 +176,35 @@ def test_delete_reports_each_group() -> None:
         "",
         "These consumer groups were deleted successfully: 'a'",
     ]
+
+
+def test_delete_offsets_reports_the_request_then_each_partition() -> None:
+    ok = format_delete_offsets("g", ["orders:0,1", "events"], ErrorCode.NONE, {
+        TopicPartition("orders", 1): None, TopicPartition("orders", 0): None, TopicPartition("events", 0): None})
+    assert ok.split("\n") == [
+        "Request succeed for deleting offsets with topic orders:0,1, events group g",
+        "",
+        f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}",
+        f"{'events':<30} {'0':<15} {'Successful':<15}",
+        f"{'orders':<30} {'0':<15} {'Successful':<15}",
+        f"{'orders':<30} {'1':<15} {'Successful':<15}",
+    ]
+    subscribed = "GROUP_SUBSCRIBED_TO_TOPIC: Deleting offsets of a topic is forbidden while the consumer group is" \
+                 " actively subscribed to it."
+    partly = format_delete_offsets("g", ["orders", "gone"], ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, {
+        TopicPartition("orders", 0): subscribed, TopicPartition("gone", -1): "UNKNOWN_TOPIC_OR_PARTITION: Topic gone"
+                                                                              " not found."})
+    assert [line.rstrip() for line in partly.split("\n")] == [
+        "",
+        "Error: Encounter some partition level error, see the follow-up details:",
+        "",
+        f"{'TOPIC':<30} {'PARTITION':<15} STATUS",
+        f"{'gone':<30} {'Not Provided':<15} Error: UNKNOWN_TOPIC_OR_PARTITION: Topic gone not found.",
+        f"{'orders':<30} {'0':<15} Error: {subscribed}",
+    ]
+    for error, first in [(ErrorCode.GROUP_ID_NOT_FOUND, "Error: 'g' does not exist."),
+                         (ErrorCode.NON_EMPTY_GROUP, "Error: Deleting offsets of a consumer group 'g' is forbidden"
+                                                     " if the group is not empty."),
+                         (ErrorCode.GROUP_AUTHORIZATION_FAILED, "Error: Access to 'g' is not authorized."),
+                         (ErrorCode.REQUEST_TIMED_OUT, "Error: Encounter some unknown error: REQUEST_TIMED_OUT")]:
+        assert format_delete_offsets("g", ["orders"], error, {}).split("\n")[1] == first

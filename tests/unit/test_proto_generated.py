@@ -56,6 +56,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "DescribeGroups",
                 "ListGroups",
                 "DeleteGroups",
+                "OffsetDelete",
                 "DescribeConfigs",
                 "AlterConfigs",
                 "IncrementalAlterConfigs",

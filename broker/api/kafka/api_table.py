@@ -36,6 +36,7 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(36, "SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
+    ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)

@@ -1,6 +1,6 @@
 """The group family on the Kafka listener, onto the GroupCoordinator (broker/coordinator/group/):
 FindCoordinator 0-3, JoinGroup 0-7, SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8,
-OffsetFetch 1-7, DescribeGroups 0-5, ListGroups 0-4 and DeleteGroups 0-2.
+OffsetFetch 1-7, DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2 and OffsetDelete 0 (KIP-496).
 
 Only the wire lives here; every rule is the coordinator's. What differs by version:
 - JoinGroup v0 has no rebalance timeout (the session timeout stands in, as in Kafka); from v4 a member
@@ -183,3 +183,17 @@ async def handle_delete_groups(context: KafkaContext, header: RequestHeader, req
     return encode(build(schema.DeleteGroupsResponse, throttle_time=millis(0), results=tuple(
         build(schema.DeletableGroupResult, group_id=group_id, error_code=kio_error(error))
         for group_id, error in results.items())))
+
+
+async def handle_offset_delete(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = _schema("offset_delete", header)
+    result = await context.groups.delete_offsets(
+        context.session, request.group_id, [TopicPartition(t.name, p.partition_index)
+                                            for t in request.topics for p in t.partitions])
+    by_topic: dict[str, list[Any]] = {}
+    for tp, error in result.partitions.items():
+        by_topic.setdefault(tp.topic, []).append(build(schema.OffsetDeleteResponsePartition,
+                                                       partition_index=tp.partition, error_code=kio_error(error)))
+    return encode(build(schema.OffsetDeleteResponse, throttle_time=millis(0), error_code=kio_error(result.error),
+                        topics=tuple(build(schema.OffsetDeleteResponseTopic, name=name, partitions=tuple(partitions))
+                                     for name, partitions in by_topic.items())))

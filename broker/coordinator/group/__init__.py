@@ -2,12 +2,14 @@
 
   group_coordinator.py      GroupCoordinator: the requests (FindCoordinator's partition, JoinGroup, SyncGroup,
                             Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-                            DeleteGroups) and their plain result types; the rebalance protocol's rules
+                            DeleteGroups, OffsetDelete) and their plain result types; the rebalance protocol's
+                            rules
   group_metadata.py         GroupMetadata and MemberMetadata: the state machine (Empty, PreparingRebalance,
                             CompletingRebalance, Stable, Dead), members, protocol selection by vote, offsets
   group_metadata_manager.py GroupMetadataManager: partitionFor, the groups this broker owns, storing group
                             metadata and offsets in __consumer_offsets (acks=all), loading a partition when this
-                            broker becomes its leader, dropping it when it stops, offset expiration
+                            broker becomes its leader, dropping it when it stops, cleanupGroupMetadata (the
+                            tombstones of expired, deleted offsets and groups)
   records.py                the __consumer_offsets record keys and values, byte for byte Kafka's schemas
 
 Its timers are delayed operations in the purgatory (broker/purgatory/delayed_join.py: DelayedJoin and

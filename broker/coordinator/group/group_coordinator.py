@@ -15,6 +15,10 @@ The rebalance, as a Kafka consumer sees it:
  5. OffsetCommit from a member of the current generation, or standalone (generation -1, no member id) for a
     group without members; OffsetFetch; LeaveGroup removes members at once.
 
+Administration: DescribeGroups, ListGroups, DeleteGroups (Empty groups only) and OffsetDelete (KIP-496: an
+Empty group's offsets, or a consumer group's offsets of topics its members do not subscribe to); deleted and
+expired offsets share the manager's cleanupGroupMetadata.
+
 Static membership (KIP-345, group.instance.id): a static member that rejoins without a member id gets a new id
 in its old place and no rebalance unless its protocols changed; the old id is fenced (FENCED_INSTANCE_ID).
 A static member's session timeout removes it as it does a dynamic one, and LeaveGroup by instance id works.
@@ -34,6 +38,7 @@ from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, M
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, GroupMetadataManager
 from broker.coordinator.group.results import (
     UNKNOWN_MEMBER_ID,
+    DeleteOffsetsResult,
     FindCoordinatorResult,
     GroupOverview,
     GroupSummary,
@@ -56,9 +61,9 @@ from proto.errors import ErrorCode
 from proto.types import TopicPartition
 
 __all__ = [
-    "FindCoordinatorResult", "GroupConfig", "GroupCoordinator", "GroupOverview", "GroupSummary", "JoinGroupMember",
-    "JoinGroupResult", "LeaveGroupResult", "ListGroupsResult", "MemberIdentity", "MemberSummary",
-    "OffsetAndMetadata", "OffsetFetchResult", "PartitionOffset", "SyncGroupResult",
+    "DeleteOffsetsResult", "FindCoordinatorResult", "GroupConfig", "GroupCoordinator", "GroupOverview",
+    "GroupSummary", "JoinGroupMember", "JoinGroupResult", "LeaveGroupResult", "ListGroupsResult", "MemberIdentity",
+    "MemberSummary", "OffsetAndMetadata", "OffsetFetchResult", "PartitionOffset", "SyncGroupResult",
 ]
 
 logger = logging.getLogger(__name__)
@@ -753,10 +758,40 @@ class GroupCoordinator:
                 answers[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 group.transition_to(GroupState.DEAD, self._time_ms())
-                self.manager.remove_group(group)
-                removed = group.remove_offsets(list(group.offsets))
-                answers[group_id] = await self.manager.write_tombstones(group_id, removed, group_too=True)
+                _, answers[group_id] = await self.manager.cleanup_group_metadata(
+                    group, lambda g: g.remove_offsets(list(g.offsets)))
         return answers
+
+    # ------------------------------------------------------------------ OffsetDelete
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> DeleteOffsetsResult:
+        """OffsetDelete (KIP-496, Kafka's handleDeleteOffsets): an Empty group loses the offsets of every partition
+        named; a consumer group with members only those of topics none of them subscribes to (the others are
+        GROUP_SUBSCRIBED_TO_TOPIC); any other group with members is NON_EMPTY_GROUP. A group left Empty without
+        offsets is Dead, as expiration leaves it. With a group error the partitions carry none."""
+        error = self._validate_group_status(group_id)
+        if error is not None:
+            return DeleteOffsetsResult(error)
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return DeleteOffsetsResult(ErrorCode.GROUP_ID_NOT_FOUND)
+        if not (group.is_(GroupState.EMPTY) or group.is_consumer_group()):
+            return DeleteOffsetsResult(ErrorCode.NON_EMPTY_GROUP)
+        answers: dict[TopicPartition, ErrorCode] = {}
+        eligible: list[TopicPartition] = []
+        for tp in dict.fromkeys(partitions):
+            if not self._metadata_cache.contains(tp):
+                answers[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not group.is_(GroupState.EMPTY) and group.is_subscribed_to_topic(tp.topic):
+                answers[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                eligible.append(tp)
+        if eligible:
+            removed, error = await self.manager.cleanup_group_metadata(group, lambda g: g.remove_offsets(eligible))
+            answers.update(dict.fromkeys(eligible, error))
+            logger.info("The following offsets of the group %s were deleted: %s. A total of %d offsets were removed.",
+                        group_id, ", ".join(f"{tp.topic}-{tp.partition}" for tp in eligible), len(removed))
+        return DeleteOffsetsResult(ErrorCode.NONE, answers)
 
     # ------------------------------------------------------------------ offset expiration
 
@@ -766,16 +801,10 @@ class GroupCoordinator:
         now = self._time_ms()
         expired_total = 0
         for group in self.manager.current_groups():
-            if not self.manager.is_group_local(group.group_id):
-                continue
-            expired = group.remove_expired_offsets(now, self.manager.config.retention_ms)
-            expired_total += len(expired)
-            dead = group.is_(GroupState.EMPTY) and not group.has_offsets()
-            if dead:
-                group.transition_to(GroupState.DEAD, now)
-                self.manager.remove_group(group)
-            if expired or dead:
-                await self.manager.write_tombstones(group.group_id, expired, group_too=dead)
+            if self.manager.is_group_local(group.group_id):
+                expired, _ = await self.manager.cleanup_group_metadata(
+                    group, lambda g: g.remove_expired_offsets(now, self.manager.config.retention_ms))
+                expired_total += len(expired)
         if expired_total:
             logger.info("Removed %d expired offsets", expired_total)
         return expired_total

@@ -255,10 +255,17 @@ class GroupMetadata:
             self.transition_to(GroupState.EMPTY, now_ms)
         self.subscribed_topics = self.compute_subscribed_topics()
 
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: unknown subscriptions (None) count as subscribed to everything."""
+        return self.subscribed_topics is None or topic in self.subscribed_topics
+
     def compute_subscribed_topics(self) -> set[str] | None:
         """The topics a consumer group's members subscribe to, from their subscriptions (Kafka's
         computeSubscribedTopics); None when not a consumer group or a subscription does not parse."""
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        if not self.is_consumer_group():
             return None
         if not self.members:
             return set()
@@ -323,7 +330,7 @@ class GroupMetadata:
                     return self.current_state_timestamp
                 return c.offset_and_metadata.commit_timestamp
             subscribed: set[str] = set()
-        elif self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None:
+        elif self.is_consumer_group() and self.subscribed_topics is not None:
             def base(c: CommitRecordMetadataAndOffset) -> int:
                 return c.offset_and_metadata.commit_timestamp
             subscribed = self.subscribed_topics

@@ -12,8 +12,9 @@ coordinator/group/GroupMetadataManager.scala).
   group. Requests for its groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile.
 - Unloading (emigration): when it stops leading, the partition's groups are dropped here (their members
   find the new coordinator).
-- Expiration: offsets.retention.minutes, checked every offsets.retention.check.interval.ms; expired offsets
-  and groups left Empty without offsets get tombstones.
+- Cleanup (cleanupGroupMetadata): offsets removed by expiration (offsets.retention.minutes, checked every
+  offsets.retention.check.interval.ms), DeleteGroups or OffsetDelete, and groups left Empty without offsets,
+  get tombstones.
 
 Everything but the log reading runs on the broker's event loop; the group state needs no lock.
 """
@@ -228,8 +229,24 @@ class GroupMetadataManager:
             found[tp] = PartitionOffset() if o is None else PartitionOffset(o.offset, o.leader_epoch, o.metadata)
         return found
 
-    async def write_tombstones(self, group_id: str, offsets: Iterable[TopicPartition], group_too: bool) -> ErrorCode:
-        """Kafka's cleanupGroupMetadata: null values for removed offsets (and the group's metadata)."""
+    async def cleanup_group_metadata(self, group: GroupMetadata,
+                                     selector: Callable[[GroupMetadata], list[TopicPartition]]
+                                     ) -> tuple[list[TopicPartition], ErrorCode]:
+        """Kafka's cleanupGroupMetadata, for offset expiration, DeleteGroups and OffsetDelete alike: remove the
+        offsets `selector` picks; a group left Empty without offsets (or already Dead) becomes Dead and leaves
+        this broker; tombstones for what went, appended with the configured acks. The offsets removed and the
+        append's error."""
+        removed = selector(group)
+        if group.is_(GroupState.EMPTY) and not group.has_offsets():
+            logger.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
+            group.transition_to(GroupState.DEAD, self._time_ms())
+        group_too = group.is_(GroupState.DEAD) and self._groups.get(group.group_id) is group
+        if group_too:
+            del self._groups[group.group_id]
+        return removed, await self._write_tombstones(group.group_id, removed, group_too)
+
+    async def _write_tombstones(self, group_id: str, offsets: Iterable[TopicPartition], group_too: bool) -> ErrorCode:
+        """Null values for removed offsets (and the group's metadata)."""
         entries: list[tuple[bytes, bytes | None]] = [(records.offset_commit_key(group_id, tp), None) for tp in offsets]
         if group_too:
             entries.append((records.group_metadata_key(group_id), None))

@@ -125,3 +125,11 @@ class GroupOverview:
 class ListGroupsResult:
     error: ErrorCode  # COORDINATOR_LOAD_IN_PROGRESS while a partition loads (the list is then partial)
     groups: list[GroupOverview] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOffsetsResult:
+    """OffsetDelete's answer: a group error (then no partitions), or each partition's."""
+
+    error: ErrorCode
+    partitions: dict[TopicPartition, ErrorCode] = field(default_factory=dict)

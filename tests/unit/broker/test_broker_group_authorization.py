@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.api.group_operations import GroupOperations
 from broker.coordinator.group.results import (
+    DeleteOffsetsResult,
     GroupOverview,
     GroupSummary,
     ListGroupsResult,
@@ -58,6 +59,12 @@ class Coordinator:
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         self.calls.append(("delete", list(group_ids)))
         return dict.fromkeys(group_ids, ErrorCode.NONE)
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> DeleteOffsetsResult:
+        self.calls.append(("delete_offsets", list(partitions)))
+        if group_id != "g":
+            return DeleteOffsetsResult(ErrorCode.GROUP_ID_NOT_FOUND)
+        return DeleteOffsetsResult(ErrorCode.NONE, dict.fromkeys(partitions, ErrorCode.NONE))
 
 
 def groups_call(acls: dict[ResourcePattern, list[AccessControlEntry]] | None, name: str, *args: Any
@@ -117,3 +124,16 @@ def test_describe_list_and_delete_go_group_by_group() -> None:
     deleted, calls = groups_call(acls, "delete_groups", ["g", "h"])
     assert deleted == {"g": ErrorCode.NONE, "h": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     assert calls == [("delete", ["g"])]
+
+
+def test_offset_delete_needs_delete_on_the_group_and_deletes_only_the_readable_topics() -> None:
+    assert groups_call({group("g"): [allow(Op.READ)], topic("a"): [allow(Op.READ)]}, "delete_offsets", "g",
+                       [A0, B0]) == (DeleteOffsetsResult(ErrorCode.GROUP_AUTHORIZATION_FAILED), [])
+    acls = {group("g"): [allow(Op.DELETE)], group("h"): [allow(Op.DELETE)], topic("a"): [allow(Op.READ)],
+            topic("b"): [allow(Op.DESCRIBE)]}
+    assert groups_call(acls, "delete_offsets", "g", [A0, B0]) == (
+        DeleteOffsetsResult(ErrorCode.NONE, {A0: ErrorCode.NONE, B0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}),
+        [("delete_offsets", [A0])])
+    # No readable topic still asks the coordinator, whose group error then stands alone.
+    assert groups_call(acls, "delete_offsets", "h", [B0]) == (DeleteOffsetsResult(ErrorCode.GROUP_ID_NOT_FOUND),
+                                                              [("delete_offsets", [])])

@@ -20,7 +20,13 @@ from broker.coordinator.group.group_metadata_manager import (
     partition_for,
     read_partition_log,
 )
-from broker.coordinator.group.results import JoinGroupResult, MemberIdentity, OffsetAndMetadata, SyncGroupResult
+from broker.coordinator.group.results import (
+    DeleteOffsetsResult,
+    JoinGroupResult,
+    MemberIdentity,
+    OffsetAndMetadata,
+    SyncGroupResult,
+)
 from broker.purgatory.delayed_heartbeat import DelayedHeartbeat
 from broker.purgatory.delayed_join import DelayedJoin
 from broker.purgatory.delayed_produce import ProducePartitionResponse
@@ -31,6 +37,7 @@ from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
 from tests.unit.broker.broker_helpers import MockTimer, live_broker, metadata_state
+from tests.unit.broker.test_group_metadata import subscription
 
 T = TypeVar("T")
 NUM_PARTITIONS = 4
@@ -469,5 +476,111 @@ def test_while_loading_requests_get_kafkas_answers(loading_answer: str) -> None:
             assert await coordinator.heartbeat(GROUP, "m", None, 1) is ErrorCode.NONE  # Kafka answers blindly
         else:
             assert (await h.sync("m", 1)).error is ErrorCode.REBALANCE_IN_PROGRESS
+
+    run(scenario)
+
+
+# ------------------------------------------------------------------ OffsetDelete (KIP-496)
+
+EVENTS_TP = TopicPartition("events", 0)
+
+
+def with_events_topic(h: Harness) -> None:
+    h.cache.update_metadata(1, [(EVENTS_TP, metadata_state())], [live_broker(1)])
+
+
+def test_offset_delete_of_an_empty_group_deletes_what_is_named_then_the_group() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        await h.own_partition()
+        other = TopicPartition("orders", 1)
+        await commit(h, "", -1, 7)
+        await commit(h, "", -1, 8, tp=other)
+        assert await h.coordinator.delete_offsets(GROUP, [TOPIC_TP]) == DeleteOffsetsResult(
+            ErrorCode.NONE, {TOPIC_TP: ErrorCode.NONE})
+        fetched = (await h.coordinator.fetch_offsets(GROUP, [TOPIC_TP, other])).offsets
+        assert (fetched[TOPIC_TP].offset, fetched[other].offset) == (-1, 8)
+        assert h.log.records(PARTITION)[-1] == (records.offset_commit_key(GROUP, TOPIC_TP), None)
+        # The last offsets go (a partition never committed to is "deleted" too): the group is Dead and gone.
+        unknown = TopicPartition("nowhere", 0)
+        assert await h.coordinator.delete_offsets(GROUP, [other, unknown, TopicPartition("orders", 1)]) == \
+            DeleteOffsetsResult(ErrorCode.NONE, {other: ErrorCode.NONE, unknown: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+        assert h.log.records(PARTITION)[-2:] == [(records.offset_commit_key(GROUP, other), None),
+                                                 (records.group_metadata_key(GROUP), None)]
+        assert (await h.coordinator.list_groups()).groups == []
+        assert await h.coordinator.delete_offsets(GROUP, [TOPIC_TP]) == DeleteOffsetsResult(
+            ErrorCode.GROUP_ID_NOT_FOUND)
+        reloaded = Harness(h.log, h.clock)
+        await reloaded.own_partition()
+        assert (await reloaded.coordinator.fetch_offsets(GROUP, None)).offsets == {}
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("state", ["Stable", "PreparingRebalance"])
+def test_offset_delete_of_a_live_consumer_group_spares_the_topics_its_members_subscribe_to(state: str) -> None:
+    async def scenario() -> None:
+        h = Harness()
+        with_events_topic(h)
+        await h.own_partition()
+        joining = h.join(protocols=[("range", subscription(1, TOPIC_TP.topic))])
+        await h.initial_delays(1)
+        member = joining.result()
+        assert (await h.sync(member.member_id, 1, {member.member_id: b""})).error is ErrorCode.NONE
+        await commit(h, member.member_id, 1, 3)
+        await commit(h, member.member_id, 1, 4, tp=EVENTS_TP)
+        if state == "PreparingRebalance":
+            h.join()  # a second member: the group rebalances, the first generation's subscriptions still count
+            await settle()
+        [summary] = await h.coordinator.describe_groups([GROUP])
+        assert summary.state == state
+        assert await h.coordinator.delete_offsets(GROUP, [TOPIC_TP, EVENTS_TP]) == DeleteOffsetsResult(
+            ErrorCode.NONE, {TOPIC_TP: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, EVENTS_TP: ErrorCode.NONE})
+        fetched = (await h.coordinator.fetch_offsets(GROUP, [TOPIC_TP, EVENTS_TP])).offsets
+        assert (fetched[TOPIC_TP].offset, fetched[EVENTS_TP].offset) == (3, -1)
+        [summary] = await h.coordinator.describe_groups([GROUP])
+        assert summary.state == state  # members keep the group alive, whatever offsets it has left
+
+    run(scenario)
+
+
+def test_offset_delete_takes_a_subscription_it_cannot_read_as_subscribed_to_every_topic() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        await h.own_partition()
+        [member] = await h.stable_group(1)  # the harness' subscriptions are not ConsumerProtocol bytes
+        await commit(h, member.member_id, 1, 3)
+        assert await h.coordinator.delete_offsets(GROUP, [TOPIC_TP]) == DeleteOffsetsResult(
+            ErrorCode.NONE, {TOPIC_TP: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
+
+    run(scenario)
+
+
+def test_offset_delete_of_another_kind_of_group_with_members_is_non_empty_group() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        await h.own_partition()
+        joining = asyncio.ensure_future(h.coordinator.join_group(
+            GROUP, "", None, False, "client", "/127.0.0.1", REBALANCE_MS, SESSION_MS, "connect", PROTOCOLS))
+        await h.initial_delays(1)
+        assert joining.result().error is ErrorCode.NONE
+        assert await h.coordinator.delete_offsets(GROUP, [TOPIC_TP]) == DeleteOffsetsResult(ErrorCode.NON_EMPTY_GROUP)
+
+    run(scenario)
+
+
+def test_offset_delete_group_errors_come_before_any_partition() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        elsewhere = next(g for i in range(100) if partition_for(g := f"other-{i}", NUM_PARTITIONS) != PARTITION)
+        h.manager.begin_loading(PARTITION, 0)
+        nowhere = [TopicPartition("nowhere", 0)]
+        assert await h.coordinator.delete_offsets(GROUP, nowhere) == DeleteOffsetsResult(
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        await h.own_partition()
+        assert [(await h.coordinator.delete_offsets(g, nowhere)).error for g in ("", elsewhere, GROUP)] == [
+            ErrorCode.INVALID_GROUP_ID, ErrorCode.NOT_COORDINATOR, ErrorCode.GROUP_ID_NOT_FOUND]
+        h.coordinator.shutdown()
+        assert (await h.coordinator.delete_offsets(GROUP, nowhere)).error is ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     run(scenario)

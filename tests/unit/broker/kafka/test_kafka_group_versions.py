@@ -1,6 +1,6 @@
 """The group family on the Kafka listener (broker/api/kafka/groups.py), every served version: a member's whole
-life (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-LeaveGroup, DeleteGroups) as kio-encoded requests through the handlers onto a real GroupCoordinator, each
+life (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups,
+ListGroups, LeaveGroup, DeleteGroups) as kio-encoded requests through the handlers onto a real GroupCoordinator, each
 response decoded with kio's reader for its version (generated from Kafka's JSON schemas). Real clients use a
 few versions each (tests/integration/test_kafka_groups.py); this walks all of them."""
 
@@ -26,16 +26,18 @@ from proto.errors import ErrorCode
 from tests.unit.broker.test_group_coordinator import INITIAL_DELAY_MS, TOPIC_TP, Harness, group_here
 
 KEYS = {"OffsetCommit": 8, "OffsetFetch": 9, "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12,
-        "LeaveGroup": 13, "SyncGroup": 14, "DescribeGroups": 15, "ListGroups": 16, "DeleteGroups": 42}
+        "LeaveGroup": 13, "SyncGroup": 14, "DescribeGroups": 15, "ListGroups": 16, "DeleteGroups": 42,
+        "OffsetDelete": 47}
 MODULES = {"OffsetCommit": "offset_commit", "OffsetFetch": "offset_fetch", "FindCoordinator": "find_coordinator",
            "JoinGroup": "join_group", "Heartbeat": "heartbeat", "LeaveGroup": "leave_group",
            "SyncGroup": "sync_group", "DescribeGroups": "describe_groups", "ListGroups": "list_groups",
-           "DeleteGroups": "delete_groups"}
+           "DeleteGroups": "delete_groups", "OffsetDelete": "offset_delete"}
 HANDLERS = {"OffsetCommit": groups.handle_offset_commit, "OffsetFetch": groups.handle_offset_fetch,
             "FindCoordinator": groups.handle_find_coordinator, "JoinGroup": groups.handle_join_group,
             "Heartbeat": groups.handle_heartbeat, "LeaveGroup": groups.handle_leave_group,
             "SyncGroup": groups.handle_sync_group, "DescribeGroups": groups.handle_describe_groups,
-            "ListGroups": groups.handle_list_groups, "DeleteGroups": groups.handle_delete_groups}
+            "ListGroups": groups.handle_list_groups, "DeleteGroups": groups.handle_delete_groups,
+            "OffsetDelete": groups.handle_offset_delete}
 # Flow n uses version n of each API, or the nearest one served: together the flows cover every served version.
 FLOWS = range(max(APIS[key].max_version for key in KEYS.values()) + 1)
 
@@ -133,6 +135,15 @@ async def member_life(wire: Wire, group: str) -> None:
     if served("OffsetFetch", wire.flow) >= 5:  # the epoch travels in OffsetCommit v6+, back in OffsetFetch v5+
         assert fetched.topics[0].partitions[0].committed_leader_epoch == (
             2 if served("OffsetCommit", wire.flow) >= 6 else -1)
+
+    mod = m("OffsetDelete")
+    partitions = tuple(build(mod.OffsetDeleteRequestPartition, partition_index=i) for i in (0, 9))
+    deleted = await wire.call("OffsetDelete", build(mod.OffsetDeleteRequest, group_id=group, topics=(
+        build(mod.OffsetDeleteRequestTopic, name=TOPIC_TP.topic, partitions=partitions),)))
+    # The member's subscription is no ConsumerProtocol bytes: Kafka takes it as subscribed to every topic.
+    assert deleted.error_code == ErrorCode.NONE and [(p.partition_index, p.error_code)
+                                                     for p in deleted.topics[0].partitions] == [
+        (0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
 
     described = await wire.call("DescribeGroups", build(m("DescribeGroups").DescribeGroupsRequest, groups=(group,),
                                                         include_authorized_operations=False))
