@@ -1,7 +1,7 @@
 """The project's group consumer and `minibroker consumer-groups` against a real cluster (one per module, started by
 `minibroker cluster up`): members in separate processes split the partitions, the group rebalances when one
 leaves and when one is SIGKILLed, a member commits and a new one resumes from the committed offsets, and the
-command describes, resets and deletes groups as kafka-consumer-groups.sh does."""
+command describes, resets and deletes groups, and deletes a group's offsets, as kafka-consumer-groups.sh does."""
 
 from __future__ import annotations
 
@@ -360,6 +360,48 @@ def test_consumer_groups_describes_resets_and_deletes(bootstrap: str) -> None:
     gone = command(bootstrap, "--describe", "--group", group)
     assert gone.stdout.strip() == f"Error: Consumer group '{group}' does not exist."
     assert group not in command(bootstrap, "--list").stdout.split()
+
+
+def test_consumer_groups_deletes_offsets_of_topics_no_member_subscribes_to(bootstrap: str) -> None:
+    group, kept, pruned = "pruners", "kept", "pruned"
+    topic_with_records(bootstrap, kept, 1, 4, "k")
+    topic_with_records(bootstrap, pruned, 2, 4, "p")
+    member = Consumer(kept, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False, **_member_kwargs())
+    assert len(consume(member, 4)) == 4
+    member.commit({TopicPartition(kept, 0): OffsetAndMetadata(4), TopicPartition(pruned, 0): OffsetAndMetadata(1),
+                   TopicPartition(pruned, 1): OffsetAndMetadata(2)})
+    subscribed = ("Error: GROUP_SUBSCRIBED_TO_TOPIC: Deleting offsets of a topic is forbidden while the consumer group"
+                  " is actively subscribed to it.")
+
+    partly = command(bootstrap, "--delete-offsets", "--group", group, "--topic", kept, "--topic", f"{pruned}:0",
+                     "--topic", "absent")
+    assert partly.returncode == 1
+    assert [line.rstrip() for line in partly.stdout.splitlines()] == [
+        "",
+        "Error: Encounter some partition level error, see the follow-up details:",
+        "",
+        f"{'TOPIC':<30} {'PARTITION':<15} STATUS",
+        f"{'absent':<30} {'Not Provided':<15} Error: UNKNOWN_TOPIC_OR_PARTITION: Topic absent not found.",
+        f"{kept:<30} {'0':<15} {subscribed}",
+        f"{pruned:<30} {'0':<15} Successful",
+    ]
+    with Admin(bootstrap) as admin:
+        assert admin.list_consumer_group_offsets(group) == {TopicPartition(kept, 0): OffsetAndMetadata(4, "", -1),
+                                                            TopicPartition(pruned, 1): OffsetAndMetadata(2, "", -1)}
+    member.close()
+
+    wait_for(lambda: describe_state(bootstrap, group) == "Empty", message="the member's LeaveGroup")
+    deleted = command(bootstrap, "--delete-offsets", "--group", group, "--topic", kept)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert [line.rstrip() for line in deleted.stdout.splitlines()] == [
+        f"Request succeed for deleting offsets with topic {kept} group {group}", "",
+        f"{'TOPIC':<30} {'PARTITION':<15} STATUS", f"{kept:<30} {'0':<15} Successful"]
+    unknown = command(bootstrap, "--delete-offsets", "--group", "no-such-group", "--topic", f"{kept}:0")
+    assert unknown.returncode == 1
+    assert unknown.stdout.splitlines()[1] == "Error: 'no-such-group' does not exist."
+    assert unknown.stdout.splitlines()[-1].split(None, 2)[2] == \
+        "Error: GROUP_ID_NOT_FOUND: The group id does not exist."
 
 
 def test_a_project_client_member_and_a_confluent_kafka_member_share_one_group(cluster: ClusterInfo) -> None:

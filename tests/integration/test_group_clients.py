@@ -1,7 +1,9 @@
 """Kafka clients' own group consumers against the group coordinator (issue 15's first proof): kafka-python,
 confluent-kafka, aiokafka and `kcat -G` each join a group, are assigned every partition, consume, commit, and a
 new consumer of the group resumes from the committed offsets; members of two different clients in one group
-share its partitions. Committed offsets are read back through another client than the one that wrote them."""
+share its partitions. Committed offsets are read back through another client than the one that wrote them.
+OffsetDelete (KIP-496) from kafka-python's admin client spares the topics a live confluent-kafka member
+subscribes to and deletes the rest, and an Empty group's offsets, with Kafka's error codes."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from confluent_kafka import Consumer, Producer
-from kafka import KafkaConsumer
+from confluent_kafka import Consumer, ConsumerGroupState, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError, UnknownTopicOrPartitionError
 
 from tests.integration.group_cluster import GroupCluster, assignments, covers_once, group_cluster
 
@@ -198,3 +202,47 @@ def test_members_of_two_clients_share_the_groups_partitions(cluster: GroupCluste
     for client, records in got.items():
         assert records and {p for p, _ in records} <= set(by_client[client]), (client, by_client)
     assert committed(cluster, group, topic, partitions) == dict.fromkeys(range(partitions), 20)
+
+
+def test_offset_delete_spares_what_live_members_subscribe_to_and_empties_a_group(cluster: GroupCluster) -> None:
+    group, subscribed, other = "offset-delete", "od-subscribed", "od-other"
+    cluster.create_topic(subscribed, 2)
+    cluster.create_topic(other, 1)
+    values = produce(cluster, subscribed, "od", 10, partitions=2)
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                       "auto.offset.reset": "earliest"})
+    member.subscribe([subscribed])
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        got = 0
+        deadline = time.monotonic() + TIMEOUT_S
+        while got < len(values) and time.monotonic() < deadline:
+            got += sum(1 for m in member.consume(100, 0.5) if m.error() is None)
+        assert got == len(values)
+        member.commit(asynchronous=False)
+        # A member may commit for a topic it does not subscribe to: the offsets KIP-496 lets go.
+        member.commit(offsets=[CkTopicPartition(other, 0, 3)], asynchronous=False)
+        cluster.wait_stable(group, members=1)
+        answers = admin.delete_group_offsets(group, [KpTopicPartition(subscribed, 0), KpTopicPartition(other, 0),
+                                                     KpTopicPartition("od-never-created", 0)])
+        assert answers == {KpTopicPartition(subscribed, 0): GroupSubscribedToTopicError,
+                           KpTopicPartition(other, 0): NoError,
+                           KpTopicPartition("od-never-created", 0): UnknownTopicOrPartitionError}
+        assert committed(cluster, group, other, 1) == {0: None}, "OffsetFetch: -1, nothing committed"
+        assert committed(cluster, group, subscribed, 2) == {0: 5, 1: 5}
+        assert cluster.describe(group).state == ConsumerGroupState.STABLE
+    finally:
+        member.close()
+
+    # Empty (the member left): every partition named is deleted; with no offsets left the group is gone.
+    deadline = time.monotonic() + TIMEOUT_S
+    while cluster.describe(group).state != ConsumerGroupState.EMPTY and time.monotonic() < deadline:
+        time.sleep(0.1)  # a condition polled under a deadline: the member's LeaveGroup
+    answers = admin.delete_group_offsets(group, [KpTopicPartition(subscribed, 0), KpTopicPartition(subscribed, 1)])
+    assert answers == dict.fromkeys([KpTopicPartition(subscribed, 0), KpTopicPartition(subscribed, 1)], NoError)
+    assert committed(cluster, group, subscribed, 2) == {0: None, 1: None}
+    assert cluster.describe(group).state == ConsumerGroupState.DEAD
+    for gone in (group, "od-no-such-group"):
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets(gone, [KpTopicPartition(subscribed, 0)])
+    admin.close()

@@ -1,7 +1,7 @@
 """ACLs for authenticated principals: a broker with the AclAuthorizer on and SASL listeners, where alice
 (SCRAM-SHA-256) may Read a topic but not Write it, bob (PLAIN) may do nothing, and admin is a super user who
-manages the ACLs with `minibroker acls --command-config`; a group consumer needs Read on its group too. Real
-clients: confluent-kafka, kafka-python, kcat."""
+manages the ACLs with `minibroker acls --command-config`; a group consumer needs Read on its group too, and
+OffsetDelete Delete on the group and Read on the topic. Real clients: confluent-kafka, kafka-python, kcat."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaProducer
-from kafka.errors import TopicAuthorizationFailedError
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError
 
 from tests.integration.conftest import WaitUntil
 from tests.integration.secure_cluster import (
@@ -148,3 +149,31 @@ def test_a_group_consumer_needs_read_on_its_group(secure: SecureBroker, tmp_path
         assert committed is not None and committed[0].error is None and committed[0].offset == event.offset() + 1
     finally:
         member.close()
+
+
+def test_offset_delete_needs_delete_on_the_group_and_read_on_the_topic(secure: SecureBroker, tmp_path: Path,
+                                                                     wait_until: WaitUntil) -> None:
+    group, tp = "bob-offsets", KpTopicPartition(TOPIC, 0)
+    # admin (a super user) commits standalone: a group without members, whose offsets OffsetDelete may delete.
+    committer = Consumer({"bootstrap.servers": secure.address(LISTENER), "group.id": group, **ADMIN})
+    committer.commit(offsets=[CkTopicPartition(TOPIC, 0, 1)], asynchronous=False)
+    committer.close()
+    bob = KafkaAdminClient(bootstrap_servers=secure.address(LISTENER), security_protocol="SASL_PLAINTEXT",
+                           sasl_mechanism="PLAIN", sasl_plain_username="bob", sasl_plain_password="bob-secret")
+
+    def delete_offsets() -> object:
+        try:  # straight to the coordinator (broker 1, the only one): no FindCoordinator, which needs Describe
+            return bob.delete_group_offsets(group, [tp], group_coordinator_id=1)
+        except GroupAuthorizationFailedError as e:
+            return type(e)
+
+    try:
+        assert delete_offsets() is GroupAuthorizationFailedError
+        for args in (("--operation", "Delete", "--group", group), ("--operation", "Read", "--topic", TOPIC)):
+            done = acls(secure, tmp_path, "--add", "--allow-principal", "User:bob", *args)
+            assert done.returncode == 0, done.stdout + done.stderr
+            answer = {tp: TopicAuthorizationFailedError} if args[-2] == "--group" else {tp: NoError}
+            wait_until(lambda answer=answer: delete_offsets() == answer,
+                       message=f"bob's OffsetDelete to answer {answer} once allowed {args}")
+    finally:
+        bob.close()
