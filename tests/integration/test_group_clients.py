@@ -246,3 +246,102 @@ def test_offset_delete_spares_what_live_members_subscribe_to_and_empties_a_group
         with pytest.raises(GroupIdNotFoundError):
             admin.delete_group_offsets(gone, [KpTopicPartition(subscribed, 0)])
     admin.close()
+
+
+def test_cooperative_sticky_members_rebalance_incrementally(cluster: GroupCluster) -> None:
+    """librdkafka's cooperative-sticky (KIP-429) scaling out and in: after each rebalance every partition is held
+    by exactly one member, as the coordinator also says; a member only ever gives up (or gains) the partitions that
+    move, and keeps reading the partitions it retains from where it was. No member commits, so a partition whose
+    fetch position were reset by a rebalance (an eager revoke of everything) would be read again from the start."""
+    topic = group = "cooperative"
+    partitions = 6
+    cluster.create_topic(topic, partitions)
+    members: dict[str, Consumer] = {}
+    events: dict[str, list[tuple[str, list[int]]]] = {}
+    consumed: dict[str, list[tuple[int, str]]] = {}
+    produced: list[tuple[int, str]] = []
+
+    def join(name: str) -> None:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": name,
+                             "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000})
+        events[name], consumed[name] = [], []
+
+        def record(kind: str) -> Callable[[Consumer, list[CkTopicPartition]], None]:
+            # No assign call here: confluent-kafka then applies the incremental assignment itself.
+            return lambda _consumer, tps: events[name].append((kind, sorted(tp.partition for tp in tps)))
+
+        consumer.subscribe([topic], on_assign=record("assign"), on_revoke=record("revoke"))
+        members[name] = consumer
+
+    def held() -> dict[str, list[int]]:
+        return {name: sorted(tp.partition for tp in c.assignment()) for name, c in members.items()}
+
+    def produce_round(label: str) -> None:
+        values = produce(cluster, topic, label, 2 * partitions, partitions)
+        produced.extend((i % partitions, value) for i, value in enumerate(values))
+
+    def settle() -> dict[str, list[int]]:
+        """Poll every member until each partition is held once, the coordinator's Stable group says the same,
+        and everything produced has been read; what each member holds then."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            for name, consumer in members.items():
+                consumed[name].extend((m.partition() or 0, (m.value() or b"").decode())
+                                      for m in consumer.consume(100, 0.05) if m.error() is None)
+            mine = held()
+            read = {v for got in consumed.values() for _, v in got}
+            if covers_once(mine, partitions) and all(mine.values()) and read >= {v for _, v in produced}:
+                description = cluster.describe(group)
+                by_client = {m.client_id: assignments(description, topic)[m.member_id] for m in description.members}
+                if description.state == ConsumerGroupState.STABLE and by_client == mine:
+                    return mine
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no settled group after {TIMEOUT_S} s: {mine}, {events}")
+
+    def moves_since(marks: dict[str, int]) -> dict[str, list[tuple[str, list[int]]]]:
+        """Each member's assign / revoke callbacks since `marks`, the empty ones left out."""
+        return {name: [e for e in events[name][marks.get(name, 0):] if e[1]] for name in members}
+
+    try:
+        join("a")
+        produce_round("one")
+        steps = [settle()]
+        assert steps[0] == {"a": list(range(partitions))}
+
+        marks = {name: len(e) for name, e in events.items()}
+        join("b")
+        produce_round("two")
+        steps.append(settle())
+        moved = steps[1]["b"]
+        # Scale out: a gives up only what b takes, in one incremental revoke; a is assigned nothing anew.
+        assert moves_since(marks) == {"a": [("revoke", moved)], "b": [("assign", moved)]}
+
+        marks = {name: len(e) for name, e in events.items()}
+        join("c")
+        produce_round("three")
+        steps.append(settle())
+        moves = moves_since(marks)
+        assert all(kind == "revoke" for name in ("a", "b") for kind, _ in moves[name]), moves
+        assert sorted(p for name in ("a", "b") for _, ps in moves[name] for p in ps) == steps[2]["c"]
+        assert moves["c"] == [("assign", steps[2]["c"])]
+
+        # Scale in: b leaves; a and c are only given b's partitions, nothing is taken from them.
+        marks = {name: len(e) for name, e in events.items() if name != "b"}
+        members.pop("b").close()
+        produce_round("four")
+        steps.append(settle())
+        moves = moves_since(marks)
+        assert all(kind == "assign" for name in ("a", "c") for kind, _ in moves[name]), moves
+        assert sorted(p for name in ("a", "c") for _, ps in moves[name] for p in ps) == steps[2]["b"]
+        for name in ("a", "c"):
+            assert set(steps[2][name]) <= set(steps[3][name]), "sticky: a survivor keeps what it held"
+    finally:
+        for consumer in members.values():
+            consumer.close()
+
+    # What a held from the first step to the last it read once and whole, through three rebalances.
+    retained = set(steps[0]["a"]).intersection(*(step["a"] for step in steps[1:]))
+    assert retained
+    read = [(p, v) for p, v in consumed["a"] if p in retained]
+    assert sorted(read) == sorted((p, v) for p, v in produced if p in retained), "no record of a kept partition twice"
