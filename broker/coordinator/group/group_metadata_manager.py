@@ -240,10 +240,11 @@ class GroupMetadataManager:
         if group.is_(GroupState.EMPTY) and not group.has_offsets():
             logger.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
             group.transition_to(GroupState.DEAD, self._time_ms())
-        group_too = group.is_(GroupState.DEAD) and self._groups.get(group.group_id) is group
-        if group_too:
+        dead_here = group.is_(GroupState.DEAD) and self._groups.get(group.group_id) is group
+        if dead_here:
             del self._groups[group.group_id]
-        return removed, await self._write_tombstones(group.group_id, removed, group_too)
+        # As Kafka, no group tombstone in generation 0: such a group only stored offsets, never its metadata.
+        return removed, await self._write_tombstones(group.group_id, removed, dead_here and group.generation_id > 0)
 
     async def _write_tombstones(self, group_id: str, offsets: Iterable[TopicPartition], group_too: bool) -> ErrorCode:
         """Null values for removed offsets (and the group's metadata)."""
