@@ -162,7 +162,11 @@ CASES = [
          "argument --partitions: invalid int value: 'x'"),
     Case(("topics", "--list", "--bootstrap-server", "{nobody}"), 1, "UNAVAILABLE from {nobody}"),
     Case(("consumer-groups",), 2,
-         "one of the arguments --list --describe --reset-offsets --delete is required"),
+         "one of the arguments --list --describe --reset-offsets --delete --delete-offsets is required"),
+    Case(("consumer-groups", "--delete-offsets", "--group", "g", "--bootstrap-server", "{nobody}"), 1,
+         'Option "[delete-offsets]" takes the following options: "[group]", "[topic]"'),
+    Case(("consumer-groups", "--list", "--topic", "t", "--bootstrap-server", "{nobody}"), 1,
+         'Option "[topic]" can only be used with options "[reset-offsets]" or "[delete-offsets]"'),
     Case(("consumer-groups", "--describe", "--bootstrap-server", "{nobody}"), 1,
          'Option "[describe]" / "[reset-offsets]" / "[delete]" takes one of these options: "[all-groups]",'
          ' "[group]"'),
