@@ -11,7 +11,8 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 - sasl_authenticator.py: Kafka's SaslServerAuthenticator as a state machine (ApiVersions, SaslHandshake,
   SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
 - one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, groups
-  (FindCoordinator through DeleteGroups, onto broker/coordinator/group/), acls (DescribeAcls, CreateAcls, DeleteAcls);
+  (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls (DescribeAcls,
+  CreateAcls, DeleteAcls);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 
