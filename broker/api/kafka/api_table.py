@@ -48,7 +48,8 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
     ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram_credentials.handle_describe_user_scram_credentials),
-    ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials),
+    ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials,
+            trailing_bytes_allowed=True),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)
