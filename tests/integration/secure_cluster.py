@@ -27,6 +27,15 @@ SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 FAILED_AUTH_DELAY_MS = 400
 HANDSHAKE_TIMEOUT_MS = 1500
 TOPIC = "secured"
+# The AclAuthorizer on, with admin (PLAIN) and ANONYMOUS (this fixture's own PLAINTEXT set-up) as super users.
+AUTHORIZER_AND_SUPER_USERS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                              "super.users": "User:admin;User:ANONYMOUS"}
+
+
+def sasl_plain(user: str) -> dict[str, str]:
+    """librdkafka's settings for a PLAIN user on the SASL_PLAINTEXT listener."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": user,
+            "sasl.password": PLAIN_USERS[user]}
 
 
 @dataclass

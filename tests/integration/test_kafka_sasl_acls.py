@@ -20,23 +20,28 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
 from tests.integration.conftest import WaitUntil
-from tests.integration.secure_cluster import SCRAM_PASSWORD, SCRAM_USER, TOPIC, SecureBroker, start_secure_broker
+from tests.integration.secure_cluster import (
+    AUTHORIZER_AND_SUPER_USERS,
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    TOPIC,
+    SecureBroker,
+    sasl_plain,
+    start_secure_broker,
+)
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
 ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
          "sasl.password": SCRAM_PASSWORD}
-BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
-       "sasl.password": "bob-secret"}
-ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
+BOB, ADMIN = sasl_plain("bob"), sasl_plain("admin")
 
 
 @pytest.fixture(scope="module")
 def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     # ANONYMOUS (the fixture's PLAINTEXT set-up) and admin are super users; alice and bob are not.
     yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("sasl-acls"), {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
+        **AUTHORIZER_AND_SUPER_USERS,
         "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3"})
 
 

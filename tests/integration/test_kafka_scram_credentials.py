@@ -29,21 +29,25 @@ from kio.static.primitive import i8, i32
 
 from tests.integration.conftest import WaitUntil
 from tests.integration.kafka_wire import WireConnection, encode_request
-from tests.integration.secure_cluster import SCRAM_USER, TOPIC, SecureBroker, start_secure_broker
+from tests.integration.secure_cluster import (
+    AUTHORIZER_AND_SUPER_USERS,
+    SCRAM_USER,
+    TOPIC,
+    SecureBroker,
+    sasl_plain,
+    start_secure_broker,
+)
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
-ADMIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "admin",
-         "sasl.password": "admin-secret"}
-BOB = {**ADMIN, "sasl.username": "bob", "sasl.password": "bob-secret"}
+ADMIN, BOB = sasl_plain("admin"), sasl_plain("bob")  # a super user, and a principal without ACLs
 
 
 @pytest.fixture(scope="module")
 def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("scram-api"), {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
+        **AUTHORIZER_AND_SUPER_USERS,
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"})
 
 
