@@ -76,11 +76,11 @@ def upsert(user: str, mechanism: ScramMechanism, iterations: int, password: str)
     return UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password.encode())
 
 
-def login_error(secure: SecureBroker, settings: dict[str, str]) -> KafkaError | None:
+def login_error(bootstrap: str, settings: dict[str, str]) -> KafkaError | None:
     """None if a producer authenticates with `settings` (its metadata request answers), else the error
     librdkafka reports (its error callback runs in poll)."""
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": secure.address(LISTENER), "error_cb": errors.append, **settings})
+    producer = Producer({"bootstrap.servers": bootstrap, "error_cb": errors.append, **settings})
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -109,7 +109,8 @@ def test_a_user_made_through_the_api_produces_and_consumes_with_both_mechanisms(
     assert granted.returncode == 0, granted.stdout + granted.stderr
     as_256, as_512 = scram("carol", "carol-256", "SCRAM-SHA-256"), scram("carol", "carol-512", "SCRAM-SHA-512")
     # The broker learns the credential from the change notification, a moment after the write.
-    wait_until(lambda: login_error(secure, as_256) is None, timeout=30, message="carol to log in")
+    sasl = secure.address(LISTENER)
+    wait_until(lambda: login_error(sasl, as_256) is None, timeout=30, message="carol to log in")
 
     reports: list[Any] = []
     producer = Producer({"bootstrap.servers": secure.address(LISTENER), **as_256})
@@ -139,11 +140,11 @@ def test_a_user_made_through_the_api_produces_and_consumes_with_both_mechanisms(
 
     # Deleting one mechanism ends its logins only.
     assert alter(boss, UserScramCredentialDeletion("carol", SHA512)) == {"carol": None}
-    wait_until(lambda: login_error(secure, as_512) is not None, timeout=30, message="carol's SHA-512 login to fail")
-    refused = login_error(secure, as_512)
+    wait_until(lambda: login_error(sasl, as_512) is not None, timeout=30, message="carol's SHA-512 login to fail")
+    refused = login_error(sasl, as_512)
     assert refused is not None and refused.code() == KafkaError._AUTHENTICATION, refused
     assert "Authentication failed" in refused.str()
-    assert login_error(secure, as_256) is None
+    assert login_error(sasl, as_256) is None
     assert credentials(boss, "carol") == {SHA256: 8192}
 
 
