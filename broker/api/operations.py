@@ -15,7 +15,8 @@ auto-creation needs Create on the cluster or the topic), CreateTopics Create on 
 CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
 AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
 Write on some topic, the ACL APIs and Describe/AlterUserScramCredentials Describe/Alter on the cluster. With no
-authorizer everything is allowed.
+authorizer everything is allowed. It also tells a principal what it may do to a resource (KIP-430's authorized
+operations, AuthHelper's).
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.acl import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     ResourceType,
+    to_32bit_field,
 )
 from broker.security.authorizer import AclAuthorizer, Session
 from broker.security.zk_acl_store import ZkAclStore
@@ -148,6 +151,22 @@ class BrokerOperations:
 
     def authorize_cluster(self, session: Session, operation: AclOperation, log_if_denied: bool = True) -> bool:
         return self.authorize(session, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        """AuthHelper.authorizedOperations (KIP-430): the bit field of what the principal may do to the resource,
+        of the operations an ACL on its type can name (AclEntry.supportedOperations); all of them without an
+        authorizer, as Kafka answers then."""
+        supported = SUPPORTED_OPERATIONS[resource_type]
+        if self.authorizer is None:
+            return to_32bit_field(supported)
+        return to_32bit_field(self.authorizer.allowed_operations(session, supported, resource_type, name))
+
+    def cluster_authorized_operations(self, session: Session) -> int:
+        """Metadata's cluster_authorized_operations: 0 to a principal that may not Describe the cluster (a denial
+        logged, as KafkaApis checks it), else the cluster's authorized operations."""
+        if not self.authorize_cluster(session, AclOperation.DESCRIBE):
+            return 0
+        return self.authorized_operations(session, ResourceType.CLUSTER, CLUSTER_NAME)
 
     # ------------------------------------------------------------------ Produce
 

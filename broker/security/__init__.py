@@ -6,9 +6,11 @@
   sasl.py           the SASL mechanisms' server side: PLAIN (JAAS users) and SCRAM-SHA-256/512 (scramp)
   scram.py          SCRAM credentials as Kafka stores them in /config/users/<user>, and the broker's cache of them
   jaas.py           Kafka's sasl.jaas.config value (login module, flag, options; PLAIN's user_<name> entries)
-  acl.py            Kafka's ACL vocabulary: resource/pattern types, operations, permissions, bindings, filters
+  acl.py            Kafka's ACL vocabulary: resource/pattern types, operations, permissions, bindings, filters;
+                    the operations each resource type's ACLs can name, as KIP-430's authorized-operations bit field
   authorizer.py     AclAuthorizer's rules on an in-memory ACL cache (super.users, allow.everyone.if.no.acl.found,
-                    DENY wins, Describe implied by Read/Write/Delete/Alter); Session (principal, client host)
+                    DENY wins, Describe implied by Read/Write/Delete/Alter), for one operation or every operation
+                    of a resource on one lookup of its ACLs (KIP-430); Session (principal, client host)
   zk_acl_store.py   the ACLs in ZooKeeper as Kafka stores them (/kafka-acl, /kafka-acl-extended), conditional
                     updates, change notifications every broker follows
   grpc_identity.py  the Session of a gRPC call: its listener's GrpcAuthenticator's principal

@@ -8,6 +8,7 @@ Plain values only: the authorizer's rules (authorizer.py), the ZooKeeper store, 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker.security.principal import KafkaPrincipal
@@ -96,6 +97,20 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TRANSACTIONAL_ID: frozenset({AclOperation.DESCRIBE, AclOperation.WRITE}),
     ResourceType.DELEGATION_TOKEN: frozenset({AclOperation.DESCRIBE}),
 }
+
+
+# MetadataResponse.AUTHORIZED_OPERATIONS_OMITTED: the schemas' default of an authorized-operations field (KIP-430),
+# what a response carries when the request did not ask for it.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def to_32bit_field(operations: Iterable[AclOperation]) -> int:
+    """Utils.to32BitField: the operations as the bit field of their codes (bit n set for code n), KIP-430's
+    authorized-operations fields of Metadata, DescribeGroups and DescribeCluster."""
+    field = 0
+    for operation in operations:  # codes 0-12: Kafka's range check (0-31) cannot fail for an AclOperation
+        field |= 1 << operation
+    return field
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,6 +1,7 @@
 """Kafka's AclAuthorizer rules (kafka.security.authorizer.AclAuthorizer, 2.8), on an in-memory ACL cache: who
 may do what to which resource. No I/O: the ZooKeeper store (zk_acl_store.py) fills the cache and keeps it
-current; both front doors ask `authorize`.
+current; both front doors ask `authorize`, and Metadata and DescribeGroups ask `allowed_operations` for what a
+principal may do to a resource (KIP-430).
 
 The rules, as Kafka's:
 - a super user (`super.users`, "User:a;User:b") may do anything;
@@ -138,24 +139,37 @@ class AclAuthorizer:
                 found.extend(prefixed.get(name[:end], ()))
         return found
 
+    def _acls_allow(self, session: Session, operation: AclOperation, acls: list[AccessControlEntry]) -> bool:
+        """AclAuthorizer.aclsAllowAccess on the resource's matching ACLs (a super user is decided before)."""
+        if not acls:
+            return self.allow_everyone_if_no_acl_found
+        who, host = str(session.principal), session.client_host
+        if any(_matches(e, who, host, operation, AclPermissionType.DENY) for e in acls):
+            return False
+        return any(_matches(e, who, host, op, AclPermissionType.ALLOW)
+                   for op in IMPLIED_BY.get(operation, (operation,)) for e in acls)
+
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str,
                   log_if_denied: bool = True) -> bool:
         principal = session.principal
         if self.is_super_user(principal):
             return True
-        acls = self.matching_acls(resource_type, name)
-        if not acls:
-            allowed = self.allow_everyone_if_no_acl_found
-        else:
-            who, host = str(principal), session.client_host
-            denied = any(_matches(e, who, host, operation, AclPermissionType.DENY) for e in acls)
-            allowed = not denied and any(_matches(e, who, host, op, AclPermissionType.ALLOW)
-                                         for op in IMPLIED_BY.get(operation, (operation,)) for e in acls)
+        allowed = self._acls_allow(session, operation, self.matching_acls(resource_type, name))
         if not allowed and log_if_denied:
             authorizer_logger.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:%s:%s",
                                    principal, operation.acl_name, session.client_host, resource_type.acl_name,
                                    PatternType.LITERAL.name, name)
         return allowed
+
+    def allowed_operations(self, session: Session, operations: Iterable[AclOperation], resource_type: ResourceType,
+                           name: str) -> frozenset[AclOperation]:
+        """AclAuthorizer.authorize of one action per operation on one resource, as KafkaApis' authorizedOperations
+        asks it (nothing logged): the operations allowed, decided by `authorize`'s rules on one lookup of the
+        resource's ACLs."""
+        if self.is_super_user(session.principal):
+            return frozenset(operations)
+        acls = self.matching_acls(resource_type, name)
+        return frozenset(op for op in operations if self._acls_allow(session, op, acls))
 
     def authorize_by_resource_type(self, session: Session, operation: AclOperation,
                                    resource_type: ResourceType) -> bool:

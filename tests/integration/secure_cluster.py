@@ -27,15 +27,15 @@ SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 FAILED_AUTH_DELAY_MS = 400
 HANDSHAKE_TIMEOUT_MS = 1500
 TOPIC = "secured"
+# confluent-kafka's settings for the SASL_PLAINTEXT listener as each user: alice by SCRAM, bob and admin by PLAIN.
+ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+         "sasl.password": SCRAM_PASSWORD}
+BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
+       "sasl.password": "bob-secret"}
+ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
 # The AclAuthorizer on, with admin (PLAIN) and ANONYMOUS (this fixture's own PLAINTEXT set-up) as super users.
 AUTHORIZER_AND_SUPER_USERS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                               "super.users": "User:admin;User:ANONYMOUS"}
-
-
-def sasl_plain(user: str) -> dict[str, str]:
-    """librdkafka's settings for a PLAIN user on the SASL_PLAINTEXT listener."""
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": user,
-            "sasl.password": PLAIN_USERS[user]}
 
 
 @dataclass

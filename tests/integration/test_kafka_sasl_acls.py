@@ -21,20 +21,19 @@ from kafka.errors import TopicAuthorizationFailedError
 
 from tests.integration.conftest import WaitUntil
 from tests.integration.secure_cluster import (
+    ADMIN,
+    ALICE,
     AUTHORIZER_AND_SUPER_USERS,
+    BOB,
     SCRAM_PASSWORD,
     SCRAM_USER,
     TOPIC,
     SecureBroker,
-    sasl_plain,
     start_secure_broker,
 )
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
-ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
-         "sasl.password": SCRAM_PASSWORD}
-BOB, ADMIN = sasl_plain("bob"), sasl_plain("admin")
 
 
 @pytest.fixture(scope="module")

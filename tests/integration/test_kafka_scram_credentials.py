@@ -30,18 +30,18 @@ from kio.static.primitive import i8, i32
 from tests.integration.conftest import WaitUntil
 from tests.integration.kafka_wire import WireConnection, encode_request
 from tests.integration.secure_cluster import (
+    ADMIN,
     AUTHORIZER_AND_SUPER_USERS,
+    BOB,
     SCRAM_USER,
     TOPIC,
     SecureBroker,
-    sasl_plain,
     start_secure_broker,
 )
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
-ADMIN, BOB = sasl_plain("admin"), sasl_plain("bob")  # a super user, and a principal without ACLs
 
 
 @pytest.fixture(scope="module")

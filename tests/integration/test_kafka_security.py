@@ -13,7 +13,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AclOperation, AdminClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer
@@ -44,7 +54,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("secure"))
+    # One broker: the offsets topic (test_without_an_authorizer_... describes a group) has one replica.
+    yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("secure"), {
+        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1"})
 
 
 def confluent_config(secure: SecureBroker, mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -232,6 +244,26 @@ def _wait_for(condition: Any, timeout: float = 20.0) -> bool:
             return False
         time.sleep(0.2)  # a condition polled under a deadline: the broker's watch on /config/changes
     return True
+
+
+def test_without_an_authorizer_every_supported_operation_is_authorized(secure: SecureBroker) -> None:
+    """KIP-430 on a broker with no authorizer.class.name: Kafka's authorizedOperations answers all of
+    AclEntry.supportedOperations of the resource type, to anyone (here ANONYMOUS on PLAINTEXT); the ACL
+    cases are in test_kafka_authorized_operations.py."""
+    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
+    committed = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("described", [TopicPartition(TOPIC, 0, 0)])], request_timeout=30)
+    committed["described"].result()
+    topic = admin.describe_topics(TopicCollection([TOPIC]), request_timeout=30, include_authorized_operations=True)
+    cluster = admin.describe_cluster(request_timeout=30, include_authorized_operations=True)
+    group = admin.describe_consumer_groups(["described"], request_timeout=30, include_authorized_operations=True)
+    Op = AclOperation
+    assert set(topic[TOPIC].result().authorized_operations) == {
+        Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    assert set(cluster.result().authorized_operations) == {
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
+        Op.DESCRIBE}
+    assert set(group["described"].result().authorized_operations) == {Op.DELETE, Op.DESCRIBE, Op.READ}
 
 
 # ------------------------------------------------------------------ hostile input

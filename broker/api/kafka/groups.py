@@ -8,6 +8,7 @@ Only the wire lives here; every rule is the coordinator's. What differs by versi
 - OffsetCommit v2-v4 carry a retention time (an explicit expire timestamp); v6+ a leader epoch; v7+
   group.instance.id. OffsetFetch v2+ answer a group-level error, and null topics (v2+) mean all partitions.
 - LeaveGroup v0-v2 name one member; v3+ a batch of members.
+- DescribeGroups v3+ answer, when asked, each group's authorized operations (KIP-430).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from typing import Any
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
 from broker.coordinator.group.results import FindCoordinatorResult, MemberIdentity, OffsetAndMetadata
+from broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 
 COORDINATOR_KEY_TYPE_GROUP = 0
-NO_AUTHORIZED_OPERATIONS = -2147483648  # Kafka's "not asked for" of include_authorized_operations
 
 
 def _schema(api: str, header: RequestHeader) -> Any:
@@ -147,10 +148,18 @@ async def handle_offset_fetch(context: KafkaContext, header: RequestHeader, requ
 async def handle_describe_groups(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("describe_groups", header)
     summaries = await context.groups.describe_groups(context.session, list(request.groups))
+    with_operations = getattr(request, "include_authorized_operations", False)  # v3+ (KIP-430)
+
+    def authorized_operations(group_id: str, error: ErrorCode) -> int:
+        # As KafkaApis: only a group described without error (a Dead, unknown one too) gets its operations.
+        if with_operations and error is ErrorCode.NONE:
+            return context.operations.authorized_operations(context.session, ResourceType.GROUP, group_id)
+        return AUTHORIZED_OPERATIONS_OMITTED
+
     groups = tuple(
         build(schema.DescribedGroup, error_code=kio_error(s.error), group_id=s.group_id, group_state=s.state,
               protocol_type=s.protocol_type, protocol_data=s.protocol,
-              authorized_operations=NO_AUTHORIZED_OPERATIONS,
+              authorized_operations=authorized_operations(s.group_id, s.error),
               members=tuple(build(schema.DescribedGroupMember, member_id=m.member_id,
                                   group_instance_id=m.group_instance_id, client_id=m.client_id,
                                   client_host=m.client_host, member_metadata=m.metadata,

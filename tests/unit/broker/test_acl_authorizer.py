@@ -7,7 +7,9 @@ import pytest
 
 from broker.security.acl import (
     ANY_BINDING,
+    AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -19,6 +21,7 @@ from broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
     from_acl_name,
+    to_32bit_field,
     validate_binding,
 )
 from broker.security.authorizer import AclAuthorizer, Session, parse_super_users
@@ -185,6 +188,64 @@ def test_updates_replace_one_pattern_and_an_empty_set_removes_it() -> None:
     assert can(a, ALICE, Op.WRITE, "t") and not can(a, ALICE, Op.READ, "t")
     a.update(topic("t"), [])
     assert topic("t") not in a.acls_by_pattern()
+
+
+# ------------------------------------------------------------------ authorized operations (KIP-430)
+
+TOPIC_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.TOPIC]
+
+
+def allowed(a: AclAuthorizer, session: Session = ALICE, name: str = "t",
+            resource_type: ResourceType = ResourceType.TOPIC) -> set[AclOperation]:
+    return set(a.allowed_operations(session, SUPPORTED_OPERATIONS[resource_type], resource_type, name))
+
+
+def test_the_bit_field_sets_one_bit_per_operation_code() -> None:
+    # Utils.to32BitField: bit n for code n (READ=3, DESCRIBE=8).
+    assert to_32bit_field([]) == 0
+    assert to_32bit_field([Op.READ, Op.DESCRIBE]) == (1 << 3) | (1 << 8) == 264
+    assert to_32bit_field([Op.READ, Op.READ]) == 8
+    # What a Kafka broker without an authorizer answers for each resource type.
+    assert to_32bit_field(TOPIC_OPERATIONS) == 3576
+    assert to_32bit_field(SUPPORTED_OPERATIONS[ResourceType.CLUSTER]) == 8096
+    assert to_32bit_field(SUPPORTED_OPERATIONS[ResourceType.GROUP]) == 328
+    assert AUTHORIZED_OPERATIONS_OMITTED == -2147483648  # Integer.MIN_VALUE, no bit field's value
+
+
+def test_allowed_operations_add_what_an_allow_implies() -> None:
+    assert allowed(authorizer({topic("t"): [ace("User:alice", Op.READ)]})) == {Op.READ, Op.DESCRIBE}
+    assert allowed(authorizer({topic("t"): [ace("User:alice", Op.ALTER_CONFIGS)]})) == {
+        Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS}
+    assert allowed(authorizer({topic("t"): [ace("User:alice", Op.ALL)]})) == TOPIC_OPERATIONS
+    cluster = ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
+    assert allowed(authorizer({cluster: [ace("User:alice", Op.ALTER)]}), name=CLUSTER_NAME,
+                   resource_type=ResourceType.CLUSTER) == {Op.ALTER, Op.DESCRIBE}
+    group = ResourcePattern(ResourceType.GROUP, "g", PatternType.LITERAL)
+    assert allowed(authorizer({group: [ace("User:alice", Op.READ)]}), name="g",
+                   resource_type=ResourceType.GROUP) == {Op.READ, Op.DESCRIBE}
+
+
+def test_allowed_operations_honour_denies_super_users_and_the_no_acl_default() -> None:
+    # A DENY removes its operation only: a Describe DENY leaves Read.
+    assert allowed(authorizer({topic("t"): [ace("User:alice", Op.READ), ace("User:alice", Op.DESCRIBE, DENY)]})) == {
+        Op.READ}
+    assert allowed(authorizer({topic("t"): [ace("User:alice", Op.ALL), ace("User:*", Op.ALL, DENY)]})) == set()
+    assert allowed(authorizer({topic("t"): [ace("User:bob", Op.READ)]})) == set()
+    assert allowed(authorizer({}, super_users={ALICE.principal})) == TOPIC_OPERATIONS
+    assert allowed(authorizer({}, allow_everyone_if_no_acl_found=True)) == TOPIC_OPERATIONS
+    assert allowed(authorizer({})) == set()
+
+
+@pytest.mark.parametrize("acls", [
+    {topic("t"): [ace("User:alice", Op.WRITE), ace("User:alice", Op.CREATE, DENY)]},
+    {topic("t", PatternType.PREFIXED): [ace("User:alice", Op.DELETE)], topic("*"): [ace("User:*", Op.ALTER_CONFIGS)]},
+    {topic("t"): [ace("User:alice", Op.ALL, host="10.0.0.9")], topic("*"): [ace("User:alice", Op.READ)]},
+    {topic("t"): [ace("User:alice", Op.ALL), ace("User:alice", Op.ALTER, DENY), ace("User:alice", Op.READ, DENY)]},
+])
+def test_allowed_operations_are_exactly_what_authorize_allows(acls: dict[ResourcePattern, list[AccessControlEntry]]
+                                                              ) -> None:
+    a = authorizer(acls)
+    assert allowed(a) == {op for op in TOPIC_OPERATIONS if a.authorize(ALICE, op, ResourceType.TOPIC, "t")}
 
 
 # ------------------------------------------------------------------ filters (DescribeAcls, DeleteAcls)

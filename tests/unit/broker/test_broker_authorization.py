@@ -1,18 +1,29 @@
 """What BrokerOperations refuses when the authorizer is on (the checks both front doors share): Metadata's
-hiding and auto-creation, Produce refusing before any append, DeleteTopics' order, InitProducerId, the ACL APIs."""
+hiding and auto-creation, Produce refusing before any append, DeleteTopics' order, InitProducerId, the ACL APIs;
+and what it tells a principal it may do (KIP-430), as Metadata and DescribeGroups put it on the wire."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 import pytest
 from broker_helpers import broker_config, live_broker, metadata_state
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
+from broker.api.group_operations import GroupOperations
+from broker.api.kafka import groups as group_api
+from broker.api.kafka import metadata as metadata_api
+from broker.api.kafka.protocol import Reply, RequestHeader, build
 from broker.api.operations import BrokerOperations
+from broker.coordinator.group.group_metadata_manager import partition_for
 from broker.security.acl import (
     ANY_BINDING,
+    AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_NAME,
     AccessControlEntry,
     AclOperation,
@@ -27,6 +38,7 @@ from broker.server.admin_manager import DeleteTopicResult
 from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from tests.unit.broker.test_group_coordinator import NUM_PARTITIONS, PARTITION, Harness, group_here
 
 T = TypeVar("T")
 ALICE = Session(KafkaPrincipal("User", "alice"), "10.0.0.1")
@@ -162,3 +174,92 @@ def test_the_acl_apis_need_an_authorizer_and_describe_or_alter_on_the_cluster() 
     assert describe({CLUSTER: [allow(Op.DESCRIBE)]}) is ErrorCode.NONE
     with pytest.raises(KafkaError, match="CLUSTER_AUTHORIZATION_FAILED"):
         run({CLUSTER: [allow(Op.DESCRIBE)]}, lambda ops, _: ops.create_acls(ALICE, []))
+
+
+def test_authorized_operations_are_every_supported_one_without_an_authorizer() -> None:
+    async def fields(ops: BrokerOperations, _: Admin) -> tuple[int, int, int]:
+        return (ops.authorized_operations(ALICE, ResourceType.TOPIC, "a"),
+                ops.authorized_operations(ALICE, ResourceType.GROUP, "g"), ops.cluster_authorized_operations(ALICE))
+
+    # KafkaApis' authorizedOperations with no authorizer: AclEntry.supportedOperations of the type.
+    assert run(None, fields)[0] == (3576, 328, 8096)
+    # With one, the principal's: Read (and its Describe) on topic a, nothing on the group.
+    assert run({topic("a"): [allow(Op.READ)]}, fields)[0] == ((1 << Op.READ) | (1 << Op.DESCRIBE), 0, 0)
+
+
+def test_cluster_operations_are_zero_without_describe_on_the_cluster() -> None:
+    def cluster(acls: dict[ResourcePattern, list[AccessControlEntry]]) -> int:
+        async def call(ops: BrokerOperations, _: Admin) -> int:
+            return ops.cluster_authorized_operations(ALICE)
+        return run(acls, call)[0]
+
+    assert cluster({CLUSTER: [allow(Op.ALTER)]}) == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+    # IdempotentWrite does not imply Describe: Kafka answers 0, not the IdempotentWrite bit.
+    assert cluster({CLUSTER: [allow(Op.IDEMPOTENT_WRITE)]}) == 0
+    assert cluster({CLUSTER: [allow(Op.DESCRIBE), allow(Op.CLUSTER_ACTION)]}) == (
+        (1 << Op.DESCRIBE) | (1 << Op.CLUSTER_ACTION))
+
+
+# ------------------------------------------------------------------ KIP-430 on the Kafka listener's wire
+
+
+def wire(handler: Callable[..., Awaitable[Reply]], ops: BrokerOperations, api_key: int, version: int,
+         request: Any, groups: GroupOperations | None = None) -> Awaitable[Reply]:
+    """The handler's answer to `request` from alice, decoded by kio's reader for the version."""
+    context = SimpleNamespace(operations=ops, groups=groups, session=ALICE, listener_name="PLAINTEXT",
+                              cluster_id="cluster", broker_id=1)
+    return handler(context, RequestHeader(api_key, version, 1, "client"), request)
+
+
+def decoded(api_key: int, version: int, reply: Reply) -> Any:
+    return entity_reader(load_response_schema(api_key, version))(b"".join(reply.parts), 0)[0]
+
+
+def test_metadata_v8_answers_the_operations_asked_for_and_omits_them_on_refused_topics() -> None:
+    def ask(version: int, include: bool) -> Any:
+        schema = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+        request = build(schema.MetadataRequest, topics=tuple(build(schema.MetadataRequestTopic, name=n)
+                                                             for n in ("a", "b", "new")),
+                        allow_auto_topic_creation=False, include_cluster_authorized_operations=include,
+                        include_topic_authorized_operations=include)
+
+        async def call(ops: BrokerOperations, _: Admin) -> Any:
+            return decoded(3, version, await wire(metadata_api.handle_metadata, ops, 3, version, request))
+        return run({topic("a"): [allow(Op.READ)], topic("new"): [allow(Op.DESCRIBE)],
+                    CLUSTER: [allow(Op.ALTER)]}, call)[0]
+
+    answer = ask(8, True)
+    by_name = {t.name: (t.error_code, t.topic_authorized_operations) for t in answer.topics}
+    assert by_name == {
+        "a": (ErrorCode.NONE, (1 << Op.READ) | (1 << Op.DESCRIBE)),
+        "b": (ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZED_OPERATIONS_OMITTED),  # not among topicMetadata
+        "new": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 1 << Op.DESCRIBE)}  # described, so answered
+    assert answer.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+    not_asked = ask(8, False)
+    assert {t.topic_authorized_operations for t in not_asked.topics} == {AUTHORIZED_OPERATIONS_OMITTED}
+    assert not_asked.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+    assert not hasattr(ask(7, True), "cluster_authorized_operations")  # v0-v7 have no such fields
+
+
+def test_describe_groups_answers_operations_only_for_groups_described_without_error() -> None:
+    def ask(version: int, group_ids: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+        schema = importlib.import_module(f"kio.schema.describe_groups.v{version}.request")
+        request = build(schema.DescribeGroupsRequest, groups=group_ids, include_authorized_operations=True)
+
+        async def call(ops: BrokerOperations, _: Admin) -> dict[str, tuple[int, int]]:
+            harness = Harness()
+            await harness.own_partition()
+            groups = GroupOperations(harness.coordinator, ops)
+            answer = decoded(15, version, await wire(group_api.handle_describe_groups, ops, 15, version, request,
+                                                     groups))
+            return {g.group_id: (g.error_code, getattr(g, "authorized_operations", None)) for g in answer.groups}
+        return run({ResourcePattern(ResourceType.GROUP, "*", PatternType.LITERAL): [allow(Op.DELETE)]}, call)[0]
+
+    here = group_here("g")
+    elsewhere = next(g for g in (f"x-{i}" for i in range(100)) if partition_for(g, NUM_PARTITIONS) != PARTITION)
+    # A group the principal may Describe (Delete implies it) is answered even when it does not exist (Dead),
+    # as Kafka does; a group another coordinator owns is answered NOT_COORDINATOR, without operations.
+    answers = ask(3, (here, elsewhere))
+    assert answers[here] == (ErrorCode.NONE, (1 << Op.DELETE) | (1 << Op.DESCRIBE))
+    assert answers[elsewhere][1] == AUTHORIZED_OPERATIONS_OMITTED
+    assert ask(2, (here,))[here] == (ErrorCode.NONE, None)  # v0-v2 have no such field
