@@ -97,6 +97,9 @@ class ErrorCode(enum.IntEnum):
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
 
 
 # Kafka's RetriableException subclasses (InvalidMetadataException ones included).
@@ -278,6 +281,9 @@ ElectionNotNeededError = _error_class(ErrorCode.ELECTION_NOT_NEEDED)
 NoReassignmentInProgressError = _error_class(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
 UnstableOffsetCommitError = _error_class(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+ResourceNotFoundError = _error_class(ErrorCode.RESOURCE_NOT_FOUND)
+DuplicateResourceError = _error_class(ErrorCode.DUPLICATE_RESOURCE)
+UnacceptableCredentialError = _error_class(ErrorCode.UNACCEPTABLE_CREDENTIAL)
 
 
 def error_class(code: ErrorCode) -> type[KafkaError]:
