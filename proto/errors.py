@@ -98,6 +98,9 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
 
 
 # Kafka's RetriableException subclasses (InvalidMetadataException ones included).
@@ -280,6 +283,9 @@ NoReassignmentInProgressError = _error_class(ErrorCode.NO_REASSIGNMENT_IN_PROGRE
 GroupSubscribedToTopicError = _error_class(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
 InvalidRecordError = _error_class(ErrorCode.INVALID_RECORD)
 UnstableOffsetCommitError = _error_class(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+ResourceNotFoundError = _error_class(ErrorCode.RESOURCE_NOT_FOUND)
+DuplicateResourceError = _error_class(ErrorCode.DUPLICATE_RESOURCE)
+UnacceptableCredentialError = _error_class(ErrorCode.UNACCEPTABLE_CREDENTIAL)
 
 
 def error_class(code: ErrorCode) -> type[KafkaError]:

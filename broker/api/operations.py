@@ -14,8 +14,9 @@ Metadata Describe (Metadata leaves out, or answers TOPIC_AUTHORIZATION_FAILED fo
 auto-creation needs Create on the cluster or the topic), CreateTopics Create on the cluster or the topic,
 CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
 AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
-Write on some topic, the ACL APIs Describe/Alter on the cluster. With no authorizer everything is allowed.
-It also tells a principal what it may do to a resource (KIP-430's authorized operations, AuthHelper's).
+Write on some topic, the ACL APIs and Describe/AlterUserScramCredentials Describe/Alter on the cluster. With no
+authorizer everything is allowed. It also tells a principal what it may do to a resource (KIP-430's authorized
+operations, AuthHelper's).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, Describe
 from broker.server.config_admin import ResourceType as ConfigResourceType
 from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.paths import validate_topic
@@ -114,9 +116,10 @@ class BrokerOperations:
                  admin_manager: AdminManager, producer_ids: ProducerIdManager,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics],
                  loop: asyncio.AbstractEventLoop, config_admin: ConfigAdmin | None = None,
-                 acl_store: ZkAclStore | None = None) -> None:
+                 acl_store: ZkAclStore | None = None, scram_admin: UserScramAdmin | None = None) -> None:
         self.config = config
         self.config_admin = config_admin
+        self.scram_admin = scram_admin
         # None: no authorizer.class.name, nothing is checked (and the ACL APIs answer SECURITY_DISABLED).
         self.acl_store = acl_store
         self.authorizer: AclAuthorizer | None = None if acl_store is None else acl_store.authorizer
@@ -498,3 +501,32 @@ class BrokerOperations:
                           ) -> list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]:
         store = self._acl_store(session, AclOperation.ALTER)
         return await asyncio.to_thread(store.delete_acls, list(filters))
+
+    # ------------------------------------------------------------------ Describe/AlterUserScramCredentials
+
+    def _scram_admin(self) -> UserScramAdmin:
+        assert self.scram_admin is not None, "the broker gives its operations a UserScramAdmin"
+        return self.scram_admin
+
+    async def describe_user_scram_credentials(self, session: Session, users: Sequence[str] | None
+                                              ) -> DescribeResult:
+        """Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the whole request (KafkaApis)."""
+        if not self.authorize_cluster(session, AclOperation.DESCRIBE):
+            # Kafka's error response also repeats the code once per user asked, naming none of them.
+            refused = UserResult("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            return DescribeResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[refused] * len(users or ()))
+        return await asyncio.to_thread(self._scram_admin().describe, users)
+
+    async def alter_user_scram_credentials(self, session: Session, upsertions: Sequence[Upsertion],
+                                           deletions: Sequence[Deletion]) -> list[UserResult]:
+        """Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user named (Kafka's error response:
+        each distinct user, sorted, without a message). Every broker takes it: the controller is its own process
+        here, as for CreateTopics (broker/api/kafka/admin.py), so nobody answers NOT_CONTROLLER."""
+        users = sorted({u.name for u in upsertions} | {d.name for d in deletions})
+        if not self.authorize_cluster(session, AclOperation.ALTER):
+            return [UserResult(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for user in users]
+        try:
+            return await asyncio.to_thread(self._scram_admin().alter, upsertions, deletions)
+        except Exception:
+            logger.exception("Error encountered while altering user SCRAM credentials")
+            return [UserResult(user, ErrorCode.UNKNOWN_SERVER_ERROR) for user in users]

@@ -4,12 +4,16 @@ Kafka keeps a user's SCRAM credentials in ZooKeeper's `/config/users/<user>`, on
 ScramCredentialUtils' text form: `SCRAM-SHA-256` -> `salt=<base64>,stored_key=<base64>,server_key=<base64>,
 iterations=4096`. The password itself is never stored: the salted keys of RFC 5802 are (made by `scramp`).
 `kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'` takes a mechanism's
-iterations (4096 unless given; Kafka's ScramMechanism bounds, 4096..16384) and password.
+iterations (4096 unless given; Kafka's ScramMechanism bounds, 4096..16384) and password. AlterUserScramCredentials
+(KIP-554) carries no password either: the client sends the salt and the salted password, from which the broker
+derives the stored form (credential_from_salted_password).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +24,11 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
+# Kafka's org.apache.kafka.clients.admin.ScramMechanism: the mechanism's type byte in the SCRAM admin APIs
+# (0 is UNKNOWN, and so is any byte not listed).
+MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_OF_MECHANISM = {name: code for code, name in MECHANISM_TYPES.items()}
+_DIGESTS = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,21 @@ def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITE
     salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
         password, iteration_count=iterations)
     return ScramCredential(salt, stored_key, server_key, count)
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
+                                    iterations: int) -> ScramCredential:
+    """Kafka's ScramFormatter.generateCredential(salt, saltedPassword, iterations), RFC 5802's keys:
+    ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey), ServerKey = HMAC(SaltedPassword,
+    "Server Key"). scramp derives these only from a password (its salted-password step is private), hence hmac.
+
+    ValueError for an empty salted password: Kafka's HMAC key (javax's SecretKeySpec) refuses an empty key."""
+    if not salted_password:
+        raise ValueError("Empty key")
+    digest = _DIGESTS[mechanism]
+    client_key = hmac.digest(salted_password, b"Client Key", digest)
+    return ScramCredential(salt, digest(client_key).digest(), hmac.digest(salted_password, b"Server Key", digest),
+                           iterations)
 
 
 def parse_scram_request(mechanism: str, text: str) -> ScramCredential:

@@ -7,6 +7,7 @@
   metrics.py             BrokerMetrics: Prometheus metrics named after Kafka's MBeans
   metadata_cache.py      MetadataCache: the cluster as UpdateMetadata last described it
   admin_manager.py       CreateTopics / CreatePartitions / DeleteTopics and auto-creation
+  scram_admin.py         Describe/AlterUserScramCredentials (KIP-554): ZkAdminManager's rules over /config/users
   producer_id_manager.py producer id blocks from ZooKeeper (idempotence)
   malloc.py              glibc malloc tuning for a process that moves megabytes per request
   log_dir_failure_handler.py  takes a failed log dir's partitions offline and tells the controller (ZooKeeper)

@@ -94,6 +94,7 @@ from broker.server.metadata_cache import MetadataCache
 from broker.server.metrics import BrokerMetrics
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scheduler import KafkaScheduler
+from broker.server.scram_admin import UserScramAdmin
 from broker.server.topic_config import TopicConfigs
 from common.config import ConfigError
 from common.limits import MESSAGE_SIZE_OPTIONS
@@ -249,7 +250,8 @@ class KafkaServer:
             config, replica_manager=replica_manager, metadata_cache=metadata_cache, admin_manager=admin_manager,
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop,
-            config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store)
+            config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
+            scram_admin=UserScramAdmin(zk))
         groups = GroupOperations(group_coordinator, operations)
         apis = functools.partial(
             KafkaApis,

@@ -126,15 +126,15 @@ def add_zookeeper_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper connect string")
 
 
-def zookeeper_connect(args: argparse.Namespace, request: str, api: str) -> str:
-    """--zookeeper, else the ZooKeeper of --data-dir's cluster. The brokers have no `api` API, so
-    --bootstrap-server alone cannot reach the controller."""
+def zookeeper_connect(args: argparse.Namespace, request: str, api: str, why: str | None = None) -> str:
+    """--zookeeper, else the ZooKeeper of --data-dir's cluster: --bootstrap-server alone cannot do what the
+    brokers have no `api` API for (or, `why` says, not on the door --bootstrap-server reaches)."""
     if args.zookeeper:
         return str(args.zookeeper)
     if args.data_dir is not None:
         return cluster_info(args).zookeeper.connect
     raise UsageError(f"the {request} is requested through ZooKeeper: give --zookeeper H:P or --data-dir DIR"
-                     f" (the brokers have no {api} API for --bootstrap-server yet)")
+                     f" ({why or f'the brokers have no {api} API for --bootstrap-server yet'})")
 
 
 def connect_zookeeper(connect: str, timeout: float = 15.0, security: ZkSecurity = OPEN) -> KafkaZkClient:

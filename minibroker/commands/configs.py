@@ -8,8 +8,10 @@ credentials.
                        --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
 
 Users' credentials go to /config/users/<user> as Kafka stores them (salted keys, never the password) with a
-change notification, through ZooKeeper (the brokers have no AlterUserScramCredentials API yet); every broker's
-SASL listeners use them from the next login.
+change notification, through ZooKeeper; every broker's SASL listeners use them from the next login. The brokers'
+Kafka listeners also serve DescribeUserScramCredentials / AlterUserScramCredentials (KIP-554) to Kafka's admin
+clients, writing the same znodes; this command's --bootstrap-server is the gRPC door, which has no such API,
+so users stay on --zookeeper / --data-dir here.
 
 The change lands in ZooKeeper as Kafka writes it (/config/topics/<t>, /config/brokers/<id|<default>>, and a
 /config/changes/config_change_<seq> notification) and every broker applies it live, without a restart.
@@ -106,7 +108,9 @@ def _run_users(args: argparse.Namespace) -> None:
     if args.entity_default or not args.entity_name:
         raise UsageError("--entity-default is not supported for users' SCRAM credentials: give --entity-name")
     user = str(args.entity_name)
-    connect = zookeeper_connect(args, "users' SCRAM credentials", "AlterUserScramCredentials")
+    connect = zookeeper_connect(args, "users' SCRAM credentials", "AlterUserScramCredentials",
+                                "--bootstrap-server is the brokers' gRPC door; AlterUserScramCredentials is served"
+                                " to Kafka's admin clients on the Kafka listeners")
     with connect_zookeeper(connect, security=zookeeper_security(args)) as zk:
         current = zk.get_entity_config(paths.USERS_ENTITY, user)
         if not args.alter:

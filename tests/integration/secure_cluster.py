@@ -33,6 +33,9 @@ ALICE = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-25
 BOB = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "bob",
        "sasl.password": "bob-secret"}
 ADMIN = {**BOB, "sasl.username": "admin", "sasl.password": "admin-secret"}
+# The AclAuthorizer on, with admin (PLAIN) and ANONYMOUS (this fixture's own PLAINTEXT set-up) as super users.
+AUTHORIZER_AND_SUPER_USERS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                              "super.users": "User:admin;User:ANONYMOUS"}
 
 
 @dataclass

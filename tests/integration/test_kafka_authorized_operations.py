@@ -27,6 +27,7 @@ from kafka.admin import KafkaAdminClient
 from tests.integration.secure_cluster import (
     ADMIN,
     ALICE,
+    AUTHORIZER_AND_SUPER_USERS,
     BOB,
     SCRAM_USER,
     TOPIC,
@@ -65,9 +66,7 @@ def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) 
     committed offset that makes GROUP exist."""
     # ANONYMOUS is the fixture's PLAINTEXT set-up; admin and it are super users, alice and bob are not.
     broker = start_secure_broker(zookeeper, tmp_path_factory.mktemp("authorized-ops"), {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
-        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1"})
+        **AUTHORIZER_AND_SUPER_USERS, "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1"})
     secure = next(broker)
     try:
         admin = admin_client(secure, ADMIN)

@@ -24,6 +24,7 @@ from tests.integration.conftest import WaitUntil
 from tests.integration.secure_cluster import (
     ADMIN,
     ALICE,
+    AUTHORIZER_AND_SUPER_USERS,
     BOB,
     SCRAM_PASSWORD,
     SCRAM_USER,
@@ -40,8 +41,7 @@ LISTENER = "SASL_PLAINTEXT"
 def secure(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     # ANONYMOUS (the fixture's PLAINTEXT set-up) and admin are super users; alice and bob are not.
     yield from start_secure_broker(zookeeper, tmp_path_factory.mktemp("sasl-acls"), {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
+        **AUTHORIZER_AND_SUPER_USERS,
         "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3"})
 
 

@@ -5,6 +5,7 @@ TLS gRPC with mutual TLS inside the cluster: the project's client produces and c
 certificate from another CA cannot replicate, and hostile connections (plaintext, no / foreign / expired client
 certificate, a handshake that never finishes, a wrong SASL password) are refused while everyone else carries on.
 ZooKeeper is locked: a process without the cluster's ZooKeeper credentials cannot change /brokers or /controller.
+A SCRAM user made through one broker's AlterUserScramCredentials logs in at another.
 """
 
 from __future__ import annotations
@@ -21,10 +22,17 @@ from pathlib import Path
 
 import grpc
 import pytest
-from confluent_kafka import OFFSET_BEGINNING
+from confluent_kafka import OFFSET_BEGINNING, KafkaError
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kazoo.exceptions import NoAuthError
 
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
@@ -37,8 +45,9 @@ from minibroker.local.cluster_file import ClusterInfo
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode
-from tests.integration.conftest import REPO_ROOT, broker_argv
+from tests.integration.conftest import REPO_ROOT, WaitUntil, broker_argv
 from tests.integration.test_cli import minibroker
+from tests.integration.test_kafka_scram_credentials import login_error
 from zk import paths
 from zk.client import KafkaZkClient
 from zk.server import free_port
@@ -153,6 +162,27 @@ def test_kcat_and_confluent_kafka_connect_with_the_client_properties(secure: Sec
         assert message.value() == b"hello"
     finally:
         consumer.close()
+
+
+def test_a_scram_user_made_through_one_broker_logs_in_at_another(secure: SecureCluster,
+                                                                   wait_until: WaitUntil) -> None:
+    """AlterUserScramCredentials through broker-1's Kafka listener, with the admin's client properties:
+    broker-3 follows the change notification, so the new user logs in there, and no longer does once the
+    credential is deleted (through broker-2)."""
+    first, second, third = (b.kafka_address or "" for b in secure.info.brokers[:3])
+    carol = {**secure.client_props, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol",
+             "sasl.password": "carol-secret"}
+    upsertion = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                             b"carol-secret")
+    through_first, through_second = (AdminClient({"bootstrap.servers": address, **secure.client_props})
+                                     for address in (first, second))
+    through_first.alter_user_scram_credentials([upsertion])["carol"].result(30)
+    wait_until(lambda: login_error(third, carol) is None, timeout=30, message="carol to log in at broker-3")
+    through_second.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)])["carol"].result(30)
+    wait_until(lambda: login_error(third, carol) is not None, timeout=30, message="carol's login to be refused")
+    refused = login_error(third, carol)
+    assert refused is not None and refused.code() == KafkaError._AUTHENTICATION, refused
 
 
 def test_a_broker_with_a_foreign_ca_certificate_cannot_replicate(secure: SecureCluster) -> None:

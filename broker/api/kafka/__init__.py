@@ -12,10 +12,13 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
 - one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, groups
   (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls (DescribeAcls,
-  CreateAcls, DeleteAcls);
+  CreateAcls, DeleteAcls), scram_credentials (DescribeUserScramCredentials, AlterUserScramCredentials, onto
+  broker/server/scram_admin.py);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 
 Messages are decoded and encoded with kio (generated from Kafka's own JSON message schemas); the Fetch
-response is framed by hand around the log's file slices, and record bytes are never re-encoded.
+response is framed by hand around the log's file slices, and record bytes are never re-encoded. A request body
+must end where its frame does (Kafka does not check), except for an API flagged `trailing_bytes_allowed` in the
+table because a real client sends more (librdkafka's AlterUserScramCredentials).
 """

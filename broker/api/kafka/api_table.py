@@ -5,7 +5,18 @@ family (FindCoordinator through DeleteGroups)."""
 
 from __future__ import annotations
 
-from broker.api.kafka import acls, admin, api_versions, fetch, groups, metadata, offsets, produce, producer_id
+from broker.api.kafka import (
+    acls,
+    admin,
+    api_versions,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    scram_credentials,
+)
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
 from broker.api.kafka.sasl_authenticator import handle_sasl_authenticate, handle_sasl_handshake
 
@@ -37,6 +48,9 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1, admin.handle_incremental_alter_configs),
     ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
+    ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram_credentials.handle_describe_user_scram_credentials),
+    ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials,
+            trailing_bytes_allowed=True),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)

@@ -177,7 +177,7 @@ class KafkaConnection:
                                f"{spec.max_version})")
         cls = request_class(api_key, version)
         header, start = parse_header(frame, bool(cls.__flexible__))
-        request = parse_body(cls, frame, start)
+        request = parse_body(cls, frame, start, spec.trailing_bytes_allowed)
         began = time.monotonic()
         task = asyncio.ensure_future(spec.handler(self._context, header, request))
         task.add_done_callback(lambda _: self._context.metrics.record_request(

@@ -67,6 +67,10 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler = field(compare=False)
+    # Kafka never checks that a request body ends where the frame does; we refuse leftover bytes, except for an
+    # API a real client is known to send them with (librdkafka ends AlterUserScramCredentials with a second
+    # empty tag section).
+    trailing_bytes_allowed: bool = False
 
 
 def encode(entity: Any) -> Reply:
@@ -115,12 +119,12 @@ def parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
                          header.client_id), used
 
 
-def parse_body(cls: type[Any], frame: bytes, start: int) -> Any:
+def parse_body(cls: type[Any], frame: bytes, start: int, trailing_bytes_allowed: bool = False) -> Any:
     try:
         body, used = entity_reader(cls)(frame, start)
     except Exception as e:
         raise RequestError(f"malformed {cls.__name__} v{cls.__version__}: {e}") from None
-    if start + used != len(frame):
+    if start + used != len(frame) and not trailing_bytes_allowed:
         raise RequestError(f"{cls.__name__} v{cls.__version__} has {len(frame) - start - used} bytes after its end")
     return body
 
