@@ -226,14 +226,18 @@ def test_a_log_the_cleaner_fails_on_is_set_aside_unless_it_was_deleted(
     assert not channel.has_offline_log_dir(tmp_path)  # neither failure is the disk's
 
 
-def test_a_cleaning_that_fails_on_io_takes_the_log_dir_offline(tmp_path: Path) -> None:
+def one_dirty_log_cleaner(tmp_path: Path) -> tuple[LogCleaner, Cleaner, Log, LogDirFailureChannel]:
     clock = FakeClock()
-    logs = dirty_logs(tmp_path, clock, "failing-0")
+    logs = dirty_logs(tmp_path, clock, "dirty-0")
     channel = LogDirFailureChannel()
     log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: logs, clock, lambda tp: logs[tp].log_end_offset,
                              channel)
-    cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
-    shutil.rmtree(next(iter(logs.values())).dir)  # the cleaned segment cannot be written
+    return log_cleaner, Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock), *logs.values(), channel
+
+
+def test_a_cleaning_that_fails_on_io_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    log_cleaner, cleaner, log, channel = one_dirty_log_cleaner(tmp_path)
+    shutil.rmtree(log.dir)  # the cleaned segment cannot be written
     assert log_cleaner.clean_once(cleaner)
     assert channel.has_offline_log_dir(tmp_path)
     assert channel.take_next_offline_log_dir() == tmp_path  # what the broker's failure handler waits for
@@ -242,13 +246,9 @@ def test_a_cleaning_that_fails_on_io_takes_the_log_dir_offline(tmp_path: Path) -
 
 
 def test_a_cleaner_checkpoint_that_cannot_be_written_takes_the_log_dir_offline(tmp_path: Path) -> None:
-    clock = FakeClock()
-    logs = dirty_logs(tmp_path, clock, "dirty-0")
-    channel = LogDirFailureChannel()
-    log_cleaner = LogCleaner(CleanerConfig(), [tmp_path], lambda: logs, clock, lambda tp: logs[tp].log_end_offset,
-                             channel)
+    log_cleaner, cleaner, _, channel = one_dirty_log_cleaner(tmp_path)
     (tmp_path / CLEANER_OFFSET_CHECKPOINT).mkdir()  # the checkpoint's rename into place fails
-    assert log_cleaner.clean_once(Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock))
+    assert log_cleaner.clean_once(cleaner)
     assert channel.has_offline_log_dir(tmp_path)
 
 
