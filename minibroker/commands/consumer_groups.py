@@ -37,7 +37,6 @@ from minibroker.commands.client_options import UsageError, add_cluster_options, 
 from proto.errors import ErrorCode
 
 MISSING = "-"
-ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
 RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime")
 # Kafka's Errors messages, as its AdminClient's exceptions carry them.
 _ERROR_TEXTS = {ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",

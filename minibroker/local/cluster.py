@@ -205,6 +205,8 @@ class LocalCluster:
         if brokers < 1 or controllers < 1:
             raise ClusterUsageError("a cluster needs at least one broker and one controller")
         zookeeper_nodes = _zookeeper_nodes(previous, zookeeper, zookeeper_nodes)
+        # Kept like --security: its configs name the addresses of the cluster's own network.
+        netns = netns or (previous is not None and previous.network is not None)
         if port_base is not None:
             if netns:
                 raise ClusterUsageError("--port-base and --netns: with --netns every broker listens on port"
@@ -212,8 +214,6 @@ class LocalCluster:
             if (problem := cluster_ports.port_base_problem(port_base, brokers, zookeeper_nodes)) is not None:
                 raise ClusterUsageError(problem)
         secure = security or (previous is not None and previous.security is not None)
-        # Kept like --security: its configs name the addresses of the cluster's own network.
-        netns = netns or (previous is not None and previous.network is not None)
         if netns and secure:
             raise ClusterUsageError("--security and --netns do not go together yet: the certificates name"
                                     f" {HOST} only")
