@@ -484,7 +484,9 @@ def test_a_topic_with_the_longest_name_is_deleted(cluster: Cluster, zk_connect: 
     wait_until(lambda: all(not any(p.is_dir() for p in cluster.log_dir(b).iterdir()) for b in BROKER_IDS),
                timeout=30, message="the partition dirs (and their -delete dirs) gone on every broker")
     wait_until(lambda: deleted_from_zookeeper(cluster, topic), timeout=30, message="the znodes deleted")
-    assert f"Deletion of topic {topic} successfully completed" in cluster.controller.log()
+    # The controller logs the completion just after deleting the znodes.
+    wait_until(lambda: f"Deletion of topic {topic} successfully completed" in cluster.controller.log(),
+               timeout=30, message="the controller's completion line")
     for b in BROKER_IDS:
         assert "File name too long" not in cluster.brokers[b].process.log()
     election = subprocess.run(
