@@ -123,7 +123,8 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(cluster: Cluster,
     assert log.index("Controlled shutdown succeeded") < log.index("logs cleanly")
     # It is told to stop fetching the partition it follows (StopReplica without delete), as it leaves its ISR. (It
     # may be gone before the request arrives, as in Kafka: the controller answers before the requests are sent.)
-    assert "Sending StopReplica request (delete = false) for 1 partitions to broker 1" in cluster.controller.log()
+    stop_replica = "Sending StopReplica request (delete = false) for 1 partitions to broker 1"
+    wait_until(lambda: stop_replica in cluster.controller.log(), message="the controller's StopReplica line")
     assert moved_while_registered, "the led partitions had no new leader while broker 1 was still registered"
     for tp in led:
         state = cluster.state(tp)

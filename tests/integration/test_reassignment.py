@@ -242,7 +242,10 @@ def test_a_reassignment_onto_a_broker_that_is_down_finishes_when_it_returns(
     assert_moved(cluster, tp, zk_connect, tmp_path, wait_until)
     stored = [v.decode() for v in cluster.stored_values(4, tp) if v is not None]
     assert stored == [f"before-{i}" for i in range(20)] + [f"while-waiting-{i}" for i in range(20)]
-    assert "Completed reassignment of partition waiting-0 to replicas [2, 3, 4]" in cluster.controller.log()
+    # The controller logs the completion just after it removes the reassignment znode.
+    completed = "Completed reassignment of partition waiting-0 to replicas [2, 3, 4]"
+    wait_until(lambda: completed in cluster.controller.log(),
+               message="the controller's completion line")
     for channel in cluster.channels.values():
         channel.close()
 
@@ -284,7 +287,10 @@ def test_a_stuck_reassignment_is_explained_and_cancelled_and_the_next_one_runs(
         # The original replicas, in the order the znode kept them (Kafka's originReplicas), nothing being added.
         assert assignment_of(zk_client, tp) == ReplicaAssignment((2, 3, 1))
         assert zk_client.get_partition_reassignment() == {}
-        assert "Completed reassignment of partition stuck-0 to replicas [2, 3, 1]" in cluster.controller.log()
+        # The controller logs the completion just after it removes the reassignment znode.
+        completed = "Completed reassignment of partition stuck-0 to replicas [2, 3, 1]"
+        wait_until(lambda: completed in cluster.controller.log(),
+                   message="the controller's completion line")
         again = reassign_partitions(zk_connect, "--cancel", "--reassignment-json-file", str(plan))
         assert again.returncode == 1
         assert again.stderr == (f"Error: Error cancelling partition reassignment for:\n{tp}: No reassignment in"
