@@ -58,7 +58,11 @@ class GroupCluster:
         admin = self.admin()
         return admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
 
-    def wait_stable(self, group: str, members: int, timeout: float = 60.0) -> ConsumerGroupDescription:
+    def wait_stable(self, group: str, members: int, timeout: float = 60.0,
+                    covering: tuple[str, int] | None = None) -> ConsumerGroupDescription:
+        """The group Stable with `members` members and, with covering=(topic, partitions), an assignment that
+        gives each of the topic's partitions to one member: a leader whose metadata did not have the topic yet
+        assigns nothing, and rejoins once it does (kafka-python's leader does)."""
         deadline = time.monotonic() + timeout
         last: object = None
         while time.monotonic() < deadline:
@@ -67,12 +71,14 @@ class GroupCluster:
             except Exception as e:  # a coordinator moving answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
                 last = e
             else:
-                if last.state == ConsumerGroupState.STABLE and len(last.members) == members:
+                if (last.state == ConsumerGroupState.STABLE and len(last.members) == members
+                        and (covering is None or covers_once(assignments(last, covering[0]), covering[1]))):
                     return last
             time.sleep(0.1)
         if isinstance(last, ConsumerGroupDescription):
             last = (last.state, [(m.client_id, m.member_id, m.assignment.topic_partitions) for m in last.members])
-        raise AssertionError(f"group {group} not Stable with {members} members after {timeout} s: {last}")
+        wanted = f"{members} members" + (f" covering {covering[0]}'s {covering[1]} partitions" if covering else "")
+        raise AssertionError(f"group {group} not Stable with {wanted} after {timeout} s: {last}")
 
     def kill(self, broker_id: int) -> None:
         self.local.send_signal(f"broker-{broker_id}", signal.SIGKILL)

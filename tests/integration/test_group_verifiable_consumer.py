@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.integration.group_cluster import GroupCluster, assignments, covers_once, group_cluster
+from tests.integration.group_cluster import GroupCluster, group_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -83,8 +83,7 @@ def committed(cluster: GroupCluster) -> dict[int, int]:
 
 def settle(cluster: GroupCluster, members: int) -> None:
     """The group Stable with `members` members holding every partition once."""
-    description = cluster.wait_stable(GROUP, members, timeout=60)
-    assert covers_once(assignments(description, TOPIC), PARTITIONS), assignments(description, TOPIC)
+    cluster.wait_stable(GROUP, members, timeout=60, covering=(TOPIC, PARTITIONS))
 
 
 def test_members_come_and_go_while_a_producer_writes(cluster: GroupCluster, tmp_path: Path) -> None:
