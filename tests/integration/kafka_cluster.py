@@ -10,6 +10,12 @@ from confluent_kafka.admin import AdminClient
 
 from tests.integration.conftest import BrokerProcess, StartBrokers, StartController
 
+# For kafka-python group members: kafka-python 3.0's metadata refresh lets an answer to a request sent before
+# subscribe() (one without the topic) clear the pending update, so a loaded machine can leave a member, and the
+# group it leads, without the topic's partitions until the next periodic refresh (metadata.max.age.ms, 5 min
+# by default). A short age bounds that to seconds; the leader then sees the topic and rejoins.
+KAFKA_PYTHON_GROUP_MEMBER = {"metadata_max_age_ms": 5000}
+
 
 @dataclass
 class KafkaCluster:

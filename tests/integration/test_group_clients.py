@@ -23,6 +23,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError, UnknownTopicOrPartitionError
 
 from tests.integration.group_cluster import GroupCluster, assignments, covers_once, group_cluster
+from tests.integration.kafka_cluster import KAFKA_PYTHON_GROUP_MEMBER
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +62,8 @@ Session = Callable[[str, str, str, int], list[str]]
 
 def kafka_python_session(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=1000)
+                             auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=1000,
+                             **KAFKA_PYTHON_GROUP_MEMBER)
     try:
         got: list[str] = []
         deadline = time.monotonic() + TIMEOUT_S
@@ -169,7 +171,7 @@ def test_members_of_two_clients_share_the_groups_partitions(cluster: GroupCluste
 
     def kafka_python_member() -> None:
         consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id="kp-member",
-                                 enable_auto_commit=False, auto_offset_reset="earliest")
+                                 enable_auto_commit=False, auto_offset_reset="earliest", **KAFKA_PYTHON_GROUP_MEMBER)
         try:
             while not stop.is_set():
                 for tp, records in consumer.poll(timeout_ms=200).items():

@@ -16,6 +16,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from tests.integration.group_cluster import GroupCluster, assignments, covers_once, group_cluster
+from tests.integration.kafka_cluster import KAFKA_PYTHON_GROUP_MEMBER
 
 pytestmark = pytest.mark.integration
 
@@ -132,7 +133,7 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id="kp-slow",
                                  enable_auto_commit=False, auto_offset_reset="earliest",
                                  session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000,
-                                 max_poll_interval_ms=90_000)
+                                 max_poll_interval_ms=90_000, **KAFKA_PYTHON_GROUP_MEMBER)
         try:
             while not stop.is_set():
                 if not polling.is_set():

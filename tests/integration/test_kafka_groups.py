@@ -19,7 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
-from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
+from tests.integration.kafka_cluster import KAFKA_PYTHON_GROUP_MEMBER, KafkaCluster, start_kafka_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,8 @@ def ck_consumer(cluster: KafkaCluster, group: str, **extra: Any) -> Consumer:
 
 def kp_consumer(cluster: KafkaCluster, group: str, topic: str) -> KafkaConsumer:
     return KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
-                         enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+                         enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                         **KAFKA_PYTHON_GROUP_MEMBER)
 
 
 def ck_poll(consumer: Consumer, wanted: int, timeout: float = 60.0) -> list[int]:
