@@ -256,9 +256,9 @@ def test_losing_the_single_zookeeper_stops_changes_and_loses_nothing_acknowledge
         finally:
             stop.set()
             writer.join(60)
-        # It resumes: changes go through again, once the brokers' sessions are back. The outage outlived the
-        # 6 s session timeout, so a broker may still be re-registering on a new session, and a create there
-        # fails with UNKNOWN_SERVER_ERROR, as in Kafka; a create that landed before the error is kept.
+        # It resumes: changes go through again, once the brokers' ZooKeeper sessions are back. Until then a
+        # broker's ZooKeeper call can still fail (a session that expired in the outage is not retried, as in
+        # Kafka), and the create is UNKNOWN_SERVER_ERROR, Kafka's answer; a create that landed is kept.
         _wait(lambda: _created_once_zookeeper_answers(info.bootstrap_servers, "zk-single-after"), 60,
               "a topic created after ZooKeeper came back")
         assert _read_all(info.bootstrap_servers, topic, set(acked)) >= set(acked)
