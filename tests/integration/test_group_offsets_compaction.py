@@ -38,11 +38,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
 def partition_bytes(cluster: GroupCluster) -> dict[int, int]:
     """broker id -> bytes of the group's __consumer_offsets partition's segments (.log files) on that broker."""
     name = f"{GROUP_METADATA_TOPIC_NAME}-{partition_for(GROUP, OFFSETS_PARTITIONS)}"
-    sizes = {}
-    for broker in cluster.local.load().brokers:
-        directory = Path(broker.log_dir) / name
-        sizes[broker.id] = sum(f.stat().st_size for f in directory.glob("*.log")) if directory.exists() else 0
-    return sizes
+    return {broker.id: _segment_bytes(Path(broker.log_dir) / name) for broker in cluster.local.load().brokers}
+
+
+def _segment_bytes(directory: Path) -> int:
+    """The live cleaner swaps and deletes segments, so a file listed a moment ago may be gone when it is sized."""
+    total = 0
+    for segment in directory.glob("*.log"):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def test_offsets_partition_stays_bounded_under_constant_commits(cluster: GroupCluster) -> None:
