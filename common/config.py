@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from common.properties import PropertiesSyntaxError, load_properties
 from proto.types import SECURITY_PROTOCOL_IDS, EndPoint
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+# Java's Integer and Long ranges: Kafka's INT and LONG config types, and every int32 field on disk.
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
@@ -187,7 +188,7 @@ def parse_value(key: str, type_: Type, text: str) -> Any:
             return float(text)
         except ValueError:
             raise ConfigError(key, text, "Not a number of type DOUBLE") from None
-    low, high = (_INT_MIN, _INT_MAX) if type_ is Type.INT else (LONG_MIN, LONG_MAX)
+    low, high = (INT_MIN, INT_MAX) if type_ is Type.INT else (LONG_MIN, LONG_MAX)
     # Java's Integer.parseInt / Long.parseLong: optional sign and ASCII digits only.
     if not re.fullmatch(r"[+-]?[0-9]+", text) or not low <= int(text) <= high:
         raise ConfigError(key, text, f"Not a number of type {type_.value}")

@@ -41,6 +41,7 @@ from broker.log.files import CLEANED_FILE_SUFFIX
 from broker.log.log import Log
 from broker.log.offset_map import SkimpyOffsetMap
 from broker.log.segment import BatchSpan, LogSegment
+from common.config import INT_MAX
 from common.record import (
     BatchHeader,
     TimestampType,
@@ -56,7 +57,6 @@ logger = logging.getLogger(__name__)
 CRASH_AT_ENV = "MINIBROKER_TEST_CLEANER_CRASH_AT"
 # Output is written to the cleaned segment in writes of about this size (Kafka's log.cleaner.io.buffer.size).
 _WRITE_BUFFER_BYTES = 512 * 1024
-INT_MAX = (1 << 31) - 1
 
 
 class CleanerAbortedError(Exception):

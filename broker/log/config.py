@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.config import INT_MAX
 from common.record import HEADER_SIZE
 
 __all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig", "broker_key_synonyms"]
 
 LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from broker.log.file_slice import SharedFile
+from common.config import INT_MAX
 
 __all__ = [
     "CorruptIndexError", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset", "decode_offset_index",
     "decode_time_index", "used_entries",
 ]
 
-INT_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
 
 
