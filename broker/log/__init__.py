@@ -1,7 +1,9 @@
 """The partition log (Kafka 2.x's kafka.log): what is on disk and how it is read, written and recovered.
 
   files.py           every file and directory name on disk (the audit reads them from here)
-  log.py             Log: one partition's segments; append as leader / follower, read, truncate, recovery
+  log.py             Log: one partition's segments; append as leader / follower, read, roll, flush, truncate, retention
+  log_loader.py      LogLoader: opening a log dir, recovery after an unclean stop, the producer state rebuilt
+  log_validator.py   LogValidator: checks of incoming batches (CRC, sizes, origin, keys); the offsets a leader stamps
   segment.py         LogSegment: one .log file with its .index and .timeindex
   index.py           the sparse offset and time indexes (mmap, binary search)
   batch_scan.py      walking RecordBatch headers in a file without decoding records

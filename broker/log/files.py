@@ -1,5 +1,6 @@
 """Every file and directory name the broker writes on disk, in one place (Kafka keeps them in `object Log`,
-LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same names from here.
+LogManager and the checkpoint classes), and `fsync_dir`, which makes a change of names durable. The audit
+(spark_jobs/) reads the same names from here.
 
     <log.dir>/
       meta.properties                     version=0, broker.id=N: which broker owns the dir
@@ -23,7 +24,9 @@ LogManager and the checkpoint classes). The audit (spark_jobs/) reads the same n
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 from proto.types import TopicPartition
 
@@ -75,3 +78,12 @@ def delete_dir_name(tp: TopicPartition) -> str:
     """
     suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
     return tp.topic[: max(0, MAX_FILE_NAME_BYTES - len(suffix))] + suffix
+
+
+def fsync_dir(path: Path) -> None:
+    """Make new and removed file names in `path` durable (a rename or unlink is only on disk once its dir is)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,4 +1,8 @@
-"""Log: one partition's directory `<topic>-<partition>` of segments (Kafka 2.x's kafka.log.Log).
+"""Log: one partition's directory `<topic>-<partition>` of segments (Kafka 3's UnifiedLog, Kafka 2.x's Log).
+
+Carved as Kafka 3 carved its Log: opening and recovering the directory is the LogLoader's (log_loader.py),
+the checks of incoming batches and the offsets a leader stamps are the LogValidator's (log_validator.py);
+this module holds the log itself.
 
 Appends go to the active (last) segment, which rolls when full or old. Reads
 find the segment by base offset, the batch by the sparse index and a short
@@ -21,11 +25,9 @@ outside it. Readers may keep their slices after the lock is released.
 from __future__ import annotations
 
 import bisect
-import enum
 import functools
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,19 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from broker.log.batch_scan import scan_batches
 from broker.log.config import LogConfig
 from broker.log.file_slice import FileSlice
-from broker.log.files import (
-    CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-)
-from broker.log.index import CorruptIndexError
+from broker.log.files import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir
 from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
+from broker.log.log_loader import LogLoader, RecoveryAction, rebuild_producer_state
+from broker.log.log_validator import (
+    analyze_and_validate_records,
+    assign_offsets,
+    validate_leader_append,
+)
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from broker.log.segment import (
     BatchSpan,
@@ -55,25 +54,9 @@ from broker.log.segment import (
     LogSegment,
     TimestampAndOffset,
 )
-from common.record import (
-    NO_TIMESTAMP,
-    BatchHeader,
-    first_null_key_offset,
-    iter_headers,
-    parse_header,
-    patch_base_offset_and_epoch,
-    set_log_append_time,
-    validate_batch,
-)
-from proto.errors import (
-    ErrorCode,
-    InvalidRecordError,
-    KafkaError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
+from common.config import INT_MAX
+from common.record import NO_TIMESTAMP, BatchHeader, iter_headers, parse_header
+from proto.errors import ErrorCode, KafkaError, KafkaStorageError, OffsetOutOfRangeError
 from proto.types import TopicPartition
 
 __all__ = [
@@ -82,13 +65,9 @@ __all__ = [
     "Log",
     "LogAppendInfo",
     "LogOffsetMetadata",
-    "RecoveryAction",
-    "RecoveryActionKind",
     "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
 ]
-
-INT_MAX = (1 << 31) - 1
 
 logger = logging.getLogger(__name__)
 
@@ -164,43 +143,6 @@ def _append_info(first_offset: int, spans: list[BatchSpan], log_append_time: int
 
 def _nothing_appended() -> LogAppendInfo:
     return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, 0, 0)
-
-
-class RecoveryActionKind(enum.Enum):
-    TRUNCATED_SEGMENT = "truncated segment"
-    DELETED_SEGMENT = "deleted segment"
-    REBUILT_INDEX = "rebuilt index"
-    DELETED_FILE = "deleted file"
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryAction:
-    """One thing opening the log changed on disk, and why."""
-
-    kind: RecoveryActionKind
-    file: Path
-    position: int  # byte position the change starts at (0 for whole files)
-    bytes: int  # bytes of log data removed (0 for an index rebuild)
-    reason: str
-
-
-@dataclass(slots=True)
-class _Recovery:
-    """Collects RecoveryActions while logging each as Kafka would."""
-
-    ident: str
-    actions: list[RecoveryAction] = field(default_factory=list)
-
-    def record(self, kind: RecoveryActionKind, file: Path, position: int, size: int, reason: str) -> None:
-        self.actions.append(RecoveryAction(kind, file, position, size, reason))
-        if kind is RecoveryActionKind.TRUNCATED_SEGMENT:
-            logger.warning("%sFound invalid messages in log segment %s at byte offset %d: %s. Truncated %d invalid"
-                           " bytes at the end of the segment", self.ident, file, position, reason, size)
-        elif kind is RecoveryActionKind.REBUILT_INDEX:
-            logger.warning("%sFound a corrupted index file %s due to %s, recovering segment and rebuilding index"
-                           " files...", self.ident, file, reason)
-        else:
-            logger.warning("%sDeleting %s (%d bytes): %s", self.ident, file, size, reason)
 
 
 _P = ParamSpec("_P")
@@ -280,7 +222,16 @@ class Log:
         `log_dir_failure_channel`.
         """
         log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel)
-        log._load(recovery_point, log_start_offset, clean_shutdown)
+        loaded = LogLoader(dir, config, time, clean_shutdown=clean_shutdown,
+                           log_start_offset_checkpoint=log_start_offset, recovery_point_checkpoint=recovery_point,
+                           leader_epoch_cache=leader_epoch_cache, producer_state=log.producer_state,
+                           log_ident=log._ident).load()
+        log._segments = loaded.segments
+        log._base_offsets = [segment.base_offset for segment in loaded.segments]
+        log._log_start_offset = loaded.log_start_offset
+        log._recovery_point = loaded.recovery_point
+        log._next_offset_metadata = loaded.next_offset_metadata
+        log.recovery_report = loaded.recovery_report
         return log
 
     def __repr__(self) -> str:
@@ -344,186 +295,12 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
-    # ------------------------------------------------------------------ loading and recovery
-
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        recovery = _Recovery(self._ident)
-        base_offsets = self._remove_temp_and_orphan_files(recovery)
-        now = self._time()
-        self._segments = [LogSegment(self.dir, base, self.config, now, create=False) for base in base_offsets]
-        self._base_offsets = list(base_offsets)
-        if clean_shutdown:
-            first_unflushed = len(self._segments)
-        else:
-            # Segments holding any offset >= the recovery point: Kafka's logSegments(recoveryPoint, Long.MaxValue).
-            first_unflushed = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
-        self._check_indexes(first_unflushed, recovery)
-        self._recover_segments(first_unflushed, recovery)
-        self._cut_at_first_gap(recovery)
-        if not self._segments:
-            self._add_segment(log_start_offset, now)
-        log_end_offset = self.active_segment.read_next_offset()
-        if log_end_offset < log_start_offset:
-            # Kafka: "This could happen if segment files were deleted from the file system."
-            self._delete_segments_from(0, recovery, f"log end offset {log_end_offset} is smaller than log start"
-                                                    f" offset {log_start_offset}")
-            self._add_segment(log_start_offset, now)
-            log_end_offset = log_start_offset
-        active = self.active_segment
-        active.resize_indexes(self.config.max_index_size)
-        self._next_offset_metadata = LogOffsetMetadata(log_end_offset, active.base_offset, active.size)
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        # What recovery validated is made durable before the recovery point moves past it.
-        for segment in self._segments[first_unflushed:]:
-            segment.flush()
-        self._recovery_point = log_end_offset
-        if self.leader_epoch_cache is not None:
-            self.leader_epoch_cache.truncate_from_end(log_end_offset)
-            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._load_producer_state(now)
-        self.recovery_report = recovery.actions
-        logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
-                    self._ident, len(self._segments), self._log_start_offset, log_end_offset)
-
-    def _load_producer_state(self, now: int) -> None:
-        """Bring the producer state to the log end: latest usable snapshot, then replay (Kafka's loadProducerState)."""
-        start = self.producer_state.truncate_and_reload(self._log_start_offset, self.log_end_offset, now)
-        if start >= self.log_end_offset:
-            return
-        first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
-        self.producer_state.replay(
-            header for segment in self._segments[first:] for header in segment.headers()
-            if header.producer_id >= 0 and header.last_offset >= start
-        )
+    # ------------------------------------------------------------------ producer state
 
     def remove_expired_producers(self, now_ms: int | None = None) -> None:
         """Forget producers idle longer than producer.id.expiration.ms."""
         with self._lock:
             self.producer_state.remove_expired_producers(self._time() if now_ms is None else now_ms)
-
-    def _complete_swaps(self, recovery: _Recovery) -> None:
-        """Finish a log cleaner swap a crash interrupted after its commit point (Kafka's LogLoader).
-
-        A `<base>.log.swap` replaces every segment whose base offset lies in [base, its next offset);
-        it is renamed into place and its indexes rebuilt. Index `.swap` files without their `.log.swap`
-        belong to a swap that never committed and are dropped; the old segments hold everything.
-        """
-        swaps = sorted(self.dir.glob(f"*{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"))
-        for path in swaps:
-            base = int(path.name.split(".")[0])
-            next_offset = base
-            with path.open("rb") as f:
-                for batch in scan_batches(lambda pos, size: os.pread(f.fileno(), size, pos),
-                                          path.stat().st_size):
-                    if batch.problem is not None:
-                        break
-                    next_offset = batch.header.next_offset
-            for old_log in self.dir.glob(f"*{LOG_FILE_SUFFIX}"):
-                if _is_segment_file(old_log.name, LOG_FILE_SUFFIX) and base <= int(old_log.stem) < max(
-                        next_offset, base + 1):
-                    for old_file in (old_log, old_log.with_suffix(INDEX_FILE_SUFFIX),
-                                     old_log.with_suffix(TIME_INDEX_FILE_SUFFIX)):
-                        if old_file.exists():
-                            recovery.record(RecoveryActionKind.DELETED_FILE, old_file, 0, old_file.stat().st_size,
-                                            f"replaced by the committed cleaned segment {path.name}")
-                            old_file.unlink()
-            logger.info("%sCompleting the swap of the cleaned segment %s", self._ident, path)
-            os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
-        for path in self.dir.glob(f"*{SWAP_FILE_SUFFIX}"):
-            # Index swaps: rebuilt from the log rather than trusted.
-            recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
-                            "index of an interrupted log cleaner swap (rebuilt from the log)")
-            path.unlink()
-        if swaps:
-            _fsync_dir(self.dir)
-
-    def _remove_temp_and_orphan_files(self, recovery: _Recovery) -> list[int]:
-        """Delete `.deleted`/`.cleaned` leftovers and indexes without a log, complete committed cleaner swaps;
-        return the segments' base offsets."""
-        base_offsets: list[int] = []
-        index_files: list[Path] = []
-        for path in sorted(self.dir.glob(f"*{CLEANED_FILE_SUFFIX}")):
-            recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
-                            "left by an interrupted log cleaning")
-            path.unlink()
-        self._complete_swaps(recovery)
-        for path in sorted(self.dir.iterdir()):
-            name = path.name
-            if name.endswith(DELETED_FILE_SUFFIX):
-                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
-                                "left by an interrupted segment deletion")
-                path.unlink()
-            elif _is_segment_file(name, LOG_FILE_SUFFIX):
-                base_offsets.append(int(path.stem))
-            elif _is_segment_file(name, INDEX_FILE_SUFFIX) or _is_segment_file(name, TIME_INDEX_FILE_SUFFIX):
-                index_files.append(path)
-        known = set(base_offsets)
-        for path in index_files:
-            if int(path.stem) not in known:
-                recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
-                                "orphaned index file with no corresponding log file")
-                path.unlink()
-        return sorted(base_offsets)
-
-    def _check_indexes(self, first_unflushed: int, recovery: _Recovery) -> None:
-        """Sanity-check the indexes of the trusted segments, rebuilding any that fail.
-
-        Segments from `first_unflushed` on are rebuilt by recovery anyway.
-        """
-        for i in range(first_unflushed):
-            segment = self._segments[i]
-            try:
-                segment.sanity_check()
-            except CorruptIndexError as exc:
-                for index in (segment.offset_index, segment.time_index):
-                    recovery.record(RecoveryActionKind.REBUILT_INDEX, index.path, 0, 0, str(exc))
-                if self._recover_segment(i, recovery):
-                    return
-
-    def _recover_segments(self, first_unflushed: int, recovery: _Recovery) -> None:
-        for i in range(first_unflushed, len(self._segments)):
-            if self._recover_segment(i, recovery, self.leader_epoch_cache):
-                return
-
-    def _recover_segment(self, i: int, recovery: _Recovery, cache: LeaderEpochCache | None = None) -> bool:
-        """Recover segment `i`; if it was cut, delete every later segment. True if it was cut."""
-        segment = self._segments[i]
-        result = segment.recover(cache)
-        if not result.truncated_bytes:
-            return False
-        recovery.record(RecoveryActionKind.TRUNCATED_SEGMENT, segment.path, result.valid_bytes,
-                        result.truncated_bytes, result.reason or "invalid bytes")
-        self._delete_segments_from(i + 1, recovery,
-                                   f"it follows segment {segment.base_offset}, truncated at byte offset"
-                                   f" {result.valid_bytes}")
-        return True
-
-    def _cut_at_first_gap(self, recovery: _Recovery) -> None:
-        """Delete every segment from the first that does not start where the one before it ends.
-
-        Only a crash between two segment deletions leaves such a gap (truncation deletes from the tail
-        now, but a log written before may still hold one); served, it would make a follower fetching at
-        the gap fail and consumers skip offsets silently. A compacted log's segments legitimately skip
-        offsets (the cleaner drops records and may empty whole segments), so it is never cut here.
-        """
-        if self.config.compact:
-            return
-        for i in range(1, len(self._segments)):
-            previous_end = self._segments[i - 1].read_next_offset()
-            base = self._segments[i].base_offset
-            if base != previous_end:
-                self._delete_segments_from(i, recovery, f"segment {base} starts at offset {base} but the segment"
-                                                        f" before it ends at offset {previous_end}")
-                return
-
-    def _delete_segments_from(self, start: int, recovery: _Recovery, reason: str) -> None:
-        # From the tail backwards: a crash midway leaves a shorter log, never one with a hole.
-        for segment in reversed(self._segments[start:]):
-            recovery.record(RecoveryActionKind.DELETED_SEGMENT, segment.path, 0, segment.size, reason)
-            segment.delete()
-        del self._segments[start:]
-        del self._base_offsets[start:]
 
     # ------------------------------------------------------------------ append
 
@@ -538,20 +315,14 @@ class Log:
         unless every batch is valid.
         """
         view = _byte_view(records)
-        batches = self._analyze_and_validate(view)
+        batches = analyze_and_validate_records(view, self.config.max_message_bytes, self.topic_partition)
         if not batches:
             return _nothing_appended()
-        if len(view) > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"Message batch size is {len(view)} bytes in append to partition {self.topic_partition} which"
-                f" exceeds the maximum configured segment size of {self.config.segment_bytes}."
-            )
+        idempotent = validate_leader_append(view, batches, segment_bytes=self.config.segment_bytes,
+                                            compacted=self.config.compact, tp=self.topic_partition)
         if view.readonly:
             view = memoryview(bytearray(view))
         log_append_time = self.config.log_append_time
-        idempotent = _check_client_batches(batches, self.topic_partition)
-        if self.config.compact:
-            _check_keys(view, batches, self.topic_partition)
         with self._lock:
             if idempotent:
                 duplicate = self.producer_state.validate_append(batches)
@@ -560,22 +331,10 @@ class Log:
                                          0, 0, duplicate=True)
             now = self._time()
             stamp = now if log_append_time else NO_TIMESTAMP
-            first_offset = offset = self.log_end_offset
-            position = 0
-            spans = []
-            producer_batches = []
-            for header in batches:
-                size = header.size
-                patch_base_offset_and_epoch(view, position, offset, leader_epoch)
-                if log_append_time:
-                    set_log_append_time(view, position, size, now)
-                if header.producer_id >= 0:
-                    producer_batches.append(position)
-                offset += header.record_count
-                spans.append(BatchSpan(offset - 1, stamp if log_append_time else header.max_timestamp, size))
-                position += size
+            first_offset = self.log_end_offset
+            spans, producer_batch_positions = assign_offsets(view, batches, first_offset, leader_epoch, stamp)
             self._append(view, first_offset, spans, now)
-            for batch_position in producer_batches:
+            for batch_position in producer_batch_positions:
                 self.producer_state.update(parse_header(view, batch_position))
             if self.leader_epoch_cache is not None and leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
@@ -593,7 +352,7 @@ class Log:
         """
         view = _byte_view(records)
         gaps = self.config.compact
-        batches = self._analyze_and_validate(view, gaps)
+        batches = analyze_and_validate_records(view, self.config.max_message_bytes, self.topic_partition, gaps)
         if not batches:
             return _nothing_appended()
         for previous, header in itertools.pairwise(batches):
@@ -630,22 +389,6 @@ class Log:
         if flush_to is not None:
             self.flush(flush_to)
         return _append_info(first_offset, spans, NO_TIMESTAMP, tuple(batches))
-
-    def _analyze_and_validate(self, view: memoryview, allow_gaps: bool = False) -> list[BatchHeader]:
-        """Every batch's header, after checking its structure, CRC and size; raise on the first bad one."""
-        batches = []
-        position = 0
-        limit = self.config.max_message_bytes
-        while position < len(view):
-            header = validate_batch(view, position, allow_gaps)
-            if header.size > limit:
-                raise MessageTooLargeError(
-                    f"The record batch size in the append to {self.topic_partition} is {header.size} bytes which"
-                    f" exceeds the maximum configured value of {limit}."
-                )
-            batches.append(header)
-            position += header.size
-        return batches
 
     def _append(self, data: memoryview, first_offset: int, spans: list[BatchSpan], now: int) -> None:
         """Write batches that already carry their final offsets at the log end (lock held).
@@ -759,7 +502,7 @@ class Log:
             truncations = self._truncations
         for segment in segments:
             segment.flush()
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         with self._lock:
             if truncations == self._truncations and target > self._recovery_point:
                 self._recovery_point = target
@@ -860,7 +603,8 @@ class Log:
             self._truncations += 1
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_end(end)
-            self._load_producer_state(self._time())
+            rebuild_producer_state(self.producer_state, self._segments, self._base_offsets, self._log_start_offset,
+                                   end, self._time())
             return True
 
     @_reports_io_errors("truncating the entire log for")
@@ -999,12 +743,12 @@ class Log:
                     target.path.unlink(missing_ok=True)
                 return False
             cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             crash_point("swap")
             for segment in old:
                 segment.delete()
             cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._segments[start:end] = [cleaned]
             self._base_offsets[start:end] = [cleaned.base_offset]
             return True
@@ -1030,41 +774,6 @@ class Log:
             self._base_offsets.clear()
 
 
-def _check_client_batches(batches: list[BatchHeader], tp: TopicPartition) -> bool:
-    """Refuse what only a broker may write; True if any batch comes from an idempotent producer."""
-    idempotent = False
-    for header in batches:
-        if header.is_control:
-            raise InvalidRecordError(f"Appending control records to {tp} is not allowed: only brokers write them")
-        if header.is_transactional:
-            raise InvalidRecordError(f"Transactional records for {tp} are not supported by minibroker")
-        idempotent = idempotent or header.producer_id >= 0
-    return idempotent
-
-
-def _check_keys(view: memoryview, batches: list[BatchHeader], tp: TopicPartition) -> None:
-    """Kafka's LogValidator for compacted topics: every record needs a key, or the cleaner could not keep it."""
-    position = 0
-    for header in batches:
-        if first_null_key_offset(view, position, header) is not None:
-            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {tp}.")
-        position += header.size
-
-
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:
     view = memoryview(records)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-
-
-def _is_segment_file(name: str, suffix: str) -> bool:
-    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
-    return len(stem) == 20 and stem.isdigit()
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make new and removed segment file names durable too."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -13,7 +13,8 @@ from pathlib import Path
 from crash_writer import CONFIG, RECORDS_PER_BATCH, batch_for, batches_per_append, read_checkpoint
 from log_helpers import read_raw
 
-from broker.log.log import Log, RecoveryActionKind
+from broker.log.log import Log
+from broker.log.log_loader import RecoveryActionKind
 from common.record import patch_base_offset_and_epoch
 
 WRITER = Path(__file__).with_name("crash_writer.py")

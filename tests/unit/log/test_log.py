@@ -14,13 +14,8 @@ from broker.log.config import LogConfig
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from common.record import CompressionType, TimestampType, iter_batches, iter_headers
 from proto.errors import (
-    CorruptMessageError,
     ErrorCode,
-    InvalidRecordError,
-    MessageTooLargeError,
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
-    UnsupportedCompressionTypeError,
 )
 from tests.fakes import FakeClock
 
@@ -90,70 +85,6 @@ def test_log_append_time_stamps_batches_with_the_broker_clock(open_log: OpenLog,
     stored = read_all(log)
     assert all(b.header.timestamp_type == TimestampType.LOG_APPEND_TIME for b in stored)
     assert {r.timestamp for b in stored for r in b.records} == {123_456}
-
-
-def test_batch_larger_than_max_message_bytes_is_refused(open_log: OpenLog) -> None:
-    small = make_batch()
-    log = open_log(max_message_bytes=len(small))
-    log.append_as_leader(small, 0)
-    big = make_batch(value_size=11)
-    with pytest.raises(MessageTooLargeError) as err:
-        log.append_as_leader(small + big, 0)
-    assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE
-    assert f"is {len(big)} bytes which exceeds the maximum configured value of {len(small)}" in str(err.value)
-    assert log.log_end_offset == 3
-
-
-def test_request_larger_than_a_segment_is_refused(open_log: OpenLog) -> None:
-    log = open_log(segment_bytes=1000)
-    request = make_batch(value_size=200) * 3
-    assert len(request) > 1000
-    with pytest.raises(RecordListTooLargeError, match="exceeds the maximum configured segment size of 1000"):
-        log.append_as_leader(request, 0)
-    assert (log.log_end_offset, log.size_in_bytes) == (0, 0)
-
-
-def corrupt(batch: bytes, at: int) -> bytes:
-    damaged = bytearray(batch)
-    damaged[at] ^= 0x01
-    return bytes(damaged)
-
-
-@pytest.mark.parametrize(
-    ("bad", "error"),
-    [
-        (corrupt(make_batch(tag=9), 80), CorruptMessageError),  # a record byte: CRC mismatch
-        (make_batch(tag=9)[:-5], CorruptMessageError),  # torn batch at the end of the request
-        (corrupt(make_batch(tag=9), 16), CorruptMessageError),  # magic 3
-    ],
-)
-def test_a_bad_batch_anywhere_rejects_the_whole_request(open_log: OpenLog, bad: bytes, error: type) -> None:
-    log = open_log()
-    log.append_as_leader(make_batch(), 0)
-    with pytest.raises(error):
-        log.append_as_leader(make_batch(tag=1) + bad + make_batch(tag=2), 0)
-    assert (log.log_end_offset, log.size_in_bytes) == (3, len(make_batch()))
-    assert len(read_all(log)) == 1
-
-
-def with_header_field(batch: bytes, position: int, value: bytes) -> bytes:
-    from common.record import crc32c
-
-    data = bytearray(batch)
-    data[position:position + len(value)] = value
-    data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
-    return bytes(data)
-
-
-def test_invalid_record_count_and_unknown_codec_get_their_own_codes(open_log: OpenLog) -> None:
-    log = open_log()
-    wrong_count = with_header_field(make_batch(records=3), 57, (4).to_bytes(4, "big"))
-    with pytest.raises(InvalidRecordError):
-        log.append_as_leader(wrong_count, 0)
-    codec_7 = with_header_field(make_batch(), 21, (7).to_bytes(2, "big"))
-    with pytest.raises(UnsupportedCompressionTypeError):
-        log.append_as_leader(codec_7, 0)
-    assert log.log_end_offset == 0
 
 
 def test_empty_append_writes_nothing(open_log: OpenLog) -> None:

@@ -19,7 +19,6 @@ from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch, iter_batches
-from proto.errors import ErrorCode, InvalidRecordError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
 
@@ -46,16 +45,6 @@ def cleaned_log(tmp_path: Path, clock: FakeClock) -> tuple[Log, int]:
     cleaner = Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock)
     end, _ = cleaner.clean(LogToClean(log, 0, log.active_segment.base_offset))
     return log, end
-
-
-def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", COMPACT, time=FakeClock())
-    batch = build_batch([ProducerRecord(b"a", b"k"), ProducerRecord(b"b", None)])
-    with pytest.raises(InvalidRecordError, match="Compacted topic cannot accept message without key") as e:
-        log.append_as_leader(batch, 0)
-    assert e.value.code is ErrorCode.INVALID_RECORD and log.log_end_offset == 0
-    delete = Log.open(tmp_path / "d-0", LogConfig(), time=FakeClock())
-    assert delete.append_as_leader(batch, 0).last_offset == 1
 
 
 def test_cleaned_batches_keep_offsets_and_followers_take_them_only_when_compacted(tmp_path: Path) -> None:

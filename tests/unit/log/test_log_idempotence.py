@@ -80,10 +80,3 @@ def test_follower_append_feeds_producer_state(tmp_path: Path) -> None:
     assert follower.append_as_leader(batch(4), 4).duplicate
 
 
-def test_control_and_transactional_batches_from_clients_are_invalid(tmp_path: Path) -> None:
-    log = open_log(tmp_path)
-    for flag in ("is_control", "is_transactional"):
-        with pytest.raises(KafkaError) as err:
-            log.append_as_leader(batch(0, **{flag: True}), 0)
-        assert err.value.code == ErrorCode.INVALID_RECORD
-    assert log.log_end_offset == 0

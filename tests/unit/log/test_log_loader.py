@@ -1,4 +1,4 @@
-"""Opening a log after a clean or unclean stop: what is re-validated, cut, rebuilt, deleted and reported."""
+"""LogLoader: opening a log after a clean or unclean stop: what is re-validated, cut, rebuilt, deleted and reported."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
 from broker.log.config import LogConfig
-from broker.log.log import Log, RecoveryAction, RecoveryActionKind
+from broker.log.log import Log
+from broker.log.log_loader import RecoveryAction, RecoveryActionKind
 from common.record import iter_headers
 
 BATCH = len(make_batch(records=2, value_size=40))
@@ -66,7 +67,7 @@ def test_flipped_byte_in_the_middle_batch_of_the_last_segment(tmp_path: Path, ca
     last = segment_file(tmp_path, 12)
     assert last.stat().st_size == 2 * BATCH
     flip_byte(last, BATCH + 70)  # inside the records of batch 14..15, covered by its CRC
-    with caplog.at_level(logging.WARNING, logger="broker.log.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.log_loader"):
         log = open_log(tmp_path, recovery_point=12)
     assert log.recovery_report == [
         RecoveryAction(RecoveryActionKind.TRUNCATED_SEGMENT, last, BATCH, BATCH, log.recovery_report[0].reason),
@@ -303,7 +304,7 @@ def test_loading_cuts_the_log_at_the_first_gap_between_segments(tmp_path: Path,
     write_log(tmp_path, 8)  # segments 0, 6, 12
     for suffix in (".log", ".index", ".timeindex"):
         segment_file(tmp_path, 6, suffix).unlink()
-    with caplog.at_level(logging.WARNING, logger="broker.log.log"):
+    with caplog.at_level(logging.WARNING, logger="broker.log.log_loader"):
         log = open_log(tmp_path, recovery_point=16, clean_shutdown=True)
     assert [(a.kind, a.file, a.bytes) for a in log.recovery_report] == [
         (RecoveryActionKind.DELETED_SEGMENT, segment_file(tmp_path, 12), 2 * BATCH)]
