@@ -6,7 +6,7 @@ segments), then in one run:
 
 - the floor: copying every segment file once (read + write + fsync, 512 KiB
   chunks, the size the cleaner writes in) into a scratch directory;
-- the cleaner: broker.log.cleaner.Cleaner.clean over the whole log (map the
+- the cleaner: broker.log.cleaner.algorithm.Cleaner.clean over the whole log (map the
   dirty section, recopy every segment, swap), with its CPU time.
 
 Prints records/s and MB/s (of log read) for both, their ratio and the CPU the
@@ -28,10 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.log.cleaner import Cleaner, LogToClean, Throttler
+from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
+from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch
 
 CHUNK = 512 * 1024

@@ -11,10 +11,7 @@
   leader_epoch.py    LeaderEpochFileCache: (epoch, start offset), OffsetsForLeaderEpoch's answers
   checkpoint.py      Kafka's checkpoint text files, written atomically
   producer_state.py  idempotent producers' sequence state and its .snapshot files
-  offset_map.py      the log cleaner's bounded key -> last offset map (Kafka's SkimpyOffsetMap)
-  cleaner.py         the log cleaner's algorithm over one log: map the dirty section, recopy, swap
-  cleaner_manager.py which compacted log to clean next; cleaner-offset-checkpoint
-  log_cleaner.py     LogCleaner: the log.cleaner.threads threads, their stats lines and metrics
+  cleaner/           the log cleaner: the algorithm (Cleaner), the threads (LogCleaner), the manager, the offset map
   manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints, a dir's failure
   log_dir_failure.py LogDirFailureChannel: where an I/O error on a log dir is reported (the dir goes offline)
   config.py          LogConfig: a topic's log settings

@@ -60,8 +60,8 @@ from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 from broker.fetcher.thread import PartitionLookup
+from broker.log.cleaner.threads import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
-from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.manager import LogManager
 from broker.purgatory.delayed_create_topics import DelayedCreateTopics

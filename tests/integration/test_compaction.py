@@ -21,7 +21,7 @@ from kafka.admin import NewTopic as KpNewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
-from broker.log.cleaner import CRASH_AT_ENV
+from broker.log.cleaner.algorithm import CRASH_AT_ENV
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from common.record import iter_batches

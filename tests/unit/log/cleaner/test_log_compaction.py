@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import broker.log.cleaner as cleaner_module
-from broker.log.cleaner import Cleaner, LogToClean, Throttler
-from broker.log.cleaner_manager import LogCleanerManager
+import broker.log.cleaner.algorithm as cleaner_module
+from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
+from broker.log.cleaner.manager import LogCleanerManager
+from broker.log.cleaner.offset_map import SkimpyOffsetMap
+from broker.log.cleaner.threads import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from broker.log.log import Log, UnexpectedAppendOffsetError
-from broker.log.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.log_dir_failure import LogDirFailureChannel
-from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.types import TopicPartition
 from tests.fakes import FakeClock

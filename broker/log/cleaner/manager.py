@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.cleaner import LogToClean
+from broker.log.cleaner.algorithm import LogToClean
 from broker.log.config import LONG_MAX
 from broker.log.files import CLEANER_OFFSET_CHECKPOINT
 from broker.log.log import Log

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from broker.log.cleaner import Cleaner, LogToClean, Throttler
-from broker.log.cleaner_manager import LogCleanerManager
+from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
+from broker.log.cleaner.manager import LogCleanerManager
+from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from broker.log.offset_map import SkimpyOffsetMap
 from common.record import ProducerRecord, build_batch, iter_batches
 from tests.fakes import FakeClock
 

@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from broker.log.batch_scan import scan_batches
+from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.files import CLEANED_FILE_SUFFIX
 from broker.log.log import Log
-from broker.log.offset_map import SkimpyOffsetMap
 from broker.log.segment import BatchSpan, LogSegment
 from common.config import INT_MAX
 from common.record import (

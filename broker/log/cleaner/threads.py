@@ -1,7 +1,7 @@
 """LogCleaner: `log.cleaner.threads` threads that compact the broker's cleanup.policy=compact logs.
 
 Kafka's LogCleaner: each CleanerThread asks the LogCleanerManager for the
-filthiest log, cleans it (cleaner.py), records the new cleaner checkpoint and
+filthiest log, cleans it (algorithm.py), records the new cleaner checkpoint and
 logs Kafka's stats lines; with nothing to clean it sleeps
 `log.cleaner.backoff.ms`. The offset maps share `log.cleaner.dedupe.buffer.size`
 equally, and the I/O limit `log.cleaner.io.max.bytes.per.second` is shared by all.
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.cleaner import Cleaner, CleanerAbortedError, CleanerStats, Throttler
-from broker.log.cleaner_manager import LogCleanerManager
+from broker.log.cleaner.algorithm import Cleaner, CleanerAbortedError, CleanerStats, Throttler
+from broker.log.cleaner.manager import LogCleanerManager
+from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.log import Log
 from broker.log.log_dir_failure import LogDirFailureChannel, is_storage_error
-from broker.log.offset_map import SkimpyOffsetMap
 from proto.types import TopicPartition
 
 __all__ = ["CleanerConfig", "LogCleaner"]
