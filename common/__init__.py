@@ -12,4 +12,5 @@ It imports none of them (tests/unit/test_import_contracts.py).
   jaas.py        JAAS login configuration (java.security.auth.login.config files, sasl.jaas.config values)
   grpc_tls.py    gRPC over TLS from Kafka's PEM stores: channels and server credentials, client properties
                  (--command-config) -> GrpcSecurity, SASL users as `authorization: Basic` call credentials
+  security/      principals, Kafka's ACL vocabulary and the AclAuthorizer's rules (its own map)
 """

@@ -616,7 +616,7 @@ def decode_cluster_id(data: bytes) -> str:
 # --- ACLs (Kafka's ZkAclStore / ZkAclChangeStore): /kafka-acl/<Type>/<name> (LITERAL),
 # /kafka-acl-extended/prefixed/<Type>/<name> (PREFIXED), change notifications in /kafka-acl-changes and
 # /kafka-acl-extended-changes. Resource and pattern types arrive here as Kafka's words ("Topic", "PREFIXED"):
-# the vocabulary is broker/security/acl.py's.
+# the vocabulary is common/security/acl.py's.
 
 ACL_LITERAL = "/kafka-acl"
 ACL_EXTENDED = "/kafka-acl-extended"

@@ -33,8 +33,8 @@ from broker.coordinator.group.results import (
     PartitionOffset,
     SyncGroupResult,
 )
-from broker.security.acl import AclOperation, ResourceType
-from broker.security.authorizer import Session
+from common.security.acl import AclOperation, ResourceType
+from common.security.authorizer import Session
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

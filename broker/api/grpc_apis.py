@@ -29,7 +29,6 @@ from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
-from broker.security.authorizer import Session
 from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
 from broker.server.admin_manager import NewPartitions, NewTopic
@@ -38,6 +37,7 @@ from broker.server.config_admin import AlterConfigsResult
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs
+from common.security.authorizer import Session
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode, KafkaError

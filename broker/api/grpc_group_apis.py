@@ -18,7 +18,7 @@ import grpc
 
 from broker.api.group_operations import GroupOperations
 from broker.coordinator.group.results import NO_LEADER_EPOCH, MemberIdentity, OffsetAndMetadata
-from broker.security.authorizer import Session
+from common.security.authorizer import Session
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition

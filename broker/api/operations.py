@@ -37,7 +37,14 @@ from broker.purgatory.delayed_produce import ProducePartitionResponse
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from broker.security.acl import (
+from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
+from broker.server.config import KafkaConfig
+from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
+from broker.server.config_admin import ResourceType as ConfigResourceType
+from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
+from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     AclBinding,
@@ -46,17 +53,10 @@ from broker.security.acl import (
     ResourceType,
     to_32bit_field,
 )
-from broker.security.authorizer import AclAuthorizer, Session
-from broker.security.zk_acl_store import ZkAclStore
-from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
-from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
-from broker.server.config_admin import ResourceType as ConfigResourceType
-from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
-from broker.server.producer_id_manager import ProducerIdManager
-from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
+from common.security.authorizer import AclAuthorizer, Session
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
+from zk.acl_store import ZkAclStore
 from zk.paths import validate_topic
 
 logger = logging.getLogger(__name__)

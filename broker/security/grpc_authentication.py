@@ -30,12 +30,12 @@ import grpc
 import scramp
 from cryptography import x509
 
-from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.scram import SCRAM_MECHANISMS, CredentialCache
-from broker.security.ssl_principal import SslPrincipalMapper
 from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
+from common.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from common.security.ssl_principal import SslPrincipalMapper
 from proto.auth import carries_cluster_credential
 
 logger = logging.getLogger(__name__)

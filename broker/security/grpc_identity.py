@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.security.authorizer import Session
 from broker.security.grpc_authentication import GrpcAuthenticator
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from common.security.authorizer import Session
+from common.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 def grpc_principal(context: Any, authenticator: GrpcAuthenticator) -> KafkaPrincipal:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.security.authorizer import ACL_AUTHORIZER_CLASS_NAMES, parse_super_users
 from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
@@ -52,6 +51,7 @@ from common.config import (
 )
 from common.jaas import JaasError
 from common.record import HEADER_SIZE
+from common.security.authorizer import ACL_AUTHORIZER_CLASS_NAMES, parse_super_users
 from proto.types import EndPoint
 from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 

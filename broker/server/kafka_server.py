@@ -74,7 +74,6 @@ from broker.replication.isr_change_propagation import (
 )
 from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import ReplicaManager
-from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.grpc_authentication import (
     GrpcAuthenticator,
     inter_broker_security,
@@ -83,7 +82,6 @@ from broker.security.grpc_authentication import (
     scram_password_check,
 )
 from broker.security.scram import CredentialCache
-from broker.security.zk_acl_store import ZkAclStore
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
@@ -98,11 +96,13 @@ from broker.server.scram_admin import UserScramAdmin
 from broker.server.topic_config import TopicConfigs
 from common.config import ConfigError
 from common.limits import MESSAGE_SIZE_OPTIONS
+from common.security.authorizer import AclAuthorizer, parse_super_users
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
 from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
+from zk.acl_store import ZkAclStore
 from zk.client import DuplicateBrokerIdError, KafkaZkClient
 from zk.paths import BrokerInfo
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker.security.acl import (
+from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
@@ -39,9 +39,8 @@ from broker.security.acl import (
     ResourceType,
     from_acl_name,
 )
-from broker.security.authorizer import AclAuthorizer
-from broker.security.principal import KafkaPrincipal
-from broker.security.zk_acl_store import ZkAclStore
+from common.security.authorizer import AclAuthorizer
+from common.security.principal import KafkaPrincipal
 from minibroker.commands.client_options import (
     UsageError,
     bootstrap_servers,
@@ -54,6 +53,7 @@ from minibroker.commands.client_options import (
 from minibroker.commands.usage import CommandLineError
 from proto.errors import KafkaError, error_for
 from zk.acl import OPEN, ZkSecurity
+from zk.acl_store import ZkAclStore
 
 PATTERN_TYPES = ("literal", "prefixed", "match", "any")
 REQUEST_TIMEOUT_MS = 30_000

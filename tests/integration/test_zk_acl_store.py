@@ -1,4 +1,4 @@
-"""The ACL store against a real ZooKeeper (broker/security/zk_acl_store.py): Kafka's znodes and JSON, change
+"""The ACL store against a real ZooKeeper (zk/acl_store.py): Kafka's znodes and JSON, change
 notifications another "broker" follows, conditional writes under concurrent writers, deletes by filter."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from broker.security.acl import (
+from common.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -20,10 +20,10 @@ from broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from broker.security.authorizer import AclAuthorizer, Session
-from broker.security.principal import KafkaPrincipal
-from broker.security.zk_acl_store import ZkAclStore
+from common.security.authorizer import AclAuthorizer, Session
+from common.security.principal import KafkaPrincipal
 from tests.integration.conftest import WaitUntil
+from zk.acl_store import ZkAclStore
 from zk.client import KafkaZkClient
 
 ALICE = Session(KafkaPrincipal("User", "alice"), "10.0.0.1")

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
-from broker.security.acl import (
+from common.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,

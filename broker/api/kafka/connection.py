@@ -46,7 +46,7 @@ from broker.api.kafka.protocol import (
 )
 from broker.api.kafka.sasl_authenticator import AuthenticationFailed
 from broker.log.file_slice import FileSlice
-from broker.security.principal import USER_TYPE, KafkaPrincipal
+from common.security.principal import USER_TYPE, KafkaPrincipal
 from proto.errors import ErrorCode
 
 logger = logging.getLogger(__name__)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from broker.api.group_operations import GroupOperations
 from broker.api.operations import BrokerOperations
-from broker.security.authorizer import Session
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from broker.server.config import KafkaConfig
 from broker.server.metrics import BrokerMetrics
+from common.security.authorizer import Session
+from common.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 @dataclass(frozen=True, slots=True)

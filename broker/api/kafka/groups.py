@@ -19,7 +19,7 @@ from typing import Any
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
 from broker.coordinator.group.results import FindCoordinatorResult, MemberIdentity, OffsetAndMetadata
-from broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
+from common.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -21,7 +21,7 @@ from collections import Counter
 from broker.api.kafka.connection import KafkaConnection
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener_security import ListenerSecurity
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from common.security.principal import ANONYMOUS, KafkaPrincipal
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from broker.security.jaas import JaasConfigError, plain_users
 from broker.security.sasl import PLAIN, ServerFactory, server_factory
 from broker.security.scram import CredentialCache
 from broker.security.ssl_context import server_ssl_context
-from broker.security.ssl_principal import SslPrincipalMapper
 from broker.server.config import JAAS_CONFIG, LISTENER_PREFIX, KafkaConfig
 from common.config import ConfigError, Password, parse_csv
+from common.security.ssl_principal import SslPrincipalMapper
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
 from broker.api.operations import INTERNAL_TOPICS
-from broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
+from common.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
 from proto.errors import ErrorCode
 
 

@@ -1,11 +1,11 @@
-"""AclAuthorizer's rules (broker/security/authorizer.py) and Kafka's ACL vocabulary (acl.py): which ACLs apply,
+"""AclAuthorizer's rules (common/security/authorizer.py) and Kafka's ACL vocabulary (acl.py): which ACLs apply,
 DENY over ALLOW, implied operations, hosts, wildcards, prefixes, super users, allow.everyone.if.no.acl.found."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.security.acl import (
+from common.security.acl import (
     ANY_BINDING,
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_NAME,
@@ -24,8 +24,8 @@ from broker.security.acl import (
     to_32bit_field,
     validate_binding,
 )
-from broker.security.authorizer import AclAuthorizer, Session, parse_super_users
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from common.security.authorizer import AclAuthorizer, Session, parse_super_users
+from common.security.principal import ANONYMOUS, KafkaPrincipal
 
 ALICE = Session(KafkaPrincipal("User", "alice"), "10.0.0.1")
 BOB = Session(KafkaPrincipal("User", "bob"), "10.0.0.2")

@@ -21,7 +21,9 @@ from broker.api.kafka import metadata as metadata_api
 from broker.api.kafka.protocol import Reply, RequestHeader, build
 from broker.api.operations import BrokerOperations
 from broker.coordinator.group.group_metadata_manager import partition_for
-from broker.security.acl import (
+from broker.server.admin_manager import DeleteTopicResult
+from broker.server.metadata_cache import MetadataCache
+from common.security.acl import (
     ANY_BINDING,
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_NAME,
@@ -32,10 +34,8 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import AclAuthorizer, Session
-from broker.security.principal import KafkaPrincipal
-from broker.server.admin_manager import DeleteTopicResult
-from broker.server.metadata_cache import MetadataCache
+from common.security.authorizer import AclAuthorizer, Session
+from common.security.principal import KafkaPrincipal
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.unit.broker.test_group_coordinator import NUM_PARTITIONS, PARTITION, Harness, group_here

@@ -16,7 +16,7 @@ from broker.coordinator.group.results import (
     OffsetFetchResult,
     PartitionOffset,
 )
-from broker.security.acl import AccessControlEntry, AclOperation, PatternType, ResourcePattern, ResourceType
+from common.security.acl import AccessControlEntry, AclOperation, PatternType, ResourcePattern, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.unit.broker.test_broker_authorization import ALICE, CLUSTER, allow, run, topic

@@ -11,8 +11,8 @@ import pytest
 
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis, client_host
-from broker.security.authorizer import Session
-from broker.security.principal import ANONYMOUS
+from common.security.authorizer import Session
+from common.security.principal import ANONYMOUS
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 

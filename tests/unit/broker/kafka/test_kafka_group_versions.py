@@ -20,8 +20,8 @@ from broker.api.group_operations import GroupOperations
 from broker.api.kafka import groups
 from broker.api.kafka.api_table import APIS
 from broker.api.kafka.protocol import RequestHeader, build, millis
-from broker.security.authorizer import Session
-from broker.security.principal import ANONYMOUS
+from common.security.authorizer import Session
+from common.security.principal import ANONYMOUS
 from proto.errors import ErrorCode
 from tests.unit.broker.test_group_coordinator import INITIAL_DELAY_MS, TOPIC_TP, Harness, group_here
 

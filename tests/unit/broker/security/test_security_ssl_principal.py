@@ -1,4 +1,4 @@
-"""SSL principals (broker/security/ssl_principal.py): Kafka's ssl.principal.mapping.rules, with the cases of
+"""SSL principals (common/security/ssl_principal.py): Kafka's ssl.principal.mapping.rules, with the cases of
 Kafka's SslPrincipalMapperTest, and the subject of a real certificate."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
-from broker.security.ssl_principal import NoMatchingRule, SslPrincipalMapper
+from common.security.principal import ANONYMOUS, KafkaPrincipal
+from common.security.ssl_principal import NoMatchingRule, SslPrincipalMapper
 from minibroker.local.certificates import CertificateAuthority
 
 RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"

@@ -6,8 +6,8 @@ ZkNodeChangeNotificationListener), feeding an AclAuthorizer's cache.
 - A change is a conditional write on the resource's znode version (re-read and retried when another writer got
   there first, as AclAuthorizer.updateResourceAcls), then a sequential notification naming the resource:
   /kafka-acl-changes/acl_changes_<seq> ("TOPIC:orders") or /kafka-acl-extended-changes/acl_changes_<seq> (JSON).
-- Every broker watches both change directories and re-reads each resource a new notification names, so an ACL
-  added through any broker (or written by Kafka's own tools) applies on every broker without a restart.
+- Every broker and controller watches both change directories and re-reads each resource a new notification
+  names, so an ACL added through any broker (or written by Kafka's own tools) applies everywhere without a restart.
   Notifications older than 15 minutes are purged, as Kafka's listener does.
 """
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from broker.security.acl import (
+from common.security.acl import (
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -32,7 +32,7 @@ from broker.security.acl import (
     from_acl_name,
     validate_binding,
 )
-from broker.security.authorizer import AclAuthorizer
+from common.security.authorizer import AclAuthorizer
 from proto.errors import ErrorCode, KafkaError
 from zk import paths
 from zk.client import KafkaZkClient, Watch

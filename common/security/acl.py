@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from broker.security.principal import KafkaPrincipal
+from common.security.principal import KafkaPrincipal
 
 WILDCARD_RESOURCE = "*"  # ResourcePattern.WILDCARD_RESOURCE: a LITERAL pattern naming every resource of its type
 WILDCARD_HOST = "*"  # AclEntry.WildcardHost

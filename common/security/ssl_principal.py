@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cryptography import x509
 
-from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from common.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 
 # Kafka's SslPrincipalMapper.RULE_PATTERN and RULE_SPLITTER, in Python's regex syntax (the same here).
 _RULE_PATTERN = r"(DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?)"

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from broker.security.acl import (
+from common.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
@@ -33,7 +33,7 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.principal import KafkaPrincipal
+from common.security.principal import KafkaPrincipal
 
 # Kafka's authorizer logger: every denial of an explicitly requested resource is logged at INFO.
 authorizer_logger = logging.getLogger("kafka.authorizer.logger")
