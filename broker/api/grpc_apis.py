@@ -85,9 +85,10 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         return grpc_session(context, self._authenticator)
 
     def _authorize_cluster_action(self, context: Context) -> bool:
-        """A broker's or controller's certificate on a TLS listener, else the shared cluster credential in the
-        call's metadata (proto/auth.py; anyone, if none is configured): broker/security/grpc_authentication.py."""
-        return self._authenticator.authorize_cluster_action(context)
+        """Kafka's CLUSTER_ACTION on the cluster for the call's principal, or the cluster credential on a
+        plaintext listener (common/security/cluster_action.py)."""
+        return self._authenticator.authorize_cluster_action(context, self._operations.authorizer,
+                                                            self._session(context))
 
     def _is_broker_epoch_stale(self, broker_epoch: int) -> bool:
         """Kafka's isBrokerEpochStale: a request meant for this broker's previous registration (a restart
@@ -166,7 +167,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Context) -> pb.ListOffsetsResponse:
         is_replica = request.replica_id >= 0
         authorized = not is_replica or self._authorize_cluster_action(context)
-        # A replica proved itself with the cluster credential; a consumer's topics are checked per partition.
+        # A replica was authorized for the cluster; a consumer's topics are checked per partition.
         session = None if is_replica else self._session(context)
         isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]

@@ -152,6 +152,13 @@ class BrokerOperations:
     def authorize_cluster(self, session: Session, operation: AclOperation, log_if_denied: bool = True) -> bool:
         return self.authorize(session, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)
 
+    def authorize_follower(self, session: Session) -> bool:
+        """A request on the Kafka door that claims to come from a follower (Fetch, ListOffsets or
+        OffsetForLeaderEpoch with replica_id >= 0): Kafka's CLUSTER_ACTION on the cluster, the denial logged with
+        the principal. Without an authorizer it is refused all the same: followers fetch over gRPC, where the
+        cluster credential or a certificate proves them, and this door carries neither."""
+        return self.authorizer is not None and self.authorize_cluster(session, AclOperation.CLUSTER_ACTION)
+
     def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
         """AuthHelper.authorizedOperations (KIP-430): the bit field of what the principal may do to the resource,
         of the operations an ACL on its type can name (AclEntry.supportedOperations); all of them without an
@@ -216,7 +223,7 @@ class BrokerOperations:
                     requested: Sequence[PartitionFetchInfo]) -> list[tuple[TopicPartition, LogReadResult]]:
         """ReplicaManager.fetchMessages for a consumer (replica_id -1) or a follower; each partition's result
         in request order (unknown partitions answered here). A consumer needs Read on each topic; a follower's
-        right to fetch (ClusterAction) is its door's to check (the cluster credential on gRPC)."""
+        right to fetch (ClusterAction) is its door's to check (`authorize_follower`, the gRPC authenticator)."""
         is_follower = replica_id >= 0
         readable = None if is_follower else self.authorized_topics(
             session, AclOperation.READ, (p.topic_partition.topic for p in requested))

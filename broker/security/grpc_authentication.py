@@ -11,9 +11,9 @@ Who a call is (Kafka's principal), in this order:
      downgraded;
   2. the peer certificate's subject, mapped by `ssl.principal.mapping.rules` (User:CN=broker-1,OU=minibroker);
   3. ANONYMOUS.
-Cluster actions (LeaderAndIsr, UpdateMetadata, StopReplica, follower Fetch and OffsetsForLeaderEpoch) on a TLS
-listener need a CA-verified peer certificate, which replaces the shared `cluster.credential` there; on a
-plaintext listener the credential is still what is checked (proto/auth.py).
+Cluster actions (LeaderAndIsr, UpdateMetadata, StopReplica, follower Fetch and ListOffsets,
+OffsetsForLeaderEpoch) need Kafka's CLUSTER_ACTION on the cluster from the authorizer for the call's principal;
+on a plaintext listener the shared `cluster.credential` is what is checked (common/security/cluster_action.py).
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ from typing import Any
 
 import grpc
 import scramp
-from cryptography import x509
 
 from broker.security.scram import SCRAM_MECHANISMS, CredentialCache
 from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
+from common.security.authorizer import AclAuthorizer, Session
+from common.security.cluster_action import authorize_cluster_action
+from common.security.grpc_peer import certificate_subject
 from common.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from common.security.ssl_principal import SslPrincipalMapper
 from proto.auth import carries_cluster_credential
@@ -123,11 +125,6 @@ def scram_password_check(credentials: CredentialCache) -> PasswordCheck:
     return check
 
 
-def _auth_property(context: Any, name: str) -> bytes | None:
-    values = (context.auth_context() or {}).get(name)
-    return values[0] if values else None
-
-
 class GrpcAuthenticator:
     """The principal of a call on one gRPC listener (see the module doc)."""
 
@@ -164,13 +161,8 @@ class GrpcAuthenticator:
 
     def certificate_principal(self, context: Any) -> KafkaPrincipal | None:
         """The principal of the peer's CA-verified certificate; None without one (or on a plaintext listener)."""
-        if not self.tls:
-            return None
-        pem = _auth_property(context, "x509_pem_cert")
-        if pem is None:
-            return None
-        subject = x509.load_pem_x509_certificate(pem).subject.rfc4514_string()
-        return KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
+        subject = certificate_subject(context) if self.tls else None
+        return None if subject is None else KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
 
     def principal(self, context: Any) -> KafkaPrincipal | None:
         """Who the call acts as; None when it names a SASL user with a wrong password (or a SASL user where
@@ -181,16 +173,20 @@ class GrpcAuthenticator:
                 KafkaPrincipal(USER_TYPE, basic[0])
         return self.certificate_principal(context) or ANONYMOUS
 
-    def authorize_cluster_action(self, context: Any) -> bool:
-        """On a TLS listener: a CA-verified peer certificate (a broker's or a controller's, which only reach
-        here through mutual TLS). On a plaintext one: the shared cluster credential, if one is configured."""
-        if self.tls:
-            if self.certificate_principal(context) is not None:
-                return True
+    def authorize_cluster_action(self, context: Any, authorizer: AclAuthorizer | None, session: Session) -> bool:
+        """CLUSTER_ACTION on the cluster for the call (common/security/cluster_action.py): the cluster credential
+        on a plaintext listener that has one, else the authorizer's decision for `session`, else (no
+        authorizer) a CA-verified certificate on TLS."""
+        verified = self.certificate_principal(context) is not None
+        credential = None if self._cluster_credential is None else carries_cluster_credential(
+            context.invocation_metadata(), self._cluster_credential)
+        if authorize_cluster_action(authorizer, session, tls=self.tls, verified_certificate=verified,
+                                    carries_credential=credential):
+            return True
+        if self.tls and not verified and authorizer is None:
             logger.warning("Refused a cluster action from %s on gRPC listener %s: no client certificate",
                            context.peer(), self.listener_name)
-            return False
-        return carries_cluster_credential(context.invocation_metadata(), self._cluster_credential)
+        return False
 
 
 class _RefuseBadPasswords(grpc.aio.ServerInterceptor):

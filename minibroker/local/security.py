@@ -13,9 +13,10 @@ Under `<data dir>/security/` (keys and secrets readable by their owner only):
 
 The cluster it describes: Kafka listeners SASL_SSL (SCRAM-SHA-256/512; the admin's SCRAM credential stored in
 /config/users/admin), gRPC listeners SSL with client certificates required (brokers, controllers and the
-admin tools all show one: the inter-broker principal is the certificate's), controllers on SSL, ZooKeeper
-znodes created with ACLs only the cluster's identity can change. Passwords are generated once and read back
-from these files on the next run.
+admin tools all show one: the inter-broker principal is the certificate's), controllers on SSL, Kafka's ACLs
+on brokers and controllers with the admin and every broker's and controller's certificate principal in
+super.users, ZooKeeper znodes created with ACLs only the cluster's identity can change. Passwords are generated
+once and read back from these files on the next run.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ def admin_subject() -> str:
     return f"CN={ADMIN_USER},OU=minibroker"
 
 
+def super_users(broker_ids: Iterable[int], controller_ids: Iterable[int]) -> str:
+    """`super.users` of the brokers and controllers: the admin (its SASL user, and its certificate, which is
+    what the controller, knowing no SASL users, sees), every broker's and every controller's certificate
+    principal. Kafka asks CLUSTER_ACTION on the cluster of LeaderAndIsr, UpdateMetadata, StopReplica, a
+    follower's Fetch and ControlledShutdown; its brokers get it the same way, through super.users."""
+    subjects = [admin_subject(), *map(broker_subject, broker_ids), *map(controller_subject, controller_ids)]
+    return ";".join([f"User:{ADMIN_USER}", *(f"User:{subject}" for subject in subjects)])
+
+
 @dataclass(frozen=True)
 class ClusterSecurity:
     """The files of one data dir's security directory, made (or kept) by `prepare`."""
@@ -68,6 +78,8 @@ class ClusterSecurity:
     directory: Path
     admin_password: str
     zookeeper: ZkCredentials
+    broker_ids: tuple[int, ...]
+    controller_ids: tuple[int, ...]
 
     @property
     def ca(self) -> Path:
@@ -92,6 +104,12 @@ class ClusterSecurity:
         """What brokers and controllers alike need: ZooKeeper ACLs and the identity to write them."""
         return {"zookeeper.set.acl": "true", JAAS_CONFIG_KEY: str(self.zookeeper_jaas)}
 
+    def authorizer_props(self) -> dict[str, str]:
+        """Kafka's ACLs, on brokers and controllers alike: the admin and the cluster's own processes above them
+        all; anyone else needs ACLs (`minibroker acls`)."""
+        return {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": super_users(self.broker_ids, self.controller_ids)}
+
     def broker_props(self, broker_id: int) -> dict[str, str]:
         """The security keys of broker `broker_id`'s server.properties (its listeners are the launcher's)."""
         return {
@@ -103,9 +121,7 @@ class ClusterSecurity:
             # Mutual TLS between brokers and from controllers and tools; Kafka clients authenticate with SASL.
             "listener.name.grpc.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
-            # Kafka's ACLs, the admin above them all; anyone else needs ACLs (`minibroker acls`).
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": f"User:{ADMIN_USER}",
+            **self.authorizer_props(),
             **self.zookeeper_props(),
         }
 
@@ -146,8 +162,9 @@ def prepare(data_dir: Path, broker_ids: Iterable[int], controller_ids: Iterable[
     jaas = directory / ZOOKEEPER_JAAS
     zookeeper = (ZkCredentials.from_jaas_file(jaas) if jaas.is_file()
                  else ZkCredentials(ZOOKEEPER_USER, secrets.token_urlsafe(24)))
+    broker_ids, controller_ids = tuple(broker_ids), tuple(controller_ids)
     security = ClusterSecurity(directory, _existing_admin_password(directory / CLIENT_CONFIG)
-                               or secrets.token_urlsafe(24), zookeeper)
+                               or secrets.token_urlsafe(24), zookeeper, broker_ids, controller_ids)
     subjects = {f"broker-{i}": broker_subject(i) for i in broker_ids}
     subjects.update({f"controller-{i}": controller_subject(i) for i in controller_ids})
     subjects["admin"] = admin_subject()

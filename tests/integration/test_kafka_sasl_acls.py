@@ -5,6 +5,7 @@ OffsetDelete Delete on the group and Read on the topic. Real clients: confluent-
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import subprocess
 import time
@@ -19,8 +20,16 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError
+from kio.schema.fetch.v11 import request as fetch_v11
+from kio.schema.fetch.v11.response import FetchResponse
+from kio.schema.offset_for_leader_epoch.v3 import request as epoch_v3
+from kio.schema.offset_for_leader_epoch.v3.response import OffsetForLeaderEpochResponse
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from proto.errors import ErrorCode
 from tests.integration.conftest import WaitUntil
+from tests.integration.kafka_wire import WireConnection, encode_request
 from tests.integration.secure_cluster import (
     ADMIN,
     ALICE,
@@ -32,6 +41,7 @@ from tests.integration.secure_cluster import (
     SecureBroker,
     start_secure_broker,
 )
+from tests.integration.test_kafka_security import handshake, plain_authenticate
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"
@@ -177,3 +187,45 @@ def test_offset_delete_needs_delete_on_the_group_and_read_on_the_topic(secure: S
                        message=f"bob's OffsetDelete to answer {answer} once allowed {args}")
     finally:
         bob.close()
+
+
+def follower_requests(secure: SecureBroker, user: str, password: str) -> tuple[FetchResponse,
+                                                                             OffsetForLeaderEpochResponse]:
+    """A Fetch v11 and an OffsetForLeaderEpoch v3 that claim to come from broker 1's follower (replica_id 1),
+    sent by `user` (PLAIN) on the SASL_PLAINTEXT listener."""
+    partition = fetch_v11.FetchPartition(partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0),
+                                         log_start_offset=i64(0), partition_max_bytes=i32(1 << 20))
+    fetch = fetch_v11.FetchRequest(
+        replica_id=BrokerId(1), max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(0),
+        max_bytes=i32(1 << 20), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(fetch_v11.FetchTopic(topic=TopicName(TOPIC), partitions=(partition,)),), forgotten_topics_data=(),
+        rack_id="")
+    epochs = epoch_v3.OffsetForLeaderEpochRequest(replica_id=BrokerId(1), topics=(epoch_v3.OffsetForLeaderTopic(
+        topic=TopicName(TOPIC), partitions=(epoch_v3.OffsetForLeaderPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), leader_epoch=i32(0)),)),))
+    with WireConnection(secure.address(LISTENER)) as conn:
+        assert handshake(conn, "PLAIN").error_code == 0
+        assert plain_authenticate(conn, user, password).error_code == 0
+        conn.send(encode_request(fetch, 3))
+        fetched = conn.receive_body(FetchResponse)[1]
+        conn.send(encode_request(epochs, 4))
+        return fetched, conn.receive_body(OffsetForLeaderEpochResponse)[1]
+
+
+def test_a_fetch_claiming_to_be_a_follower_needs_cluster_action(secure: SecureBroker, wait_until: WaitUntil) -> None:
+    """KafkaApis.handleFetchRequest and handleOffsetForLeaderEpochRequest: a request with replica_id >= 0 needs
+    CLUSTER_ACTION on the Cluster. bob (no ACLs) gets CLUSTER_AUTHORIZATION_FAILED and the authorizer's log
+    names him and the operation; admin (super.users) is served as a follower, to the log end."""
+    producer = Producer({"bootstrap.servers": secure.address(LISTENER), **ADMIN})
+    producer.produce(TOPIC, b"for followers", partition=0)
+    assert producer.flush(30) == 0
+    fetched, epochs = follower_requests(secure, "bob", "bob-secret")
+    refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert fetched.error_code == refused and not fetched.responses[0].partitions[0].records
+    assert epochs.topics[0].partitions[0].error_code == refused
+    wait_until(lambda: "Principal = User:bob is Denied Operation = ClusterAction from host = 127.0.0.1 on resource"
+               " = Cluster:LITERAL:kafka-cluster" in secure.log(), timeout=10, message="the authorizer's log line")
+    fetched, epochs = follower_requests(secure, "admin", "admin-secret")
+    served = fetched.responses[0].partitions[0]
+    assert fetched.error_code == 0 and served.error_code == 0 and served.records, fetched
+    assert epochs.topics[0].partitions[0].error_code == 0 and epochs.topics[0].partitions[0].end_offset >= 1

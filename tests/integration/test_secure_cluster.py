@@ -338,3 +338,63 @@ def test_grpc_principals_are_authorized_as_kafka_principals(secure: SecureCluste
         assert time.monotonic() < deadline, "the ACL never reached the broker"
         time.sleep(0.2)
     assert error in (ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _leader(security: GrpcSecurity, address: str, topic: str) -> int:
+    with security.channel(address) as channel:
+        metadata = pb_grpc.KafkaClientStub(channel).Metadata(pb.MetadataRequest(topics=[topic]), timeout=10)
+    return next(p.leader_id for t in metadata.topics if t.name == topic for p in t.partitions if p.partition_index == 0)
+
+
+def test_a_ca_signed_certificate_without_cluster_action_is_refused_every_cluster_request(
+        secure: SecureCluster, wait_until: WaitUntil) -> None:
+    """Kafka's KafkaApis asks the authorizer for CLUSTER_ACTION on the Cluster before LeaderAndIsr,
+    UpdateMetadata, StopReplica, OffsetsForLeaderEpoch and a Fetch that claims to come from a follower
+    (replica_id >= 0): a certificate the cluster's CA signed for CN=alice, with no ACL, passes the TLS handshake
+    but gets CLUSTER_AUTHORIZATION_FAILED for each, and the broker's authorizer log names her and the operation.
+    Her StopReplica(delete_partitions) deletes nothing and her controller_epoch=999 does not make the broker
+    ignore the real controller; the brokers' own certificates (super.users) still replicate."""
+    topic = "cluster-only"
+    with Admin(secure.info.bootstrap_servers, channel_factory=secure.admin.channel_factory) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])
+    with Producer(secure.info.bootstrap_servers, acks="all", channel_factory=secure.admin.channel_factory) as p:
+        p.send(topic, b"not for alice", partition=0).get(30)
+    alice_files = secure.issue(CertificateAuthority.load(secure.security_dir), "alice")
+    alice = GrpcSecurity(read_truststore(str(secure.security_dir / "ca.pem")), KeyStore.load(str(alice_files.keystore)))
+    leader = _leader(secure.admin, secure.info.brokers[0].address, topic)
+    broker = next(b for b in secure.info.brokers if b.id == leader)
+    follower = next(b.id for b in secure.info.brokers if b.id != leader)
+    denied = ("Principal = User:CN=alice,OU=outsiders is Denied Operation = ClusterAction from host = 127.0.0.1 on"
+              " resource = Cluster:LITERAL:kafka-cluster")
+    assert denied not in secure.log(f"broker-{leader}")
+    refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with alice.channel(broker.address) as channel:
+        cluster = pb_grpc.KafkaClusterStub(channel)
+        fetch = pb.FetchRequest(replica_id=follower, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+        fetch.topics.add(topic=topic).partitions.add(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                     log_start_offset=0, partition_max_bytes=1 << 20)
+        fetched = pb_grpc.KafkaClientStub(channel).Fetch(fetch, timeout=10)
+        assert fetched.error_code == refused and fetched.responses[0].partitions[0].records == b""
+        stop = cluster.StopReplica(pb.StopReplicaRequest(
+            controller_id=1001, controller_epoch=999, broker_epoch=-1, delete_partitions=True,
+            partitions=[pb.TopicPartition(topic_name=topic, partition_index=0)]), timeout=10)
+        assert stop.error_code == refused
+        state = pb.LeaderAndIsrPartitionState(topic_name=topic, partition_index=0, controller_epoch=999,
+                                              leader=follower, leader_epoch=999, isr=[follower], zk_version=999,
+                                              replicas=[follower])
+        assert cluster.LeaderAndIsr(pb.LeaderAndIsrRequest(controller_id=1001, controller_epoch=999, broker_epoch=-1,
+                                                           partition_states=[state]), timeout=10).error_code == refused
+        assert cluster.UpdateMetadata(pb.UpdateMetadataRequest(controller_id=1001, controller_epoch=999,
+                                                               broker_epoch=-1), timeout=10).error_code == refused
+        epochs = pb.OffsetsForLeaderEpochRequest(replica_id=follower)
+        epochs.topics.add(topic=topic).partitions.add(partition=0, current_leader_epoch=-1, leader_epoch=0)
+        answer = cluster.OffsetsForLeaderEpoch(epochs, timeout=10)
+        assert answer.topics[0].partitions[0].error_code == refused
+    assert list((Path(broker.log_dir) / f"{topic}-0").glob("*.log")), "her StopReplica deleted the log"
+    wait_until(lambda: denied in secure.log(f"broker-{leader}"), timeout=10, message="the authorizer's log line")
+    # The real controller (epoch < 999) is still obeyed and the brokers still replicate with their certificates.
+    with Admin(secure.info.bootstrap_servers, channel_factory=secure.admin.channel_factory) as admin:
+        admin.create_topics([NewTopic("after-alice", num_partitions=1, replication_factor=3)])
+    with Producer(secure.info.bootstrap_servers, acks="all", channel_factory=secure.admin.channel_factory) as p:
+        assert p.send("after-alice", b"still replicated", partition=0).get(30).offset == 0
+        assert p.send(topic, b"still led", partition=0).get(30).offset == 1

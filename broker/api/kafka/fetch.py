@@ -80,12 +80,12 @@ async def handle_fetch(context: KafkaContext, header: RequestHeader, request: An
                            max(p.partition_max_bytes, 0), getattr(p, "current_leader_epoch", -1))
         for t in request.topics for p in t.partitions
     ]
-    if request.replica_id >= 0:
-        # Followers fetch over gRPC with the cluster credential; this door serves consumers only.
+    if request.replica_id >= 0 and not context.operations.authorize_follower(context.session):
+        # KafkaApis.handleFetchRequest: a fetch from a follower needs CLUSTER_ACTION on the cluster.
         return frame_fetch_response(header.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [
             (p.topic_partition, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for p in requested])
     if getattr(request, "session_id", NO_SESSION) != NO_SESSION:
         return frame_fetch_response(header.api_version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
-    results = await context.operations.fetch(context.session, -1, to_millis(request.max_wait), request.min_bytes,
-                                             request.max_bytes, requested)
+    results = await context.operations.fetch(context.session, request.replica_id, to_millis(request.max_wait),
+                                             request.min_bytes, request.max_bytes, requested)
     return frame_fetch_response(header.api_version, ErrorCode.NONE, results)
