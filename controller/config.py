@@ -29,6 +29,7 @@ from common.config import (
 )
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, read_truststore
 from common.jaas import JaasError
+from common.security.authorizer import invalid_authorizer_class_name, invalid_super_users
 from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
 _REQUIRED: Any = object()
@@ -112,6 +113,21 @@ _KEYS = {
     "cluster.credential": _Key(
         Type.PASSWORD, None, "Shared secret the controller's requests carry as gRPC metadata x-cluster-credential"
     ),
+    # Kafka's ACLs, as on the brokers: the controller reads the same ones from ZooKeeper (zk/acl_store.py).
+    "authorizer.class.name": _Key(
+        Type.STRING, "", "The authorizer: kafka.security.authorizer.AclAuthorizer, or empty for none",
+        invalid_authorizer_class_name,
+    ),
+    "super.users": _Key(
+        Type.STRING, None, "Principals allowed everything, separated by semicolons: User:admin;User:broker",
+        invalid_super_users,
+    ),
+    "allow.everyone.if.no.acl.found": _Key(
+        Type.BOOLEAN, False, "Whether a resource without any ACL is open to everyone (else to super users only)"
+    ),
+    "ssl.principal.mapping.rules": _Key(
+        Type.STRING, "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name"
+    ),
     "metrics.port": _Key(Type.INT, 0, "Port of the Prometheus metrics endpoint (0: off)", between(0, 65535)),
 }
 
@@ -144,6 +160,10 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: int
     leader_imbalance_per_broker_percentage: int
     cluster_credential: Password | None
+    authorizer_class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
+    ssl_principal_mapping_rules: str
     metrics_port: int
 
     @classmethod

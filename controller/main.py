@@ -2,8 +2,10 @@
 
     minibroker controller --zookeeper 127.0.0.1:2181 --controller-id 1001 [--config F] [--override k=v]
 
-Serves the KafkaController service (ControlledShutdown) on its `listeners`
-address, advertised in /controller when it wins. Runs for controller until
+Serves the KafkaController service (ControlledShutdown, ElectLeaders) on its
+`listeners` address, advertised in /controller when it wins, each request
+checked against the cluster's ACLs in ZooKeeper when `authorizer.class.name` is
+set, as the brokers check theirs. Runs for controller until
 SIGTERM or SIGINT; then resigns and closes its ZooKeeper session, which deletes
 /controller at once so a standby takes over without waiting for the session to
 time out. A SIGKILLed active controller
@@ -22,9 +24,11 @@ from pathlib import Path
 from kazoo.handlers.threading import KazooTimeoutError
 
 from common.config import ConfigError
+from common.security.authorizer import AclAuthorizer, parse_super_users
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from controller.server import bind_controller_server, serve
+from zk.acl_store import ZkAclStore
 from zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
@@ -104,10 +108,16 @@ def _run(config: ControllerConfig) -> int:
         except OSError as e:
             log.error("%s", e)
             return 1
+        # The brokers' ACLs, loaded before any request is served so none is decided on an empty cache.
+        acl_store = None
+        if config.authorizer_class_name.strip():
+            acl_store = ZkAclStore(zk, AclAuthorizer(parse_super_users(config.super_users),
+                                                     config.allow_everyone_if_no_acl_found))
+            acl_store.startup()
         controller = KafkaController(config, zk, endpoint=endpoint)
         if config.metrics_port:
             controller.metrics.serve(config.metrics_port)
-        serve(server, controller, config)
+        serve(server, controller, config, None if acl_store is None else acl_store.authorizer)
         log.info("Serving ControlledShutdown on %s", endpoint)
         controller.startup()
         try:
@@ -118,6 +128,8 @@ def _run(config: ControllerConfig) -> int:
             server.stop(grace=None)
             controller.shutdown()
             controller.metrics.close()
+            if acl_store is not None:
+                acl_store.shutdown()
     finally:
         zk.close()
     return 0

@@ -4,10 +4,16 @@ ElectLeaders (an admin client's leader election, KIP-460).
 In Kafka the controller is a broker and answers ControlledShutdown on its
 broker port; here it is a process of its own, so it serves the one request
 brokers send it on its `listeners` address (port 0: any free port) and
-advertises where in the /controller znode it wins. The handler checks the
-cluster credential (on an SSL listener the handshake already required a broker's
-certificate), queues the request on the controller's event thread and waits
-for the answer: a broker asks once per attempt and waits for the moves.
+advertises where in the /controller znode it wins. Each handler asks what
+Kafka's KafkaApis asks of the call's principal (its client certificate's subject
+on an SSL listener, else ANONYMOUS; the controller knows no SASL users) before
+anything is queued: ControlledShutdown needs CLUSTER_ACTION on the cluster (or
+the cluster credential on a plaintext listener, common/security/cluster_action.py),
+ElectLeaders ALTER on the cluster, from the authorizer fed by the same ZooKeeper
+ACLs as the brokers' (zk/acl_store.py); without one, ElectLeaders is open, as in
+Kafka. A request allowed is queued on the controller's event thread and the
+handler waits for the answer: a broker asks once per attempt and waits for the
+moves.
 It also serves grpc.health.v1, SERVING for "" and for KafkaController, so a
 healthcheck can tell a controller from a broker (proto/types.py).
 """
@@ -22,6 +28,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.config import ConfigError, parse_endpoints
 from common.grpc_tls import GrpcSecurity
+from common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from common.security.authorizer import AclAuthorizer, Session
+from common.security.cluster_action import authorize_cluster_action
+from common.security.grpc_peer import certificate_subject, peer_host
+from common.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from common.security.ssl_principal import SslPrincipalMapper
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from proto import minibroker_pb2 as pb
@@ -39,17 +51,39 @@ _MAX_WORKERS = 4
 
 class ControllerApis(pb_grpc.KafkaControllerServicer):
     def __init__(self, controller: KafkaController, credential: str | None, timeout_s: float,
-                 tls: bool = False) -> None:
+                 tls: bool = False, authorizer: AclAuthorizer | None = None,
+                 mapper: SslPrincipalMapper | None = None) -> None:
         self._controller = controller
-        # Over TLS only a peer with a certificate of the cluster's CA got through the handshake: a broker's.
+        self._tls = tls
+        # The credential proves a cluster action on a plaintext listener only (cluster_action.py).
         self._credential = None if credential is None or tls else credential.encode()
+        self._authorizer = authorizer
+        self._mapper = mapper or SslPrincipalMapper()
         # How long a request waits for the event thread (controller.socket.timeout.ms): past it the broker retries.
         self._timeout_s = timeout_s
+
+    def _session(self, context: grpc.ServicerContext) -> Session:
+        subject = certificate_subject(context) if self._tls else None
+        principal = ANONYMOUS if subject is None else KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
+        return Session(principal, peer_host(context.peer() or ""))
+
+    def _authorize_cluster_action(self, context: grpc.ServicerContext) -> bool:
+        session = self._session(context)
+        credential = None if self._credential is None else carries_cluster_credential(
+            context.invocation_metadata(), self._credential)
+        return authorize_cluster_action(self._authorizer, session, tls=self._tls,
+                                        verified_certificate=session.principal != ANONYMOUS,
+                                        carries_credential=credential)
+
+    def _authorize_alter_cluster(self, context: grpc.ServicerContext) -> bool:
+        return self._authorizer is None or self._authorizer.authorize(
+            self._session(context), AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def ControlledShutdown(
         self, request: pb.ControlledShutdownRequest, context: grpc.ServicerContext
     ) -> pb.ControlledShutdownResponse:
-        if not carries_cluster_credential(context.invocation_metadata(), self._credential):
+        """Kafka's handleControlledShutdownRequest: CLUSTER_ACTION on the cluster."""
+        if not self._authorize_cluster_action(context):
             return pb.ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         done = threading.Event()
         answer: list[tuple[int, tuple[TopicPartition, ...]]] = []
@@ -71,7 +105,10 @@ class ControllerApis(pb_grpc.KafkaControllerServicer):
 
 
     def ElectLeaders(self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext) -> pb.ElectLeadersResponse:
-        """An admin request, as Kafka's ElectLeaders (ALTER on the cluster, not a cluster action): no credential."""
+        """An admin request, as Kafka's handleElectReplicaLeader: ALTER on the cluster (not a cluster action, so
+        no credential), else CLUSTER_AUTHORIZATION_FAILED and nothing elected."""
+        if not self._authorize_alter_cluster(context):
+            return pb.ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if request.election_type not in (ELECTION_TYPE_PREFERRED, ELECTION_TYPE_UNCLEAN):
             return pb.ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
         partitions = tuple(TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions) or None
@@ -111,10 +148,12 @@ def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:
     return server, _grpc_address(host, port)
 
 
-def serve(server: grpc.Server, controller: KafkaController, config: ControllerConfig) -> None:
+def serve(server: grpc.Server, controller: KafkaController, config: ControllerConfig,
+          authorizer: AclAuthorizer | None = None) -> None:
+    """Serve the controller's APIs, each request decided by `authorizer` (None: no authorizer.class.name)."""
     tls = parse_endpoints(config.listeners)[0].security_protocol == "SSL"
     apis = ControllerApis(controller, config.cluster_credential_value, config.controller_socket_timeout_ms / 1000,
-                          tls)
+                          tls, authorizer, SslPrincipalMapper(config.ssl_principal_mapping_rules))
     pb_grpc.add_KafkaControllerServicer_to_server(apis, server)
     health_servicer = health.HealthServicer()
     for service in ("", CONTROLLER_SERVICE):

@@ -51,7 +51,7 @@ from common.config import (
 )
 from common.jaas import JaasError
 from common.record import HEADER_SIZE
-from common.security.authorizer import ACL_AUTHORIZER_CLASS_NAMES, parse_super_users
+from common.security.authorizer import invalid_authorizer_class_name, invalid_super_users
 from proto.types import EndPoint
 from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
 
@@ -64,13 +64,6 @@ JAAS_CONFIG = "sasl.jaas.config"
 
 _MS_PER_MINUTE = 60 * 1000
 
-
-def _valid_super_users(value: str) -> str | None:
-    try:
-        parse_super_users(value)
-    except ValueError as e:
-        return str(e)
-    return None
 
 _MS_PER_HOUR = 60 * _MS_PER_MINUTE
 
@@ -357,12 +350,11 @@ class KafkaConfig:
     # Authorization (Kafka's authorizer.class.name and AclAuthorizer's own keys, which Kafka passes through)
     authorizer_class_name: str = define(
         Type.STRING, "", "The authorizer: kafka.security.authorizer.AclAuthorizer, or empty for none",
-        lambda v: None if v.strip() in ("", *ACL_AUTHORIZER_CLASS_NAMES)
-        else f"Class {v} cannot be found (the one authorizer here is kafka.security.authorizer.AclAuthorizer)",
+        invalid_authorizer_class_name,
     )
     super_users: str | None = define(
         Type.STRING, None, "Principals allowed everything, separated by semicolons: User:admin;User:broker",
-        _valid_super_users,
+        invalid_super_users,
     )
     allow_everyone_if_no_acl_found: bool = define(
         Type.BOOLEAN, False, "Whether a resource without any ACL is open to everyone (else to super users only)"

@@ -55,6 +55,23 @@ def parse_super_users(text: str | None) -> frozenset[KafkaPrincipal]:
     return frozenset(KafkaPrincipal.parse(item.strip()) for item in (text or "").split(";") if item.strip())
 
 
+def invalid_super_users(value: str) -> str | None:
+    """Why `super.users` cannot be parsed (a config validator of the broker's and the controller's); None if it
+    can."""
+    try:
+        parse_super_users(value)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def invalid_authorizer_class_name(value: str) -> str | None:
+    """`authorizer.class.name`: empty (no authorizer) or AclAuthorizer's name, as a config validator."""
+    if value.strip() in ("", *ACL_AUTHORIZER_CLASS_NAMES):
+        return None
+    return f"Class {value} cannot be found (the one authorizer here is kafka.security.authorizer.AclAuthorizer)"
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """Who asks and from where (Kafka's RequestContext principal and clientAddress)."""

@@ -130,6 +130,7 @@ class ClusterSecurity:
             "listeners": f"{GRPC_PROTOCOL}://127.0.0.1:0",
             "ssl.keystore.location": str(self.keystore(f"controller-{controller_id}")),
             "ssl.truststore.location": str(self.ca),
+            **self.authorizer_props(),
             **self.zookeeper_props(),
         }
 

@@ -398,3 +398,54 @@ def test_a_ca_signed_certificate_without_cluster_action_is_refused_every_cluster
     with Producer(secure.info.bootstrap_servers, acks="all", channel_factory=secure.admin.channel_factory) as p:
         assert p.send("after-alice", b"still replicated", partition=0).get(30).offset == 0
         assert p.send(topic, b"still led", partition=0).get(30).offset == 1
+
+
+def test_the_controller_asks_the_authorizer_before_elect_leaders_and_controlled_shutdown(
+        secure: SecureCluster, wait_until: WaitUntil) -> None:
+    """Kafka's KafkaApis: ElectLeaders needs ALTER on the Cluster, ControlledShutdown CLUSTER_ACTION. The
+    controller reads the brokers' ACLs from ZooKeeper: alice's CA-signed certificate, without an ACL, is refused
+    an UNCLEAN election and a ControlledShutdown with CLUSTER_AUTHORIZATION_FAILED, each logged by its
+    authorizer with her principal and the operation; the admin (super.users) may elect, a broker's certificate
+    may ask to shut down (STALE_BROKER_EPOCH here: an epoch it never had, so nothing moves), and alice may elect
+    once an ACL allows her Alter on the cluster."""
+    topic = "elect-me"
+    with Admin(secure.info.bootstrap_servers, channel_factory=secure.admin.channel_factory) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])
+    with KafkaZkClient.connect(secure.info.zookeeper.connect) as zk:
+        endpoint = zk.get_controller_endpoint()
+    assert endpoint is not None
+    truststore = read_truststore(str(secure.security_dir / "ca.pem"))
+    alice = GrpcSecurity(truststore, KeyStore.load(str(
+        secure.issue(CertificateAuthority.load(secure.security_dir), "alice-at-the-controller").keystore)))
+    broker = GrpcSecurity(truststore, KeyStore.load(str(secure.security_dir / "broker-1.pem")))
+    election = pb.ElectLeadersRequest(election_type=1, timeout_ms=10_000)
+    election.topic_partitions.add(topic=topic, partitions=[0])
+    shutdown = pb.ControlledShutdownRequest(broker_id=1, broker_epoch=0)
+    refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with alice.channel(endpoint) as channel:
+        stub = pb_grpc.KafkaControllerStub(channel)
+        assert stub.ElectLeaders(election, timeout=20).error_code == refused
+        assert stub.ControlledShutdown(shutdown, timeout=20).error_code == refused
+    denied = ("Principal = User:CN=alice-at-the-controller,OU=outsiders is Denied Operation = {} from host ="
+              " 127.0.0.1 on resource = Cluster:LITERAL:kafka-cluster")
+    for operation in ("Alter", "ClusterAction"):
+        wait_until(lambda op=operation: denied.format(op) in secure.log("controller-1001"), timeout=10,
+                   message=f"the controller's authorizer to log {operation}")
+    with secure.admin.channel(endpoint) as channel:
+        elected = pb_grpc.KafkaControllerStub(channel).ElectLeaders(election, timeout=20)
+    assert elected.error_code == ErrorCode.NONE
+    assert elected.replica_election_results[0].partition_result[0].error_code == ErrorCode.ELECTION_NOT_NEEDED
+    with broker.channel(endpoint) as channel:
+        answer = pb_grpc.KafkaControllerStub(channel).ControlledShutdown(shutdown, timeout=20)
+    assert answer.error_code == ErrorCode.STALE_BROKER_EPOCH
+    # An ACL written through a broker reaches the controller through ZooKeeper's change notifications.
+    allowed = minibroker("acls", "--data-dir", str(secure.data_dir), "--add", "--allow-principal",
+                         "User:CN=alice-at-the-controller,OU=outsiders", "--operation", "Alter", "--cluster")
+    assert allowed.returncode == 0, allowed.stderr
+
+    def alice_may_elect() -> bool:
+        with alice.channel(endpoint) as channel:
+            return bool(pb_grpc.KafkaControllerStub(channel).ElectLeaders(election, timeout=20).error_code
+                        == ErrorCode.NONE)
+
+    wait_until(alice_may_elect, timeout=30, message="the controller to follow the ACL")

@@ -29,6 +29,8 @@ def test_defaults() -> None:
     assert (c.default_replication_factor, c.num_partitions, c.unclean_leader_election_enable) == (1, 1, False)
     assert c.listeners == "PLAINTEXT://127.0.0.1:0"
     assert c.cluster_credential is None and c.cluster_credential_value is None
+    assert (c.authorizer_class_name, c.super_users, c.allow_everyone_if_no_acl_found) == ("", None, False)
+    assert c.ssl_principal_mapping_rules == "DEFAULT"
 
 
 def test_required_keys() -> None:
@@ -45,6 +47,9 @@ def test_required_keys() -> None:
         ("zookeeper.session.timeout.ms", "0", "Value must be at least 1"),
         ("unclean.leader.election.enable", "yes", "Expected value to be either true or false"),
         ("listeners", "127.0.0.1:9093", "is not of the form LISTENER_NAME://host:port"),
+        # The brokers' authorizer keys, with the brokers' rules.
+        ("authorizer.class.name", "com.example.Mine", "Class com.example.Mine cannot be found"),
+        ("super.users", "admin", "admin"),
     ],
 )
 def test_invalid_values(key: str, value: str, reason: str) -> None:
