@@ -7,8 +7,9 @@ the AclAuthorizer) is common/security/, shared with the controller; the ACLs in 
   jaas.py           Kafka's sasl.jaas.config value (login module, flag, options; PLAIN's user_<name> entries)
   grpc_identity.py  the Session of a gRPC call: its listener's GrpcAuthenticator's principal
   grpc_authentication.py  TLS on the gRPC listeners (ssl.* / listener.name.<l>.ssl.*), who a gRPC call is (SASL
-                    user checked against SCRAM, else certificate subject, else ANONYMOUS), cluster actions by
-                    certificate over TLS, wrong passwords refused by an interceptor
+                    user checked against SCRAM off the event loop, else certificate subject, else ANONYMOUS),
+                    ClusterAction for the call's principal, wrong passwords and unknown users refused alike by an
+                    interceptor after connection.failed.authentication.delay.ms
 
 Where requests are checked: broker/api/operations.py (both doors). The Kafka protocol around authentication
 (SaslHandshake, SaslAuthenticate, the TLS handshake of a connection) is in broker/api/kafka/ (sasl_authenticator.py,

@@ -7,8 +7,10 @@ handshake: a broker with a certificate from another CA, an expired one or none c
 
 Who a call is (Kafka's principal), in this order:
   1. a SASL user: a call carrying `authorization: Basic` (common/grpc_tls.py) whose password matches the user's
-     SCRAM credential in ZooKeeper acts as User:<name>; a wrong one is refused (UNAUTHENTICATED), never
-     downgraded;
+     SCRAM credential in ZooKeeper acts as User:<name>; a wrong one, or an unknown user, is refused
+     (UNAUTHENTICATED) after connection.failed.authentication.delay.ms, never downgraded. The check (a PBKDF2)
+     runs off the event loop, and costs as much for an unknown user as for a known one, as on the Kafka
+     listeners;
   2. the peer certificate's subject, mapped by `ssl.principal.mapping.rules` (User:CN=broker-1,OU=minibroker);
   3. ANONYMOUS.
 Cluster actions (LeaderAndIsr, UpdateMetadata, StopReplica, follower Fetch and ListOffsets,
@@ -18,18 +20,22 @@ on a plaintext listener the shared `cluster.credential` is what is checked (comm
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
 import hmac
 import logging
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import Any
 
 import grpc
 import scramp
 
-from broker.security.scram import SCRAM_MECHANISMS, CredentialCache
+from broker.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential, make_credential
 from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
@@ -96,68 +102,81 @@ def scram_password_check(credentials: CredentialCache) -> PasswordCheck:
     password recomputed with the stored salt and iterations (scramp) must give the stored key, compared in
     constant time. The password itself is stored nowhere, as with SCRAM on the Kafka listeners.
 
-    Salting costs thousands of hashes, and every call carries the password: a success is remembered, keyed by
-    a digest of the password and the stored key it matched, so a changed credential is checked afresh."""
+    An unknown user costs the same work, on a dummy credential no password matches (Kafka's default
+    iterations), and gets the same answer, so neither tells an attacker which users exist. Salting costs
+    thousands of hashes, and every call carries the password: a success is remembered, keyed by a digest of
+    the password and the stored key it matched, so a changed credential is checked afresh. Blocking: call it
+    off the event loop (GrpcAuthenticator's interceptor does)."""
     verified: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
     lock = threading.Lock()
+    dummy_mechanism = SCRAM_MECHANISMS[-1]
+    dummy = make_credential(dummy_mechanism, secrets.token_urlsafe(24))
 
     def check(username: str, password: str) -> bool:
-        for mechanism in reversed(SCRAM_MECHANISMS):
-            credential = credentials.get(mechanism, username)
-            if credential is None:
-                continue
-            key = (username, hashlib.sha256(password.encode()).digest(), credential.stored_key)
-            with lock:
-                if key in verified:
-                    verified.move_to_end(key)
-                    return True
-            _, stored_key, _, _ = scramp.ScramMechanism(mechanism).make_auth_info(
-                password, iteration_count=credential.iterations, salt=credential.salt)
-            if not hmac.compare_digest(stored_key, credential.stored_key):
-                return False
-            with lock:
-                verified[key] = None
-                while len(verified) > _VERIFIED_CACHE_SIZE:
-                    verified.popitem(last=False)
-            return True
-        return False
+        found = next(((m, c) for m in reversed(SCRAM_MECHANISMS) if (c := credentials.get(m, username))), None)
+        mechanism, credential = found or (dummy_mechanism, dummy)
+        key = (username, hashlib.sha256(password.encode()).digest(), credential.stored_key)
+        with lock:
+            if found is not None and key in verified:
+                verified.move_to_end(key)
+                return True
+        matches = hmac.compare_digest(salted_stored_key(mechanism, password, credential), credential.stored_key)
+        if found is None or not matches:
+            return False
+        with lock:
+            verified[key] = None
+            while len(verified) > _VERIFIED_CACHE_SIZE:
+                verified.popitem(last=False)
+        return True
 
     return check
+
+
+def salted_stored_key(mechanism: str, password: str, credential: ScramCredential) -> bytes:
+    """RFC 5802's StoredKey of `password` with the credential's salt and iterations: the PBKDF2 a check costs."""
+    _, stored_key, _, _ = scramp.ScramMechanism(mechanism).make_auth_info(
+        password, iteration_count=credential.iterations, salt=credential.salt)
+    return bytes(stored_key)
 
 
 class GrpcAuthenticator:
     """The principal of a call on one gRPC listener (see the module doc)."""
 
     def __init__(self, listener_name: str, tls: bool, mapper: SslPrincipalMapper,
-                 check_password: PasswordCheck | None = None, cluster_credential: bytes | None = None) -> None:
+                 check_password: PasswordCheck | None = None, cluster_credential: bytes | None = None,
+                 failed_authentication_delay_s: float = 0.0, executor: Executor | None = None) -> None:
         self.listener_name = listener_name
         self.tls = tls
         self._mapper = mapper
         self._check_password = check_password
         self._cluster_credential = cluster_credential
+        self.failed_authentication_delay_s = failed_authentication_delay_s
+        # Where passwords are checked (a PBKDF2 each): never the event loop. None: the loop's default executor.
+        self._executor = executor
 
     @classmethod
-    def for_listener(cls, config: KafkaConfig, listener_name: str,
-                     check_password: PasswordCheck | None = None) -> GrpcAuthenticator:
+    def for_listener(cls, config: KafkaConfig, listener_name: str, check_password: PasswordCheck | None = None,
+                     executor: Executor | None = None) -> GrpcAuthenticator:
         tls = listener_security(config, listener_name).tls
         credential = None if config.cluster_credential is None else config.cluster_credential.value.encode()
         rules = str(_value(config, listener_name, "ssl.principal.mapping.rules"))
-        return cls(listener_name, tls, SslPrincipalMapper(rules), check_password, credential)
+        delay_ms = _value(config, listener_name, "connection.failed.authentication.delay.ms")
+        return cls(listener_name, tls, SslPrincipalMapper(rules), check_password, credential, delay_ms / 1000,
+                   executor)
 
     def interceptor(self) -> grpc.aio.ServerInterceptor:
-        """Refuses, before any handler runs, a call whose SASL user or password is wrong: UNAUTHENTICATED
-        (Kafka's SASL_AUTHENTICATION_FAILED), logged with the peer. Calls without one pass on."""
-        return _RefuseBadPasswords(self)
+        """Checks the SASL user of a call that names one before its handler runs; a wrong password (or an
+        unknown user: the same work, the same answer) is refused with UNAUTHENTICATED (Kafka's
+        SASL_AUTHENTICATION_FAILED) after connection.failed.authentication.delay.ms, logged with the peer."""
+        return _AuthenticateSaslUsers(self)
 
-    def refuses(self, metadata: Any) -> str | None:
-        """The user name of a call with a wrong SASL password (or one sent where none can be checked)."""
-        basic = basic_credentials(metadata)
-        if basic is None:
-            return None
-        username, password = basic
-        if self.tls and self._check_password is not None and self._check_password(username, password):
-            return None
-        return username
+    async def authenticate(self, username: str, password: str) -> bool:
+        """Whether the password is the user's, checked off the event loop; never over plaintext, where a
+        password must not travel."""
+        if not self.tls or self._check_password is None:
+            return False
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._check_password, username, password)
 
     def certificate_principal(self, context: Any) -> KafkaPrincipal | None:
         """The principal of the peer's CA-verified certificate; None without one (or on a plaintext listener)."""
@@ -165,12 +184,10 @@ class GrpcAuthenticator:
         return None if subject is None else KafkaPrincipal(USER_TYPE, self._mapper.name(subject))
 
     def principal(self, context: Any) -> KafkaPrincipal | None:
-        """Who the call acts as; None when it names a SASL user with a wrong password (or a SASL user where
-        no password can be checked, or over plaintext, where a password must not travel)."""
-        basic = basic_credentials(context.invocation_metadata())
-        if basic is not None:
-            return None if self.refuses(context.invocation_metadata()) is not None else \
-                KafkaPrincipal(USER_TYPE, basic[0])
+        """Who the call acts as; None when it names a SASL user the interceptor did not authenticate for this
+        call (a call that never went through it)."""
+        if basic_credentials(context.invocation_metadata()) is not None:
+            return _sasl_principal.get()
         return self.certificate_principal(context) or ANONYMOUS
 
     def authorize_cluster_action(self, context: Any, authorizer: AclAuthorizer | None, session: Session) -> bool:
@@ -189,23 +206,53 @@ class GrpcAuthenticator:
         return False
 
 
-class _RefuseBadPasswords(grpc.aio.ServerInterceptor):
+# The SASL user the interceptor authenticated, for the handler of the same call (it runs in the interceptor's
+# wrapper, so in its context).
+_sasl_principal: contextvars.ContextVar[KafkaPrincipal | None] = contextvars.ContextVar("grpc_sasl_principal",
+                                                                                       default=None)
+
+
+class _AuthenticateSaslUsers(grpc.aio.ServerInterceptor):
     def __init__(self, authenticator: GrpcAuthenticator) -> None:
         self._authenticator = authenticator
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
                                 handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(handler_call_details)
-        username = self._authenticator.refuses(handler_call_details.invocation_metadata)
-        if username is None or handler is None:
+        basic = basic_credentials(handler_call_details.invocation_metadata)
+        if basic is None or handler is None:
             return handler
-        listener = self._authenticator.listener_name
+        username, password = basic
+        authenticator = self._authenticator
 
-        async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        async def authenticated(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            if await authenticator.authenticate(username, password):
+                _sasl_principal.set(KafkaPrincipal(USER_TYPE, username))
+                return
             logger.info("Failed authentication with %s (user %s on gRPC listener %s: invalid credentials)",
-                        context.peer(), username, listener)
+                        context.peer(), username, authenticator.listener_name)
+            # Kafka's connection.failed.authentication.delay.ms: slows down guessing.
+            await asyncio.sleep(authenticator.failed_authentication_delay_s)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "Authentication failed: invalid username or password")
 
-        return grpc.unary_unary_rpc_method_handler(refuse, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)
+        if handler.unary_unary is not None:
+            behavior = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                await authenticated(context)
+                return await behavior(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=handler.request_deserializer,
+                                                       response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:  # grpc.health.v1's Watch
+            streaming = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                await authenticated(context)
+                return await streaming(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(unary_stream,
+                                                        request_deserializer=handler.request_deserializer,
+                                                        response_serializer=handler.response_serializer)
+        return handler  # no client-streaming RPC is served

@@ -113,6 +113,8 @@ INITIAL_TASK_DELAY_MS = 30_000
 SHUTDOWN_GRACE_S = 5.0
 # How often to look whether a previous incarnation's registration has expired.
 _REGISTRATION_POLL_S = 0.2
+# Threads checking gRPC passwords: two keep one slow check from holding up every other login.
+_PASSWORD_CHECK_THREADS = 2
 
 _GRPC_OPTIONS = [
     *MESSAGE_SIZE_OPTIONS,
@@ -159,6 +161,9 @@ class KafkaServer:
         self._replica_manager: ReplicaManager | None = None
         self._topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics] | None = None
         self._grpc_servers: list[grpc.aio.Server] = []
+        # The gRPC listeners' password checks (a PBKDF2 each), off the event loop and apart from other blocking
+        # work, so a flood of wrong passwords slows only other password checks.
+        self._password_checks = ThreadPoolExecutor(_PASSWORD_CHECK_THREADS, thread_name_prefix="grpc-password-check")
         self._kafka_listeners: list[KafkaListener] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
@@ -377,7 +382,8 @@ class KafkaServer:
             security = listener_security(self.config, name)
             # A TLS handshake that never finishes is cut after ssl.handshake.timeout.ms (gRPC's default: 120 s).
             options = [*_GRPC_OPTIONS, ("grpc.server_handshake_timeout_ms", self.config.ssl_handshake_timeout_ms)]
-            authenticator = GrpcAuthenticator.for_listener(self.config, name, scram_password_check(credentials))
+            authenticator = GrpcAuthenticator.for_listener(self.config, name, scram_password_check(credentials),
+                                                           self._password_checks)
             server = grpc.aio.server(options=options, interceptors=[authenticator.interceptor()])
             listener_apis = apis(listener_name=name, authenticator=authenticator)
             pb_grpc.add_KafkaClientServicer_to_server(listener_apis, server)
@@ -523,6 +529,7 @@ class KafkaServer:
             self._replica_manager.delayed_produce_purgatory.complete_all()
             self._replica_manager.delayed_fetch_purgatory.complete_all()
         await stopping
+        self._password_checks.shutdown(wait=False, cancel_futures=True)
         if self._log_cleaner is not None:
             await asyncio.to_thread(self._log_cleaner.shutdown)
         if self._log_dir_failure_handler is not None:

@@ -55,6 +55,7 @@ from zk.server import free_port
 pytestmark = pytest.mark.integration
 
 HANDSHAKE_TIMEOUT_MS = 2000
+FAILED_AUTH_DELAY_MS = 2000
 LAG_TIME_MS = 3000
 
 
@@ -90,7 +91,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     try:
         up = minibroker("cluster", "up", "--data-dir", str(data_dir), "--brokers", "3", "--controllers", "1",
                         "--security", "--override", f"ssl.handshake.timeout.ms={HANDSHAKE_TIMEOUT_MS}",
-                        "--override", f"replica.lag.time.max.ms={LAG_TIME_MS}", timeout=120)
+                        "--override", f"replica.lag.time.max.ms={LAG_TIME_MS}",
+                        "--override", f"connection.failed.authentication.delay.ms={FAILED_AUTH_DELAY_MS}", timeout=120)
         assert up.returncode == 0, up.stderr
         yield SecureCluster(data_dir, ClusterInfo.load(data_dir))
     finally:
@@ -449,3 +451,22 @@ def test_the_controller_asks_the_authorizer_before_elect_leaders_and_controlled_
                         == ErrorCode.NONE)
 
     wait_until(alice_may_elect, timeout=30, message="the controller to follow the ACL")
+
+
+def test_a_wrong_password_and_an_unknown_user_get_the_same_answer_after_the_delay(secure: SecureCluster) -> None:
+    """As on the Kafka listeners (SaslServerAuthenticator, connection.failed.authentication.delay.ms): a wrong
+    password for a user that exists and any password for one that does not are refused alike, UNAUTHENTICATED
+    with the same message, each after the failed-authentication delay, and logged alike."""
+    ca_pem = read_truststore(str(secure.security_dir / "ca.pem"))
+    address = secure.info.brokers[0].address
+    answers = {}
+    for user in ("admin", "nobody-at-all"):
+        began = time.monotonic()
+        with pytest.raises(grpc.RpcError) as refused:
+            _metadata(GrpcSecurity(ca_pem, secure.admin.keystore, user, "not-the-password"), address)
+        assert time.monotonic() - began >= FAILED_AUTH_DELAY_MS / 1000, f"{user} was answered before the delay"
+        answers[user] = (refused.value.code(), refused.value.details())  # type: ignore[attr-defined]
+    assert answers["admin"] == answers["nobody-at-all"] == (
+        grpc.StatusCode.UNAUTHENTICATED, "Authentication failed: invalid username or password")
+    log = secure.log("broker-1")
+    assert all(f"user {user} on gRPC listener GRPC: invalid credentials" in log for user in answers)
