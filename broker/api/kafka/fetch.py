@@ -76,7 +76,8 @@ def frame_fetch_response(version: int, error: ErrorCode, results: list[tuple[Top
 
 async def handle_fetch(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     requested = [
-        PartitionFetchInfo(TopicPartition(t.topic, p.partition), p.fetch_offset, p.log_start_offset,
+        # log_start_offset is a follower's (v5+) and current_leader_epoch KIP-320's (v9+): -1 where absent.
+        PartitionFetchInfo(TopicPartition(t.topic, p.partition), p.fetch_offset, getattr(p, "log_start_offset", -1),
                            max(p.partition_max_bytes, 0), getattr(p, "current_leader_epoch", -1))
         for t in request.topics for p in t.partitions
     ]
