@@ -686,6 +686,13 @@ def _known(key: str) -> bool:
     return key in _KEYS or _listener_key_spec(key) is not None
 
 
+def maybe_sensitive(key: str) -> bool:
+    """Kafka's KafkaConfig.maybeSensitive(typeOf(key)): a PASSWORD, or a key whose type is unknown (a misspelt
+    secret, perhaps). DescribeConfigs answers such a key's value as null with is_sensitive true."""
+    spec = _KEYS.get(key) or _listener_key_spec(key)
+    return spec is None or spec.type is Type.PASSWORD
+
+
 def _loggable(key: str, text: str) -> object:
     """Kafka's KafkaConfig.loggableValue: secrets, and values of unknown keys (a
     misspelt secret, perhaps), print as [hidden]."""

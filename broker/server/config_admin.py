@@ -12,13 +12,15 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from broker.server.config import KafkaConfig
+from broker.server.config import KafkaConfig, maybe_sensitive
 from broker.server.dynamic_config import validate_broker_overrides
-from broker.server.topic_config import TopicConfigs
+from broker.server.topic_config import TOPIC_LIST_CONFIG_KEYS, TopicConfigs
 from common.config import java_string
 from proto.errors import ErrorCode, KafkaError
 from zk.client import KafkaZkClient
 from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY, validate_topic
+
+LOG_CLEANUP_POLICY = "log.cleanup.policy"  # the broker's one list-type key that can change live
 
 # From the current overrides to the new ones; KafkaError if the request cannot apply.
 _Change = Callable[[dict[str, str]], dict[str, str]]
@@ -118,7 +120,7 @@ class ConfigAdmin:
             entity = _broker_entity(name)
             default = self._zk.get_entity_config(BROKERS_ENTITY, DEFAULT_ENTITY_NAME)
             if entity == DEFAULT_ENTITY_NAME:
-                return [ConfigEntry(k, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                return [_broker_entry(k, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
                         for k, v in sorted(default.items())]
             own = self._zk.get_entity_config(BROKERS_ENTITY, entity)
             dynamic = {**{k: (v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) for k, v in default.items()},
@@ -126,7 +128,7 @@ class ConfigAdmin:
             static = {key: (java_string(value), ConfigSource.STATIC_BROKER_CONFIG)
                       for key, value in self._config.values().items()
                       if int(entity) == self._config.broker_id and value is not None}
-            return [ConfigEntry(k, v, source) for k, (v, source) in sorted({**static, **dynamic}.items())]
+            return [_broker_entry(k, v, source) for k, (v, source) in sorted({**static, **dynamic}.items())]
         raise KafkaError(f"Unsupported resource type {resource_type}", ErrorCode.INVALID_REQUEST)
 
     # ------------------------------------------------------------------ alter
@@ -139,9 +141,21 @@ class ConfigAdmin:
 
     def incremental_alter_configs(self, resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
                                   validate_only: bool) -> list[AlterConfigsResult]:
-        """IncrementalAlterConfigs: SET and DELETE single keys over the current overrides."""
-        return [self._write(resource_type, name, _incremental(ops), validate_only)
+        """IncrementalAlterConfigs: SET and DELETE single keys, APPEND and SUBTRACT items of a list-type key, over
+        the current overrides."""
+        return [self._write(resource_type, name, _incremental(ops, self._list_defaults(resource_type)), validate_only)
                 for resource_type, name, ops in resources]
+
+    def _list_defaults(self, resource_type: int) -> dict[str, str]:
+        """The list-type (Kafka's ConfigDef.Type.LIST) keys of a resource type, each with the value an APPEND or
+        SUBTRACT starts from when there is no override. Kafka starts from the key's ConfigDef default; here the
+        default a topic actually gets (the broker's log.cleanup.policy), which is what DescribeConfigs shows."""
+        if resource_type == ResourceType.TOPIC:
+            defaults = self._topic_configs.default.values()
+            return {key: defaults[key] for key in TOPIC_LIST_CONFIG_KEYS}
+        if resource_type == ResourceType.BROKER:
+            return {LOG_CLEANUP_POLICY: self._config.log_cleanup_policy}
+        return {}
 
     def _write(self, resource_type: int, name: str, change: _Change, validate_only: bool) -> AlterConfigsResult:
         try:
@@ -165,15 +179,24 @@ class ConfigAdmin:
         return AlterConfigsResult(resource_type, name)
 
 
+def _broker_entry(key: str, value: str, source: ConfigSource) -> ConfigEntry:
+    """Kafka's AdminManager.createBrokerConfigEntry: a sensitive key's value is never sent, only that it is one."""
+    if maybe_sensitive(key):
+        return ConfigEntry(key, None, source, is_sensitive=True)
+    return ConfigEntry(key, value, source)
+
+
 def _replace_with(configs: Mapping[str, str | None]) -> _Change:
     return lambda _current: {k: v for k, v in configs.items() if v is not None}
 
 
-def _incremental(ops: Sequence[tuple[str, int, str | None]]) -> _Change:
-    return lambda current: _apply_ops(current, ops)
+def _incremental(ops: Sequence[tuple[str, int, str | None]], list_defaults: Mapping[str, str]) -> _Change:
+    return lambda current: _apply_ops(current, ops, list_defaults)
 
 
-def _apply_ops(current: dict[str, str], ops: Sequence[tuple[str, int, str | None]]) -> dict[str, str]:
+def _apply_ops(current: dict[str, str], ops: Sequence[tuple[str, int, str | None]],
+               list_defaults: Mapping[str, str]) -> dict[str, str]:
+    """Kafka 2.8's AdminManager.prepareIncrementalConfigs."""
     new = dict(current)
     for key, op, value in ops:
         if op == AlterConfigOp.SET:
@@ -183,8 +206,19 @@ def _apply_ops(current: dict[str, str], ops: Sequence[tuple[str, int, str | None
         elif op == AlterConfigOp.DELETE:
             new.pop(key, None)
         elif op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
-            # Kafka's message: no config here is a list type.
-            raise KafkaError(f"Config value append is not allowed for config key: {key}", ErrorCode.INVALID_CONFIG)
+            verb = "append" if op == AlterConfigOp.APPEND else "subtract"
+            if key not in list_defaults:
+                raise KafkaError(f"Config value {verb} is not allowed for config key: {key}", ErrorCode.INVALID_REQUEST)
+            old = new.get(key, list_defaults[key]).split(",")
+            items = (value or "").split(",")
+            # Scala's List ::: (append keeps repeats) and List.diff (subtract removes one occurrence per item).
+            if op == AlterConfigOp.APPEND:
+                old += items
+            else:
+                for item in items:
+                    if item in old:
+                        old.remove(item)
+            new[key] = ",".join(old)
         else:
             raise KafkaError(f"Unknown alter config operation {op}", ErrorCode.INVALID_REQUEST)
     return new

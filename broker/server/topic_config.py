@@ -29,6 +29,9 @@ LOG_CONFIG_KEYS = frozenset({
     "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
     "delete.retention.ms",
 })
+# The topic configs of Kafka's ConfigDef.Type.LIST that this broker serves: IncrementalAlterConfigs may APPEND to
+# and SUBTRACT from them.
+TOPIC_LIST_CONFIG_KEYS = frozenset({"cleanup.policy"})
 # Kafka topic configs accepted only at the value that matches this broker's behaviour.
 _FIXED = {"compression.type": "producer"}
 

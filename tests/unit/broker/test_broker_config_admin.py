@@ -17,7 +17,7 @@ from minibroker.commands.configs import parse_add_config
 from proto.errors import ErrorCode
 from tests.fakes import FakeClock, FakeZk
 
-SET, DELETE, APPEND = AlterConfigOp.SET, AlterConfigOp.DELETE, AlterConfigOp.APPEND
+SET, DELETE, APPEND, SUBTRACT = AlterConfigOp.SET, AlterConfigOp.DELETE, AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT
 TOPIC, BROKER = ResourceType.TOPIC, ResourceType.BROKER
 
 
@@ -54,11 +54,31 @@ def test_validate_only_and_bad_values_write_nothing() -> None:
                                                   ([("no.such.key", SET, "1")], False),
                                                   ([("retention.ms", APPEND, "1")], False)])
     assert ok.error == ErrorCode.NONE
-    assert (bad.error, unknown.error, append.error) == (ErrorCode.INVALID_CONFIG,) * 3
+    assert (bad.error, unknown.error) == (ErrorCode.INVALID_CONFIG,) * 2
+    # Kafka 2.8's prepareIncrementalConfigs: InvalidRequestException for a key that is not of type LIST.
+    assert (append.error, append.message) == (
+        ErrorCode.INVALID_REQUEST, "Config value append is not allowed for config key: retention.ms")
     assert "min.insync.replicas" in (bad.message or "") and unknown.message == "Unknown topic config name: no.such.key"
     assert zk.config_changes == [] and zk.get_topic_config("orders") == {}
     (missing,) = admin.incremental_alter_configs([(TOPIC, "nope", [("retention.ms", SET, "5")])], False)
     assert missing.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_append_and_subtract_change_list_type_keys_from_their_default_or_override() -> None:
+    """Kafka 2.8's prepareIncrementalConfigs: APPEND and SUBTRACT on a ConfigDef.Type.LIST key start from its
+    override, else its default."""
+    zk = zk_with_topic()
+    admin = config_admin(zk)
+    (appended,) = admin.incremental_alter_configs([(TOPIC, "orders", [("cleanup.policy", APPEND, "compact")])], False)
+    assert appended.error == ErrorCode.NONE and zk.topic_configs["orders"] == {"cleanup.policy": "delete,compact"}
+    (subtracted,) = admin.incremental_alter_configs([(TOPIC, "orders", [("cleanup.policy", SUBTRACT, "delete")])],
+                                                    False)
+    assert subtracted.error == ErrorCode.NONE and zk.topic_configs["orders"] == {"cleanup.policy": "compact"}
+    (refused,) = admin.incremental_alter_configs([(TOPIC, "orders", [("retention.ms", SUBTRACT, "1")])], False)
+    assert (refused.error, refused.message) == (
+        ErrorCode.INVALID_REQUEST, "Config value subtract is not allowed for config key: retention.ms")
+    (broker,) = admin.incremental_alter_configs([(BROKER, "", [("log.cleanup.policy", APPEND, "compact")])], False)
+    assert broker.error == ErrorCode.NONE and zk.broker_configs["<default>"] == {"log.cleanup.policy": "delete,compact"}
 
 
 def test_broker_keys_kafka_cannot_change_live_are_refused_with_kafkas_message() -> None:
@@ -107,3 +127,16 @@ def test_a_log_rolls_at_a_segment_size_changed_live(tmp_path: Path) -> None:
 
 def test_add_config_syntax() -> None:
     assert parse_add_config("a=1, b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}
+
+
+def test_describe_broker_answers_password_configs_as_null_and_sensitive() -> None:
+    """Kafka's AdminManager.createBrokerConfigEntry: a PASSWORD key (or one of unknown type) is sent as null with
+    is_sensitive true, never as its value or a [hidden] mask."""
+    zk = zk_with_topic()
+    zk.broker_configs["1"] = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": "secret", "no.such.key": "x"}
+    admin = config_admin(zk, **{"cluster.credential": "s3cret"})
+    (result,) = admin.describe_configs([(BROKER, "1", None)])
+    entries = {e.name: e for e in result.entries}
+    for key in ("cluster.credential", "listener.name.sasl_plaintext.plain.sasl.jaas.config", "no.such.key"):
+        assert (entries[key].value, entries[key].is_sensitive) == (None, True), key
+    assert (entries["broker.id"].value, entries["broker.id"].is_sensitive) == ("1", False)
