@@ -16,10 +16,21 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v1.response import FindCoordinatorResponse
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KAFKA_PYTHON_GROUP_MEMBER, KafkaCluster, start_kafka_cluster
+from tests.integration.kafka_wire import WireConnection, encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +236,44 @@ def test_killing_the_coordinator_moves_the_group_and_keeps_every_acknowledged_co
     for partition, offset in before_kill.items():
         assert committed[partition] >= offset, "a commit acknowledged before the kill survived it"
     assert committed == acknowledged, "the last acknowledged commit of each partition is the committed offset"
+
+
+
+def test_a_standalone_commit_naming_a_departed_member_is_stored_on_the_empty_group(
+        cluster: KafkaCluster, wait_until: WaitUntil) -> None:
+    """Kafka 2.8's GroupCoordinator.doCommitOffsets: an OffsetCommit of generation -1 on an Empty group only stores
+    offsets, whatever member id it names (here that of a confluent-kafka member that has left). It was refused
+    with UNKNOWN_MEMBER_ID."""
+    admin = create_topic(cluster, "departed")
+    produce(cluster, "departed", range(20))
+    consumer = ck_consumer(cluster, "departed-group")
+    consumer.subscribe(["departed"])
+    deadline = time.monotonic() + 60
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "never assigned"
+        consumer.poll(0.2)
+
+    def described() -> Any:
+        [future] = admin.describe_consumer_groups(["departed-group"]).values()
+        return future.result(timeout=30)
+
+    [member] = described().members
+    consumer.close()
+    wait_until(lambda: str(described().state).endswith("EMPTY"), timeout=30, message="the group Empty")
+
+    with WireConnection(cluster.brokers[1].kafka_address) as any_broker:
+        any_broker.send(encode_request(FindCoordinatorRequest(key=GroupId("departed-group"), key_type=i8(0)), 1))
+        _, found = any_broker.receive_body(FindCoordinatorResponse)
+    assert found.error_code == 0
+    commit = OffsetCommitRequest(
+        group_id=GroupId("departed-group"), generation_id_or_member_epoch=i32(-1), member_id=member.member_id,
+        group_instance_id=None, topics=(OffsetCommitRequestTopic(name=TopicName("departed"), partitions=(
+            OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(7),
+                                         committed_leader_epoch=i32(-1), committed_metadata="standalone"),)),))
+    with WireConnection(f"{found.host}:{found.port}") as coordinator:
+        coordinator.send(encode_request(commit, 2))
+        _, answer = coordinator.receive_body(OffsetCommitResponse)
+    assert [p.error_code for t in answer.topics for p in t.partitions] == [0]
+    committed = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "departed-group"}).committed(
+        [CkTopicPartition("departed", 0)], timeout=30)
+    assert [(p.offset, p.metadata) for p in committed] == [(7, "standalone")]

@@ -668,7 +668,7 @@ class GroupCoordinator:
                              generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
                              ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: per partition, NONE once the commit is in __consumer_offsets with the configured acks.
-        generation_id -1 with no member id is a standalone commit (a group without members)."""
+        generation_id -1 is a standalone commit, stored while the group has no members (Empty)."""
         error = self._validate_group_status(group_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -684,8 +684,6 @@ class GroupCoordinator:
                 return {**answers, **dict.fromkeys(known, ErrorCode.ILLEGAL_GENERATION)}
             group = self.manager.add_group(GroupMetadata(group_id, current_state_timestamp=self._time_ms()))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
-        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
-            error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
             return {**answers, **dict.fromkeys(known, error)}
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
@@ -696,14 +694,17 @@ class GroupCoordinator:
     @staticmethod
     def _validate_offset_commit(group: GroupMetadata, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> ErrorCode | None:
+        """Kafka 2.8's GroupCoordinator.doCommitOffsets, in its order."""
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            return _member_error(group, member_id, group_instance_id, generation_id)
-        if not group.is_(GroupState.EMPTY):
-            # Only a group without members may take standalone commits.
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            # The group only uses Kafka to store offsets: stored whatever member id the commit names.
+            return None
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return _member_error(group, member_id, group_instance_id, generation_id)
 
     async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
         """The committed offsets of `partitions` (None: every partition the group has committed)."""

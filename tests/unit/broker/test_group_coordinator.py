@@ -373,6 +373,19 @@ def test_commits_need_the_current_generation_and_a_member() -> None:
     run(scenario)
 
 
+def test_a_standalone_commit_naming_a_member_id_is_stored_while_the_group_is_empty() -> None:
+    """Kafka 2.8's GroupCoordinator.doCommitOffsets: generation -1 on an Empty group only stores offsets, whatever
+    member id the commit carries (a new group is created Empty for it)."""
+    async def scenario() -> None:
+        h = Harness()
+        await h.own_partition()
+        assert await commit(h, "a-former-member", -1, 7) == {TOPIC_TP: ErrorCode.NONE}
+        assert await commit(h, "another", -1, 8) == {TOPIC_TP: ErrorCode.NONE}, "the group exists now, still Empty"
+        assert (await h.coordinator.fetch_offsets(GROUP, [TOPIC_TP])).offsets[TOPIC_TP].offset == 8
+
+    run(scenario)
+
+
 def test_a_failed_append_is_not_a_commit() -> None:
     async def scenario() -> None:
         h = Harness()
