@@ -304,6 +304,16 @@ def read_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) ->
     return _OFFSET_LENGTH.unpack_from(buf, pos)
 
 
+def has_more_than_one_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a second batch starts after the first one's end, by its batchLength alone (per request, not per
+    record), as Kafka's batch iterator sees one: at least a baseOffset and batchLength's worth of bytes. Fewer are
+    no batch at all (the log refuses them as corrupt)."""
+    if len(buf) < LOG_OVERHEAD:
+        return False
+    _offset, length = read_offset_and_length(buf)
+    return len(buf) - (LOG_OVERHEAD + length) >= LOG_OVERHEAD
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the 61-byte header at `pos` without checking anything."""
     if len(buf) - pos < HEADER_SIZE:

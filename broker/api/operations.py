@@ -44,6 +44,7 @@ from broker.server.config_admin import ResourceType as ConfigResourceType
 from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
+from common.record import has_more_than_one_batch
 from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -201,6 +202,11 @@ class BrokerOperations:
                 # Only its coordinator writes an internal topic (Kafka's internalTopicsAllowed).
                 refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                        error_message=f"Cannot append to internal topic {tp.topic}")
+            elif has_more_than_one_batch(records):
+                # Kafka's LogValidator (getFirstBatchAndMaybeValidateNoMoreBatches): a client sends at most one v2
+                # batch per partition. Else a retried first batch, answered as a duplicate, would hide the rest.
+                refused[tp] = ProducePartitionResponse(ErrorCode.INVALID_RECORD,
+                                                       error_message="Compressed outer record has more than one batch")
             else:
                 entries.append((tp, records))
         result: asyncio.Future[dict[TopicPartition, ProducePartitionResponse]] = self._loop.create_future()

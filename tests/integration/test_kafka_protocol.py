@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
 from kio.schema.metadata.v8.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v8.response import MetadataResponse
 from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -120,6 +122,33 @@ def test_a_corrupt_batch_gets_corrupt_message_and_an_unknown_partition_its_error
         _, unknown = conn.receive_body(ProduceResponse)
     assert corrupt.responses[0].partition_responses[0].error_code == 2  # CORRUPT_MESSAGE
     assert unknown.responses[0].partition_responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_more_than_one_batch_for_a_partition_is_invalid_record(cluster: KafkaCluster) -> None:
+    """Kafka's LogValidator refuses a second v2 batch for one partition in a Produce ("Compressed outer record has
+    more than one batch", INVALID_RECORD). Here a retried first batch sent with the next one was answered as a
+    duplicate and the next one acknowledged but never written."""
+    with WireConnection(broker(cluster).kafka_address) as conn:
+        conn.send(encode_request(InitProducerIdRequest(transactional_id=None, transaction_timeout=i32Timedelta.parse(
+            datetime.timedelta(minutes=1))), 1))
+        _, init = conn.receive_body(InitProducerIdResponse)
+        assert init.error_code == 0
+
+        def batch(sequence: int, value: bytes) -> bytes:
+            return build_batch([ProducerRecord(value, b"k")], producer_id=init.producer_id,
+                               producer_epoch=init.producer_epoch, base_sequence=sequence)
+
+        first, second = batch(0, b"first"), batch(1, b"second")
+        conn.send(produce_request(2, 1, first) + produce_request(3, 1, first + second))
+        [appended] = conn.receive_body(ProduceResponse)[1].responses[0].partition_responses
+        [refused] = conn.receive_body(ProduceResponse)[1].responses[0].partition_responses
+        assert appended.error_code == 0
+        assert (refused.error_code, refused.error_message) == (
+            87, "Compressed outer record has more than one batch")  # INVALID_RECORD
+        # Nothing of the refused request was written: the second batch alone comes right after the first.
+        conn.send(produce_request(4, 1, second))
+        [next_one] = conn.receive_body(ProduceResponse)[1].responses[0].partition_responses
+        assert (next_one.error_code, next_one.base_offset) == (0, appended.base_offset + 1)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from common import record as rec
-from common.record import CompressionType, ProducerRecord, TimestampType
+from common.record import CompressionType, ProducerRecord, TimestampType, build_batch, has_more_than_one_batch
 from proto.errors import ErrorCode, KafkaError
 
 SUPPORTED = list(CompressionType)
@@ -188,3 +188,11 @@ def test_round_trip_property(records: list[ProducerRecord], codec: CompressionTy
     assert [(r.key, r.value, r.timestamp, r.headers) for r in decoded] == [
         (p.key, p.value, p.timestamp, p.headers) for p in records
     ]
+
+
+def test_more_than_one_batch_is_told_by_the_first_batch_length_alone() -> None:
+    one = build_batch([ProducerRecord(b"a", b"k"), ProducerRecord(b"b", b"k")])
+    assert not has_more_than_one_batch(one)
+    assert has_more_than_one_batch(one + one)
+    assert has_more_than_one_batch(one + one[:12]) and not has_more_than_one_batch(one + one[:11])
+    assert not has_more_than_one_batch(b"") and not has_more_than_one_batch(one[:8])
