@@ -333,9 +333,8 @@ class Log:
             stamp = now if log_append_time else NO_TIMESTAMP
             first_offset = self.log_end_offset
             spans, producer_batch_positions = assign_offsets(view, batches, first_offset, leader_epoch, stamp)
-            self._append(view, first_offset, spans, now)
-            for batch_position in producer_batch_positions:
-                self.producer_state.update(parse_header(view, batch_position))
+            self._append(view, first_offset, spans, now,
+                         [parse_header(view, position) for position in producer_batch_positions])
             if self.leader_epoch_cache is not None and leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             flush_to = self._flush_target(now)
@@ -374,10 +373,7 @@ class Log:
                     first_offset, batches[-1].last_offset,
                 )
             now = self._time()
-            self._append(view, first_offset, spans, now)
-            for header in batches:
-                if header.producer_id >= 0:
-                    self.producer_state.update(header)
+            self._append(view, first_offset, spans, now, [header for header in batches if header.producer_id >= 0])
             if self.leader_epoch_cache is not None:
                 last_epoch = None
                 for header in batches:
@@ -390,18 +386,24 @@ class Log:
             self.flush(flush_to)
         return _append_info(first_offset, spans, NO_TIMESTAMP, tuple(batches))
 
-    def _append(self, data: memoryview, first_offset: int, spans: list[BatchSpan], now: int) -> None:
-        """Write batches that already carry their final offsets at the log end (lock held).
+    def _append(self, data: memoryview, first_offset: int, spans: list[BatchSpan], now: int,
+                producer_batches: list[BatchHeader]) -> None:
+        """Write batches that already carry their final offsets at the log end (lock held), and apply the
+        producer batches among them (final offsets too) to the producer state.
 
         A leader's append is always one run (larger requests are refused). A
         follower's fetch may carry more than a segment's worth, which Kafka would
         refuse, leaving the follower stuck on a leader whose segment.bytes shrank:
         here it is split into runs that each fit in one segment (bytes and int32
-        relative offsets), each written with one write.
+        relative offsets), each written with one write. Rolls fall only between
+        batches, and each run's producer batches are applied before the next
+        roll snapshots the producer state at its base offset.
         """
         segment_bytes = self.config.segment_bytes
         start = 0
         run_first_offset = first_offset
+        pending = iter(producer_batches)
+        next_producer_batch = next(pending, None)
         i = 0
         while i < len(spans):
             j = i
@@ -417,6 +419,9 @@ class Log:
             last_offset = spans[j - 1].last_offset
             segment = self._maybe_roll(size, max_timestamp, last_offset, now)
             segment.append(data[start:start + size], spans[i:j])
+            while next_producer_batch is not None and next_producer_batch.last_offset <= last_offset:
+                self.producer_state.update(next_producer_batch)
+                next_producer_batch = next(pending, None)
             start += size
             run_first_offset = last_offset + 1
             i = j

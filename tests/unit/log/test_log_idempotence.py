@@ -80,3 +80,19 @@ def test_follower_append_feeds_producer_state(tmp_path: Path) -> None:
     assert follower.append_as_leader(batch(4), 4).duplicate
 
 
+def test_a_follower_chunk_over_several_segments_applies_producer_state_before_each_roll(tmp_path: Path) -> None:
+    """A fetch larger than the follower's segment.bytes (the leader wrote its segment before segment.bytes
+    shrank) is written in runs, rolling at batch boundaries as Kafka does; each roll's producer snapshot must
+    follow the batches below it. It was taken first, so applying those batches then failed the partition."""
+    leader = Log.open(tmp_path / "leader" / "t-0", LogConfig(segment_bytes=1 << 20), time=lambda: 1_000)
+    for seq in range(0, 40, 2):
+        leader.append_as_leader(batch(seq), 3)
+    follower = open_log(tmp_path / "follower")
+    follower.append_as_follower(leader.read(0, 1 << 20).records.read())
+    assert follower.num_segments > 2 and follower.log_end_offset == 40
+    assert follower.append_as_leader(batch(38), 4).duplicate
+    # A crash restart loads the newest roll's snapshot and replays the active segment: the same state.
+    again = open_log(tmp_path / "follower")
+    assert again.append_as_leader(batch(38), 4).duplicate
+    assert not again.append_as_leader(batch(40), 4).duplicate
+
