@@ -1,5 +1,5 @@
-"""A valid request of every version of every API, built with kio from Kafka's own JSON message schemas (kio
-covers every version of every API; kafka-python's protocol classes stop short of several served versions).
+"""A valid request of every version of every API, built with kio, the project's codec, generated from Kafka's own
+JSON message schemas: it has a class for every version of every API the broker advertises.
 
 Every field of the version's schema is filled: a value this module names for it (by field name, or a dotted
 path's tail for the names that mean different things in different places), else the schema's default, else a
