@@ -25,15 +25,15 @@ from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
 from broker.api.operations import BrokerOperations, duplicates, group_by_topic
 from broker.fetcher.protocol import BrokerEndPoint
-from broker.purgatory.delayed_create_topics import DelayedCreateTopics
-from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
 from broker.server.admin_manager import NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigsResult
+from broker.server.delayed_create_topics import DelayedCreateTopics
 from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.server.metrics import BrokerMetrics
 from broker.server.topic_config import TopicConfig, TopicConfigs

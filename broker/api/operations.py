@@ -30,17 +30,17 @@ from typing import Any, TypeVar
 
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.purgatory.completion import Completion
-from broker.purgatory.delayed_create_topics import DelayedCreateTopics
-from broker.purgatory.delayed_delete_records import DeleteRecordsPartitionStatus
-from broker.purgatory.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
-from broker.purgatory.delayed_produce import ProducePartitionResponse
 from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
+from broker.replication.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
+from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
 from broker.server.config_admin import ResourceType as ConfigResourceType
+from broker.server.delayed_create_topics import DelayedCreateTopics
 from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin

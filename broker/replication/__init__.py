@@ -10,4 +10,9 @@
   isr_change_propagation.py  batched /isr_change_notification writes for the controller
   replica_manager.py         ReplicaManager: LeaderAndIsr / StopReplica, produce and fetch across partitions,
                              the ISR shrink task, the fetchers and purgatories it drives
+  delayed_produce.py         DelayedProduce (acks=all: until the HW passes its last offset; min.insync.replicas
+                             is checked by rules.py) and ProducePartitionResponse, the produce answer
+  delayed_fetch.py           DelayedFetch (long poll: until min_bytes or max_wait_ms) and a fetch's vocabulary:
+                             FetchParams, PartitionFetchInfo, LogReadResult, FetchResults
+  delayed_delete_records.py  DeleteRecords: until every in-sync replica's log start offset reached the offset
 """

@@ -42,12 +42,14 @@ from broker.fetcher.thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
 from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogManager
-from broker.purgatory.delayed_delete_records import (
+from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.purgatory.timer import Timer
+from broker.replication.delayed_delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
     DeleteRecordsResponseCallback,
 )
-from broker.purgatory.delayed_fetch import (
+from broker.replication.delayed_fetch import (
     DelayedFetch,
     FetchParams,
     FetchResponseCallback,
@@ -55,14 +57,12 @@ from broker.purgatory.delayed_fetch import (
     LogReadResult,
     PartitionFetchInfo,
 )
-from broker.purgatory.delayed_produce import (
+from broker.replication.delayed_produce import (
     DelayedProduce,
     ProducePartitionResponse,
     ProducePartitionStatus,
     ProduceResponseCallback,
 )
-from broker.purgatory.purgatory import DelayedOperationPurgatory
-from broker.purgatory.timer import Timer
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
 from broker.server.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState

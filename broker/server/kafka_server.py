@@ -64,7 +64,6 @@ from broker.log.cleaner.threads import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.manager import LogManager
-from broker.purgatory.delayed_create_topics import DelayedCreateTopics
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.purgatory.timer import AsyncioTimer
 from broker.replication.isr_change_propagation import (
@@ -85,6 +84,7 @@ from broker.security.scram import CredentialCache
 from broker.server.admin_manager import AdminManager
 from broker.server.config import KafkaConfig
 from broker.server.config_admin import ConfigAdmin
+from broker.server.delayed_create_topics import DelayedCreateTopics
 from broker.server.dynamic_config import DynamicConfigManager
 from broker.server.log_dir_failure_handler import LogDirFailureHandler
 from broker.server.malloc import tune_malloc

@@ -15,7 +15,7 @@ from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, to_millis
 from broker.api.operations import group_by_topic
 from broker.log.file_slice import FileSlice
-from broker.purgatory.delayed_fetch import LogReadResult, PartitionFetchInfo
+from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -20,7 +20,7 @@ from broker.api.kafka.protocol import (
     to_millis,
 )
 from broker.api.operations import group_by_topic
-from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.replication.delayed_produce import ProducePartitionResponse
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -11,7 +11,9 @@
                             broker becomes its leader, dropping it when it stops, cleanupGroupMetadata (the
                             tombstones of expired, deleted offsets and groups)
   records.py                the __consumer_offsets record keys and values, byte for byte Kafka's schemas
+  delayed_join.py           DelayedJoin / InitialDelayedJoin: a group's rebalance waiting for its members
+                            (group.initial.rebalance.delay.ms for a new group)
+  delayed_heartbeat.py      DelayedHeartbeat: a group member's session timeout
 
-Its timers are delayed operations in the purgatory (broker/purgatory/delayed_join.py: DelayedJoin and
-InitialDelayedJoin; broker/purgatory/delayed_heartbeat.py: DelayedHeartbeat), woken by the coordinator.
+Its timers are delayed operations in broker/purgatory/'s purgatory, woken by the coordinator.
 """

@@ -34,6 +34,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from broker.coordinator.group.delayed_heartbeat import DelayedHeartbeat, member_key
+from broker.coordinator.group.delayed_join import DelayedJoin, InitialDelayedJoin, group_join_key
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, GroupMetadataManager
 from broker.coordinator.group.results import (
@@ -53,8 +55,6 @@ from broker.coordinator.group.results import (
     PartitionOffset,
     SyncGroupResult,
 )
-from broker.purgatory.delayed_heartbeat import DelayedHeartbeat, member_key
-from broker.purgatory.delayed_join import DelayedJoin, InitialDelayedJoin, group_join_key
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.server.metadata_cache import NO_LEADER, MetadataCache
 from proto.errors import ErrorCode

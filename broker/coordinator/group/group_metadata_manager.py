@@ -34,7 +34,7 @@ from broker.coordinator.group.group_metadata import (
     MemberMetadata,
 )
 from broker.coordinator.group.results import OffsetAndMetadata, PartitionOffset
-from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.replication.delayed_produce import ProducePartitionResponse
 from common.java_hash import java_string_hash, kafka_abs
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode, KafkaError

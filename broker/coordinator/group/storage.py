@@ -11,7 +11,7 @@ import threading
 
 from broker.coordinator.group.group_metadata_manager import LoadedPartition, read_partition_log
 from broker.purgatory.completion import Completion
-from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.replica_manager import ReplicaManager
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition

@@ -14,7 +14,7 @@ from typing import Any
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.manager import LogManager
-from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.delayed_fetch import FetchParams, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.config import KafkaConfig

@@ -22,7 +22,7 @@ from broker_helpers import (
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import LOG_START_OFFSET_CHECKPOINT
 from broker.log.manager import LogManager
-from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.delayed_fetch import FetchParams, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, Partition
 from proto.errors import ErrorCode, KafkaError
 from tests.fakes import FakeClock

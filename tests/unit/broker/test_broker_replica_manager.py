@@ -21,8 +21,8 @@ from broker_helpers import (
     produce,
 )
 
-from broker.purgatory.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
-from broker.purgatory.delayed_produce import ProducePartitionResponse
+from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
+from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.partition import FetchIsolation
 from common.record import CRC_POS
 from proto.errors import ErrorCode

@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 import pytest
 
 from broker.coordinator.group import records
+from broker.coordinator.group.delayed_heartbeat import DelayedHeartbeat
+from broker.coordinator.group.delayed_join import DelayedJoin
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import (
     GROUP_METADATA_TOPIC_NAME,
@@ -27,10 +29,8 @@ from broker.coordinator.group.results import (
     OffsetAndMetadata,
     SyncGroupResult,
 )
-from broker.purgatory.delayed_heartbeat import DelayedHeartbeat
-from broker.purgatory.delayed_join import DelayedJoin
-from broker.purgatory.delayed_produce import ProducePartitionResponse
 from broker.purgatory.purgatory import DelayedOperationPurgatory
+from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.server.metadata_cache import MetadataCache
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode

@@ -19,7 +19,7 @@ from broker.api.kafka import fetch
 from broker.api.kafka.connection import KafkaConnection
 from broker.api.kafka.protocol import Reply
 from broker.log.file_slice import FileSlice, SharedFile
-from broker.purgatory.delayed_fetch import LogReadResult
+from broker.replication.delayed_fetch import LogReadResult
 from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
