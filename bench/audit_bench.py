@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.manager import LogManager
 from common.record import CompressionType, ProducerRecord, build_batch
 from proto.types import TopicPartition

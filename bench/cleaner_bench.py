@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from common.record import ProducerRecord, build_batch
 

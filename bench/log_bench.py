@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from broker.server.malloc import tune_malloc
 from common.record import HEADER_SIZE, ProducerRecord, build_batch

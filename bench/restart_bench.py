@@ -44,7 +44,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from client import Admin, NewTopic
 from common.record import ProducerRecord, build_batch

@@ -1,9 +1,21 @@
 """The broker (Kafka 2.x's kafka.server + kafka.cluster + kafka.log, ZooKeeper era), in layers.
 
-Each layer imports only those listed after it: api -> coordinator -> server -> replication, fetcher, purgatory
--> log, and all of them -> common/, proto/, zk/; server/kafka_server.py, which builds everything, is the one
-exception. Replication never imports a coordinator: the server injects the coordinator as the ReplicaManager's
-leadership listener. Never controller/ (tests/unit/test_import_contracts.py checks both).
+Each layer imports only the layers below it, top to bottom (siblings on one line import neither the other):
+
+  server/                      the process: KafkaServer wires everything; no other broker package imports it
+  api/                         the two front doors (gRPC; Kafka's wire protocol in api/kafka/)
+  coordinator/                 the group coordinator on __consumer_offsets
+  admin/                       CreateTopics and the other admin requests' rules, DelayedCreateTopics
+  replication/                 Partition, ReplicaManager, DelayedProduce / DelayedFetch / DelayedDeleteRecords
+  fetcher/                     follower fetcher threads (a partition through its own FollowerPartition protocol)
+  log/ | security/             the partition log; principals, authentication, ACLs
+  config/                      KafkaConfig, LogConfig, topic configs, metrics, MetadataCache
+  purgatory/                   the purgatory, its timer, the completion (the ground floor)
+
+and all of them -> common/, proto/, zk/; never controller/. pyproject.toml's "broker-layers" contract checks the
+order (tests/unit/test_import_contracts.py shows it fails on an upward import; scripts/package_graph.py prints the
+graph). Replication never imports a coordinator: the server injects the coordinator as the ReplicaManager's
+leadership listener.
 
 Where the rules live:
   High watermark     broker/replication/rules.py  leader_high_watermark (min LEO over the maximal ISR,
@@ -24,14 +36,24 @@ Where the rules live:
                      .timeindex), log/checkpoint.py (checkpoint text), log/log.py (append, read, recovery)
 
 Packages:
-  log/          the partition log: segments, indexes, checkpoints, recovery, producer state, LogManager
-  replication/  Partition, Replica, the rules above, ReplicaManager (the partitions this broker hosts)
-  fetcher/      follower fetcher threads: one per (leader, fetcher id), truncation, the gRPC leader end
-  purgatory/    delayed operations: DelayedProduce (acks=all), DelayedFetch (long poll), DelayedCreateTopics,
-                the group coordinator's DelayedJoin / InitialDelayedJoin / DelayedHeartbeat
+  server/       the process: KafkaServer start-up and shutdown, dynamic config's listeners, the log dir failure
+                handler, the scheduler
+  api/          request adapters: operations.py (what both doors call), the gRPC KafkaApis (grpc_apis.py);
+                Kafka's wire protocol in api/kafka/ (its API table: api/kafka/api_table.py)
   coordinator/  the group coordinator on the replicated, compacted __consumer_offsets (membership, rebalances,
-                committed offsets; loaded when this broker becomes a partition's leader)
-  api/          request adapters: the gRPC KafkaApis today (grpc_apis.py); Kafka's wire protocol in api/kafka/
-  server/       the process: KafkaServer start-up, KafkaConfig, topic configs, scheduler, metrics,
-                MetadataCache, AdminManager, producer ids, group offsets (ZooKeeper's, for the gRPC door)
+                committed offsets; loaded when this broker becomes a partition's leader), with its delayed
+                operations DelayedJoin / InitialDelayedJoin / DelayedHeartbeat
+  admin/        AdminManager (CreateTopics, CreatePartitions, DeleteTopics), DelayedCreateTopics, ConfigAdmin,
+                ScramAdmin, the producer id blocks
+  replication/  Partition, Replica, the rules above, ReplicaManager (the partitions this broker hosts) and its
+                delayed operations: DelayedProduce (acks=all), DelayedFetch (long poll), DelayedDeleteRecords
+  fetcher/      follower fetcher threads: one per (leader, fetcher id), truncation, the gRPC leader end
+  log/          the partition log: segments, indexes, checkpoints, recovery, producer state, LogManager, and
+                the log cleaner (cleaner.py the algorithm, log_cleaner.py its threads, cleaner_manager.py which
+                log next, offset_map.py its key map)
+  security/     who is asking and what they may do: TLS, SASL (PLAIN, SCRAM), SSL principals, the ACLs and
+                the AclAuthorizer, their ZooKeeper store
+  config/       KafkaConfig, LogConfig, topic configs, which broker configs may change live, BrokerMetrics,
+                MetadataCache
+  purgatory/    the purgatory: delayed operations watched by key, completed on events, expired on a timer
 """

@@ -3,7 +3,7 @@
 The value types, validators and ConfigError messages of Kafka's ConfigDef, the
 listener parsing of its EndPoint / CoreUtils, and the .properties reading with
 `--override key=value` on top. The key lists themselves live with their
-process: broker/server/config.py (KafkaConfig), controller/config.py
+process: broker/config/kafka_config.py (KafkaConfig), controller/config.py
 (ControllerConfig).
 """
 

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from broker.server.config import KafkaConfig
+from broker.config.kafka_config import KafkaConfig
 from common.config import parse_endpoints
 from common.properties import format_properties
 from controller.config import ControllerConfig

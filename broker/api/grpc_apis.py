@@ -21,22 +21,22 @@ from typing import Any
 
 import grpc
 
+from broker.admin.admin_manager import NewPartitions, NewTopic
+from broker.admin.config_admin import AlterConfigsResult
+from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
 from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.config.kafka_config import KafkaConfig
+from broker.config.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
+from broker.config.metrics import BrokerMetrics
+from broker.config.topic_config import TopicConfig, TopicConfigs
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
-from broker.server.admin_manager import NewPartitions, NewTopic
-from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigsResult
-from broker.server.delayed_create_topics import DelayedCreateTopics
-from broker.server.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
-from broker.server.metrics import BrokerMetrics
-from broker.server.topic_config import TopicConfig, TopicConfigs
 from common.security.authorizer import Session
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc

@@ -28,6 +28,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from broker.admin.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
+from broker.admin.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
+from broker.admin.config_admin import ResourceType as ConfigResourceType
+from broker.admin.delayed_create_topics import DelayedCreateTopics
+from broker.admin.producer_id_manager import ProducerIdManager
+from broker.admin.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
+from broker.config.kafka_config import KafkaConfig
+from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.purgatory.completion import Completion
 from broker.purgatory.purgatory import DelayedOperationPurgatory
@@ -36,14 +44,6 @@ from broker.replication.delayed_fetch import FetchParams, FetchResults, LogReadR
 from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from broker.server.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
-from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
-from broker.server.config_admin import ResourceType as ConfigResourceType
-from broker.server.delayed_create_topics import DelayedCreateTopics
-from broker.server.metadata_cache import MetadataCache, Node, TopicMetadata
-from broker.server.producer_id_manager import ProducerIdManager
-from broker.server.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
 from common.record import has_more_than_one_batch
 from common.security.acl import (
     CLUSTER_NAME,

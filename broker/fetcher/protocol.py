@@ -3,6 +3,8 @@
 `LeaderEndPoint` is the three calls a follower makes to its leader (Fetch,
 OffsetsForLeaderEpoch, ListOffsets); the real one is gRPC
 (broker/fetcher/blocking_send.py), unit tests put a leader Partition behind it.
+`FollowerPartition` is the local partition as a fetcher drives it: broker/replication's Partition is the
+real one, so the fetcher needs no import of the layer above it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.log.log import LogAppendInfo
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+
+EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
+LATEST_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +101,23 @@ class LeaderEndPoint(Protocol):
     def close(self) -> None:
         """Release the connection; a call in flight fails at once (how a fetcher thread is woken to stop)."""
         ...
+
+
+class FollowerPartition(Protocol):
+    """A local follower partition, each call checked against the leader epoch the fetcher follows in
+    (broker/replication/partition.py's Partition; raises KafkaError when the epoch or role moved)."""
+
+    def follower_offsets(self, leader_epoch: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of the follower's log, for the next fetch."""
+        ...
+
+    def latest_epoch(self, leader_epoch: int) -> int | None: ...
+
+    def end_offset_for_epoch(self, leader_epoch: int, epoch: int) -> tuple[int, int] | None: ...
+
+    def truncate_to(self, leader_epoch: int, offset: int) -> int: ...
+
+    def truncate_fully_and_start_at(self, leader_epoch: int, offset: int) -> None: ...
+
+    def append_records_to_follower(self, leader_epoch: int, fetch_offset: int, records: bytes,
+                                   leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo: ...

@@ -29,16 +29,18 @@ from functools import partial
 from typing import TypeVar
 
 from broker.fetcher.protocol import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     BrokerEndPoint,
     EpochRequest,
     FetchRequestPartition,
     FetchResponsePartition,
+    FollowerPartition,
     InitialFetchState,
     LeaderEndPoint,
     ReplicaFetcherConfig,
 )
 from broker.fetcher.truncation import OutOfRangeAction, offset_truncation_state, out_of_range_reset
-from broker.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
@@ -64,8 +66,17 @@ class PartitionFetchState:
         return self.state is state and self.delayed_until_ms <= now_ms
 
 
-PartitionLookup = Callable[[TopicPartition], "Partition | None"]
+PartitionLookup = Callable[[TopicPartition], FollowerPartition | None]
 _T = TypeVar("_T")
+
+
+# Bound as partials while iterating: a lambda there would close over the loop's variable.
+def _latest_epoch(partition: FollowerPartition, leader_epoch: int) -> int | None:
+    return partition.latest_epoch(leader_epoch)
+
+
+def _follower_offsets(partition: FollowerPartition, leader_epoch: int) -> tuple[int, int]:
+    return partition.follower_offsets(leader_epoch)
 
 
 def _monotonic_ms() -> float:
@@ -201,7 +212,7 @@ class ReplicaFetcherThread(threading.Thread):
                 if not state.is_ready(FetchState.TRUNCATING, now):
                     continue
                 epoch = self._call_partition(tp, state,
-                                             partial(Partition.latest_epoch, leader_epoch=state.current_leader_epoch))
+                                             partial(_latest_epoch, leader_epoch=state.current_leader_epoch))
                 if isinstance(epoch, _Failed):
                     continue
                 if epoch is None:
@@ -241,7 +252,7 @@ class ReplicaFetcherThread(threading.Thread):
                                       leader_end_offset: int) -> None:
         epoch = state.current_leader_epoch
 
-        def decide(partition: Partition) -> tuple[int, bool]:
+        def decide(partition: FollowerPartition) -> tuple[int, bool]:
             _, replica_end = partition.follower_offsets(epoch)
             decision = offset_truncation_state(
                 tp, leader_epoch, leader_end_offset, state.fetch_offset, replica_end,
@@ -269,8 +280,7 @@ class ReplicaFetcherThread(threading.Thread):
                 if not state.is_ready(FetchState.FETCHING, now):
                     continue
                 offsets = self._call_partition(tp, state,
-                                               partial(Partition.follower_offsets,
-                                                       leader_epoch=state.current_leader_epoch))
+                                               partial(_follower_offsets, leader_epoch=state.current_leader_epoch))
                 if isinstance(offsets, _Failed):
                     continue
                 requested[tp] = (state, FetchRequestPartition(tp, state.fetch_offset, offsets[0],
@@ -351,7 +361,7 @@ class ReplicaFetcherThread(threading.Thread):
             if not self._still(tp, state):
                 return
 
-            def reset(partition: Partition) -> int:
+            def reset(partition: FollowerPartition) -> int:
                 _, replica_end = partition.follower_offsets(epoch)
                 decision = out_of_range_reset(replica_end, leader_end, leader_start)
                 if decision.action is OutOfRangeAction.TRUNCATE_TO:
@@ -375,7 +385,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ the local partition
 
-    def _call_partition(self, tp: TopicPartition, state: PartitionFetchState, work: Callable[[Partition], _T]
+    def _call_partition(self, tp: TopicPartition, state: PartitionFetchState, work: Callable[[FollowerPartition], _T]
                         ) -> _T | _Failed:
         """Run `work` on the local partition (lock held); on failure delay or fail the partition and return
         _FAILED. A partition that no longer follows in this epoch is left for LeaderAndIsr to move."""

@@ -14,7 +14,7 @@
   cleaner/           the log cleaner: the algorithm (Cleaner), the threads (LogCleaner), the manager, the offset map
   manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints, a dir's failure
   log_dir_failure.py LogDirFailureChannel: where an I/O error on a log dir is reported (the dir goes offline)
-  config.py          LogConfig: a topic's log settings
   dump.py            kafka-dump-log's output for `minibroker dump-log`
-The record format itself (RecordBatch v2) is common/record.py: the client and the audit share it.
+A log's configs (LogConfig) are broker/config/log_config.py. The record format itself (RecordBatch v2) is
+common/record.py: the client and the audit share it.
 """

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.file_slice import FileSlice
 from broker.log.files import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir
 from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel

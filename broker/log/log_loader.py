@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.config.log_config import LogConfig
 from broker.log.batch_scan import scan_batches
-from broker.log.config import LogConfig
 from broker.log.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,

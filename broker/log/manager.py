@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoint import OffsetCheckpointFile, atomic_write
-from broker.log.config import LogConfig
 from broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
     DELETE_DIR_SUFFIX,

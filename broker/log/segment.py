@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.file_slice import FileSlice, SharedFile
 from broker.log.files import (
     DELETED_FILE_SUFFIX,

@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.config.topic_config import TopicConfig
+from broker.fetcher.protocol import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from broker.log.manager import LogManager
@@ -47,7 +49,6 @@ from broker.replication.rules import (
     maximal_isr,
     out_of_sync_replicas,
 )
-from broker.server.topic_config import TopicConfig
 from common.record import NO_TIMESTAMP
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
@@ -57,8 +58,6 @@ logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 UNKNOWN_LEADER_EPOCH = -1  # also the "skip the fencing check" value of current_leader_epoch (KIP-320)
-EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
-LATEST_TIMESTAMP = -1
 
 
 class FetchIsolation(enum.Enum):

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.config.metrics import BrokerMetrics
 from broker.replication.isr_change_propagation import IsrChangePropagator
-from broker.server.metrics import BrokerMetrics
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 from zk.paths import LeaderIsrAndControllerEpoch

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from broker.config.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.config.metrics import BrokerMetrics
+from broker.config.topic_config import TopicConfig
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.log import TimestampAndOffset
@@ -65,9 +68,6 @@ from broker.replication.delayed_produce import (
 )
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
-from broker.server.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.server.metrics import BrokerMetrics
-from broker.server.topic_config import TopicConfig
 from proto.errors import ErrorCode, KafkaError, KafkaStorageError
 from proto.types import TopicPartition
 from zk.paths import validate_topic

@@ -12,6 +12,6 @@ the AclAuthorizer) is common/security/, shared with the controller; the ACLs in 
                     interceptor after connection.failed.authentication.delay.ms
 
 Where requests are checked: broker/api/operations.py (both doors). The Kafka protocol around authentication
-(SaslHandshake, SaslAuthenticate, the TLS handshake of a connection) is in broker/api/kafka/ (sasl_authenticator.py,
-listener.py, listener_security.py).
+(SaslHandshake, SaslAuthenticate, the TLS handshake of a connection) is in broker/api/kafka/
+(sasl_authenticator.py, listener.py, listener_security.py).
 """

@@ -35,8 +35,8 @@ from typing import Any
 import grpc
 import scramp
 
+from broker.config.kafka_config import KafkaConfig
 from broker.security.scram import SCRAM_MECHANISMS, CredentialCache, ScramCredential, make_credential
-from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, basic_credentials, read_truststore
 from common.security.authorizer import AclAuthorizer, Session

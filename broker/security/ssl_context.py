@@ -19,7 +19,7 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from broker.server.config import KafkaConfig
+from broker.config.kafka_config import KafkaConfig
 from common.config import ConfigError, Password, parse_csv
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}

@@ -24,59 +24,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from broker.log.config import broker_key_synonyms
+from broker.config.broker_overrides import (
+    DYNAMIC_BROKER_CONFIGS,
+    NUM_REPLICA_FETCHERS,
+    positive_int,
+    validate_broker_overrides,
+)
+from broker.config.topic_config import TopicConfigs
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.scram import CredentialCache
-from broker.server.topic_config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, TopicConfigs
-from proto.errors import ErrorCode, KafkaError
+from proto.errors import KafkaError
 from zk.client import KafkaZkClient, Watch
 from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY, USERS_ENTITY, desanitize_entity_name
 
 logger = logging.getLogger(__name__)
 
-NUM_REPLICA_FETCHERS = "num.replica.fetchers"
 # Kafka's ZkNodeChangeNotificationListener changeExpirationMs: notifications older than this are deleted.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-
-# Kafka's DynamicBrokerConfig.AllDynamicConfigs, the part that names something this broker has: the broker
-# synonyms of topic configs (DynamicLogConfig), the thread pools (DynamicThreadPool) and the log cleaner's.
-DYNAMIC_BROKER_CONFIGS = frozenset({
-    *(key for synonyms in broker_key_synonyms() for key in synonyms),
-    MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, "log.cleanup.policy", "compression.type",
-    NUM_REPLICA_FETCHERS, "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
-    "background.threads",
-    "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms",
-})
-
-
-def validate_broker_overrides(overrides: Mapping[str, str], topic_configs: TopicConfigs) -> None:
-    """KafkaError(INVALID_CONFIG) unless every key may change live and every value parses."""
-    static = sorted(k for k in overrides if k not in DYNAMIC_BROKER_CONFIGS)
-    if static:
-        # Scala's Set.toString, as Kafka's message prints it.
-        raise KafkaError(f"Cannot update these configs dynamically: Set({', '.join(static)})",
-                         ErrorCode.INVALID_CONFIG)
-    try:
-        topic_configs.with_broker_overrides(overrides)
-        if NUM_REPLICA_FETCHERS in overrides:
-            _positive_int(NUM_REPLICA_FETCHERS, overrides[NUM_REPLICA_FETCHERS])
-    except ValueError as e:
-        raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
-
-
-def _positive_int(key: str, text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError(f"Invalid value {text} for configuration {key}: not a number") from None
-    if value < 1:
-        raise ValueError(f"Invalid value {text} for configuration {key}: Value must be at least 1")
-    return value
-
 
 class DynamicConfigManager:
     """Applies /config/changes notifications on this broker, one at a time, in sequence order."""
@@ -171,4 +138,4 @@ class DynamicConfigManager:
             self._apply_topic(topic)
         fetchers = usable.get(NUM_REPLICA_FETCHERS)
         self._resize_fetchers(self._static_num_replica_fetchers if fetchers is None
-                              else _positive_int(NUM_REPLICA_FETCHERS, fetchers))
+                              else positive_int(NUM_REPLICA_FETCHERS, fetchers))

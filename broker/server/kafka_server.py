@@ -46,12 +46,22 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.admin.admin_manager import AdminManager
+from broker.admin.config_admin import ConfigAdmin
+from broker.admin.delayed_create_topics import DelayedCreateTopics
+from broker.admin.producer_id_manager import ProducerIdManager
+from broker.admin.scram_admin import UserScramAdmin
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_apis import KafkaApis
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
 from broker.api.operations import BrokerOperations
+from broker.config.kafka_config import KafkaConfig
+from broker.config.log_config import LogConfig
+from broker.config.metadata_cache import MetadataCache
+from broker.config.metrics import BrokerMetrics
+from broker.config.topic_config import TopicConfigs
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from broker.coordinator.group.offsets_topic import OffsetsTopic
@@ -61,7 +71,6 @@ from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
 from broker.fetcher.thread import PartitionLookup
 from broker.log.cleaner.threads import CleanerConfig, LogCleaner
-from broker.log.config import LogConfig
 from broker.log.log_dir_failure import LogDirFailureChannel
 from broker.log.manager import LogManager
 from broker.purgatory.purgatory import DelayedOperationPurgatory
@@ -81,19 +90,10 @@ from broker.security.grpc_authentication import (
     scram_password_check,
 )
 from broker.security.scram import CredentialCache
-from broker.server.admin_manager import AdminManager
-from broker.server.config import KafkaConfig
-from broker.server.config_admin import ConfigAdmin
-from broker.server.delayed_create_topics import DelayedCreateTopics
 from broker.server.dynamic_config import DynamicConfigManager
 from broker.server.log_dir_failure_handler import LogDirFailureHandler
 from broker.server.malloc import tune_malloc
-from broker.server.metadata_cache import MetadataCache
-from broker.server.metrics import BrokerMetrics
-from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.scheduler import KafkaScheduler
-from broker.server.scram_admin import UserScramAdmin
-from broker.server.topic_config import TopicConfigs
 from common.config import ConfigError
 from common.limits import MESSAGE_SIZE_OPTIONS
 from common.security.authorizer import AclAuthorizer, parse_super_users

@@ -15,9 +15,9 @@ import logging
 import sys
 from pathlib import Path
 
+from broker.config.kafka_config import KafkaConfig, unused_configs_warning
 from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogDirOwnedError
-from broker.server.config import KafkaConfig, unused_configs_warning
 from broker.server.kafka_server import BrokerStartupError, KafkaServer
 from common.config import ConfigError
 from zk.client import DuplicateBrokerIdError

@@ -27,10 +27,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from broker.admin.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource
+from broker.config.kafka_config import KafkaConfig
+from broker.config.topic_config import TopicConfigs
 from broker.security.scram import alter_user_config, describe_user_config
-from broker.server.config import KafkaConfig
-from broker.server.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource
-from broker.server.topic_config import TopicConfigs
 from client.admin import Admin, ConfigResource, ConfigResourceType, OpType
 from client.admin import AlterConfigOp as ClientAlterConfigOp
 from minibroker.commands.client_options import (

@@ -47,7 +47,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.server.config import KafkaConfig
+from broker.config.kafka_config import KafkaConfig
 from common.config import GRPC_LISTENER_NAME, ConfigError, config_name
 from controller.config import ControllerConfig
 from minibroker.local import configs as cluster_configs

@@ -22,8 +22,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from broker.config.kafka_config import KafkaConfig
 from broker.log.files import CLEAN_SHUTDOWN_FILE, META_PROPERTIES, REPLICATION_OFFSET_CHECKPOINT
-from broker.server.config import KafkaConfig
 from broker.server.kafka_server import KafkaServer
 from common.record import (
     CRC_POS,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.server.config import EndPoint, KafkaConfig, unused_configs_warning
+from broker.config.kafka_config import EndPoint, KafkaConfig, unused_configs_warning
 from common.config import ConfigError, Password, config_name
 from common.properties import parse_properties, update_properties
 

@@ -18,9 +18,11 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlin
 
 # contract id -> (module file, a forbidden import planted in it)
 FORBIDDEN_IMPORTS = {
-    "common-is-shared": ("common/limits.py", "import broker.server.config"),
+    "common-is-shared": ("common/limits.py", "import broker.config.kafka_config"),
     "client-is-standalone": ("client/retry.py", "import broker.log.log"),
     "broker-controller-independent": ("broker/replication/rules.py", "import controller.election"),
+    # Upward: the ground floor's metadata cache reaching for replication, as the old server/ package did.
+    "broker-layers": ("broker/config/metadata_cache.py", "import broker.replication.replica_manager"),
     "replication-below-coordinators": ("broker/replication/replica_manager.py",
                                        "import broker.coordinator.group.group_coordinator"),
     # Indirect: the state store reaches kazoo through zk.client and prometheus through the metrics.

@@ -13,7 +13,7 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 - one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, groups
   (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls (DescribeAcls,
   CreateAcls, DeleteAcls), scram_credentials (DescribeUserScramCredentials, AlterUserScramCredentials, onto
-  broker/server/scram_admin.py);
+  broker/admin/scram_admin.py);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 

@@ -1,5 +1,5 @@
 """CreateTopics 2-4, DeleteTopics 1-3, DescribeConfigs 1-3, AlterConfigs 0-1 and IncrementalAlterConfigs 0-1
-(the last two through broker/server/config_admin.py, as on the gRPC door).
+(the last two through broker/admin/config_admin.py, as on the gRPC door).
 
 Topics are created and deleted through the AdminManager, which writes ZooKeeper as Kafka 2.x's
 AdminZkClient does; the controller process picks the change up from there. Every broker takes these
@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from broker.admin.admin_manager import NewTopic
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
-from broker.server.admin_manager import NewTopic
 
 
 async def handle_create_topics(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from broker.api.group_operations import GroupOperations
 from broker.api.operations import BrokerOperations
-from broker.server.config import KafkaConfig
-from broker.server.metrics import BrokerMetrics
+from broker.config.kafka_config import KafkaConfig
+from broker.config.metrics import BrokerMetrics
 from common.security.authorizer import Session
 from common.security.principal import ANONYMOUS, KafkaPrincipal
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from broker.api.kafka.api_table import API_TABLE
 from broker.api.kafka.sasl_authenticator import SaslAuthenticator
+from broker.config.kafka_config import JAAS_CONFIG, LISTENER_PREFIX, KafkaConfig
 from broker.security.jaas import JaasConfigError, plain_users
 from broker.security.sasl import PLAIN, ServerFactory, server_factory
 from broker.security.scram import CredentialCache
 from broker.security.ssl_context import server_ssl_context
-from broker.server.config import JAAS_CONFIG, LISTENER_PREFIX, KafkaConfig
 from common.config import ConfigError, Password, parse_csv
 from common.security.ssl_principal import SslPrincipalMapper
 

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials 0 and AlterUserScramCredentials 0 (KIP-554): users' SCRAM credentials read and
 changed through any broker, as AdminClient.describeUserScramCredentials/alterUserScramCredentials and
-kafka-configs.sh --bootstrap-server --entity-type users do; the rules are broker/server/scram_admin.py's.
+kafka-configs.sh --bootstrap-server --entity-type users do; the rules are broker/admin/scram_admin.py's.
 
 Describe needs Describe on the cluster, Alter needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
@@ -12,9 +12,9 @@ from typing import Any
 from kio.schema.alter_user_scram_credentials.v0 import response as alter_schema
 from kio.schema.describe_user_scram_credentials.v0 import response as describe_schema
 
+from broker.admin.scram_admin import Deletion, Upsertion
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis
-from broker.server.scram_admin import Deletion, Upsertion
 
 
 async def handle_describe_user_scram_credentials(context: KafkaContext, header: RequestHeader,

@@ -11,6 +11,9 @@
                             broker becomes its leader, dropping it when it stops, cleanupGroupMetadata (the
                             tombstones of expired, deleted offsets and groups)
   records.py                the __consumer_offsets record keys and values, byte for byte Kafka's schemas
+  results.py                what the coordinator takes and answers, in plain values (no wire types)
+  storage.py                how it reaches __consumer_offsets: appends through the ReplicaManager
+  offsets_topic.py          __consumer_offsets created on first use (offsets.topic.* configs)
   delayed_join.py           DelayedJoin / InitialDelayedJoin: a group's rebalance waiting for its members
                             (group.initial.rebalance.delay.ms for a new group)
   delayed_heartbeat.py      DelayedHeartbeat: a group member's session timeout

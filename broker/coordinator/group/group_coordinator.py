@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from broker.config.metadata_cache import NO_LEADER, MetadataCache
 from broker.coordinator.group.delayed_heartbeat import DelayedHeartbeat, member_key
 from broker.coordinator.group.delayed_join import DelayedJoin, InitialDelayedJoin, group_join_key
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
@@ -56,7 +57,6 @@ from broker.coordinator.group.results import (
     SyncGroupResult,
 )
 from broker.purgatory.purgatory import DelayedOperationPurgatory
-from broker.server.metadata_cache import NO_LEADER, MetadataCache
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -10,9 +10,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from broker.admin.admin_manager import CreateTopicResult, NewTopic
+from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
-from broker.server.admin_manager import CreateTopicResult, NewTopic
-from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.server.metadata_cache import Node
+from broker.config.metadata_cache import Node
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.config.log_config import LONG_MAX
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.cleaner.algorithm import LogToClean
-from broker.log.config import LONG_MAX
 from broker.log.files import CLEANER_OFFSET_CHECKPOINT
 from broker.log.log import Log
 from broker.log.log_dir_failure import LogDirFailureChannel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.manager import LogManager
 from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition

@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.config.kafka_config import KafkaConfig
+from broker.config.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
+from broker.config.metrics import BrokerMetrics
+from broker.config.topic_config import TopicConfig, TopicConfigs
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
 from broker.log.manager import LogManager
 from broker.replication.delayed_fetch import FetchParams, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.replication.replica_manager import ReplicaManager
-from broker.server.config import KafkaConfig
-from broker.server.metadata_cache import EndPoint, LiveBroker, MetadataCache, UpdateMetadataPartitionState
-from broker.server.metrics import BrokerMetrics
-from broker.server.topic_config import TopicConfig, TopicConfigs
 from common.record import ProducerRecord, build_batch
 from proto.types import TopicPartition
 from tests.fakes import FakeClock, FakeStateStore

@@ -6,8 +6,8 @@ import pytest
 from broker_helpers import broker_config
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from broker.server.admin_manager import AdminManager, NewTopic
-from broker.server.topic_config import TopicConfigs
+from broker.admin.admin_manager import AdminManager, NewTopic
+from broker.config.topic_config import TopicConfigs
 from proto.errors import ErrorCode
 from tests.fakes import FakeZk
 

@@ -14,8 +14,8 @@ import pytest
 
 from broker.api.grpc_apis import KafkaApis
 from broker.api.operations import BrokerOperations
+from broker.config.kafka_config import KafkaConfig
 from broker.security.grpc_authentication import GrpcAuthenticator
-from broker.server.config import KafkaConfig
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 

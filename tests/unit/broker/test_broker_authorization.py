@@ -15,14 +15,14 @@ from broker_helpers import broker_config, live_broker, metadata_state
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
+from broker.admin.admin_manager import DeleteTopicResult
 from broker.api.group_operations import GroupOperations
 from broker.api.kafka import groups as group_api
 from broker.api.kafka import metadata as metadata_api
 from broker.api.kafka.protocol import Reply, RequestHeader, build
 from broker.api.operations import BrokerOperations
+from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.group_metadata_manager import partition_for
-from broker.server.admin_manager import DeleteTopicResult
-from broker.server.metadata_cache import MetadataCache
 from common.security.acl import (
     ANY_BINDING,
     AUTHORIZED_OPERATIONS_OMITTED,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from broker_helpers import broker_config
 
-from broker.log.config import LogConfig
+from broker.admin.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource, ResourceType
+from broker.config.log_config import LogConfig
+from broker.config.topic_config import TopicConfigs
 from broker.log.log import Log
-from broker.server.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource, ResourceType
-from broker.server.topic_config import TopicConfigs
 from common.record import ProducerRecord, build_batch
 from minibroker.commands.configs import parse_add_config
 from proto.errors import ErrorCode

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from broker_helpers import broker_config
 
-from broker.server.admin_manager import AdminManager, NewPartitions
-from broker.server.topic_config import TopicConfigs
+from broker.admin.admin_manager import AdminManager, NewPartitions
+from broker.config.topic_config import TopicConfigs
 from proto.errors import ErrorCode
 from tests.fakes import FakeZk
 from zk.paths import ReplicaAssignment, TopicAssignment

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from broker_helpers import broker_config
 
+from broker.config.topic_config import TopicConfig, TopicConfigs
 from broker.security.scram import CredentialCache, make_credential
 from broker.server.dynamic_config import DynamicConfigManager
-from broker.server.topic_config import TopicConfig, TopicConfigs
 from proto.types import TopicPartition
 from tests.fakes import FakeZk
 

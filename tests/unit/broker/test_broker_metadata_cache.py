@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from broker_helpers import live_broker, metadata_state
 
-from broker.server.metadata_cache import LEADER_DURING_DELETE, EndPoint, LiveBroker, MetadataCache, Node
+from broker.config.metadata_cache import LEADER_DURING_DELETE, EndPoint, LiveBroker, MetadataCache, Node
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from broker_helpers import broker_config
 
-from broker.log.config import LogConfig
-from broker.server.topic_config import LOG_CONFIG_KEYS, TopicConfigs
+from broker.config.log_config import LogConfig
+from broker.config.topic_config import LOG_CONFIG_KEYS, TopicConfigs
 from proto.errors import ErrorCode, KafkaError
 
 # A value for each key that differs from LogConfig's default.

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group import records
 from broker.coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from broker.coordinator.group.delayed_join import DelayedJoin
@@ -31,7 +32,6 @@ from broker.coordinator.group.results import (
 )
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_produce import ProducePartitionResponse
-from broker.server.metadata_cache import MetadataCache
 from common.record import ProducerRecord, build_batch, iter_batches
 from proto.errors import ErrorCode
 from proto.types import TopicPartition

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from broker.admin.admin_manager import CreateTopicResult, NewTopic
+from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.offsets_topic import OffsetsTopic
-from broker.server.admin_manager import CreateTopicResult, NewTopic
-from broker.server.metadata_cache import MetadataCache
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.unit.broker.broker_helpers import live_broker, metadata_state

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from log_helpers import make_batch
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 
 RECORDS_PER_BATCH = 3

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from common.record import ProducerRecord, build_batch
 from minibroker.cli import main

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from common.record import CompressionType, TimestampType, iter_batches, iter_headers
 from proto.errors import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.config import LONG_MAX, LogConfig
+from broker.config.log_config import LONG_MAX, LogConfig
 
 
 def test_defaults_are_kafkas() -> None:

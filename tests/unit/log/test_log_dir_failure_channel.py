@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.log import checkpoint as checkpoint_module
 from broker.log import index as index_module
 from broker.log import manager as manager_module
 from broker.log import segment as segment_module
 from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.config import LogConfig
 from broker.log.files import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from broker.log.index import OffsetIndex
 from broker.log.log import Log

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from log_helpers import RecordingEpochCache, make_batch, read_all, values
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from broker.log.log_loader import RecoveryAction, RecoveryActionKind
 from common.record import iter_headers

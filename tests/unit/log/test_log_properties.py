@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_helpers import make_batch, read_raw
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from common.record import iter_headers, patch_base_offset_and_epoch
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from log_helpers import make_batch, read_all
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from broker.log.log_validator import (
     analyze_and_validate_records,

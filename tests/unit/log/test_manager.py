@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.config import LogConfig
 from broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,

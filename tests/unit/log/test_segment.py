@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from log_helpers import make_batch
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.files import filename_prefix_from_offset
 from broker.log.index import OffsetPosition, TimestampOffset
 from broker.log.segment import BatchSpan, LogSegment

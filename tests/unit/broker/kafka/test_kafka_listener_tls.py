@@ -17,8 +17,8 @@ from broker.api.kafka import listener as listener_module
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
+from broker.config.kafka_config import KafkaConfig
 from broker.security.scram import CredentialCache
-from broker.server.config import KafkaConfig
 from common.config import ConfigError
 from common.security.principal import ANONYMOUS, KafkaPrincipal
 from minibroker.local.certificates import CertificateAuthority

@@ -1,4 +1,4 @@
-"""Describe/AlterUserScramCredentials' rules (broker/server/scram_admin.py) over an in-memory user config store,
+"""Describe/AlterUserScramCredentials' rules (broker/admin/scram_admin.py) over an in-memory user config store,
 and the salted-password conversion checked against scramp's own derivation from the password."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from collections.abc import Mapping
 import pytest
 import scramp
 
-from broker.security.scram import ScramCredential, credential_from_salted_password, make_credential
-from broker.server.scram_admin import (
+from broker.admin.scram_admin import (
     ALTERED_TWICE,
     DELETE_MISSING_CREDENTIAL,
     TOO_FEW_ITERATIONS,
@@ -25,6 +24,7 @@ from broker.server.scram_admin import (
     alter_users,
     describe_users,
 )
+from broker.security.scram import ScramCredential, credential_from_salted_password, make_credential
 from proto.errors import ErrorCode
 
 SHA256, SHA512 = 1, 2

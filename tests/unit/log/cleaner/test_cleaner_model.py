@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
 from broker.log.cleaner.manager import LogCleanerManager
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from common.record import ProducerRecord, build_batch, iter_batches
 from tests.fakes import FakeClock

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import broker.log.cleaner.algorithm as cleaner_module
+from broker.config.log_config import LogConfig
 from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
 from broker.log.cleaner.manager import LogCleanerManager
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.cleaner.threads import CleanerConfig, LogCleaner
-from broker.log.config import LogConfig
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from broker.log.log_dir_failure import LogDirFailureChannel

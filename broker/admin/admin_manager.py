@@ -18,8 +18,8 @@ from typing import TypeVar
 
 from kazoo.exceptions import KazooException
 
-from broker.server.config import KafkaConfig
-from broker.server.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
+from broker.config.kafka_config import KafkaConfig
+from broker.config.topic_config import MIN_INSYNC_REPLICAS, TopicConfigs
 from common.assignment import assign_replicas_to_brokers
 from proto.errors import ErrorCode, KafkaError
 from zk import paths

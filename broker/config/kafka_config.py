@@ -631,7 +631,7 @@ class KafkaConfig:
 
     def log_properties(self) -> dict[str, str]:
         """The broker-wide defaults of topic (log) configs, under their broker names,
-        for broker/log/config.py's LogConfig.from_properties: what Kafka's
+        for broker/config/log_config.py's LogConfig.from_properties: what Kafka's
         KafkaServer.copyKafkaConfigToLog hands LogConfig. Durations come resolved
         (log.retention.ms over .minutes over .hours, log.roll.ms over .hours)."""
         values: dict[str, object] = {

@@ -12,9 +12,9 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from broker.server.config import KafkaConfig, maybe_sensitive
-from broker.server.dynamic_config import validate_broker_overrides
-from broker.server.topic_config import TOPIC_LIST_CONFIG_KEYS, TopicConfigs
+from broker.config.broker_overrides import validate_broker_overrides
+from broker.config.kafka_config import KafkaConfig, maybe_sensitive
+from broker.config.topic_config import TOPIC_LIST_CONFIG_KEYS, TopicConfigs
 from common.config import java_string
 from proto.errors import ErrorCode, KafkaError
 from zk.client import KafkaZkClient

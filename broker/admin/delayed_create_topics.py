@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from broker.admin.admin_manager import CreateTopicResult
+from broker.config.metadata_cache import NO_LEADER, MetadataCache
 from broker.purgatory.purgatory import DelayedOperation
-from broker.server.admin_manager import CreateTopicResult
-from broker.server.metadata_cache import NO_LEADER, MetadataCache
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 

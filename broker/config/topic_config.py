@@ -13,8 +13,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.log.config import LogConfig, broker_key_synonyms
-from broker.server.config import KafkaConfig
+from broker.config.kafka_config import KafkaConfig
+from broker.config.log_config import LogConfig, broker_key_synonyms
 from proto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
-# The topic-level names LogConfig reads (broker/log/config.py); a unit test keeps the two in step.
+# The topic-level names LogConfig reads (broker/config/log_config.py); a unit test keeps the two in step.
 LOG_CONFIG_KEYS = frozenset({
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms", "message.timestamp.type", "preallocate",
