@@ -1,2 +1,20 @@
 """Benchmarks: scripts run as `python bench/<name>.py`, each printing figures against a baseline measured in
-the same run. A package only so that the import contracts (pyproject.toml) cover it."""
+the same run. A package only so that the import contracts (pyproject.toml) cover it.
+
+  log_bench.py           the log's append and read paths against the raw system calls
+  cleaner_bench.py       one cleaning of a compacted log against a plain copy of the same bytes
+  compaction_size.py     a compacted topic's bounded size under endless updates to a fixed key set
+  client_bench.py        client CPU per record (send path, decode path), no broker
+  proto_bytes.py         protobuf's cost on the data path
+  grpc_round_trip.py     CPU of one Produce / Fetch round trip over grpc.aio on loopback
+  kafka_codec_bench.py   the Kafka wire codec's cost on the Produce path
+  kafka_vs_grpc.py       one workload through both front doors of one cluster
+  tls_bench.py           TLS (and SASL) on the Kafka listener against plaintext
+  cluster_perf.py        end-to-end throughput of a real one-broker cluster
+  replication_bench.py   throughput by acks and replication factor, latency under acks=all
+  failover_bench.py      a partition's unavailability when its leader is killed or stopped
+  partition_failover.py  a partitioned leader against a killed one (`cluster up --netns`, root only)
+  restart_bench.py       a broker restart, phase by phase
+  group_rebalance.py     consumer-group rebalance times
+  audit_bench.py         the Spark audit against plain Python reading the same files
+"""

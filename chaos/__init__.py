@@ -5,6 +5,9 @@
     group_workload.py  a consumer group's members sharing the topic, committing what they read (--group-members)
     nemesis.py   the faults, on a seeded schedule, one at a time (kill-coordinator: the group's coordinator)
     cluster.py   what faults act on: the ChaosCluster protocol and the local-cluster backend
+    compose_cluster.py  the ChaosCluster backend for a docker-compose cluster (`chaos run --compose`)
+    compose.py   faults on a docker-compose cluster: its containers by service name
+    netns.py     network partitions on a `cluster up --netns` cluster: cut a broker off, then heal
     zk_cut.py    expire-session's mechanism: one running process's ZooKeeper traffic dropped (cgroup, iptables)
     history.py   the history, as JSON lines
     checker.py   the safety checks, in Jepsen's Kafka checker's words (pure)

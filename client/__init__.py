@@ -4,6 +4,26 @@ Talks to brokers over gRPC (proto/minibroker.proto); records travel as Kafka
 RecordBatch v2 bytes (common/record.py), the only part of the broker this
 package uses.
 
+The public classes:
+  producer.py             Producer: Kafka's KafkaProducer with kafka-python's names and defaults
+  consumer.py             Consumer: Kafka's KafkaConsumer with kafka-python's names and defaults
+  admin.py                Admin: topics, the cluster, topic and dynamic broker configs (KafkaAdminClient)
+  structs.py              the value types a client hands out (kafka.structs)
+  errors.py               every error a client raises: Kafka's error codes plus the client-side ones
+  future.py               futures for sent records
+
+The producer's machinery:
+  partitioner.py          DefaultPartitioner: murmur2 for keyed records, the sticky partitioner (KIP-480)
+  accumulator.py          RecordAccumulator: per-partition batches that send() fills and the sender drains
+  sender.py               the producer's I/O thread (Kafka's Sender)
+  idempotence.py          the idempotent producer's bookkeeping (TransactionManager's idempotent half)
+
+Shared by all three:
+  connection.py           one gRPC channel per broker address, deadlines on every call
+  metadata.py             which brokers exist and which one leads each partition
+  retry.py                when to retry and how long to wait (pure)
+  fetcher.py              the consumer's Fetcher: Fetch and ListOffsets, records out of their answers
+
 The group consumer (Consumer with a group_id), rules apart from I/O:
   consumer_protocol.py    Kafka's ConsumerProtocol subscription / assignment bytes (protocol type "consumer")
   assignors.py            range and round-robin assignors (the leader's job)

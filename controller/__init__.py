@@ -10,6 +10,13 @@
 - election.py                leader election algorithms (pure)
 - request_batch.py           ControllerBrokerRequestBatch: LeaderAndIsr / UpdateMetadata per broker (pure)
 - channel_manager.py         one gRPC send thread per broker, retrying
-- assignment.py              rack-unaware replica assignment (pure; the broker's CreateTopics uses it)
+- leader_and_isr_update.py   the read-decide-write loop for partition state znodes (updateLeaderAndIsr)
+- leader_imbalance.py        auto leader rebalance: its decision only (pure)
+- reassignment.py            partition reassignment rules (pure)
+- reassignment_manager.py    partition reassignment through /admin/reassign_partitions
+- topic_deletion_manager.py  TopicDeletionManager: topics deleted under /admin/delete_topics
+- server.py                  the controller's gRPC service: ControlledShutdown and ElectLeaders
+- metrics.py                 Prometheus metrics named after kafka.controller:type=KafkaController's gauges
 - config.py, loggers.py      ControllerConfig; Kafka-style log prefixes
+Replica assignment, which the broker's CreateTopics shares, is common/assignment.py.
 """

@@ -2,7 +2,13 @@
 
 The public face: the Python client (kafka-python's shapes: Producer, Consumer,
 Admin, OffsetAndMetadata, the error classes... every name of `client.__all__`)
-and the `minibroker` command line (minibroker/cli.py).
+and the `minibroker` command line.
+
+  cli.py        the `minibroker` command line: one subcommand per module under commands/
+  commands/     the subcommands
+  container.py  the container image's entrypoint: environment variables -> a config file -> exec the process
+  local/        a cluster of real processes on this machine, as a library (`cluster up`, `demo`, chaos, the
+                benches, the audit and the tests use it; never the CLI's modules)
 """
 
 from __future__ import annotations

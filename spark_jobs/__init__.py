@@ -1,1 +1,9 @@
-"""minibroker: spark_jobs."""
+"""The Spark audit of brokers' log dirs (`minibroker audit`, or spark-submit spark_jobs/audit.py).
+
+  audit.py       the Spark job: read the log dirs, run the checks, write the report
+  options.py     its command line, shared by `minibroker audit` and spark-submit
+  log_source.py  the `minibroker-log` Spark data source: brokers' log dirs as DataFrames
+  files.py       files of any filesystem the executors can reach, through pyarrow.fs
+  checks.py      the checks: pure functions from one partition's rows to findings with their evidence
+  report.py      per-partition summaries, the stdout table, report.json and anomalies.parquet
+"""

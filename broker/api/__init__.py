@@ -3,5 +3,6 @@
   operations.py  BrokerOperations: what both front doors ask of the broker, in plain values
   grpc_apis.py   KafkaApis: the gRPC front door (client API and the controller's cluster API)
   grpc_group_apis.py  its consumer-group RPCs (FindCoordinator ... DeleteGroups, OffsetDelete) on the GroupCoordinator
+  group_operations.py  what both doors ask of the group coordinator, with Kafka's ACL checks in front
   kafka/         Kafka's own wire protocol, beside gRPC, over the same operations
 """

@@ -1,7 +1,9 @@
 """Apache Kafka's wire protocol on a broker's Kafka listeners: the second front door onto the same
 ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 
-- protocol.py: the API table (what is advertised), request header parsing, response framing;
+- protocol.py: request header parsing, response framing; api_table.py: the APIs and versions served (what
+  ApiVersions advertises);
+- context.py: what the handlers reach: the broker operations, the group coordinator, the listener, the session;
 - connection.py: one client connection: frames in, pipelined requests, responses out in request order,
   Fetch record bytes with sendfile (os.pread writes under TLS); first the SASL exchange on a SASL listener;
 - listener.py: the asyncio server of one listener, with Kafka's connection limits and, on SSL and SASL_SSL
@@ -10,10 +12,10 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   mechanisms and users), built from its configs at start-up;
 - sasl_authenticator.py: Kafka's SaslServerAuthenticator as a state machine (ApiVersions, SaslHandshake,
   SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
-- one module per API family: api_versions, metadata, produce, fetch, offsets, admin, producer_id, groups
-  (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls (DescribeAcls,
-  CreateAcls, DeleteAcls), scram_credentials (DescribeUserScramCredentials, AlterUserScramCredentials, onto
-  broker/admin/scram_admin.py);
+- one module per API family: api_versions.py, metadata.py, produce.py, fetch.py, offsets.py, admin.py,
+  producer_id.py, groups.py (FindCoordinator through DeleteGroups and OffsetDelete, onto
+  broker/coordinator/group/), acls.py (DescribeAcls, CreateAcls, DeleteAcls), scram_credentials.py
+  (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 
