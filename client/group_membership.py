@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from client.errors import CommitFailedError
 from proto.errors import ErrorCode, KafkaError, error_for
+from proto.types import UNKNOWN_MEMBER_ID
 
-UNKNOWN_MEMBER_ID = ""
 NO_GENERATION_ID = -1
 
 

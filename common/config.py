@@ -84,6 +84,8 @@ SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
 SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
 # The listener name of minibroker's gRPC front door (its own client, follower fetches, controller
 # requests): listeners named in grpc.listener.names speak gRPC, every other one Apache Kafka's protocol.
+# The one topic config the controller reads too (an unclean election's permission), besides the broker.
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 GRPC_LISTENER_NAME = "GRPC"
 # Kafka's default listener.security.protocol.map (each protocol is a listener name of its own), plus
 # the gRPC listener's name, a plaintext one too.

@@ -28,9 +28,8 @@ from common.config import (
     typed_values,
 )
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, KeyStore, TlsConfigError, read_truststore
-from common.jaas import JaasError
 from common.security.authorizer import invalid_authorizer_class_name, invalid_super_users
-from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
+from zk.acl import JAAS_CONFIG_KEY, ZkSecurity, zk_security_from_config
 
 _REQUIRED: Any = object()
 
@@ -211,10 +210,7 @@ class ControllerConfig:
     @property
     def zk_security(self) -> ZkSecurity:
         """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
-        try:
-            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
-        except JaasError as e:
-            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
+        return zk_security_from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
 
     @property
     def inter_broker_listener(self) -> str:

@@ -148,9 +148,6 @@ class ControllerContext:
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         return self.partition_states.get(tp, PartitionState.NonExistentPartition)
 
-    def partitions_in_state(self, state: PartitionState) -> list[TopicPartition]:
-        return sorted(tp for tp, s in self.partition_states.items() if s is state)
-
     def replica_state(self, replica: PartitionAndReplica) -> ReplicaState:
         return self.replica_states.get(replica, ReplicaState.NonExistentReplica)
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from common.config import ConfigError, Type, parse_value
+from common.config import UNCLEAN_LEADER_ELECTION_ENABLE, ConfigError, Type, parse_value
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext, PartitionAndReplica
@@ -83,8 +83,6 @@ from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import ControllerMovedError, KafkaZkClient
 from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, BrokerInfo
-
-UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 
 class KafkaController:

@@ -18,7 +18,7 @@ from controller.context import ControllerContext
 from controller.loggers import Logger
 from proto import minibroker_pb2 as pb
 from proto.types import SECURITY_PROTOCOL_IDS, TopicPartition
-from zk.paths import LeaderIsrAndControllerEpoch, ReplicaAssignment
+from zk.paths import LEADER_DURING_DELETE, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 BrokerRequest = pb.LeaderAndIsrRequest | pb.UpdateMetadataRequest | pb.StopReplicaRequest
 BrokerResponse = pb.LeaderAndIsrResponse | pb.UpdateMetadataResponse | pb.StopReplicaResponse
@@ -30,8 +30,6 @@ StopReplicaResponseCallback = Callable[[int, pb.StopReplicaResponse], None]
 # (broker id, its answer) to a LeaderAndIsr: the controller learns which replicas are on offline log dirs.
 LeaderAndIsrResponseCallback = Callable[[int, pb.LeaderAndIsrResponse], None]
 
-# Kafka's LeaderAndIsr.LeaderDuringDelete.
-LEADER_DURING_DELETE = -2
 
 
 class ControllerBrokerRequestBatch:

@@ -24,6 +24,9 @@ class TopicPartition(NamedTuple):
         return cls(topic, int(partition))
 
 
+# JoinGroupRequest.UNKNOWN_MEMBER_ID: a member's id before its first JoinGroup answer (both ends of a group).
+UNKNOWN_MEMBER_ID = ""
+
 # Kafka's SecurityProtocol names and ids (the ids travel in UpdateMetadata).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 

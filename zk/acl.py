@@ -16,12 +16,12 @@ opens them again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
+from common.config import ConfigError
 from common.jaas import JaasError, quoted, read_jaas_file
 from zk import paths
 
@@ -132,7 +132,10 @@ class ZkSecurity:
 OPEN = ZkSecurity()
 
 
-def acl_text(acls: Sequence[ACL]) -> str:
-    """As zkCli's getAcl prints them, one line: 'world:anyone:r, digest:minibroker:...:cdrwa'."""
-    letters = (("c", 4), ("d", 8), ("r", 1), ("w", 2), ("a", 16))
-    return ", ".join(f"{a.id.scheme}:{a.id.id}:" + "".join(c for c, bit in letters if a.perms & bit) for a in acls)
+def zk_security_from_config(set_acl: bool, jaas_file: str | None) -> ZkSecurity:
+    """A process's ZkSecurity from its zookeeper.set.acl and java.security.auth.login.config (the broker's and the
+    controller's configs alike); a bad JAAS file is a ConfigError naming that key."""
+    try:
+        return ZkSecurity.from_config(set_acl, jaas_file)
+    except JaasError as e:
+        raise ConfigError(JAAS_CONFIG_KEY, jaas_file, str(e)) from None

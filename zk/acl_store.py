@@ -36,11 +36,10 @@ from common.security.authorizer import AclAuthorizer
 from proto.errors import ErrorCode, KafkaError
 from zk import paths
 from zk.client import KafkaZkClient, Watch
+from zk.paths import CHANGE_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
 
-# Kafka's ZkNodeChangeNotificationListener changeExpirationMs.
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 # AclAuthorizer's maxUpdateRetries and its retry backoff (retryBackoffMs + up to retryBackoffJitterMs).
 MAX_UPDATE_RETRIES = 10
 RETRY_BACKOFF_S = (0.1, 0.15)

@@ -23,12 +23,15 @@ from proto.types import SECURITY_PROTOCOL_IDS, EndPoint, TopicPartition
 # --- constants (kafka.api.LeaderAndIsr, KafkaController, ZkVersion, ProducerIdManager) ---
 
 NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # a partition of a topic being deleted (UpdateMetadata): dropped from caches
 INITIAL_LEADER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
 MATCH_ANY_VERSION = -1  # ZooKeeper's "any version" in a conditional write
 UNKNOWN_VERSION = -2  # Kafka's marker for "never read from ZooKeeper"
 PRODUCER_ID_BLOCK_SIZE = 1000
+# ZkNodeChangeNotificationListener's changeExpirationMs: change notifications older than this are deleted.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 # --- paths ---
 

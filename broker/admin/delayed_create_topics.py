@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from broker.admin.admin_manager import CreateTopicResult
-from broker.config.metadata_cache import NO_LEADER, MetadataCache
+from broker.config.metadata_cache import MetadataCache
 from broker.purgatory.purgatory import DelayedOperation
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from zk.paths import NO_LEADER
 
 CreateTopicsCallback = Callable[[list[CreateTopicResult]], None]
 

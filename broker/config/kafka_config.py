@@ -49,11 +49,10 @@ from common.config import (
     read_properties,
     typed_values,
 )
-from common.jaas import JaasError
 from common.record import HEADER_SIZE
 from common.security.authorizer import invalid_authorizer_class_name, invalid_super_users
 from proto.types import EndPoint
-from zk.acl import JAAS_CONFIG_KEY, ZkSecurity
+from zk.acl import ZkSecurity, zk_security_from_config
 
 T = TypeVar("T")
 
@@ -529,10 +528,7 @@ class KafkaConfig:
     @property
     def zk_security(self) -> ZkSecurity:
         """zookeeper.set.acl and the JAAS file's ZooKeeper identity (zk/acl.py)."""
-        try:
-            return ZkSecurity.from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
-        except JaasError as e:
-            raise ConfigError(JAAS_CONFIG_KEY, self.java_security_auth_login_config, str(e)) from None
+        return zk_security_from_config(self.zookeeper_set_acl, self.java_security_auth_login_config)
 
     @property
     def log_dir_paths(self) -> tuple[Path, ...]:

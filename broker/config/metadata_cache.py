@@ -17,10 +17,7 @@ from dataclasses import dataclass, field
 
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
-
-NO_LEADER = -1
-# The controller marks a partition of a topic being deleted with this leader: drop it from the cache.
-LEADER_DURING_DELETE = -2
+from zk.paths import LEADER_DURING_DELETE, NO_LEADER
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +141,6 @@ class MetadataCache:
 
     def alive_broker_ids(self) -> list[int]:
         return sorted(self._snapshot.alive_brokers)
-
-    def is_broker_alive(self, broker_id: int) -> bool:
-        return broker_id in self._snapshot.alive_brokers
 
     @staticmethod
     def _node(broker: LiveBroker, listener_name: str) -> Node | None:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from broker.config.kafka_config import KafkaConfig
 from broker.config.log_config import LogConfig, broker_key_synonyms
+from common.config import UNCLEAN_LEADER_ELECTION_ENABLE
 from proto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 # The topic-level names LogConfig reads (broker/config/log_config.py); a unit test keeps the two in step.
 LOG_CONFIG_KEYS = frozenset({

@@ -141,11 +141,6 @@ class ReplicaFetcherManager:
         with self._lock:
             return dict(self._threads)
 
-    @property
-    def failed_partitions_count(self) -> int:
-        with self._failed_lock:
-            return len(self._failed_partitions)
-
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of any fetched partition."""
         return max((thread.max_lag() for thread in self.fetcher_threads().values()), default=0)

@@ -31,13 +31,13 @@ from typing import ClassVar, NamedTuple
 
 from broker.log.file_slice import SharedFile
 from common.config import INT_MAX
+from common.record import NO_TIMESTAMP
 
 __all__ = [
     "CorruptIndexError", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset", "decode_offset_index",
     "decode_time_index", "used_entries",
 ]
 
-NO_TIMESTAMP = -1
 
 
 class CorruptIndexError(Exception):

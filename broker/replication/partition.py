@@ -56,7 +56,6 @@ from zk.paths import LeaderIsrAndControllerEpoch
 
 logger = logging.getLogger(__name__)
 
-NO_LEADER = -1
 UNKNOWN_LEADER_EPOCH = -1  # also the "skip the fencing check" value of current_leader_epoch (KIP-320)
 
 

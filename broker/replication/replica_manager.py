@@ -68,15 +68,14 @@ from broker.replication.delayed_produce import (
 )
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
+from broker.replication.rules import is_valid_required_acks
 from proto.errors import ErrorCode, KafkaError, KafkaStorageError
 from proto.types import TopicPartition
-from zk.paths import validate_topic
+from zk.paths import INITIAL_CONTROLLER_EPOCH, validate_topic
 
 logger = logging.getLogger(__name__)
 state_change_logger = logging.getLogger("state.change.logger")
 
-INITIAL_CONTROLLER_EPOCH = 0
-VALID_ACKS = (-1, 0, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +380,7 @@ class ReplicaManager:
     def append_records(self, timeout_ms: int, required_acks: int, entries: Sequence[tuple[TopicPartition, bytes]],
                        response_callback: ProduceResponseCallback) -> None:
         """Append to the leader logs; answer now, or once the high watermark passes the appends (acks=-1)."""
-        if required_acks not in VALID_ACKS:
+        if not is_valid_required_acks(required_acks):
             response_callback({tp: ProducePartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS)
                                for tp, _ in entries})
             return

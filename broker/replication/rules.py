@@ -12,6 +12,7 @@ the state and the time, so every rule is unit-testable as it stands.
 - the ISR the HW respects while a write is pending .... maximal_isr
 - leader HW = min LEO over the ISR, only forward ...... leader_high_watermark
 - follower HW = min(own LEO, leader HW) ............... follower_high_watermark
+- the acks a produce may ask for (both doors) ......... is_valid_required_acks
 - min.insync.replicas before and after an append ...... acks_all_append_allowed, acks_all_completion
 """
 
@@ -102,6 +103,14 @@ def leader_high_watermark(old_hw: LogOffsetMetadata, leader_end: LogOffsetMetada
 def follower_high_watermark(leader_high_watermark: int, log_end_offset: int) -> int:
     """A follower's HW after an append: the leader's, but never past what the follower holds."""
     return min(leader_high_watermark, log_end_offset)
+
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def is_valid_required_acks(required_acks: int) -> bool:
+    """Kafka's ReplicaManager.isValidRequiredAcks: acks=all (-1), none (0) or the leader (1)."""
+    return required_acks in VALID_ACKS
 
 
 def acks_all_append_allowed(required_acks: int, isr_size: int, min_insync_replicas: int) -> bool:

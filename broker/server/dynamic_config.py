@@ -38,12 +38,17 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.security.scram import CredentialCache
 from proto.errors import KafkaError
 from zk.client import KafkaZkClient, Watch
-from zk.paths import BROKERS_ENTITY, DEFAULT_ENTITY_NAME, TOPICS_ENTITY, USERS_ENTITY, desanitize_entity_name
+from zk.paths import (
+    BROKERS_ENTITY,
+    CHANGE_EXPIRATION_MS,
+    DEFAULT_ENTITY_NAME,
+    TOPICS_ENTITY,
+    USERS_ENTITY,
+    desanitize_entity_name,
+)
 
 logger = logging.getLogger(__name__)
 
-# Kafka's ZkNodeChangeNotificationListener changeExpirationMs: notifications older than this are deleted.
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 class DynamicConfigManager:
     """Applies /config/changes notifications on this broker, one at a time, in sequence order."""

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.security.scram import make_credential
+from broker.security.scram import SCRAM_MECHANISMS, make_credential
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, client_security
 from common.properties import format_properties, load_properties
 from minibroker.local.certificates import CertificateAuthority
@@ -41,7 +41,6 @@ ADMIN_USER = "admin"
 ZOOKEEPER_USER = "minibroker"
 CLIENT_CONFIG = "admin.properties"
 ZOOKEEPER_JAAS = "zookeeper-jaas.conf"
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 # The admin client's mechanism (librdkafka's default SCRAM one).
 ADMIN_MECHANISM = "SCRAM-SHA-256"
 GRPC_PROTOCOL = "SSL"

@@ -21,16 +21,15 @@ from broker.api.kafka.protocol import (
 )
 from broker.api.operations import group_by_topic
 from broker.replication.delayed_produce import ProducePartitionResponse
+from broker.replication.rules import is_valid_required_acks
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
-
-VALID_ACKS = (0, 1, -1)
 
 
 async def handle_produce(context: KafkaContext, header: RequestHeader, request: Any) -> Reply | None:
     order = [(TopicPartition(t.name, p.index), p.records) for t in request.topic_data for p in t.partition_data]
     refusal = None
-    if request.acks not in VALID_ACKS:
+    if not is_valid_required_acks(request.acks):
         refusal = ErrorCode.INVALID_REQUIRED_ACKS
     elif request.transactional_id is not None:
         # Idempotence only: no transaction coordinator gave this producer a transactional id.

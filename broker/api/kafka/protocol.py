@@ -87,10 +87,6 @@ def build(cls: type[Any], **values: Any) -> Any:
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
-def has_field(cls: type[Any], name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(cls))
-
-
 def kio_error(code: ErrorCode | int) -> KioErrorCode:
     return KioErrorCode(int(code))
 

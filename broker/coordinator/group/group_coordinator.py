@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from broker.config.metadata_cache import NO_LEADER, MetadataCache
+from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.delayed_heartbeat import DelayedHeartbeat, member_key
 from broker.coordinator.group.delayed_join import DelayedJoin, InitialDelayedJoin, group_join_key
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, MemberMetadata
@@ -59,6 +59,7 @@ from broker.coordinator.group.results import (
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from zk.paths import NO_LEADER
 
 __all__ = [
     "DeleteOffsetsResult", "FindCoordinatorResult", "GroupConfig", "GroupCoordinator", "GroupOverview",

@@ -70,10 +70,6 @@ class MemberMetadata:
     heartbeat_satisfied: bool = False
 
     @property
-    def is_static_member(self) -> bool:
-        return self.group_instance_id is not None
-
-    @property
     def is_awaiting_join(self) -> bool:
         return self.awaiting_join_callback is not None
 

@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 
 from broker.config.metadata_cache import Node
 from proto.errors import ErrorCode
-from proto.types import TopicPartition
+from proto.types import UNKNOWN_MEMBER_ID, TopicPartition
 
 NO_GENERATION = -1  # a standalone (simple consumer) commit: not a member of any generation
-UNKNOWN_MEMBER_ID = ""
 NO_LEADER_EPOCH = -1
 INVALID_OFFSET = -1
 

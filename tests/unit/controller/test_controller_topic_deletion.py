@@ -18,12 +18,12 @@ from controller.events import (
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
 )
-from controller.request_batch import LEADER_DURING_DELETE
 from controller.states import ReplicaState
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.fakes import FakeZk
 from zk.client import KafkaZkClient
+from zk.paths import LEADER_DURING_DELETE
 
 P0 = TopicPartition("doomed", 0)
 P1 = TopicPartition("doomed", 1)
