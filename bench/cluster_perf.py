@@ -4,7 +4,7 @@
         [--producer-props acks=1 linger.ms=5 batch.size=262144] [--skip-defaults]
 
 Brings up ZooKeeper, one controller and one broker in a temporary data dir
-(minibroker.local.cluster, as `minibroker cluster up` does), then:
+(local_cluster.cluster, as `minibroker cluster up` does), then:
 
   1. `minibroker perf produce` (subprocess, Kafka's producer perf test) with the
      producer's defaults and with the given producer props, each to a fresh
@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 from client import Admin, NewTopic  # noqa: E402
 from client.connection import channel_options  # noqa: E402
 from common.record import ProducerRecord, build_batch  # noqa: E402
-from minibroker.local.cluster import LocalCluster  # noqa: E402
+from local_cluster.cluster import LocalCluster  # noqa: E402
 from proto import minibroker_pb2 as pb  # noqa: E402
 from proto import minibroker_pb2_grpc as pb_grpc  # noqa: E402
 

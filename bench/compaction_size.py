@@ -3,7 +3,7 @@
     .venv/bin/python bench/compaction_size.py [--duration 75] [--keys 1000] [--interval 5] [--value-bytes 100]
 
 Brings a real cluster up in a temporary data dir (ZooKeeper, one controller, three brokers, through
-minibroker.local.cluster), creates one RF=3 partition with cleanup.policy=compact, segment.bytes=64 KiB and
+local_cluster.cluster), creates one RF=3 partition with cleanup.policy=compact, segment.bytes=64 KiB and
 min.cleanable.dirty.ratio=0.01 (brokers run log.cleaner.backoff.ms=500), and has an acks=all producer write
 updates to --keys keys round-robin for --duration seconds. Every --interval seconds it prints the bytes written
 so far and every replica's on-disk size of the partition (its `.log` files) and segment count: with compaction
@@ -23,7 +23,7 @@ if not __package__:  # run as a script: make the repository's packages importabl
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from client import Admin, NewTopic, Producer
-from minibroker.local.cluster import scratch_cluster
+from local_cluster.cluster import scratch_cluster
 
 TOPIC = "compaction-size-bench"
 SEGMENT_BYTES = 64 * 1024

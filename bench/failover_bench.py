@@ -3,7 +3,7 @@ on a real cluster on this machine: ZooKeeper, one controller, three brokers.
 
     .venv/bin/python bench/failover_bench.py [--rounds 5] [--session-timeout-ms 6000] [--settle-ms 1500]
 
-Brings the cluster up in a temporary data dir (minibroker.local.cluster, as
+Brings the cluster up in a temporary data dir (local_cluster.cluster, as
 `minibroker cluster up` does) with zookeeper.session.timeout.ms for brokers and
 controller alike, creates one RF=3 partition with min.insync.replicas=2, and
 keeps an idempotent acks=all producer sending to it (a bounded number of
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from client import Admin, NewTopic, Producer
 from client.future import FutureRecordMetadata
-from minibroker.local.cluster import LocalCluster, scratch_cluster
+from local_cluster.cluster import LocalCluster, scratch_cluster
 from proto.types import TopicPartition
 from zk import paths
 from zk.client import KafkaZkClient

@@ -3,7 +3,7 @@
     .venv/bin/python bench/group_rebalance.py [--members 1,2,4] [--rounds 3] [--partitions 8]
         [--heartbeat-interval-ms 1000] [--initial-delay-ms 3000] [--clients confluent-kafka,minibroker]
 
-Brings up three brokers and a controller (minibroker.local's scratch_cluster) and a topic of --partitions
+Brings up three brokers and a controller (local_cluster's scratch_cluster) and a topic of --partitions
 partitions, RF 3, filled with records; one group joins first (the first FindCoordinator creates
 __consumer_offsets). Members are confluent-kafka (librdkafka) group consumers on the Kafka listeners and the
 project's own (client.Consumer with a group_id, on the gRPC listeners), each polling in a thread of its own,
@@ -42,8 +42,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import client  # noqa: E402
 from client.subscription import ConsumerRebalanceListener  # noqa: E402
-from minibroker.local.cluster import scratch_cluster  # noqa: E402
-from minibroker.local.cluster_file import ClusterInfo  # noqa: E402
+from local_cluster.cluster import scratch_cluster  # noqa: E402
+from local_cluster.cluster_file import ClusterInfo  # noqa: E402
 from proto.types import TopicPartition  # noqa: E402
 
 TOPIC = "rebalance"

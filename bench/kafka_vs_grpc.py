@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/kafka_vs_grpc.py [--records 200000] [--sizes 100,1024] [--partitions 1,6]
 
-Brings up a local cluster (3 brokers, 1 controller; minibroker.local.cluster, as `minibroker cluster up`
+Brings up a local cluster (3 brokers, 1 controller; local_cluster.cluster, as `minibroker cluster up`
 does) and for each record size and partition count creates an RF=3, min.insync.replicas=2 topic per door and:
 
 - produces `--records` records with acks=all: confluent-kafka (librdkafka) through the Kafka listener, with
@@ -50,8 +50,8 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64  # noqa: E402
 
 import client  # noqa: E402
 from client.connection import channel_options  # noqa: E402
-from minibroker.local.cluster import LocalCluster  # noqa: E402
-from minibroker.local.cluster_file import ClusterInfo  # noqa: E402
+from local_cluster.cluster import LocalCluster  # noqa: E402
+from local_cluster.cluster_file import ClusterInfo  # noqa: E402
 from proto import minibroker_pb2 as pb  # noqa: E402
 from proto import minibroker_pb2_grpc as pb_grpc  # noqa: E402
 from tests.integration.kafka_wire import WireConnection, encode_request  # noqa: E402

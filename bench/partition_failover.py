@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 from chaos import netns  # noqa: E402
 from client import Admin, NewTopic, Producer  # noqa: E402
-from minibroker.local.cluster import LocalCluster  # noqa: E402
+from local_cluster.cluster import LocalCluster  # noqa: E402
 from proto.types import TopicPartition  # noqa: E402
 from zk.client import KafkaZkClient  # noqa: E402
 

@@ -5,7 +5,7 @@ on a real three-broker cluster on this machine.
         [--producer-props linger.ms=5 batch.size=65536] [--e2e-records 1000]
 
 Brings up ZooKeeper, one controller and three brokers in a temporary data dir
-(minibroker.local.cluster, as `minibroker cluster up` does), creates one-partition
+(local_cluster.cluster, as `minibroker cluster up` does), creates one-partition
 topics (RF=3 ones with min.insync.replicas=2), then runs `minibroker perf` in
 child processes, each with the same producer props:
 
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from client import Admin, NewTopic
-from minibroker.local.cluster import scratch_cluster
+from local_cluster.cluster import scratch_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROPS = ("linger.ms=5", "batch.size=65536")

@@ -48,7 +48,7 @@ from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from client import Admin, NewTopic
 from common.record import ProducerRecord, build_batch
-from minibroker.local.cluster import LocalCluster
+from local_cluster.cluster import LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 

@@ -41,8 +41,8 @@ from typing import Protocol
 from kazoo.handlers.threading import KazooTimeoutError
 
 from chaos import netns, zk_cut
-from minibroker.local import network as cluster_network
-from minibroker.local.cluster import ClusterError, LocalCluster
+from local_cluster import network as cluster_network
+from local_cluster.cluster import ClusterError, LocalCluster
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 from zk.paths import CONTROLLER, broker_id_path

@@ -3,7 +3,7 @@
 `isolate` cuts a broker off from its peer brokers, the controllers and ZooKeeper (all on other hosts of the
 cluster's bridge) while, with `keep_clients`, producers and consumers on this machine still reach it: the
 partition in which Kafka's ISR rules earn their keep. `heal` reconnects every host. The mechanics (nftables rules
-in the broker's network namespace, dropping packets both ways) are minibroker/local/network.py's.
+in the broker's network namespace, dropping packets both ways) are local_cluster/network.py's.
 
 <data dir>/partitions.json records the brokers cut off (so `heal`, `cluster status`, or a nemesis in another
 process know); heal works from the namespaces themselves, with or without it.
@@ -17,9 +17,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from minibroker.local import network as cluster_network
-from minibroker.local.cluster_file import PARTITIONS_FILE, ClusterInfo, NetworkEntry
-from minibroker.local.network import NetworkError, broker_host
+from local_cluster import network as cluster_network
+from local_cluster.cluster_file import PARTITIONS_FILE, ClusterInfo, NetworkEntry
+from local_cluster.network import NetworkError, broker_host
 
 
 class PartitionError(Exception):

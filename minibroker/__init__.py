@@ -7,8 +7,8 @@ and the `minibroker` command line.
   cli.py        the `minibroker` command line: one subcommand per module under commands/
   commands/     the subcommands
   container.py  the container image's entrypoint: environment variables -> a config file -> exec the process
-  local/        a cluster of real processes on this machine, as a library (`cluster up`, `demo`, chaos, the
-                benches, the audit and the tests use it; never the CLI's modules)
+The local-cluster library the commands are built on (and chaos, the benches, the audit and the tests use
+without this package) is the top-level local_cluster/.
 """
 
 from __future__ import annotations

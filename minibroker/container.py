@@ -37,8 +37,8 @@ from broker.config.kafka_config import KafkaConfig
 from common.config import parse_endpoints
 from common.properties import format_properties
 from controller.config import ControllerConfig
+from local_cluster import security as cluster_security
 from minibroker.commands import health
-from minibroker.local import security as cluster_security
 from zk.acl import ZkSecurity
 from zk.client import KafkaZkClient
 from zk.server import QUORUM_MAIN_CLASS, SERVING_MODES, ZOOKEEPER_MAIN_CLASS, server_command, server_mode

@@ -30,7 +30,7 @@ import zipfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
+from local_cluster.cluster_file import ClusterFileError, ClusterInfo
 from spark_jobs import checks
 from spark_jobs.files import Location, exists
 from spark_jobs.log_source import FORMAT, MinibrokerLogDataSource, broker_id_of

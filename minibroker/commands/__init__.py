@@ -3,7 +3,7 @@
 Processes and clusters:
   broker.py            `minibroker broker`: run one broker
   controller.py        `minibroker controller`: run a controller process
-  cluster.py           `minibroker cluster up | status | down | restart-broker` (minibroker/local/)
+  cluster.py           `minibroker cluster up | status | down | restart-broker` (local_cluster/)
   demo.py              `minibroker demo`: a 3-broker cluster at work, start to finish
   health.py            `minibroker health`: container healthchecks
 Kafka's tools:

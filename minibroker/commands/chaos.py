@@ -40,10 +40,10 @@ from chaos.nemesis import DEFAULT_FAULTS, FAULTS, parse_duration, parse_faults
 from chaos.report import HTML_FILE, PNG_FILE, RESULT_FILE, summarize, verdict, write_report
 from chaos.runner import RunConfig, group_unsupported, run
 from chaos.workload import WorkloadConfig
+from local_cluster.cluster import ClusterError, LocalCluster
+from local_cluster.cluster_file import ClusterFileError
+from local_cluster.security import grpc_security
 from minibroker.commands import extras
-from minibroker.local.cluster import ClusterError, LocalCluster
-from minibroker.local.cluster_file import ClusterFileError
-from minibroker.local.security import grpc_security
 
 T = TypeVar("T")
 # A cluster of our own fails over in seconds, not Kafka's 18 s session timeout: a 10 s fault interval

@@ -25,8 +25,8 @@ from common.grpc_tls import GrpcSecurity, TlsConfigError
 from common.grpc_tls import client_security as grpc_client_security
 from common.jaas import JaasError
 from common.properties import load_properties
-from minibroker.local import security as cluster_security
-from minibroker.local.cluster_file import ClusterFileError, ClusterInfo
+from local_cluster import security as cluster_security
+from local_cluster.cluster_file import ClusterFileError, ClusterInfo
 from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
 

@@ -1,4 +1,4 @@
-"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (minibroker/local/cluster.py).
+"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (local_cluster/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P | --zookeeper-nodes 3]
                           [--override k=v ...] [--port-base N] [--netns] [--security]
@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from chaos import netns
+from local_cluster.cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
+from local_cluster.cluster_file import ClusterFileError
 from minibroker.commands.usage import CommandLineError
-from minibroker.local.cluster import ClusterError, ClusterUsageError, LocalCluster, ProcessStatus
-from minibroker.local.cluster_file import ClusterFileError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

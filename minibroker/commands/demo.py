@@ -17,9 +17,9 @@ from pathlib import Path
 
 from broker.log.dump import dump_file
 from client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
+from local_cluster.cluster import ClusterError, LocalCluster
+from local_cluster.cluster_file import ClusterFileError
 from minibroker import cli
-from minibroker.local.cluster import ClusterError, LocalCluster
-from minibroker.local.cluster_file import ClusterFileError
 from proto.errors import ErrorCode
 
 TOPIC = "demo"

@@ -20,8 +20,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from zk.client import KafkaZkClient
 from zk.server import LocalZooKeeper, free_port
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopi
 
 from chaos.cluster import LocalChaosCluster, node_id
 from chaos.nemesis import coordinator
-from minibroker.local.cluster import LocalCluster
+from local_cluster.cluster import LocalCluster
 
 # Fail over in seconds (a dead broker's ZooKeeper session ends after 6 s), and a new group's first
 # rebalance at once rather than after Kafka's 3 s wait for more members.

@@ -1,6 +1,6 @@
 """A broker with every Kafka security protocol on its listeners, for the tests of TLS and SASL with real
 clients: PLAINTEXT, SSL (client certificates required), SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and
-SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256), certificates from the development CA (minibroker/local/certificates.py),
+SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256), certificates from the development CA (local_cluster/certificates.py),
 SCRAM users made with `minibroker configs`. One broker and one controller, started once per test module."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from minibroker.local.certificates import CertificateAuthority, CertificateFiles
+from local_cluster.certificates import CertificateAuthority, CertificateFiles
 from tests.integration.conftest import CLUSTER_CREDENTIAL, REPO_ROOT, LoggedProcess, broker_argv, wait_until_serving
 from zk.server import LocalZooKeeper, free_port
 

@@ -29,9 +29,9 @@ from broker.log.index import decode_offset_index, decode_time_index
 from client.admin import Admin, NewTopic
 from client.producer import Producer
 from common.record import BatchHeader, CompressionType, crc32c, patch_base_offset_and_epoch
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 from proto.types import TopicPartition
 from spark_jobs.audit import main, run_audit, spark_session
 from spark_jobs.checks import Finding

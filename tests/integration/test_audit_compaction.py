@@ -21,9 +21,9 @@ from broker.log.files import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECK
 from client.admin import Admin, NewTopic
 from client.producer import Producer
 from common.record import ATTRIBUTES_POS, CRC_POS, crc32c, decode_records
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 from proto.types import TopicPartition
 from spark_jobs.audit import run_audit
 from spark_jobs.checks import Finding

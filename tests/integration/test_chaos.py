@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from chaos.nemesis import DEFAULT_FAULTS, schedule
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from minibroker.commands.chaos import OWN_CLUSTER_OVERRIDES
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 
 pytestmark = pytest.mark.integration
 

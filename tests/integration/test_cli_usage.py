@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from local_cluster.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
 from minibroker.cli import build_parser
-from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry
 from zk.server import free_port
 
 pytestmark = pytest.mark.integration

@@ -22,9 +22,9 @@ from client import Admin, Consumer, KafkaError, NewTopic, OffsetAndMetadata, Pro
 from client.errors import CommitFailedError
 from client.group_admin import ConsumerGroupDescription
 from client.subscription import ConsumerRebalanceListener
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 
 pytestmark = pytest.mark.integration
 

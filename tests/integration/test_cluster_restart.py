@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from minibroker.local.ports import KAFKA_PORT_OFFSET
+from local_cluster.ports import KAFKA_PORT_OFFSET
 from tests.integration.conftest import broker_argv, wait_until_serving
 from zk.server import free_port, port_in_use
 

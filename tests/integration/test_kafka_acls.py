@@ -26,8 +26,8 @@ from kio.schema.metadata.v8.request import MetadataRequest
 from kio.schema.metadata.v8.response import MetadataResponse
 
 import client
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from proto.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import start_kafka_cluster

@@ -21,9 +21,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from chaos import netns
 from client import Consumer, Producer
 from client.admin import Admin, NewTopic
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import PARTITIONS_FILE, ClusterInfo
-from minibroker.local.network import network_tag
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import PARTITIONS_FILE, ClusterInfo
+from local_cluster.network import network_tag
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient

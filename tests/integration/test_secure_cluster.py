@@ -39,9 +39,9 @@ from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from common.grpc_tls import GrpcSecurity, KeyStore, client_security, read_truststore
 from common.properties import load_properties
 from common.record import ProducerRecord, build_batch
-from minibroker.local.certificates import CertificateAuthority, CertificateFiles
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
+from local_cluster.certificates import CertificateAuthority, CertificateFiles
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode

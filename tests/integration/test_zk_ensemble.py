@@ -23,9 +23,9 @@ import pytest
 
 from chaos.cluster import LocalChaosCluster, local_unsupported
 from client import Admin, Consumer, NewTopic, Producer
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
 from minibroker.commands.chaos import OWN_CLUSTER_OVERRIDES
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from zk.client import KafkaZkClient

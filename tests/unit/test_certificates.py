@@ -1,4 +1,4 @@
-"""The development CA (minibroker/local/certificates.py): its files load into Python's ssl as Kafka's PEM
+"""The development CA (local_cluster/certificates.py): its files load into Python's ssl as Kafka's PEM
 keystore and truststore do, and real TLS handshakes (in memory) accept what it signed and refuse the rest."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from minibroker.local.certificates import (
+from local_cluster.certificates import (
     CA_CERTIFICATE,
     CA_KEY,
     CertificateAuthority,

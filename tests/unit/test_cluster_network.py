@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.local.cluster_file import ClusterInfo, ZooKeeperEntry
-from minibroker.local.network import (
+from local_cluster.cluster_file import ClusterInfo, ZooKeeperEntry
+from local_cluster.network import (
     NetworkError,
     ip_failure,
     missing_capabilities,

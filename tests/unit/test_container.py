@@ -8,6 +8,7 @@ import pytest
 
 from common.config import ConfigError
 from common.properties import format_properties, load_properties, parse_properties
+from local_cluster.certificates import CertificateAuthority
 from minibroker import container
 from minibroker.container import (
     DEFAULT_ZOO_CFG,
@@ -19,7 +20,6 @@ from minibroker.container import (
     zookeeper_name,
     zookeeper_properties,
 )
-from minibroker.local.certificates import CertificateAuthority
 
 BROKER_ENV = {
     "KAFKA_BROKER_ID": "2",

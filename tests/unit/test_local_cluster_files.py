@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from minibroker.local import configs, ports
-from minibroker.local.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry, ZooKeeperMember
+from local_cluster import configs, ports
+from local_cluster.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry, ZooKeeperMember
 
 
 def _previous(tmp_path: Path) -> ClusterInfo:

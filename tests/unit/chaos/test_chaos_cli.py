@@ -11,8 +11,8 @@ from chaos_histories import T0, clean, with_final
 
 from chaos import audit
 from chaos.history import History, HistoryWriter, Recovered
+from local_cluster import network as cluster_network
 from minibroker.cli import main
-from minibroker.local import network as cluster_network
 
 
 def _record(history: History, path: Path) -> Path:

@@ -21,7 +21,7 @@ from broker.config.kafka_config import KafkaConfig
 from broker.security.scram import CredentialCache
 from common.config import ConfigError
 from common.security.principal import ANONYMOUS, KafkaPrincipal
-from minibroker.local.certificates import CertificateAuthority
+from local_cluster.certificates import CertificateAuthority
 
 
 def ssl_config(tmp_path: Path, **extra: str) -> tuple[KafkaConfig, CertificateAuthority]:

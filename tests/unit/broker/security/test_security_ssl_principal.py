@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives import serialization
 
 from common.security.principal import ANONYMOUS, KafkaPrincipal
 from common.security.ssl_principal import NoMatchingRule, SslPrincipalMapper
-from minibroker.local.certificates import CertificateAuthority
+from local_cluster.certificates import CertificateAuthority
 
 RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
          "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U,DEFAULT")

@@ -3,7 +3,7 @@ identity, the admin super user and its client properties, and the security keys 
 
 Under `<data dir>/security/` (keys and secrets readable by their owner only):
 
-    ca.pem, ca-key.pem                       the development CA (minibroker/local/certificates.py); kept across runs
+    ca.pem, ca-key.pem                       the development CA (local_cluster/certificates.py); kept across runs
     broker-<id>.pem, controller-<id>.pem     each process's key and CA-signed chain (Kafka's PEM key store)
     admin.pem, admin-cert.pem, admin-key.pem the admin client's certificate (mutual TLS on the gRPC listeners)
     zookeeper-jaas.conf                      Client { DigestLoginModule username password }: the cluster's
@@ -29,9 +29,9 @@ from pathlib import Path
 from broker.security.scram import SCRAM_MECHANISMS, make_credential
 from common.grpc_tls import PLAINTEXT, GrpcSecurity, client_security
 from common.properties import format_properties, load_properties
-from minibroker.local.certificates import CertificateAuthority
-from minibroker.local.cluster_file import ClusterInfo, SecurityEntry
-from minibroker.local.configs import write_private
+from local_cluster.certificates import CertificateAuthority
+from local_cluster.cluster_file import ClusterInfo, SecurityEntry
+from local_cluster.configs import write_private
 from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 from zk.client import KafkaZkClient
 from zk.paths import USERS_ENTITY

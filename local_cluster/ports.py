@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minibroker.local.cluster_file import ClusterInfo
+from local_cluster.cluster_file import ClusterInfo
 from zk.server import free_port, port_in_use
 
 MAX_PORT = 65535

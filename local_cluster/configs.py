@@ -80,7 +80,7 @@ def kafka_listener_port(path: Path) -> int | None:
         return None
     if GRPC_LISTENER_NAME not in endpoints:
         return None
-    # PLAINTEXT, or SASL_SSL in a `cluster up --security` data dir (minibroker/local/security.py).
+    # PLAINTEXT, or SASL_SSL in a `cluster up --security` data dir (local_cluster/security.py).
     return endpoints.get("PLAINTEXT", endpoints.get("SASL_SSL"))
 
 

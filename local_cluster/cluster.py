@@ -4,7 +4,7 @@ Every process runs detached (a session of its own, stdin closed, output to
 `<data dir>/logs/<name>.log`), so the cluster outlives the command that
 started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
 
-    cluster.json                           what runs where (minibroker/local/cluster_file.py)
+    cluster.json                           what runs where (local_cluster/cluster_file.py)
     logs/<name>.log                        each process's output
     zookeeper/                             LocalZooKeeper's zoo.cfg, data and pid file
     zookeeper-<i>/                         the same for member <i> of an ensemble (--zookeeper-nodes N), with myid
@@ -13,15 +13,15 @@ started it and a Ctrl-C in that terminal does not reach it. A data dir holds:
     partitions.json                        brokers cut off by chaos/netns.py (with --netns)
 
 With `--netns` every host (ZooKeeper and the controllers together, each broker)
-runs in a network namespace of its own on a bridge (minibroker/local/network.py):
+runs in a network namespace of its own on a bridge (local_cluster/network.py):
 brokers listen on their own address at port 9092, as on separate machines.
 
 A pid from cluster.json is only signalled after /proc/<pid>/cmdline shows the
 process's own config file: the kernel may have given a dead process's pid to
 something else. `cluster up` on a stopped cluster's data dir starts it again
-on its old data: the same ports (minibroker/local/ports.py), its configs as
-the user left them (minibroker/local/configs.py), the same topics and logs,
-without waiting for a killed run's ZooKeeper sessions (minibroker/local/stale_sessions.py).
+on its old data: the same ports (local_cluster/ports.py), its configs as
+the user left them (local_cluster/configs.py), the same topics and logs,
+without waiting for a killed run's ZooKeeper sessions (local_cluster/stale_sessions.py).
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.config.kafka_config import KafkaConfig
 from common.config import GRPC_LISTENER_NAME, ConfigError, config_name
 from controller.config import ControllerConfig
-from minibroker.local import configs as cluster_configs
-from minibroker.local import network as cluster_network
-from minibroker.local import ports as cluster_ports
-from minibroker.local import security as cluster_security
-from minibroker.local import stale_sessions
-from minibroker.local.cluster_file import (
+from local_cluster import configs as cluster_configs
+from local_cluster import network as cluster_network
+from local_cluster import ports as cluster_ports
+from local_cluster import security as cluster_security
+from local_cluster import stale_sessions
+from local_cluster.cluster_file import (
     PARTITIONS_FILE,
     BrokerEntry,
     ClusterInfo,
@@ -64,8 +64,8 @@ from minibroker.local.cluster_file import (
     ZooKeeperEntry,
     ZooKeeperMember,
 )
-from minibroker.local.network import CORE, NetworkError, broker_host
-from minibroker.local.security import grpc_security, zookeeper_security
+from local_cluster.network import CORE, NetworkError, broker_host
+from local_cluster.security import grpc_security, zookeeper_security
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
@@ -187,11 +187,11 @@ class LocalCluster:
         """Start ZooKeeper (unless `zookeeper` names one: one server, or an ensemble of `zookeeper_nodes`
         servers), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
-        each host gets a network namespace of its own first (root only). Ports as minibroker/local/ports.py
-        plans them; the configs of a data dir that ran before are kept (minibroker/local/configs.py). The
+        each host gets a network namespace of its own first (root only). Ports as local_cluster/ports.py
+        plans them; the configs of a data dir that ran before are kept (local_cluster/configs.py). The
         numbers of brokers, controllers and ZooKeeper servers default to those the data dir had, else 3, 2 and 1;
         `netns` is kept for the later runs of the data dir. With `security` (kept too), a secure cluster
-        (minibroker/local/security.py): TLS and SASL, mutual TLS inside the cluster, ZooKeeper ACLs (an open
+        (local_cluster/security.py): TLS and SASL, mutual TLS inside the cluster, ZooKeeper ACLs (an open
         cluster's znodes are secured first), an admin super user.
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process

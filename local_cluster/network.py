@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from minibroker.local.cluster_file import NetworkEntry
+from local_cluster.cluster_file import NetworkEntry
 
 CORE = "core"
 BROKER_PORT = 9092  # Kafka's default: every broker has an address of its own (its gRPC listener)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from minibroker.local.cluster_file import ClusterInfo
+from local_cluster.cluster_file import ClusterInfo
 from zk import paths
 from zk.client import KafkaZkClient
 from zk.server import port_in_use

@@ -1,6 +1,6 @@
 """`<data dir>/cluster.json`: what `minibroker cluster up` started and where it listens.
 
-Written by the launcher (minibroker/local/cluster.py) and read by every command
+Written by the launcher (local_cluster/cluster.py) and read by every command
 that takes `--data-dir`, so its shape is a contract: `bootstrap_servers` (the
 brokers' gRPC listeners), `kafka_bootstrap_servers` (their Kafka-protocol
 listeners, for kcat, confluent-kafka, kafka-python...), `zookeeper` {connect,
@@ -100,7 +100,7 @@ class BrokerEntry:
 
 @dataclass
 class NetworkEntry:
-    """The virtual network of `cluster up --netns` (minibroker/local/network.py): recorded before any of it
+    """The virtual network of `cluster up --netns` (local_cluster/network.py): recorded before any of it
     is created, so `cluster down` can remove what a crashed `up` left behind."""
 
     bridge: str
@@ -120,7 +120,7 @@ class NetworkEntry:
 
 @dataclass
 class SecurityEntry:
-    """What `cluster up --security` made under `<data dir>/security` (minibroker/local/security.py): the
+    """What `cluster up --security` made under `<data dir>/security` (local_cluster/security.py): the
     development CA's certificate, the admin super user's client properties (security.protocol, sasl.*, ssl.*:
     a `--command-config` for every tool, kcat's -F, confluent-kafka's config) and the JAAS file whose Client
     section is the cluster's ZooKeeper identity."""

@@ -1,6 +1,8 @@
 """A cluster of real processes on this machine, as a library: what `minibroker cluster`, `minibroker demo`,
 the chaos tooling, the benches and the audit use to start, find and reach one. The command line
-(minibroker/cli.py, minibroker/commands/) is built on it; nothing here imports the command line.
+(minibroker/cli.py, minibroker/commands/) is built on it; nothing here imports the minibroker package (an
+import-linter contract in pyproject.toml), so tooling reaches a cluster without the command line. Its
+processes are still started as the command line's modules (`python -m minibroker.commands.broker`).
 
   cluster.py       LocalCluster: ZooKeeper, controllers and brokers started, stopped, killed (SIGKILL)
   cluster_file.py  cluster.json: what a running cluster's data dir says about its processes and addresses
