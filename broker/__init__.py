@@ -8,7 +8,7 @@ Each layer imports only the layers below it, top to bottom (siblings on one line
   admin/                       CreateTopics and the other admin requests' rules, DelayedCreateTopics
   replication/                 Partition, ReplicaManager, DelayedProduce / DelayedFetch / DelayedDeleteRecords
   fetcher/                     follower fetcher threads (a partition through its own FollowerPartition protocol)
-  log/ | security/             the partition log; principals, authentication, ACLs
+  log/ | security/             the partition log (and its cleaner); TLS, SASL, ACLs and the authorizer
   config/                      KafkaConfig, LogConfig, topic configs, metrics, MetadataCache
   purgatory/                   the purgatory, its timer, the completion (the ground floor)
 
