@@ -1,4 +1,5 @@
-"""The broker process (Kafka 2.x's KafkaServer): the top layer, which wires every other; nothing imports it.
+"""The broker process (Kafka 2.x's KafkaServer): the top layer, which wires every other; no other
+broker package imports it (the `minibroker broker` command starts it).
 
   kafka_server.py        KafkaServer: start-up and shutdown order, ZooKeeper registration, the gRPC server
   dynamic_config.py      live configuration changes (DynamicConfigManager, ConfigChangeListener): applies them
