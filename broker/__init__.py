@@ -8,7 +8,7 @@ Each layer imports only the layers below it, top to bottom (siblings on one line
   admin/                       CreateTopics and the other admin requests' rules, DelayedCreateTopics
   replication/                 Partition, ReplicaManager, DelayedProduce / DelayedFetch / DelayedDeleteRecords
   fetcher/                     follower fetcher threads (a partition through its own FollowerPartition protocol)
-  log/ | security/             the partition log (and its cleaner); TLS, SASL, ACLs and the authorizer
+  log/ | security/             the partition log (and its cleaner); TLS, SASL and who a connection is
   config/                      KafkaConfig, LogConfig, topic configs, metrics, MetadataCache
   purgatory/                   the purgatory, its timer, the completion (the ground floor)
 
@@ -33,7 +33,8 @@ Where the rules live:
                      storage in __consumer_offsets, loading on leadership; records.py Kafka's record schemas
   File format        common/record.py  RecordBatch v2 byte for byte (shared with the client and the audit);
                      broker/log/files.py  every file name on disk; log/segment.py, log/index.py (.index,
-                     .timeindex), log/checkpoint.py (checkpoint text), log/log.py (append, read, recovery)
+                     .timeindex), log/checkpoint.py (checkpoint text), log/log.py (append, read),
+                     log/log_loader.py (recovery)
 
 Packages:
   server/       the process: KafkaServer start-up and shutdown, dynamic config's listeners, the log dir failure
@@ -48,11 +49,12 @@ Packages:
   replication/  Partition, Replica, the rules above, ReplicaManager (the partitions this broker hosts) and its
                 delayed operations: DelayedProduce (acks=all), DelayedFetch (long poll), DelayedDeleteRecords
   fetcher/      follower fetcher threads: one per (leader, fetcher id), truncation, the gRPC leader end
-  log/          the partition log: segments, indexes, checkpoints, recovery, producer state, LogManager, and
-                the log cleaner (cleaner.py the algorithm, log_cleaner.py its threads, cleaner_manager.py which
-                log next, offset_map.py its key map)
-  security/     who is asking and what they may do: TLS, SASL (PLAIN, SCRAM), SSL principals, the ACLs and
-                the AclAuthorizer, their ZooKeeper store
+  log/          the partition log: segments, indexes, checkpoints, LogLoader (recovery), LogValidator, producer
+                state, LogManager, and the log cleaner in log/cleaner/ (algorithm.py, threads.py, manager.py,
+                offset_map.py)
+  security/     who is asking on the broker's listeners: TLS, SASL (PLAIN, SCRAM), the gRPC identity; what a
+                principal may do (principals, ACLs, the AclAuthorizer) is common/security/, shared with the
+                controller, and the ACLs' ZooKeeper store zk/acl_store.py
   config/       KafkaConfig, LogConfig, topic configs, which broker configs may change live, BrokerMetrics,
                 MetadataCache
   purgatory/    the purgatory: delayed operations watched by key, completed on events, expired on a timer
