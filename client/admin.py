@@ -372,6 +372,29 @@ class Admin:
         return ClusterDescription(cluster.cluster_id, cluster.controller_id,
                                   tuple(sorted(cluster.brokers.values())))
 
+    def cluster_metadata(self) -> ClusterMetadata:
+        """One Metadata request's whole answer: brokers, controller and every topic's partitions."""
+        return self._fetch_metadata(None)
+
+    # ------------------------------------------------------------------ replica state (the project's own request)
+
+    def describe_replica_state(self, brokers: Iterable[BrokerMetadata], events_after: Mapping[int, int],
+                               timeout_ms: float) -> dict[int, pb.DescribeReplicaStateResponse | KafkaError]:
+        """Each broker's DescribeReplicaState (its replicas, its leaders' view of their followers, its events after
+        `events_after[broker id]`), asked of all at once: a broker that does not answer within `timeout_ms`
+        (paused, gone) maps to the KafkaError it failed with, so one stopped broker never holds up the others."""
+        futures = {b.node_id: self._metadata.pool.get(b.address).call_async(
+            lambda stub: stub.DescribeReplicaState,
+            pb.DescribeReplicaStateRequest(events_after=events_after.get(b.node_id, 0)), timeout_ms)
+            for b in brokers}
+        answers: dict[int, pb.DescribeReplicaStateResponse | KafkaError] = {}
+        for broker_id, future in futures.items():
+            try:
+                answers[broker_id] = future.result()
+            except KafkaError as e:
+                answers[broker_id] = e
+        return answers
+
     def _fetch_metadata(self, topics: Iterable[str] | None) -> ClusterMetadata:
         # No topics in a MetadataRequest means all of them; describe_cluster wants none, but asking for all
         # is the only way proto3 can say it.

@@ -40,6 +40,7 @@ import threading
 from collections.abc import Iterable
 
 from common.config import UNCLEAN_LEADER_ELECTION_ENABLE, ConfigError, Type, parse_value
+from common.event_ring import BROKER_FAILURE, BROKER_STARTUP, CONTROLLER_FAILOVER, EVENTS
 from controller.channel_manager import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext, PartitionAndReplica
@@ -318,6 +319,8 @@ class KafkaController:
             pass  # somebody else already holds the seat
 
     def _on_controller_failover(self) -> None:
+        EVENTS.record(CONTROLLER_FAILOVER, f"controller {self.controller_id} won /controller in controller epoch"
+                      f" {self.context.epoch}")
         self._log.info("Registering handlers")
         self._watches.register_active_handlers()
         # The whole state is read below: pending notifications would only repeat it.
@@ -430,6 +433,7 @@ class KafkaController:
 
     def _on_broker_startup(self, new_broker_ids: list[int]) -> None:
         self._log.info("New broker startup callback for %s", new_broker_ids)
+        EVENTS.record(BROKER_STARTUP, f"brokers {sorted(new_broker_ids)} registered in /brokers/ids")
         # The others only need to know the new brokers; the new ones need everything.
         self._send_update_metadata_request(self.context.live_broker_ids - set(new_broker_ids), ())
         self._send_update_metadata_request(new_broker_ids, self.context.partitions_with_leaders())
@@ -447,6 +451,8 @@ class KafkaController:
 
     def _on_broker_failure(self, dead_broker_ids: list[int]) -> None:
         self._log.info("Broker failure callback for %s", dead_broker_ids)
+        EVENTS.record(BROKER_FAILURE, f"brokers {sorted(dead_broker_ids)} left /brokers/ids (ZooKeeper session"
+                      " expired or closed): their leaderships are elected again, they leave the ISRs")
         self._on_replicas_become_offline(self.context.replicas_on_brokers(dead_broker_ids))
 
     def _on_replicas_become_offline(self, new_offline_replicas: list[PartitionAndReplica]) -> None:

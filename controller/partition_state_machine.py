@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol
 
+from common.event_ring import ELECTION, EVENTS
 from controller.context import ControllerContext
 from controller.election import LeaderElection, leader_for_offline
 from controller.leader_and_isr_update import LeaderAndIsrStore, update_leader_and_isr
@@ -168,12 +169,10 @@ class PartitionStateMachine:
                 list(self._context.partition_replica_assignment(tp)),
             )
         elif target_state is PartitionState.OnlinePartition:
-            self._log.info(
-                "Changed partition %s from %s to OnlinePartition with state %s",
-                tp,
-                previous.name,
-                describe(self._context.partition_leadership_info[tp]),
-            )
+            state = describe(self._context.partition_leadership_info[tp])
+            self._log.info("Changed partition %s from %s to OnlinePartition with state %s", tp, previous.name, state)
+            EVENTS.record(ELECTION, f"controller {self._controller_id} moved it from {previous.name} to"
+                          f" OnlinePartition: {state}", *tp)
         else:
             self._log.info("Changed partition %s state from %s to %s", tp, previous.name, target_state.name)
 

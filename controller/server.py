@@ -1,5 +1,6 @@
-"""The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest) and
-ElectLeaders (an admin client's leader election, KIP-460).
+"""The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest),
+ElectLeaders (an admin client's leader election, KIP-460) and the project's own DescribeEvents (its event ring, for
+`minibroker console`).
 
 In Kafka the controller is a broker and answers ControlledShutdown on its
 broker port; here it is a process of its own, so it serves the one request
@@ -21,12 +22,14 @@ healthcheck can tell a controller from a broker (proto/types.py).
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.config import ConfigError, parse_endpoints
+from common.event_ring import EVENTS, event_messages
 from common.grpc_tls import GrpcSecurity
 from common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from common.security.authorizer import AclAuthorizer, Session
@@ -130,6 +133,20 @@ class ControllerApis(pb_grpc.KafkaControllerServicer):
                 by_topic[tp.topic] = response.replica_election_results.add(topic=tp.topic)
             by_topic[tp.topic].partition_result.add(partition_id=tp.partition, error_code=error, error_message=message)
         return response
+
+    def DescribeEvents(self, request: pb.DescribeEventsRequest,
+                       context: grpc.ServicerContext) -> pb.DescribeEventsResponse:
+        """The controller's recent events (common/event_ring.py), read-only: a partition's need Describe on its
+        topic, as a broker's DescribeReplicaState; events of no one partition go to anyone."""
+        events = EVENTS.since(request.events_after)
+        if self._authorizer is not None:
+            session = self._session(context)
+            topics = {e.topic for e in events if e.topic}
+            describable = {t for t in topics if self._authorizer.authorize(
+                session, AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_if_denied=False)}
+            events = [e for e in events if not e.topic or e.topic in describable]
+        return pb.DescribeEventsResponse(controller_id=self._controller.controller_id,
+                                         now_ms=int(time.time() * 1000), events=event_messages(events))
 
 
 def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:

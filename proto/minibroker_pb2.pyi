@@ -3351,3 +3351,257 @@ class OffsetDeleteResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OffsetDeleteResponse: _TypeAlias = OffsetDeleteResponse  # noqa: Y015
+
+@_typing.final
+class ReplicationEvent(_message.Message):
+    """---------------------------------------------------------------- the console's requests (the project's
+    own: Kafka has none). Events come from a bounded ring in each process (common/event_ring.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    TIME_MS_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    time_ms: _builtins.int
+    kind: _builtins.str
+    """LeaderEpoch, IsrShrink, IsrExpand, Truncation, Election, BrokerFailure, ..."""
+    topic: _builtins.str
+    """"" for an event of no one partition"""
+    partition: _builtins.int
+    """-1 likewise"""
+    detail: _builtins.str
+    """why, in the words of the log line beside it"""
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        time_ms: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "kind", b"kind", "partition", b"partition", "sequence", b"sequence", "time_ms", b"time_ms", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicationEvent: _TypeAlias = ReplicationEvent  # noqa: Y015
+
+@_typing.final
+class DescribeReplicaStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    EVENTS_AFTER_FIELD_NUMBER: _builtins.int
+    events_after: _builtins.int
+    """Events after this sequence number (0: every event the ring holds)."""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The topics whose partitions this broker hosts to describe; none: every topic hosted."""
+
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
+        events_after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events_after", b"events_after", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeReplicaStateRequest: _TypeAlias = DescribeReplicaStateRequest  # noqa: Y015
+
+@_typing.final
+class DescribeReplicaStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FollowerState(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        BROKER_ID_FIELD_NUMBER: _builtins.int
+        LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+        LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+        LAST_CAUGHT_UP_TIME_MS_FIELD_NUMBER: _builtins.int
+        LAST_FETCH_TIME_MS_FIELD_NUMBER: _builtins.int
+        broker_id: _builtins.int
+        log_end_offset: _builtins.int
+        """-1 until the follower fetched in this leader epoch"""
+        log_start_offset: _builtins.int
+        last_caught_up_time_ms: _builtins.int
+        """Kafka's lastCaughtUpTimeMs"""
+        last_fetch_time_ms: _builtins.int
+        def __init__(
+            self,
+            *,
+            broker_id: _builtins.int = ...,
+            log_end_offset: _builtins.int = ...,
+            log_start_offset: _builtins.int = ...,
+            last_caught_up_time_ms: _builtins.int = ...,
+            last_fetch_time_ms: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "last_caught_up_time_ms", b"last_caught_up_time_ms", "last_fetch_time_ms", b"last_fetch_time_ms", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class EpochEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        EPOCH_FIELD_NUMBER: _builtins.int
+        START_OFFSET_FIELD_NUMBER: _builtins.int
+        epoch: _builtins.int
+        start_offset: _builtins.int
+        def __init__(
+            self,
+            *,
+            epoch: _builtins.int = ...,
+            start_offset: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "start_offset", b"start_offset"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class PartitionState(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITION_FIELD_NUMBER: _builtins.int
+        LEADER_FIELD_NUMBER: _builtins.int
+        LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+        LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+        LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+        HIGH_WATERMARK_FIELD_NUMBER: _builtins.int
+        ISR_FIELD_NUMBER: _builtins.int
+        FOLLOWERS_FIELD_NUMBER: _builtins.int
+        EPOCH_ENTRIES_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        partition: _builtins.int
+        leader: _builtins.int
+        leader_epoch: _builtins.int
+        log_start_offset: _builtins.int
+        log_end_offset: _builtins.int
+        high_watermark: _builtins.int
+        @_builtins.property
+        def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+            """the leader's; empty on a follower"""
+
+        @_builtins.property
+        def followers(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeReplicaStateResponse.FollowerState]:
+            """likewise"""
+
+        @_builtins.property
+        def epoch_entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeReplicaStateResponse.EpochEntry]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partition: _builtins.int = ...,
+            leader: _builtins.int = ...,
+            leader_epoch: _builtins.int = ...,
+            log_start_offset: _builtins.int = ...,
+            log_end_offset: _builtins.int = ...,
+            high_watermark: _builtins.int = ...,
+            isr: _abc.Iterable[_builtins.int] | None = ...,
+            followers: _abc.Iterable[Global___DescribeReplicaStateResponse.FollowerState] | None = ...,
+            epoch_entries: _abc.Iterable[Global___DescribeReplicaStateResponse.EpochEntry] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch_entries", b"epoch_entries", "followers", b"followers", "high_watermark", b"high_watermark", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    NOW_MS_FIELD_NUMBER: _builtins.int
+    REPLICA_LAG_TIME_MAX_MS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    broker_id: _builtins.int
+    now_ms: _builtins.int
+    """this broker's clock, against which the times above count"""
+    replica_lag_time_max_ms: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeReplicaStateResponse.PartitionState]: ...
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicationEvent]:
+        """of the topics described (and of no one partition)"""
+
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        broker_id: _builtins.int = ...,
+        now_ms: _builtins.int = ...,
+        replica_lag_time_max_ms: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___DescribeReplicaStateResponse.PartitionState] | None = ...,
+        events: _abc.Iterable[Global___ReplicationEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "error_code", b"error_code", "events", b"events", "now_ms", b"now_ms", "partitions", b"partitions", "replica_lag_time_max_ms", b"replica_lag_time_max_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeReplicaStateResponse: _TypeAlias = DescribeReplicaStateResponse  # noqa: Y015
+
+@_typing.final
+class DescribeEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_AFTER_FIELD_NUMBER: _builtins.int
+    events_after: _builtins.int
+    def __init__(
+        self,
+        *,
+        events_after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events_after", b"events_after"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeEventsRequest: _TypeAlias = DescribeEventsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTROLLER_ID_FIELD_NUMBER: _builtins.int
+    NOW_MS_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    controller_id: _builtins.int
+    now_ms: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicationEvent]: ...
+    def __init__(
+        self,
+        *,
+        controller_id: _builtins.int = ...,
+        now_ms: _builtins.int = ...,
+        events: _abc.Iterable[Global___ReplicationEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller_id", b"controller_id", "events", b"events", "now_ms", b"now_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeEventsResponse: _TypeAlias = DescribeEventsResponse  # noqa: Y015

@@ -151,6 +151,11 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.DescribeReplicaState = channel.unary_unary(
+                '/minibroker.KafkaClient/DescribeReplicaState',
+                request_serializer=proto_dot_minibroker__pb2.DescribeReplicaStateRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DescribeReplicaStateResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaClientServicer:
@@ -307,6 +312,15 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeReplicaState(self, request, context):
+        """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
+        follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
+        Read-only; a partition's state needs Describe on its topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaClientServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -424,6 +438,11 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.IncrementalAlterConfigs,
                     request_deserializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'DescribeReplicaState': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeReplicaState,
+                    request_deserializer=proto_dot_minibroker__pb2.DescribeReplicaStateRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DescribeReplicaStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1059,6 +1078,33 @@ class KafkaClient:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def DescribeReplicaState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DescribeReplicaState',
+            proto_dot_minibroker__pb2.DescribeReplicaStateRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DescribeReplicaStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class KafkaClusterStub:
     """The cluster API served by every broker: controller -> broker requests and the
@@ -1288,6 +1334,11 @@ class KafkaControllerStub:
                 request_serializer=proto_dot_minibroker__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.DescribeEvents = channel.unary_unary(
+                '/minibroker.KafkaController/DescribeEvents',
+                request_serializer=proto_dot_minibroker__pb2.DescribeEventsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DescribeEventsResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaControllerServicer:
@@ -1310,6 +1361,14 @@ class KafkaControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeEvents(self, request, context):
+        """The project's own: the controller's recent events (elections, broker failures, failover) for
+        `minibroker console`. Read-only; a partition's events need Describe on its topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1322,6 +1381,11 @@ def add_KafkaControllerServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=proto_dot_minibroker__pb2.ElectLeadersRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'DescribeEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeEvents,
+                    request_deserializer=proto_dot_minibroker__pb2.DescribeEventsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DescribeEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1380,6 +1444,33 @@ class KafkaController:
             '/minibroker.KafkaController/ElectLeaders',
             proto_dot_minibroker__pb2.ElectLeadersRequest.SerializeToString,
             proto_dot_minibroker__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaController/DescribeEvents',
+            proto_dot_minibroker__pb2.DescribeEventsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DescribeEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

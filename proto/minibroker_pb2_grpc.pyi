@@ -108,6 +108,11 @@ class KafkaClientStub:
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]
     IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.IncrementalAlterConfigsRequest, _minibroker_pb2.IncrementalAlterConfigsResponse]
+    DescribeReplicaState: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeReplicaStateRequest, _minibroker_pb2.DescribeReplicaStateResponse]
+    """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
+    follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
+    Read-only; a partition's state needs Describe on its topic.
+    """
 
 @_typing.type_check_only
 class KafkaClientAsyncStub(KafkaClientStub):
@@ -153,6 +158,11 @@ class KafkaClientAsyncStub(KafkaClientStub):
     """Topic and dynamic broker configs (kafka-configs.sh), applied live by every broker."""
     AlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AlterConfigsRequest, _minibroker_pb2.AlterConfigsResponse]  # type: ignore[assignment]
     IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.IncrementalAlterConfigsRequest, _minibroker_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
+    DescribeReplicaState: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeReplicaStateRequest, _minibroker_pb2.DescribeReplicaStateResponse]  # type: ignore[assignment]
+    """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
+    follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
+    Read-only; a partition's state needs Describe on its topic.
+    """
 
 class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     """The client API: producers, consumers, admin clients, and follower replicas
@@ -334,6 +344,17 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.IncrementalAlterConfigsResponse, _abc.Awaitable[_minibroker_pb2.IncrementalAlterConfigsResponse]]: ...
 
+    @_abc_1.abstractmethod
+    def DescribeReplicaState(
+        self,
+        request: _minibroker_pb2.DescribeReplicaStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DescribeReplicaStateResponse, _abc.Awaitable[_minibroker_pb2.DescribeReplicaStateResponse]]:
+        """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
+        follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
+        Read-only; a partition's state needs Describe on its topic.
+        """
+
 def add_KafkaClientServicer_to_server(servicer: KafkaClientServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class KafkaClusterStub:
@@ -412,6 +433,10 @@ class KafkaControllerStub:
     controller; here the admin tool sends it to the controller process the
     /controller znode advertises.
     """
+    DescribeEvents: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeEventsRequest, _minibroker_pb2.DescribeEventsResponse]
+    """The project's own: the controller's recent events (elections, broker failures, failover) for
+    `minibroker console`. Read-only; a partition's events need Describe on its topic.
+    """
 
 @_typing.type_check_only
 class KafkaControllerAsyncStub(KafkaControllerStub):
@@ -425,6 +450,10 @@ class KafkaControllerAsyncStub(KafkaControllerStub):
     """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
     controller; here the admin tool sends it to the controller process the
     /controller znode advertises.
+    """
+    DescribeEvents: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeEventsRequest, _minibroker_pb2.DescribeEventsResponse]  # type: ignore[assignment]
+    """The project's own: the controller's recent events (elections, broker failures, failover) for
+    `minibroker console`. Read-only; a partition's events need Describe on its topic.
     """
 
 class KafkaControllerServicer(metaclass=_abc_1.ABCMeta):
@@ -448,6 +477,16 @@ class KafkaControllerServicer(metaclass=_abc_1.ABCMeta):
         """Kafka's ElectLeaders (KIP-460): in Kafka a broker forwards it to its
         controller; here the admin tool sends it to the controller process the
         /controller znode advertises.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeEvents(
+        self,
+        request: _minibroker_pb2.DescribeEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DescribeEventsResponse, _abc.Awaitable[_minibroker_pb2.DescribeEventsResponse]]:
+        """The project's own: the controller's recent events (elections, broker failures, failover) for
+        `minibroker console`. Read-only; a partition's events need Describe on its topic.
         """
 
 def add_KafkaControllerServicer_to_server(servicer: KafkaControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -27,6 +27,7 @@ from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
 from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.api.replica_state import replica_state_response
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.config.metrics import BrokerMetrics
@@ -37,6 +38,8 @@ from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
+from common.event_ring import EVENTS
+from common.security.acl import AclOperation
 from common.security.authorizer import Session
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
@@ -283,6 +286,20 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                 config_source=entry.source, is_sensitive=entry.is_sensitive,
                                 is_default=entry.is_default)
         return response
+
+    # ------------------------------------------------------------------ DescribeReplicaState (the project's own)
+
+    async def DescribeReplicaState(self, request: pb.DescribeReplicaStateRequest,
+                                   context: Context) -> pb.DescribeReplicaStateResponse:
+        states = [s for s in (p.replica_state() for p in self._replica_manager.hosted_partitions()) if s is not None]
+        hosted = {s.topic_partition.topic for s in states}
+        asked = set(request.topics) & hosted if request.topics else hosted
+        # Describe on the topic, as ListOffsets and Metadata ask; a topic the caller may not see is left out.
+        describable = self._operations.authorized_topics(self._session(context), AclOperation.DESCRIBE, asked,
+                                                         log_if_denied=bool(request.topics))
+        return replica_state_response(self._config.broker_id, int(time.time() * 1000),
+                                      self._config.replica_lag_time_max_ms, states,
+                                      EVENTS.since(request.events_after), describable)
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest, context: Context) -> pb.AlterConfigsResponse:
         resources = [(r.resource_type, r.resource_name,

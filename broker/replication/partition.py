@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from broker.config.topic_config import TopicConfig
 from broker.fetcher.protocol import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from broker.log.manager import LogManager
 from broker.replication.offset_metadata import offset_only, position_known
@@ -49,6 +49,7 @@ from broker.replication.rules import (
     maximal_isr,
     out_of_sync_replicas,
 )
+from common.event_ring import EVENTS, ISR_EXPAND, ISR_SHRINK, LEADER_EPOCH, TRUNCATION
 from common.record import NO_TIMESTAMP
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
@@ -121,6 +122,36 @@ class _PendingIsrUpdate:
 
     isr: frozenset[int]
     state: LeaderIsrAndControllerEpoch
+    # What the event ring records once ZooKeeper took the write (common/event_ring.py).
+    event_kind: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerState:
+    """What a leader knows of a follower: learnt from its fetches (Kafka's Replica)."""
+
+    broker_id: int
+    log_end_offset: int
+    log_start_offset: int
+    last_caught_up_time_ms: int
+    last_fetch_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """One replica's view of its partition at one moment, for DescribeReplicaState (`minibroker console`).
+    Followers and the ISR are the leader's knowledge: empty on a follower."""
+
+    topic_partition: TopicPartition
+    leader: int
+    leader_epoch: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    isr: tuple[int, ...]
+    followers: tuple[FollowerState, ...]
+    epoch_entries: tuple[EpochEntry, ...]  # the leader-epoch-checkpoint's entries
 
 
 # A partition's checkpointed high watermark, if the replication-offset-checkpoint has one.
@@ -181,6 +212,25 @@ class Partition:
     def is_under_min_isr(self) -> bool:
         return self.is_leader and len(self.in_sync_replica_ids) < self.min_insync_replicas
 
+    def replica_state(self) -> ReplicaState | None:
+        """This replica's state, None while it has no log (offline or not created yet)."""
+        with self._lock:
+            log = self.log
+            if log is None:
+                return None
+            is_leader = self.is_leader
+            followers = tuple(
+                FollowerState(r.broker_id, r.log_end_offset, r.log_start_offset, r.last_caught_up_time_ms,
+                              r.last_fetch_time_ms)
+                for _, r in sorted(self.remote_replicas.items())) if is_leader else ()
+            cache = log.leader_epoch_cache
+            epochs = tuple(cache.entries) if isinstance(cache, LeaderEpochFileCache) else ()
+            return ReplicaState(
+                self.topic_partition, -1 if self.leader_replica_id is None else self.leader_replica_id,
+                self.leader_epoch, log.log_start_offset, log.log_end_offset, self.high_watermark,
+                tuple(b for b in self.assignment if b in self.in_sync_replica_ids) if is_leader else (), followers,
+                epochs)
+
     def update_topic_config(self, config: TopicConfig) -> None:
         """The topic's config changed live: min.insync.replicas and the log's settings apply from now on."""
         with self._lock:
@@ -220,6 +270,9 @@ class Partition:
                 if is_new_leader_epoch:
                     replica.forget_log_end_offset()
             self.leader_replica_id = self.local_broker_id
+            if is_new_leader_epoch:
+                EVENTS.record(LEADER_EPOCH, f"broker {self.local_broker_id} leads epoch {state.leader_epoch} from"
+                              f" offset {start_offset}, ISR {sorted(state.isr)}", *self.topic_partition)
             # The ISR may be down to this broker alone.
             return is_new_leader, self._maybe_increment_leader_hw(log)
 
@@ -238,6 +291,8 @@ class Partition:
             if self.leader_replica_id == state.leader and self.leader_epoch == old_leader_epoch:
                 return False
             self.leader_replica_id = state.leader
+            EVENTS.record(LEADER_EPOCH, f"broker {self.local_broker_id} follows leader {state.leader} in epoch"
+                          f" {state.leader_epoch}", *self.topic_partition)
             return True
 
     def create_log_if_not_exists(self, checkpoints: HighWatermarkCheckpoints, is_new: bool) -> None:
@@ -375,7 +430,12 @@ class Partition:
                         log.log_end_offset, " ".join(
                             f"(brokerId: {b}, endOffset: {self.remote_replicas[b].log_end_offset})"
                             for b in sorted(out_of_sync)))
-            update = self._begin_isr_update(self.in_sync_replica_ids - out_of_sync)
+            now = self._time_ms()
+            lagging = ", ".join(f"{b} not caught up for {now - self.remote_replicas[b].last_caught_up_time_ms} ms"
+                                f" (endOffset {self.remote_replicas[b].log_end_offset})" for b in sorted(out_of_sync))
+            update = self._begin_isr_update(
+                self.in_sync_replica_ids - out_of_sync, ISR_SHRINK,
+                f"{lagging} > replica.lag.time.max.ms {replica_max_lag_ms}; leader endOffset {log.log_end_offset}")
         return self._write_isr_update(update, store.shrink_isr)
 
     def maybe_expand_isr(self, replica_id: int, store: PartitionStateStore) -> bool:
@@ -386,7 +446,8 @@ class Partition:
             new_isr = self.in_sync_replica_ids | {replica_id}
             logger.info("%sExpanding ISR from %s to %s", self._log_prefix, describe_isr(self.in_sync_replica_ids),
                         describe_isr(new_isr))
-            update = self._begin_isr_update(new_isr)
+            update = self._begin_isr_update(
+                new_isr, ISR_EXPAND, f"{replica_id} caught up to the high watermark {self.high_watermark}")
         return self._write_isr_update(update, store.expand_isr)
 
     def _needs_expand_isr(self, replica_id: int) -> bool:
@@ -395,11 +456,12 @@ class Partition:
                 and replica is not None and replica_id not in self.in_sync_replica_ids
                 and is_follower_in_sync(replica.log_end_offset, self.high_watermark, self.leader_epoch_start_offset))
 
-    def _begin_isr_update(self, new_isr: frozenset[int]) -> _PendingIsrUpdate:
+    def _begin_isr_update(self, new_isr: frozenset[int], event_kind: str, reason: str) -> _PendingIsrUpdate:
         # Kept in assignment order, as the controller writes it.
         isr = tuple(b for b in self.assignment if b in new_isr)
         update = _PendingIsrUpdate(new_isr, LeaderIsrAndControllerEpoch(
-            self.local_broker_id, self.leader_epoch, isr, self.controller_epoch, self.zk_version))
+            self.local_broker_id, self.leader_epoch, isr, self.controller_epoch, self.zk_version), event_kind,
+            f"ISR {describe_isr(self.in_sync_replica_ids)} -> {describe_isr(new_isr)}: {reason}")
         self._pending_isr_update = update
         return update
 
@@ -424,6 +486,7 @@ class Partition:
             self._pending_isr_update = None
             current = result.current
             if result.new_zk_version is not None:
+                EVENTS.record(update.event_kind, update.reason, *self.topic_partition)
                 self.in_sync_replica_ids = update.isr
                 self.zk_version = result.new_zk_version
                 logger.info("%sISR updated to [%s] and zkVersion updated to [%d]", self._log_prefix,
@@ -505,7 +568,12 @@ class Partition:
             if offset < self.high_watermark:
                 logger.warning("%sTruncating to offset %d below high watermark %d", self._log_prefix, offset,
                                self.high_watermark)
+            before = log.log_end_offset
             log.truncate_to(offset)
+            if log.log_end_offset < before:
+                EVENTS.record(TRUNCATION, f"follower {self.local_broker_id} truncated from {before} to"
+                              f" {log.log_end_offset} (asked: {offset}, leader epoch {leader_epoch})",
+                              *self.topic_partition)
             if self.high_watermark > log.log_end_offset:
                 self._high_watermark = offset_only(log.log_end_offset)
             return log.log_end_offset
@@ -513,8 +581,11 @@ class Partition:
     def truncate_fully_and_start_at(self, leader_epoch: int, offset: int) -> None:
         with self._lock:
             log = self._follower_log_or_error(leader_epoch)
+            before = log.log_end_offset
             log.truncate_fully_and_start_at(offset)
             self._high_watermark = offset_only(offset)
+            EVENTS.record(TRUNCATION, f"follower {self.local_broker_id} emptied its log (endOffset {before}) to"
+                          f" start at the leader's log start offset {offset}", *self.topic_partition)
 
     def append_records_to_follower(self, leader_epoch: int, fetch_offset: int, records: bytes,
                                    leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
