@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "minibroker.commands.perf",
     "minibroker.commands.chaos",
     "minibroker.commands.health",
+    "minibroker.commands.console",
     "minibroker.commands.zookeeper_security_migration",
     "minibroker.commands.audit",
 )

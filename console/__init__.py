@@ -1,0 +1,12 @@
+"""`minibroker console`: a live web console of replication (tooling, like chaos/: it reaches the cluster only
+through the project's client, its gRPC contract and, for a local cluster, local_cluster).
+
+  view.py       plain functions: Metadata + each broker's DescribeReplicaState -> the page's partitions, cluster,
+                topics and group lag (a follower in sync, late, out of the ISR or not answering)
+  collector.py  Collector: the one poller (a thread) and its latest Picture; the merged event timeline
+  local.py      LocalProcesses: a --data-dir cluster's processes (/proc), ZooKeeper modes, the controller's
+                address, and the faults (SIGKILL/SIGSTOP/SIGCONT/restart a broker, kill the controller)
+  server.py     the aiohttp app: the page, /api/stream (server-sent events), /api/picture, /api/faults
+  main.py       serve(): the collector and the server until Ctrl-C
+  static/       index.html, console.js, console.css: the page, shipped as package data
+"""

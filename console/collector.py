@@ -1,0 +1,247 @@
+"""The console's one poller: asks the cluster what it looks like, on a thread, and keeps the latest picture.
+
+Every `interval_ms` (500 by default: the page gets at least two pictures a second)
+it sends one Metadata request to any broker and one DescribeReplicaState to every
+broker at once (a broker that does not answer within the interval is shown as not
+answering, and holds up nobody). Less often, as they change slowly: the consumer
+groups (ListGroups, DescribeGroups, OffsetFetch) every `groups_every` ticks, the
+topics' configs (DescribeConfigs) every `configs_every`, and, for a local cluster,
+its processes (cluster.json, /proc) and the active controller's events
+(DescribeEvents, at the address the /controller znode advertises). However many
+pages are open, the brokers see this one poller: the pages read its picture.
+
+Events are paged by sequence number per source; a source that stops answering
+(a paused or restarted broker, whose ring starts again at 1) is asked from 0
+when it comes back, and what was seen already is dropped by its key.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from client import Admin, KafkaError
+from client.admin import ConfigResource, ConfigResourceType
+from client.metadata import ClusterMetadata
+from common.grpc_tls import GrpcSecurity
+from console import view
+from console.local import LocalProcesses
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+
+logger = logging.getLogger(__name__)
+
+# The merged timeline the page gets: the most recent events of every source.
+MAX_EVENTS = 1000
+CONTROLLER_SOURCE = "controller"
+
+
+@dataclass(frozen=True)
+class Picture:
+    """The latest picture and its number (the pages send it again only when the number moved)."""
+
+    version: int
+    taken_ms: int
+    cluster: dict[str, Any]
+    partitions: list[dict[str, Any]]
+    topics: list[dict[str, Any]]
+    groups: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    processes: list[dict[str, Any]]
+    zookeeper: dict[str, Any]
+    errors: list[str]
+
+
+class Collector:
+    def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 500,
+                 local: LocalProcesses | None = None,
+                 groups_every: int = 4, configs_every: int = 20) -> None:
+        self._interval_ms = interval_ms
+        self._admin = Admin(bootstrap_servers, channel_factory=security.channel_factory,
+                            request_timeout_ms=max(interval_ms * 4, 2000), default_api_timeout_ms=5000)
+        self._security = security
+        self._local = local
+        self._controller_endpoint = local.controller_endpoint if local is not None else None
+        self._groups_every = groups_every
+        self._configs_every = configs_every
+        self._events_after: dict[str, int] = {}
+        self._seen: set[tuple[str, int, int]] = set()
+        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
+        self._groups: list[dict[str, Any]] = []
+        self._configs: dict[str, dict[str, str]] = {}
+        self._controller: tuple[str, grpc.Channel] | None = None
+        self._ticks = 0
+        self._zookeeper: dict[str, Any] = {}
+        self._console_sequence = 0
+        self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="console-collector", daemon=True)
+
+    @property
+    def picture(self) -> Picture:
+        return self._picture
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._admin.close()
+        if self._controller is not None:
+            self._controller[1].close()
+
+    def wait_for_picture(self, after_version: int, timeout_s: float) -> Picture:
+        """The picture after `after_version`, or the current one once `timeout_s` passes."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._picture.version > after_version, timeout_s)
+            return self._picture
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                picture = self._take()
+            except Exception as e:  # the console stays up whatever one tick met; the page says what
+                logger.exception("console: a poll failed")
+                picture = Picture(self._picture.version + 1, _now_ms(), self._picture.cluster,
+                                  self._picture.partitions, self._picture.topics, self._picture.groups,
+                                  list(self._events), self._picture.processes, self._zookeeper,
+                                  [f"poll failed: {e}"])
+            with self._changed:
+                self._picture = picture
+                self._changed.notify_all()
+            self._ticks += 1
+            self._stop.wait(max(self._interval_ms / 1000 - (time.monotonic() - began), 0.05))
+
+    def _take(self) -> Picture:
+        errors: list[str] = []
+        metadata = self._admin.cluster_metadata()
+        raw = self._admin.describe_replica_state(
+            sorted(metadata.brokers.values()), self._broker_cursors(), self._interval_ms * 0.9)
+        answers: dict[int, pb.DescribeReplicaStateResponse] = {}
+        for broker_id, answer in raw.items():
+            source = f"broker-{broker_id}"
+            if isinstance(answer, KafkaError):
+                errors.append(f"broker {broker_id}: {answer}")
+                self._events_after[source] = 0  # asked from the start when it is back (a restart resets its ring)
+                continue
+            answers[broker_id] = answer
+            self._add_events(source, answer.events)
+        self._poll_controller(errors)
+        if self._ticks % self._groups_every == 0:
+            self._groups = self._poll_groups(metadata, answers, errors)
+        if self._ticks % self._configs_every == 0:
+            self._configs = self._poll_configs(metadata, errors)
+        processes = []
+        if self._local is not None:
+            processes = self._local.processes()
+            if self._ticks % self._groups_every == 0:
+                self._zookeeper = self._local.zookeeper()
+        return Picture(
+            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers),
+            view.partition_views(metadata, answers, metadata.topics),
+            view.topic_summaries(metadata, answers, self._configs), self._groups,
+            sorted(self._events, key=lambda e: e["time_ms"]), processes, self._zookeeper, errors)
+
+    def record(self, kind: str, detail: str) -> None:
+        """An event of the console's own (a fault it injected), on the timeline beside what followed."""
+        self._console_sequence += 1
+        self._events.append({"source": "console", "sequence": self._console_sequence, "time_ms": _now_ms(),
+                             "kind": kind, "topic": "", "partition": -1, "detail": detail})
+
+    def _broker_cursors(self) -> dict[int, int]:
+        return {int(source.removeprefix("broker-")): n for source, n in self._events_after.items()
+                if source.startswith("broker-")}
+
+    def _add_events(self, source: str, events: Any) -> None:
+        for e in events:
+            key = (source, e.sequence, e.time_ms)
+            self._events_after[source] = max(self._events_after.get(source, 0), e.sequence)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self._events.append({"source": source, "sequence": e.sequence, "time_ms": e.time_ms, "kind": e.kind,
+                                 "topic": e.topic, "partition": e.partition, "detail": e.detail})
+        if len(self._seen) > MAX_EVENTS * 4:
+            self._seen = {(ev["source"], ev["sequence"], ev["time_ms"]) for ev in self._events}
+
+    # ------------------------------------------------------------------ slower sources
+
+    def _poll_controller(self, errors: list[str]) -> None:
+        if self._controller_endpoint is None:
+            return
+        try:
+            endpoint = self._controller_endpoint()
+        except Exception as e:  # ZooKeeper away: the picture says so, the brokers' part goes on
+            errors.append(f"controller endpoint: {e}")
+            return
+        if endpoint is None:
+            return
+        if self._controller is None or self._controller[0] != endpoint:
+            if self._controller is not None:
+                self._controller[1].close()
+            self._controller = (endpoint, self._security.channel(endpoint))
+            self._events_after[CONTROLLER_SOURCE] = 0
+        try:
+            response = pb_grpc.KafkaControllerStub(self._controller[1]).DescribeEvents(
+                pb.DescribeEventsRequest(events_after=self._events_after.get(CONTROLLER_SOURCE, 0)),
+                timeout=self._interval_ms / 1000)
+        except grpc.RpcError as e:
+            errors.append(f"controller at {endpoint}: {e.code().name}")
+            return
+        self._add_events(f"controller-{response.controller_id}", response.events)
+        # One cursor for whichever controller is active: a new one starts its ring at 1.
+        self._events_after[CONTROLLER_SOURCE] = max(
+            (e.sequence for e in response.events), default=self._events_after.get(CONTROLLER_SOURCE, 0))
+
+    def _poll_groups(self, metadata: ClusterMetadata, answers: dict[int, pb.DescribeReplicaStateResponse],
+                     errors: list[str]) -> list[dict[str, Any]]:
+        states = view.index_replica_states(answers)
+        out = []
+        try:
+            listings = self._admin.list_consumer_groups(timeout_ms=2000)
+            descriptions = {d.group_id: d for d in self._admin.describe_consumer_groups(
+                [g.group_id for g in listings], timeout_ms=2000)} if listings else {}
+            for listing in sorted(listings):
+                description = descriptions.get(listing.group_id)
+                offsets = self._admin.list_consumer_group_offsets(listing.group_id, timeout_ms=2000)
+                committed = {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
+                out.append({
+                    "group_id": listing.group_id, "state": description.state if description else listing.state,
+                    "coordinator": description.coordinator.node_id if description else None,
+                    "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                                 "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment]}
+                                for m in (description.members if description else ())],
+                    "partitions": view.group_lag(committed, states, metadata),
+                })
+        except KafkaError as e:
+            errors.append(f"groups: {e}")
+            return self._groups
+        return out
+
+    def _poll_configs(self, metadata: ClusterMetadata, errors: list[str]) -> dict[str, dict[str, str]]:
+        topics = sorted(metadata.topics)
+        if not topics:
+            return {}
+        try:
+            described = self._admin.describe_configs(ConfigResource(ConfigResourceType.TOPIC, t) for t in topics)
+        except KafkaError as e:
+            errors.append(f"configs: {e}")
+            return self._configs
+        # The configs set on the topic (source 1, DYNAMIC_TOPIC_CONFIG): the defaults say nothing of it.
+        return {r.name: {c.name: c.value or "" for c in entries if not c.is_default and c.source == 1}
+                for r, entries in described.items()}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,49 @@
+"""The console's process: the collector's thread and the web server on one asyncio loop, until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from common.grpc_tls import GrpcSecurity
+from console.collector import Collector
+from console.local import LocalProcesses
+from console.server import create_app
+
+
+def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | None, host: str, port: int,
+          interval_ms: int, allow_faults: bool) -> int:
+    local = LocalProcesses(data_dir) if data_dir is not None else None
+    collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local)
+    if local is not None:
+        local.record = collector.record
+    collector.start()
+    try:
+        asyncio.run(_serve(create_app(collector, local, allow_faults), host, port))
+    finally:
+        collector.stop()
+        if local is not None:
+            local.close()
+    return 0
+
+
+async def _serve(app: web.Application, host: str, port: int) -> None:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    shown = f"[{host}]" if ":" in host else host
+    # The one line a user (and the browser test) reads: where to point the browser.
+    print(f"minibroker console at http://{shown}:{bound}/ (Ctrl-C stops it)", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    with contextlib.suppress(Exception):
+        await runner.cleanup()

@@ -1,0 +1,238 @@
+// minibroker console: draws the pictures the server pushes (server-sent events). Plain DOM, no library.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let source = null;
+let selectedTopic = new URLSearchParams(location.search).get("topic") || "";
+let last = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else if (key === "style") node.style.cssText = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node[key] = value;
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function fmt(n) {
+  return n === null || n === undefined || n < 0 ? "–" : Number(n).toLocaleString("en");
+}
+
+function connect() {
+  if (source) source.close();
+  source = new EventSource("/api/stream" + (selectedTopic ? "?topic=" + encodeURIComponent(selectedTopic) : ""));
+  source.onmessage = (message) => {
+    last = JSON.parse(message.data);
+    $("link").className = "link live";
+    draw(last);
+  };
+  source.onerror = () => { $("link").className = "link down"; };
+}
+
+function draw(p) {
+  drawSummary(p);
+  drawCluster(p);
+  drawTopicSelect(p);
+  drawPartitions(p);
+  drawTimeline(p);
+  drawTopics(p);
+  drawGroups(p);
+  const errors = $("errors");
+  errors.replaceChildren(...p.errors.map((e) => el("div", {}, e)));
+}
+
+function drawSummary(p) {
+  const c = p.cluster;
+  const zk = p.zookeeper || {};
+  const epoch = zk.controller_epoch !== undefined && zk.controller_epoch !== null ? ` (epoch ${zk.controller_epoch})` : "";
+  $("summary").replaceChildren(
+    el("span", {}, `cluster ${c.cluster_id || "?"}`),
+    el("span", {}, `controller ${c.controller_id}${epoch}`),
+    el("span", {}, `${(c.brokers || []).length} brokers`),
+    el("span", { class: c.offline_partitions ? "bad" : "" }, `${c.offline_partitions} offline`),
+    el("span", { class: c.under_replicated_partitions ? "warn" : "", id: "urp" },
+       `${c.under_replicated_partitions} under-replicated`),
+  );
+}
+
+function drawCluster(p) {
+  const c = p.cluster;
+  const states = Object.fromEntries((p.processes || []).map((x) => [x.name, x]));
+  const rows = (c.brokers || []).map((b) => {
+    const proc = states[`broker-${b.id}`];
+    const state = proc ? proc.state : (b.answering ? "running" : "not answering");
+    return el("tr", { "data-broker": b.id },
+      el("td", {}, `broker ${b.id}`, b.id === c.controller_id ? " ★" : ""),
+      el("td", {}, b.address), el("td", {}, b.rack || ""),
+      el("td", { class: `proc ${state.replace(" ", "-")}` }, b.answering ? state : `${state}, not answering`));
+  });
+  // Brokers of a local cluster that left the metadata (killed) still have a row, to restart them from.
+  for (const proc of p.processes || []) {
+    const id = proc.name.startsWith("broker-") ? Number(proc.name.slice(7)) : null;
+    if (id !== null && !(c.brokers || []).some((b) => b.id === id)) {
+      rows.push(el("tr", { "data-broker": id }, el("td", {}, `broker ${id}`), el("td", {}, ""), el("td", {}, ""),
+        el("td", { class: `proc ${proc.state}` }, `${proc.state}, not registered`)));
+    }
+  }
+  const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-")).map((x) => {
+    const zk = ((p.zookeeper || {}).servers || []).find((s) => s.name === x.name);
+    const active = (p.zookeeper || {}).controller_id;
+    const role = zk ? `mode ${zk.mode}` : (x.name === `controller-${active}` ? "active" : "standby");
+    return el("tr", {}, el("td", {}, x.name), el("td", {}, x.pid || ""), el("td", {}, role),
+      el("td", { class: `proc ${x.state}` }, x.state));
+  });
+  $("cluster").replaceChildren(el("table", { class: "cluster" }, ...rows, ...others));
+  drawFaults(p);
+}
+
+function drawFaults(p) {
+  $("faults").hidden = !p.faults_allowed;
+  if (!p.faults_allowed) return;
+  const ids = new Set((p.cluster.brokers || []).map((b) => b.id));
+  for (const proc of p.processes || []) if (proc.name.startsWith("broker-")) ids.add(Number(proc.name.slice(7)));
+  const key = [...ids].sort().join(",");
+  const box = $("fault-buttons");
+  if (box.dataset.key === key) return;  // keep the buttons (and a press in progress) across pictures
+  box.dataset.key = key;
+  box.replaceChildren(...[...ids].sort((a, b) => a - b).map((id) => el("div", { class: "fault-row" },
+    el("span", {}, `broker ${id}`),
+    ...["sigstop", "sigcont", "sigkill", "restart"].map((f) =>
+      el("button", { id: `fault-${f}-${id}`, class: `fault ${f}`, onclick: () => fault(`broker/${id}/${f}`) },
+         f === "restart" ? "restart" : f.toUpperCase()))),
+  ), el("div", { class: "fault-row" }, el("button", { id: "fault-kill-controller", class: "fault sigkill",
+    onclick: () => fault("controller/kill") }, "kill the controller")));
+}
+
+async function fault(path) {
+  const response = await fetch(`/api/faults/${path}`, { method: "POST" });
+  const body = await response.json();
+  $("fault-result").textContent = body.done || body.error;
+}
+
+function drawTopicSelect(p) {
+  const select = $("topic");
+  const names = p.topics.filter((t) => !t.internal).map((t) => t.name).concat(
+    p.topics.filter((t) => t.internal).map((t) => t.name));
+  const key = names.join(",");
+  if (select.dataset.key !== key) {
+    select.dataset.key = key;
+    select.replaceChildren(el("option", { value: "" }, "(all topics)"),
+      ...names.map((n) => el("option", { value: n, selected: n === selectedTopic }, n)));
+  }
+}
+
+function drawPartitions(p) {
+  const box = $("partitions");
+  if (!p.partitions.length) {
+    box.replaceChildren(el("p", { class: "hint" }, "No partitions yet: create a topic and produce to it."));
+    return;
+  }
+  box.replaceChildren(...p.partitions.map(partitionCard));
+}
+
+function partitionCard(part) {
+  // One axis for every replica: from the lowest log start to the highest log end offset.
+  const starts = part.bars.filter((b) => b.log_start_offset >= 0).map((b) => b.log_start_offset);
+  const ends = part.bars.filter((b) => b.log_end_offset >= 0).map((b) => b.log_end_offset);
+  const lo = starts.length ? Math.min(...starts) : 0;
+  const hi = Math.max(lo + 1, ...ends);
+  const x = (offset) => `${(100 * (offset - lo)) / (hi - lo)}%`;
+  const name = `${part.topic}-${part.partition}`;
+  const head = el("div", { class: "part-head" },
+    el("strong", {}, name),
+    el("span", {}, `leader ${part.leader < 0 ? "none" : part.leader}`),
+    el("span", { class: "epoch" }, `epoch ${part.leader_epoch}`),
+    el("span", { class: "isr" }, `ISR [${part.isr.join(",")}]`),
+    el("span", {}, `HW ${fmt(part.high_watermark)}`),
+    el("span", {}, `LEO ${fmt(part.log_end_offset)}`),
+    part.replica_lag_time_max_ms ? el("span", { class: "hint" }, `replica.lag.time.max.ms ${part.replica_lag_time_max_ms}`) : null);
+  const rows = part.bars.map((b) => {
+    const hasLog = b.log_end_offset !== undefined && b.log_end_offset >= 0;
+    const track = el("div", { class: "track" },
+      hasLog ? el("div", { class: "log", style: `left:${x(b.log_start_offset)};width:calc(${x(b.log_end_offset)} - ${x(b.log_start_offset)})` }) : null,
+      b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null);
+    let lagText = "";
+    let meter = null;
+    if (!b.leader) {
+      const since = b.caught_up_ago_ms;
+      lagText = `${b.lag_offsets !== undefined ? fmt(b.lag_offsets) + " behind" : ""}` +
+        (since !== undefined && since !== null ? `, caught up ${(since / 1000).toFixed(1)} s ago` : "");
+      if (part.replica_lag_time_max_ms && since !== undefined && since !== null) {
+        // The caught-up clock against replica.lag.time.max.ms, the line it must not cross (at 2/3 of the meter).
+        const scale = part.replica_lag_time_max_ms * 1.5;
+        meter = el("div", { class: "meter", title: "time since last caught up vs replica.lag.time.max.ms" },
+          el("div", { class: "fill", style: `width:${Math.min(100, (100 * since) / scale)}%` }),
+          el("div", { class: "limit", style: `left:${(100 / 1.5).toFixed(2)}%` }));
+      }
+    }
+    return el("div", {
+      class: `replica ${b.state}`, "data-broker": b.broker, "data-state": b.state,
+      "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1, "data-in-isr": b.in_isr,
+    },
+      el("div", { class: "who" }, el("span", { class: "dot " + b.state }), `broker ${b.broker}`, b.leader ? " · leader" : ""),
+      el("div", { class: "bar" }, track, meter),
+      el("div", { class: "nums" },
+        `${fmt(b.log_start_offset)} → ${fmt(b.log_end_offset)}, HW ${fmt(b.high_watermark)}`,
+        el("span", { class: "state" }, ` ${b.state}`), lagText ? el("div", { class: "lag" }, lagText) : null));
+  });
+  const epochs = part.epochs.length ? el("div", { class: "hint epochs" },
+    "leader epochs: " + part.epochs.map(([e, s]) => `${e}@${s}`).join("  ")) : null;
+  return el("div", { class: "partition", "data-partition": name, "data-hw": part.high_watermark ?? -1,
+    "data-leo": part.log_end_offset ?? -1 }, head, ...rows, epochs);
+}
+
+function drawTimeline(p) {
+  const only = $("only-topic").checked && selectedTopic;
+  const events = p.events.filter((e) => !only || !e.topic || e.topic === selectedTopic).slice(-200).reverse();
+  $("timeline").replaceChildren(...events.map((e) => el("li", { class: `event ${e.kind}`, "data-kind": e.kind,
+    "data-topic-partition": e.topic ? `${e.topic}-${e.partition}` : "" },
+    el("time", {}, new Date(e.time_ms).toLocaleTimeString("en-GB", { hour12: false }) +
+      "." + String(e.time_ms % 1000).padStart(3, "0")),
+    el("span", { class: "kind" }, e.kind),
+    el("span", { class: "where" }, e.topic ? `${e.topic}-${e.partition}` : "", ` ${e.source}`),
+    el("div", { class: "detail" }, e.detail))));
+}
+
+function drawTopics(p) {
+  $("topics").replaceChildren(
+    el("tr", {}, ...["topic", "partitions", "RF", "records", "configs set"].map((h) => el("th", {}, h))),
+    ...p.topics.map((t) => el("tr", { class: t.internal ? "internal" : "" },
+      el("td", {}, el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); pick(t.name); } }, t.name)),
+      el("td", {}, t.partitions), el("td", {}, t.replication_factor), el("td", {}, fmt(t.records)),
+      el("td", { class: "configs" }, Object.entries(t.configs).map(([k, v]) => `${k}=${v}`).join(" ")))));
+}
+
+function drawGroups(p) {
+  if (!p.groups.length) {
+    $("groups").replaceChildren(el("p", { class: "hint" }, "No consumer groups."));
+    return;
+  }
+  $("groups").replaceChildren(...p.groups.map((g) => el("div", { class: "group" },
+    el("div", {}, el("strong", {}, g.group_id), ` ${g.state}, coordinator ${g.coordinator ?? "?"}, ${g.members.length} members`),
+    el("div", { class: "scroll" }, el("table", {},
+      el("tr", {}, ...["partition", "committed", "HW", "lag", "member"].map((h) => el("th", {}, h))),
+      ...g.partitions.map((r) => {
+        const member = g.members.find((m) => m.assignment.includes(`${r.topic}-${r.partition}`));
+        return el("tr", {}, el("td", {}, `${r.topic}-${r.partition}`), el("td", {}, fmt(r.committed)),
+          el("td", {}, fmt(r.high_watermark)), el("td", { class: r.lag ? "warn" : "" }, fmt(r.lag)),
+          el("td", {}, member ? member.client_id : "–"));
+      }))))));
+}
+
+function pick(topic) {
+  selectedTopic = topic;
+  history.replaceState(null, "", topic ? `?topic=${encodeURIComponent(topic)}` : location.pathname);
+  connect();
+}
+
+$("topic").addEventListener("change", (ev) => pick(ev.target.value));
+$("only-topic").addEventListener("change", () => last && drawTimeline(last));
+connect();
