@@ -147,9 +147,9 @@ class Collector:
             processes = self._local.processes()
             if self._ticks % self._groups_every == 0:
                 self._zookeeper = self._local.zookeeper()
+        partitions = view.partition_views(metadata, answers, metadata.topics)
         return Picture(
-            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers),
-            view.partition_views(metadata, answers, metadata.topics),
+            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions), partitions,
             view.topic_summaries(metadata, answers, self._configs), self._groups,
             sorted(self._events, key=lambda e: e["time_ms"]), processes, self._zookeeper, errors)
 

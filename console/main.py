@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from pathlib import Path
 
@@ -32,7 +31,8 @@ def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | No
 
 
 async def _serve(app: web.Application, host: str, port: int) -> None:
-    runner = web.AppRunner(app)
+    # Open event streams are cut at once on Ctrl-C: a page reconnects by itself when the console is back.
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -45,5 +45,4 @@ async def _serve(app: web.Application, host: str, port: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
-    with contextlib.suppress(Exception):
-        await runner.cleanup()
+    await runner.cleanup()

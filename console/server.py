@@ -71,7 +71,7 @@ def create_app(collector: Collector, local: LocalProcesses | None, allow_faults:
                     data = json.dumps(picture_json(current, topic, faults is not None), separators=(",", ":"))
                     await response.write(f"data: {data}\n\n".encode())
                 await asyncio.sleep(_STREAM_POLL_S)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the page went away
             pass
         return response
 

@@ -6,12 +6,12 @@ start, LEO and high watermark; for the partitions it leads, each follower's LEO
 and lastCaughtUpTimeMs as the leader learnt them). Output: JSON-ready dicts the
 page draws, one bar per replica on the partition's common offset axis.
 
-A follower's state on the page:
-  in-sync  in the ISR and caught up within half of replica.lag.time.max.ms
-  late     in the ISR, but not caught up for half of replica.lag.time.max.ms or more:
-           the leader drops it once that time passes replica.lag.time.max.ms
+A replica's state on the page:
+  in-sync  in the ISR and caught up within half of replica.lag.time.max.ms (a leader: answering)
+  late     in the ISR, but not caught up for half of replica.lag.time.max.ms or more, or not answering
+           (paused): the leader drops it once replica.lag.time.max.ms passes
   out      not in the ISR
-  offline  its broker is not in the cluster's metadata (dead), or does not answer
+  offline  its broker is not in the cluster's metadata (dead: its ZooKeeper registration is gone)
 """
 
 from __future__ import annotations
@@ -41,11 +41,17 @@ def index_replica_states(answers: Mapping[int, pb.DescribeReplicaStateResponse]
     return states
 
 
-def follower_state(in_isr: bool, answering: bool, caught_up_ago_ms: int | None, lag_max_ms: int) -> str:
-    """`answering`: the follower's broker described its replica. One that stopped answering while still in the
-    ISR is late: its leader drops it once replica.lag.time.max.ms passes."""
+def replica_state(leader: bool, in_isr: bool, registered: bool, answering: bool, caught_up_ago_ms: int | None,
+                  lag_max_ms: int) -> str:
+    """`registered`: the broker is in the cluster's metadata (alive in ZooKeeper); `answering`: it described its
+    replica this time. A registered follower that stopped answering while still in the ISR is late: its leader
+    drops it once replica.lag.time.max.ms passes. A leader that stopped answering is late likewise."""
+    if not registered:
+        return OFFLINE
+    if leader:
+        return IN_SYNC if answering else LATE
     if not in_isr:
-        return OUT if answering else OFFLINE
+        return OUT
     if not answering or (caught_up_ago_ms is not None and caught_up_ago_ms * 2 >= lag_max_ms):
         return LATE
     return IN_SYNC
@@ -75,10 +81,8 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
         if own is not None:
             bar.update(log_start_offset=own.log_start_offset, log_end_offset=own.log_end_offset,
                        high_watermark=own.high_watermark, leader_epoch=own.leader_epoch)
-        if broker_id == leader_id:
-            bar["state"] = OFFLINE if own is None else IN_SYNC
-        else:
-            caught_up_ago = None
+        caught_up_ago = None
+        if broker_id != leader_id:
             if known is not None and leader_answer is not None:
                 caught_up_ago = leader_answer.now_ms - known.last_caught_up_time_ms \
                     if known.last_caught_up_time_ms > 0 else None
@@ -90,7 +94,8 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
                 bar["log_start_offset"] = known.log_start_offset
             if leader_state is not None and "log_end_offset" in bar and bar["log_end_offset"] >= 0:
                 bar["lag_offsets"] = leader_state.log_end_offset - bar["log_end_offset"]
-            bar["state"] = follower_state(broker_id in isr, answering, caught_up_ago, lag_max_ms)
+        bar["state"] = replica_state(broker_id == leader_id, broker_id in isr, broker_id in metadata.brokers,
+                                     answering, caught_up_ago, lag_max_ms)
         bars.append(bar)
     return {
         "topic": topic, "partition": partition, "leader": leader_id,
@@ -113,24 +118,17 @@ def partition_views(metadata: ClusterMetadata, answers: Mapping[int, pb.Describe
             for topic in sorted(topics) for tp in metadata.topic_partitions(topic) or ()]
 
 
-def cluster_summary(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse]
-                    ) -> dict[str, Any]:
-    """Brokers, the controller and the offline and under-replicated partition counts (as the metadata says)."""
-    offline = under_replicated = 0
-    for topic in metadata.topics:
-        for tp in metadata.topic_partitions(topic) or ():
-            p = metadata.partition(tp)
-            if p is None:
-                continue
-            if p.leader < 0:
-                offline += 1
-            elif len(p.isr) < len(p.replicas):
-                under_replicated += 1
+def cluster_summary(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse],
+                    partitions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Brokers, the controller, and the offline and under-replicated partition counts of `partitions` (views:
+    their ISR is the leader's own, ahead of the metadata the controller propagates)."""
+    views = list(partitions)
     return {
         "cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
         "brokers": [{"id": b.node_id, "address": b.address, "rack": b.rack, "answering": b.node_id in answers}
                     for b in sorted(metadata.brokers.values())],
-        "offline_partitions": offline, "under_replicated_partitions": under_replicated,
+        "offline_partitions": sum(1 for v in views if v["leader"] < 0),
+        "under_replicated_partitions": sum(1 for v in views if v["leader"] >= 0 and len(v["isr"]) < len(v["replicas"])),
     }
 
 

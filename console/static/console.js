@@ -64,51 +64,44 @@ function drawSummary(p) {
 }
 
 function drawCluster(p) {
+  // Rebuilt only when something in it changed, so a fault button is never replaced under the pointer.
   const c = p.cluster;
-  const states = Object.fromEntries((p.processes || []).map((x) => [x.name, x]));
-  const rows = (c.brokers || []).map((b) => {
-    const proc = states[`broker-${b.id}`];
-    const state = proc ? proc.state : (b.answering ? "running" : "not answering");
-    return el("tr", { "data-broker": b.id },
-      el("td", {}, `broker ${b.id}`, b.id === c.controller_id ? " ★" : ""),
-      el("td", {}, b.address), el("td", {}, b.rack || ""),
-      el("td", { class: `proc ${state.replace(" ", "-")}` }, b.answering ? state : `${state}, not answering`));
+  const zk = p.zookeeper || {};
+  const procs = Object.fromEntries((p.processes || []).map((x) => [x.name, x]));
+  const brokerIds = new Set((c.brokers || []).map((b) => b.id));
+  for (const name of Object.keys(procs)) if (name.startsWith("broker-")) brokerIds.add(Number(name.slice(7)));
+  const rows = [...brokerIds].sort((a, b) => a - b).map((id) => {
+    const b = (c.brokers || []).find((x) => x.id === id);
+    const proc = procs[`broker-${id}`];
+    let state = proc ? proc.state : "running";
+    if (!b) state += ", not registered";
+    else if (!b.answering) state += ", not answering";
+    return { name: `broker ${id}`, id, detail: b ? b.address + (b.rack ? ` rack ${b.rack}` : "") : "", state };
   });
-  // Brokers of a local cluster that left the metadata (killed) still have a row, to restart them from.
-  for (const proc of p.processes || []) {
-    const id = proc.name.startsWith("broker-") ? Number(proc.name.slice(7)) : null;
-    if (id !== null && !(c.brokers || []).some((b) => b.id === id)) {
-      rows.push(el("tr", { "data-broker": id }, el("td", {}, `broker ${id}`), el("td", {}, ""), el("td", {}, ""),
-        el("td", { class: `proc ${proc.state}` }, `${proc.state}, not registered`)));
-    }
+  for (const x of p.processes || []) {
+    if (x.name.startsWith("broker-")) continue;
+    const server = (zk.servers || []).find((s) => s.name === x.name);
+    const role = server ? `mode ${server.mode}` : (x.name === `controller-${zk.controller_id}` ? "active" : "standby");
+    rows.push({ name: x.name, detail: `pid ${x.pid || "–"}, ${role}`, state: x.state, active: role === "active" });
   }
-  const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-")).map((x) => {
-    const zk = ((p.zookeeper || {}).servers || []).find((s) => s.name === x.name);
-    const active = (p.zookeeper || {}).controller_id;
-    const role = zk ? `mode ${zk.mode}` : (x.name === `controller-${active}` ? "active" : "standby");
-    return el("tr", {}, el("td", {}, x.name), el("td", {}, x.pid || ""), el("td", {}, role),
-      el("td", { class: `proc ${x.state}` }, x.state));
-  });
-  $("cluster").replaceChildren(el("table", { class: "cluster" }, ...rows, ...others));
-  drawFaults(p);
-}
-
-function drawFaults(p) {
-  $("faults").hidden = !p.faults_allowed;
-  if (!p.faults_allowed) return;
-  const ids = new Set((p.cluster.brokers || []).map((b) => b.id));
-  for (const proc of p.processes || []) if (proc.name.startsWith("broker-")) ids.add(Number(proc.name.slice(7)));
-  const key = [...ids].sort().join(",");
-  const box = $("fault-buttons");
-  if (box.dataset.key === key) return;  // keep the buttons (and a press in progress) across pictures
+  const key = JSON.stringify([rows, p.faults_allowed]);
+  const box = $("cluster");
+  if (box.dataset.key === key) return;
   box.dataset.key = key;
-  box.replaceChildren(...[...ids].sort((a, b) => a - b).map((id) => el("div", { class: "fault-row" },
-    el("span", {}, `broker ${id}`),
-    ...["sigstop", "sigcont", "sigkill", "restart"].map((f) =>
-      el("button", { id: `fault-${f}-${id}`, class: `fault ${f}`, onclick: () => fault(`broker/${id}/${f}`) },
-         f === "restart" ? "restart" : f.toUpperCase()))),
-  ), el("div", { class: "fault-row" }, el("button", { id: "fault-kill-controller", class: "fault sigkill",
-    onclick: () => fault("controller/kill") }, "kill the controller")));
+  const buttons = (r) => {
+    if (!p.faults_allowed) return null;
+    if (r.id !== undefined) {
+      return el("div", { class: "faults" }, ...[["sigstop", "STOP"], ["sigcont", "CONT"], ["sigkill", "KILL"], ["restart", "restart"]]
+        .map(([f, label]) => el("button", { id: `fault-${f}-${r.id}`, class: `fault ${f}`, title: f === "restart" ? "start it again on its logs" : f.toUpperCase(),
+          onclick: () => fault(`broker/${r.id}/${f}`) }, label)));
+    }
+    return r.active ? el("div", { class: "faults" }, el("button", { id: "fault-kill-controller", class: "fault sigkill",
+      title: "SIGKILL the active controller", onclick: () => fault("controller/kill") }, "KILL")) : null;
+  };
+  box.replaceChildren(el("table", { class: "cluster" }, ...rows.map((r) => el("tr", { "data-process": r.name },
+    el("td", {}, el("div", {}, r.name), el("div", { class: "hint" }, r.detail)),
+    el("td", { class: `proc ${r.state.split(",")[0]}` }, r.state, buttons(r))))));
+  $("faults-hint").hidden = !p.faults_allowed;
 }
 
 async function fault(path) {
@@ -139,11 +132,18 @@ function drawPartitions(p) {
 }
 
 function partitionCard(part) {
-  // One axis for every replica: from the lowest log start to the highest log end offset.
+  // One axis for every replica: the whole log (lowest log start to highest log end offset), or its tail, where
+  // the replicas differ: from a little before the lowest high watermark or log end offset.
   const starts = part.bars.filter((b) => b.log_start_offset >= 0).map((b) => b.log_start_offset);
   const ends = part.bars.filter((b) => b.log_end_offset >= 0).map((b) => b.log_end_offset);
-  const lo = starts.length ? Math.min(...starts) : 0;
-  const hi = Math.max(lo + 1, ...ends);
+  const marks = part.bars.flatMap((b) => [b.log_end_offset, b.high_watermark]).filter((o) => o !== undefined && o >= 0);
+  const start = starts.length ? Math.min(...starts) : 0;
+  const hi = Math.max(start + 1, ...ends);
+  let lo = start;
+  if (!$("whole-log").checked && marks.length) {
+    const low = Math.min(...marks);
+    lo = Math.max(start, low - Math.max(10, Math.round((hi - low) * 0.5)));
+  }
   const x = (offset) => `${(100 * (offset - lo)) / (hi - lo)}%`;
   const name = `${part.topic}-${part.partition}`;
   const head = el("div", { class: "part-head" },
@@ -153,11 +153,12 @@ function partitionCard(part) {
     el("span", { class: "isr" }, `ISR [${part.isr.join(",")}]`),
     el("span", {}, `HW ${fmt(part.high_watermark)}`),
     el("span", {}, `LEO ${fmt(part.log_end_offset)}`),
-    part.replica_lag_time_max_ms ? el("span", { class: "hint" }, `replica.lag.time.max.ms ${part.replica_lag_time_max_ms}`) : null);
+    part.replica_lag_time_max_ms ? el("span", { class: "hint" }, `replica.lag.time.max.ms ${part.replica_lag_time_max_ms}`) : null,
+    el("span", { class: "hint axis" }, `axis ${fmt(lo)} → ${fmt(hi)}`));
   const rows = part.bars.map((b) => {
     const hasLog = b.log_end_offset !== undefined && b.log_end_offset >= 0;
     const track = el("div", { class: "track" },
-      hasLog ? el("div", { class: "log", style: `left:${x(b.log_start_offset)};width:calc(${x(b.log_end_offset)} - ${x(b.log_start_offset)})` }) : null,
+      hasLog ? el("div", { class: "log", style: `left:${x(Math.max(lo, b.log_start_offset))};width:calc(${x(Math.max(lo, b.log_end_offset))} - ${x(Math.max(lo, b.log_start_offset))})` }) : null,
       b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null);
     let lagText = "";
     let meter = null;
@@ -234,5 +235,6 @@ function pick(topic) {
 }
 
 $("topic").addEventListener("change", (ev) => pick(ev.target.value));
+$("whole-log").addEventListener("change", () => last && drawPartitions(last));
 $("only-topic").addEventListener("change", () => last && drawTimeline(last));
 connect();

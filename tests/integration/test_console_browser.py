@@ -1,0 +1,162 @@
+"""`minibroker console` in a real browser (Debian's chromium, headless, through chromedriver and selenium)
+against a real local cluster: the page loads; producing moves a partition's log end offset and then its high
+watermark; the SIGSTOP button on a follower turns its bar late and, once replica.lag.time.max.ms has passed,
+out of the ISR on the page and on the timeline (an IsrShrink event); SIGCONT brings it back (IsrExpand).
+
+Screenshots go to the test's tmp dir, and to $CONSOLE_SCREENSHOTS_DIR when set (docs/images/ holds two).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from client import Admin, NewTopic, Producer
+from minibroker.local.cluster import LocalCluster
+from tests.integration.conftest import StartProcess, WaitUntil
+
+pytestmark = pytest.mark.integration
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+TOPIC = "console"
+# Small, so the test sees the shrink soon; the fetch wait must stay below it (KafkaConfig checks).
+LAG_MAX_MS = 3000
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("the browser test needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)")
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,800"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _screenshot(driver: webdriver.Chrome, tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    copy_to = os.environ.get("CONSOLE_SCREENSHOTS_DIR")
+    if copy_to:
+        shutil.copy(path, Path(copy_to) / name)
+
+
+class _Load:
+    """Records produced to the topic from a thread until stopped, a few hundred a second."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = Producer(bootstrap, acks=1, linger_ms=20)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            for _ in range(20):
+                self._producer.send(TOPIC, f"record {i}".encode(), partition=0)
+                i += 1
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> _Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.close(timeout=5)
+
+
+def test_the_console_shows_a_follower_leave_and_rejoin_the_isr(
+        data_dir: Path, processes: StartProcess, browser: webdriver.Chrome, wait_until: WaitUntil,
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(data_dir)
+    info = cluster.up(brokers=3, controllers=1, overrides=[f"replica.lag.time.max.ms={LAG_MAX_MS}"])
+    with Admin(info.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])
+        leader = admin.describe_topics([TOPIC])[0].partitions[0].leader
+
+    console = processes("console", [sys.executable, "-m", "minibroker.cli", "console", "--data-dir",
+                                    str(data_dir), "--port", "0", "--allow-faults"])
+    urls: list[str] = []
+
+    def console_url() -> bool:
+        urls.extend(re.findall(r"http://127\.0\.0\.1:\d+/", console.log()))
+        return bool(urls)
+
+    wait_until(console_url, 60, "the console to print its URL")
+    browser.get(urls[0] + f"?topic={TOPIC}")
+    name = f"{TOPIC}-0"
+
+    # The page redraws on every picture: each read is one script, so no element goes stale under it.
+    def bar(broker_id: int) -> dict[str, str]:
+        return browser.execute_script(
+            "const row = document.querySelector(arguments[0]);"
+            "return row ? Object.assign({}, row.dataset) : {};",
+            f'[data-partition="{name}"] .replica[data-broker="{broker_id}"]') or {}
+
+    def partition(attribute: str) -> int:
+        value = browser.execute_script(
+            "const p = document.querySelector(arguments[0]); return p ? p.dataset[arguments[1]] : null;",
+            f'[data-partition="{name}"]', attribute)
+        return int(value) if value is not None else -1
+
+    def timeline(kind: str) -> list[str]:
+        return browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent);",
+            f'#timeline li[data-kind="{kind}"]' + (f'[data-topic-partition="{name}"]' if kind != "Fault" else ""))
+
+    wait_until(lambda: partition("hw") == 0 and bar(leader).get("state") == "in-sync", 60,
+               "the page to show the empty partition")
+    followers = [b for b in (1, 2, 3) if b != leader]
+    follower = followers[0]
+
+    with _Load(info.bootstrap_servers):
+        # The leader's log end offset moves first; the high watermark follows once the followers fetched.
+        wait_until(lambda: int(bar(leader).get("leo") or 0) > 0, 60, "the leader's LEO to move on the page")
+        wait_until(lambda: partition("hw") > 0, 60, "the high watermark to move on the page")
+        moved_from = partition("hw")
+        wait_until(lambda: partition("hw") > moved_from, 60, "the high watermark to keep moving under load")
+        _screenshot(browser, tmp_path, "console-partition-under-load.png")
+
+        browser.find_element(By.ID, f"fault-sigstop-{follower}").click()
+        try:
+            wait_until(lambda: bar(follower).get("state") == "late", 30, f"broker {follower}'s bar to turn late")
+            assert bar(follower)["inIsr"] == "true"  # late, not out yet: replica.lag.time.max.ms has not passed
+            wait_until(lambda: bar(follower).get("state") == "out" and bar(follower).get("inIsr") == "false",
+                       60, f"broker {follower} to leave the ISR on the page")
+            wait_until(lambda: timeline("IsrShrink"), 30, "the ISR shrink on the timeline")
+            assert f"replica.lag.time.max.ms {LAG_MAX_MS}" in timeline("IsrShrink")[0]
+            wait_until(lambda: bar(followers[1]).get("state") == "in-sync", 30, "the other follower to stay in")
+            _screenshot(browser, tmp_path, "console-isr-shrink.png")
+        finally:
+            browser.find_element(By.ID, f"fault-sigcont-{follower}").click()
+
+        wait_until(lambda: bar(follower).get("state") == "in-sync" and bar(follower).get("inIsr") == "true", 60,
+                   f"broker {follower} to rejoin the ISR on the page")
+        wait_until(lambda: timeline("IsrExpand"), 30, "the ISR expand on the timeline")
+        faults = " ".join(timeline("Fault"))
+        assert f"SIGSTOP broker {follower}" in faults and f"SIGCONT broker {follower}" in faults
+    console.signal(signal.SIGTERM)
+    assert console.wait(30) == 0
+

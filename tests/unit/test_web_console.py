@@ -1,0 +1,132 @@
+"""`minibroker console`'s picture, from Metadata and DescribeReplicaState answers (console/view.py): a replica's
+state (in sync, late, out of the ISR, offline), the follower's lag in offsets and time, the leader's own ISR ahead
+of the metadata, group lag; and the server's filtering of what a page gets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from client.metadata import ClusterMetadata
+from client.structs import BrokerMetadata, PartitionMetadata
+from common.grpc_tls import PLAINTEXT
+from console import view
+from console.collector import Collector, Picture
+from console.server import MAX_PARTITIONS, create_app, picture_json
+from proto import minibroker_pb2 as pb
+
+LAG_MAX_MS = 3000
+NOW = 1_000_000
+
+
+def metadata(isr: tuple[int, ...] = (1, 2, 3), live: tuple[int, ...] = (1, 2, 3)) -> ClusterMetadata:
+    return ClusterMetadata([BrokerMetadata(b, "127.0.0.1", 9000 + b) for b in live],
+                           [PartitionMetadata("t", 0, 1, 5, (1, 2, 3), isr, (), 0)], controller_id=1001,
+                           cluster_id="c")
+
+
+def answer(broker_id: int, *partitions: pb.DescribeReplicaStateResponse.PartitionState
+           ) -> pb.DescribeReplicaStateResponse:
+    return pb.DescribeReplicaStateResponse(broker_id=broker_id, now_ms=NOW, replica_lag_time_max_ms=LAG_MAX_MS,
+                                           partitions=list(partitions))
+
+
+def leader(isr: tuple[int, ...], followers: dict[int, tuple[int, int]]) -> pb.DescribeReplicaStateResponse:
+    """Broker 1 leads t-0 at LEO 100, HW 90; followers: broker -> (LEO, last caught up ms)."""
+    state = pb.DescribeReplicaStateResponse.PartitionState(
+        topic="t", partition=0, leader=1, leader_epoch=5, log_start_offset=10, log_end_offset=100,
+        high_watermark=90, isr=isr,
+        epoch_entries=[pb.DescribeReplicaStateResponse.EpochEntry(epoch=5, start_offset=40)])
+    for broker_id, (leo, caught_up) in followers.items():
+        state.followers.add(broker_id=broker_id, log_end_offset=leo, log_start_offset=10,
+                            last_caught_up_time_ms=caught_up, last_fetch_time_ms=caught_up)
+    return answer(1, state)
+
+
+def follower(broker_id: int, leo: int) -> pb.DescribeReplicaStateResponse:
+    return answer(broker_id, pb.DescribeReplicaStateResponse.PartitionState(
+        topic="t", partition=0, leader=1, leader_epoch=5, log_start_offset=10, log_end_offset=leo,
+        high_watermark=min(leo, 90)))
+
+
+def bars(meta: ClusterMetadata, *answers: pb.DescribeReplicaStateResponse) -> dict[int, dict[str, object]]:
+    by_broker = {a.broker_id: a for a in answers}
+    [part] = view.partition_views(meta, by_broker, ["t"])
+    return {b["broker"]: b for b in part["bars"]}
+
+
+@pytest.mark.parametrize(("leader_", "in_isr", "registered", "answering", "ago", "expected"), [
+    (False, True, True, True, 100, view.IN_SYNC),
+    (False, True, True, True, LAG_MAX_MS // 2, view.LATE),  # half the lag time: on its way out
+    (False, True, True, False, 0, view.LATE),  # paused: still counted by its leader, not for long
+    (False, False, True, True, 100, view.OUT),
+    (False, False, True, False, None, view.OUT),
+    (False, True, False, False, None, view.OFFLINE),  # its registration is gone
+    (True, True, True, True, None, view.IN_SYNC),
+    (True, True, True, False, None, view.LATE),
+])
+def test_a_replicas_state(leader_: bool, in_isr: bool, registered: bool, answering: bool, ago: int | None,
+                          expected: str) -> None:
+    assert view.replica_state(leader_, in_isr, registered, answering, ago, LAG_MAX_MS) == expected
+
+
+def test_a_follower_is_measured_by_its_leader() -> None:
+    shown = bars(metadata(), leader((1, 2, 3), {2: (100, NOW - 50), 3: (70, NOW - 2000)}), follower(2, 100),
+                 follower(3, 70))
+    assert shown[1]["state"] == view.IN_SYNC and shown[1]["leader"]
+    assert (shown[2]["lag_offsets"], shown[2]["caught_up_ago_ms"], shown[2]["state"]) == (0, 50, view.IN_SYNC)
+    assert (shown[3]["lag_offsets"], shown[3]["caught_up_ago_ms"], shown[3]["state"]) == (30, 2000, view.LATE)
+
+
+def test_a_paused_follower_shows_where_its_leader_last_saw_it() -> None:
+    shown = bars(metadata(), leader((1, 2), {2: (100, NOW), 3: (60, NOW - 4000)}), follower(2, 100))
+    assert (shown[3]["answering"], shown[3]["in_isr"], shown[3]["state"]) == (False, False, view.OUT)
+    assert (shown[3]["log_end_offset"], shown[3]["lag_offsets"]) == (60, 40)
+
+
+def test_the_leaders_isr_comes_before_the_metadatas() -> None:
+    """The controller propagates an ISR change later than the leader makes it: the page shows the leader's."""
+    meta = metadata(isr=(1, 2, 3))
+    answers = {1: leader((1, 2), {2: (100, NOW), 3: (60, NOW - 4000)})}
+    [part] = view.partition_views(meta, answers, ["t"])
+    assert part["isr"] == [1, 2] and part["leader_epoch"] == 5 and part["epochs"] == [[5, 40]]
+    assert view.cluster_summary(meta, answers, [part])["under_replicated_partitions"] == 1
+
+
+def test_a_dead_broker_is_offline() -> None:
+    shown = bars(metadata(isr=(1, 2), live=(1, 2)), leader((1, 2), {2: (100, NOW)}), follower(2, 100))
+    assert shown[3]["state"] == view.OFFLINE
+
+
+def test_group_lag_is_the_high_watermark_minus_the_committed_offset() -> None:
+    states = view.index_replica_states({1: leader((1, 2, 3), {})})
+    rows = view.group_lag({("t", 0): 75, ("gone", 0): 3}, states, metadata())
+    assert [(r["topic"], r["high_watermark"], r["lag"]) for r in rows] == [("gone", None, None), ("t", 90, 15)]
+
+
+def test_a_page_gets_its_topic_or_the_first_partitions_of_the_users_topics() -> None:
+    partitions = [{"topic": t, "partition": i} for t in ("__consumer_offsets", "a") for i in range(MAX_PARTITIONS + 5)]
+    topics = [{"name": "__consumer_offsets", "internal": True}, {"name": "a", "internal": False}]
+    picture = Picture(1, NOW, {}, partitions, topics, [], [], [], {}, [])
+    assert {p["topic"] for p in picture_json(picture, "__consumer_offsets", False)["partitions"]} == {
+        "__consumer_offsets"}
+    shown = picture_json(picture, None, True)
+    assert len(shown["partitions"]) == MAX_PARTITIONS and {p["topic"] for p in shown["partitions"]} == {"a"}
+    assert shown["faults_allowed"]
+
+
+def test_fault_buttons_answer_403_unless_allowed_on_a_local_cluster() -> None:
+    collector = Collector("127.0.0.1:1", PLAINTEXT)  # never started: these routes do not read the cluster
+
+    async def scenario() -> tuple[int, str, int, str, int]:
+        async with TestClient(TestServer(create_app(collector, None, allow_faults=True))) as client:
+            fault = await client.post("/api/faults/broker/1/sigstop")
+            page = await client.get("/")
+            script = await client.get("/static/console.js")
+            return fault.status, (await fault.json())["error"], page.status, await page.text(), script.status
+
+    status, error, page_status, page, script_status = asyncio.run(scenario())
+    assert (status, error) == (403, "faults are for a local cluster (--data-dir)")
+    assert page_status == 200 and '<script src="/static/console.js">' in page and script_status == 200
