@@ -20,6 +20,9 @@ PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_missing+=(ipro
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 # kcat: the Kafka listener's tests (and the README) use it as a Kafka user would.
 command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
+# The console's browser test (tests/integration/test_console_browser.py): Debian's chromium and its WebDriver.
+command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     echo "setup: installing ${apt_missing[*]} with apt-get" >&2
     SUDO=""
@@ -47,4 +50,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # Bytecode for the project's own packages: an editable install has none, and with PYTHONDONTWRITEBYTECODE=1
 # every broker and controller start compiled all of them again (a quarter of its start-up CPU).
-.venv/bin/python -m compileall -q -j 0 common broker client controller minibroker proto zk chaos spark_jobs >/dev/null
+.venv/bin/python -m compileall -q -j 0 common broker client controller minibroker proto zk chaos spark_jobs console >/dev/null

@@ -22,8 +22,6 @@ import sys
 from minibroker.commands import extras
 from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers, client_security
 
-CONSOLE_MODULES = ("aiohttp",)
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("console", help="a live web console of replicas, high watermarks, ISR and groups",
@@ -41,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    if not extras.require("minibroker console", "console", CONSOLE_MODULES):
-        return 1
+    if not extras.require("minibroker console", "console", extras.CONSOLE_MODULES):
+        return 2
     if args.interval_ms <= 0:
         print(f"minibroker console: --interval-ms must be positive, not {args.interval_ms}", file=sys.stderr)
         return 1

@@ -60,6 +60,7 @@ The cluster keeps running. Go on with:
   {prog} console-producer --data-dir {data_dir} --topic {TOPIC}
   {prog} perf produce --data-dir {data_dir} --topic perf --num-records 100000 --record-size 100 --throughput -1
   {prog} cluster status --data-dir {data_dir}
+  {prog} console --data-dir {data_dir} --allow-faults   (watch replication live in a browser: docs/console.md)
   {prog} cluster down --data-dir {data_dir}
 Kafka's own tools talk to the brokers' Kafka listeners:
   kcat -b {cluster.load().kafka_bootstrap_servers} -L""")

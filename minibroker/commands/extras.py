@@ -1,6 +1,7 @@
-"""The optional extras some commands need: `minibroker audit` (PySpark, pyarrow, pandas) and the chaos
-report's plots (matplotlib). The core install (broker, controller, client, CLI) has none of them; a command
-that needs one says which extra brings it instead of failing with an ImportError deep inside."""
+"""The optional extras some commands need: `minibroker audit` (PySpark, pyarrow, pandas), the chaos
+report's plots (matplotlib) and `minibroker console`'s web server (aiohttp). The core install (broker,
+controller, client, CLI) has none of them; a command that needs one says which extra brings it instead of
+failing with an ImportError deep inside."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 # What each extra of pyproject.toml brings that a command imports (distribution -> module names).
 AUDIT_MODULES = ("pyspark", "pyarrow", "pandas")
 CHAOS_MODULES = ("matplotlib", *AUDIT_MODULES)  # a chaos run ends with the audit
+CONSOLE_MODULES = ("aiohttp",)  # `minibroker console`'s web server
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:

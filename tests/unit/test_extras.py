@@ -27,7 +27,8 @@ def test_the_extras_bring_them() -> None:
     extras = PROJECT["optional-dependencies"]
     assert _requirement_names(extras["audit"]) == {"pyspark", "pyarrow", "pandas"}
     assert _requirement_names(extras["chaos"]) == {"matplotlib", "minibroker"}  # minibroker[audit]: its audit
-    assert extras["chaos"][1] == "minibroker[audit]" and extras["all"] == ["minibroker[audit,chaos]"]
+    assert _requirement_names(extras["console"]) == {"aiohttp"}
+    assert extras["chaos"][1] == "minibroker[audit]" and extras["all"] == ["minibroker[audit,chaos,console]"]
 
 
 def _minibroker_without(hidden: tuple[str, ...], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -45,7 +46,9 @@ def _minibroker_without(hidden: tuple[str, ...], *argv: str) -> subprocess.Compl
     (("matplotlib",), ("chaos", "run", "--data-dir", "{tmp}", "--duration", "1s", "--interval", "1s"), "chaos"),
     (("pyspark",), ("chaos", "run", "--data-dir", "{tmp}", "--duration", "1s", "--interval", "1s"), "chaos"),
     (("matplotlib",), ("chaos", "check", "{tmp}/history.jsonl", "--output", "{tmp}/out"), "chaos"),
-], ids=["audit-no-spark", "audit-no-arrow", "chaos-no-matplotlib", "chaos-no-spark", "chaos-check-plots"])
+    (("aiohttp",), ("console", "--bootstrap-server", "127.0.0.1:1"), "console"),
+], ids=["audit-no-spark", "audit-no-arrow", "chaos-no-matplotlib", "chaos-no-spark", "chaos-check-plots",
+        "console-no-aiohttp"])
 def test_a_command_names_the_extra_it_misses(tmp_path: Path, hidden: tuple[str, ...], argv: tuple[str, ...],
                                              extra: str) -> None:
     done = _minibroker_without(hidden, *(a.format(tmp=tmp_path) for a in argv))

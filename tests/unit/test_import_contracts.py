@@ -29,6 +29,7 @@ FORBIDDEN_IMPORTS = {
     "rules-are-plain": ("broker/replication/rules.py", "from broker.replication import partition_state_store"),
     "commands-are-the-cli": ("broker/server/kafka_server.py", "import minibroker.commands.broker"),
     "tooling-through-the-library": ("spark_jobs/audit.py", "import minibroker.cli"),
+    "console-is-tooling": ("console/view.py", "import broker.replication.partition"),
 }
 
 

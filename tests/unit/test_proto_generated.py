@@ -60,10 +60,11 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "DescribeConfigs",
                 "AlterConfigs",
                 "IncrementalAlterConfigs",
+                "DescribeReplicaState",
             ],
         ),
         ("KafkaCluster", ["LeaderAndIsr", "UpdateMetadata", "StopReplica", "OffsetsForLeaderEpoch"]),
-        ("KafkaController", ["ControlledShutdown", "ElectLeaders"]),
+        ("KafkaController", ["ControlledShutdown", "ElectLeaders", "DescribeEvents"]),
     ],
 )
 def test_services(service: str, methods: list[str]) -> None:
