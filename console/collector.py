@@ -93,7 +93,8 @@ class Collector:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
         self._admin.close()
         if self._controller is not None:
             self._controller[1].close()
@@ -112,7 +113,8 @@ class Collector:
             try:
                 picture = self._take()
             except Exception as e:  # the console stays up whatever one tick met; the page says what
-                logger.exception("console: a poll failed")
+                if not isinstance(e, KafkaError):  # a cluster away is the page's news; anything else a bug's
+                    logger.exception("console: a poll failed")
                 picture = Picture(self._picture.version + 1, _now_ms(), self._picture.cluster,
                                   self._picture.partitions, self._picture.topics, self._picture.groups,
                                   list(self._events), self._picture.processes, self._zookeeper,

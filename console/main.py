@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from pathlib import Path
 
 from aiohttp import web
@@ -20,9 +21,11 @@ def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | No
     collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local)
     if local is not None:
         local.record = collector.record
-    collector.start()
     try:
-        asyncio.run(_serve(create_app(collector, local, allow_faults), host, port))
+        asyncio.run(_serve(create_app(collector, local, allow_faults), collector, host, port))
+    except OSError as e:  # the port is taken, the address not this machine's
+        print(f"minibroker console: cannot serve on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        return 1
     finally:
         collector.stop()
         if local is not None:
@@ -30,12 +33,13 @@ def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | No
     return 0
 
 
-async def _serve(app: web.Application, host: str, port: int) -> None:
+async def _serve(app: web.Application, collector: Collector, host: str, port: int) -> None:
     # Open event streams are cut at once on Ctrl-C: a page reconnects by itself when the console is back.
     runner = web.AppRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
+    collector.start()  # once there is a page to serve: a port in use asks the cluster nothing
     bound = runner.addresses[0][1] if runner.addresses else port
     shown = f"[{host}]" if ":" in host else host
     # The one line a user (and the browser test) reads: where to point the browser.

@@ -235,6 +235,12 @@ CASES = [
          "No JAAS configuration file has been specified"),
     Case(("topics", "--bootstrap-server", "{nobody}", "--list", "--command-config", "{missing}"), 1,
          "cannot read {missing}"),
+    Case(("console",), 1, 'Missing required argument "[bootstrap-server]"'),
+    Case(("console", "--data-dir", "{missing}"), 1, "no cluster in {missing}"),
+    Case(("console", "--bootstrap-server", "{nobody}", "--allow-faults"), 1,
+         "--allow-faults needs --data-dir: faults are for a local cluster only"),
+    Case(("console", "--bootstrap-server", "{nobody}", "--port", "{silent_port}"), 1,
+         "cannot serve on 127.0.0.1:{silent_port}: "),
     Case(("audit",), 2, "one of the arguments --log-dirs --data-dir is required"),
     Case(("audit", "--log-dirs", "{missing}"), 2, "no such log dir: {missing}"),
 ]
