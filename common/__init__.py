@@ -8,6 +8,8 @@ It imports none of them (tests/unit/test_import_contracts.py).
   assignment.py  replica assignment (AdminUtils.assignReplicasToBrokers: racks, preferred leaders)
   limits.py      wire limits (the 100 MiB gRPC message limit)
   metrics.py     MetricsEndpoint: a Prometheus registry served over HTTP
+  event_ring.py  a bounded ring of the process's replication events (ISR changes, epochs, elections) with their
+                 reasons, served to `minibroker console` by DescribeReplicaState and DescribeEvents
   java_hash.py   Java's String.hashCode and Kafka's Utils.abs (a group's offsets partition, a fetcher id)
   jaas.py        JAAS login configuration (java.security.auth.login.config files, sasl.jaas.config values)
   grpc_tls.py    gRPC over TLS from Kafka's PEM stores: channels and server credentials, client properties

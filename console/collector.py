@@ -1,6 +1,6 @@
 """The console's one poller: asks the cluster what it looks like, on a thread, and keeps the latest picture.
 
-Every `interval_ms` (500 by default: the page gets at least two pictures a second)
+Every `interval_ms` (400 by default: the page gets at least two pictures a second)
 it sends one Metadata request to any broker and one DescribeReplicaState to every
 broker at once (a broker that does not answer within the interval is shown as not
 answering, and holds up nobody). Less often, as they change slowly: the consumer
@@ -18,6 +18,7 @@ when it comes back, and what was seen already is dropped by its key.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -56,10 +57,12 @@ class Picture:
     processes: list[dict[str, Any]]
     zookeeper: dict[str, Any]
     errors: list[str]
+    # Requests this console sent the cluster since it started, by Kafka API name (bench/console_cost.py).
+    requests: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class Collector:
-    def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 500,
+    def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 400,
                  local: LocalProcesses | None = None,
                  groups_every: int = 4, configs_every: int = 20) -> None:
         self._interval_ms = interval_ms
@@ -77,6 +80,7 @@ class Collector:
         self._configs: dict[str, dict[str, str]] = {}
         self._controller: tuple[str, grpc.Channel] | None = None
         self._ticks = 0
+        self._requests: collections.Counter[str] = collections.Counter()
         self._zookeeper: dict[str, Any] = {}
         self._console_sequence = 0
         self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
@@ -119,6 +123,7 @@ class Collector:
                                   self._picture.partitions, self._picture.topics, self._picture.groups,
                                   list(self._events), self._picture.processes, self._zookeeper,
                                   [f"poll failed: {e}"])
+            picture = dataclasses.replace(picture, requests=dict(self._requests))
             with self._changed:
                 self._picture = picture
                 self._changed.notify_all()
@@ -127,7 +132,9 @@ class Collector:
 
     def _take(self) -> Picture:
         errors: list[str] = []
+        self._requests["Metadata"] += 1
         metadata = self._admin.cluster_metadata()
+        self._requests["DescribeReplicaState"] += len(metadata.brokers)
         raw = self._admin.describe_replica_state(
             sorted(metadata.brokers.values()), self._broker_cursors(), self._interval_ms * 0.9)
         answers: dict[int, pb.DescribeReplicaStateResponse] = {}
@@ -194,6 +201,7 @@ class Collector:
                 self._controller[1].close()
             self._controller = (endpoint, self._security.channel(endpoint))
             self._events_after[CONTROLLER_SOURCE] = 0
+        self._requests["DescribeEvents"] += 1
         try:
             response = pb_grpc.KafkaControllerStub(self._controller[1]).DescribeEvents(
                 pb.DescribeEventsRequest(events_after=self._events_after.get(CONTROLLER_SOURCE, 0)),
@@ -211,11 +219,15 @@ class Collector:
         states = view.index_replica_states(answers)
         out = []
         try:
+            # ListGroups goes to every broker; DescribeGroups and OffsetFetch to each group's coordinator.
+            self._requests["ListGroups"] += len(metadata.brokers)
             listings = self._admin.list_consumer_groups(timeout_ms=2000)
+            self._requests["DescribeGroups"] += len(listings)
             descriptions = {d.group_id: d for d in self._admin.describe_consumer_groups(
                 [g.group_id for g in listings], timeout_ms=2000)} if listings else {}
             for listing in sorted(listings):
                 description = descriptions.get(listing.group_id)
+                self._requests["OffsetFetch"] += 1
                 offsets = self._admin.list_consumer_group_offsets(listing.group_id, timeout_ms=2000)
                 committed = {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
                 out.append({
@@ -235,6 +247,7 @@ class Collector:
         topics = sorted(metadata.topics)
         if not topics:
             return {}
+        self._requests["DescribeConfigs"] += 1
         try:
             described = self._admin.describe_configs(ConfigResource(ConfigResourceType.TOPIC, t) for t in topics)
         except KafkaError as e:

@@ -24,7 +24,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from client import Admin, NewTopic, Producer
-from minibroker.local.cluster import LocalCluster
+from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import StartProcess, WaitUntil
 
 pytestmark = pytest.mark.integration

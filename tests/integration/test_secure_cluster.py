@@ -470,3 +470,46 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_answer_after_the_dela
         grpc.StatusCode.UNAUTHENTICATED, "Authentication failed: invalid username or password")
     log = secure.log("broker-1")
     assert all(f"user {user} on gRPC listener GRPC: invalid credentials" in log for user in answers)
+
+
+def test_the_consoles_replica_state_needs_describe_on_the_topic(secure: SecureCluster) -> None:
+    """DescribeReplicaState (`minibroker console`'s own request) shows a principal only the partitions, and the
+    partition events, of the topics it may Describe, as Metadata does."""
+    data_dir = str(secure.data_dir)
+    created = minibroker("topics", "--data-dir", data_dir, "--create", "--topic", "watched", "--partitions", "3",
+                         "--replication-factor", "3")
+    assert created.returncode == 0, created.stderr
+    added = minibroker("configs", "--data-dir", data_dir, "--entity-type", "users", "--entity-name", "carol",
+                       "--alter", "--add-config", "SCRAM-SHA-512=[password=carol-secret]")
+    assert added.returncode == 0, added.stderr
+    laptop = secure.issue(CertificateAuthority.load(secure.security_dir), "carol-laptop")
+    carol = GrpcSecurity(read_truststore(str(secure.security_dir / "ca.pem")), KeyStore.load(str(laptop.keystore)),
+                         "carol", "carol-secret")
+    address = secure.info.brokers[0].address
+
+    def described(security: GrpcSecurity) -> tuple[set[str], set[str]]:
+        """(topics of the partitions, topics of the partition events) broker 1 shows `security`'s principal."""
+        deadline = time.monotonic() + 30
+        while True:  # a new SCRAM credential reaches the brokers through /config/changes
+            try:
+                with security.channel(address) as channel:
+                    response = pb_grpc.KafkaClientStub(channel).DescribeReplicaState(
+                        pb.DescribeReplicaStateRequest(), timeout=10)
+                return {p.topic for p in response.partitions}, {e.topic for e in response.events if e.topic}
+            except grpc.RpcError as e:
+                assert e.code() is grpc.StatusCode.UNAUTHENTICATED and time.monotonic() < deadline, e
+                time.sleep(0.2)
+
+    deadline = time.monotonic() + 30
+    while "watched" not in described(secure.admin)[0]:  # the super user sees it once broker 1 hosts it
+        assert time.monotonic() < deadline, "broker 1 never described its replicas of watched"
+        time.sleep(0.2)
+    assert "watched" in described(secure.admin)[1]
+    assert described(carol) == (set(), set())
+    allowed = minibroker("acls", "--data-dir", data_dir, "--add", "--allow-principal", "User:carol",
+                         "--operation", "Describe", "--topic", "watched")
+    assert allowed.returncode == 0, allowed.stderr
+    deadline = time.monotonic() + 30
+    while described(carol) != ({"watched"}, {"watched"}):
+        assert time.monotonic() < deadline, f"carol still sees {described(carol)}"
+        time.sleep(0.2)
