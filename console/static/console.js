@@ -100,7 +100,7 @@ function drawCluster(p) {
   };
   box.replaceChildren(el("table", { class: "cluster" }, ...rows.map((r) => el("tr", { "data-process": r.name },
     el("td", {}, el("div", {}, r.name), el("div", { class: "hint" }, r.detail)),
-    el("td", { class: `proc ${r.state.split(",")[0]}` }, r.state, buttons(r))))));
+    el("td", { class: `proc ${r.state.split(",")[0]}` }, r.state), el("td", {}, buttons(r))))));
   $("faults-hint").hidden = !p.faults_allowed;
 }
 

@@ -47,6 +47,9 @@ def browser() -> Iterator[webdriver.Chrome]:
                 "--window-size=1280,800"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # The page itself 1280x800, whatever the headless window's frame takes.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
     try:
         yield driver
     finally:
@@ -157,6 +160,12 @@ def test_the_console_shows_a_follower_leave_and_rejoin_the_isr(
         wait_until(lambda: timeline("IsrExpand"), 30, "the ISR expand on the timeline")
         faults = " ".join(timeline("Fault"))
         assert f"SIGSTOP broker {follower}" in faults and f"SIGCONT broker {follower}" in faults
+    # At a phone's width the page is one column: nothing wider than the screen.
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    wait_until(lambda: browser.execute_script("return document.documentElement.scrollWidth") <= 390, 10,
+               "the page to fit a phone's width")
+    _screenshot(browser, tmp_path, "console-phone.png")
     console.signal(signal.SIGTERM)
     assert console.wait(30) == 0
 
