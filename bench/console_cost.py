@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from client import Admin, NewTopic  # noqa: E402
+from client import Admin, KafkaError, NewTopic  # noqa: E402
 from local_cluster.cluster import LocalCluster, scratch_cluster  # noqa: E402
+from proto.errors import ErrorCode  # noqa: E402
 
 TOPIC = "console-cost"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -89,8 +90,14 @@ def main() -> int:
     args = parser.parse_args()
     with scratch_cluster("console-cost-", brokers=3, controllers=1) as (cluster, info):
         started = time.monotonic()
-        with Admin(info.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic(TOPIC, args.partitions, args.replication_factor)])
+        with Admin(info.bootstrap_servers, request_timeout_ms=120_000) as admin:
+            try:
+                admin.create_topics([NewTopic(TOPIC, args.partitions, args.replication_factor)], timeout_ms=120_000)
+            except KafkaError as e:  # a retry after a slow first try finds the topic made
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+            while not all(p.leader >= 0 for p in admin.describe_topics([TOPIC])[0].partitions):
+                time.sleep(0.5)
         print(f"{args.partitions} partitions (RF {args.replication_factor}) on 3 brokers in"
               f" {time.monotonic() - started:.1f} s", flush=True)
         pids = [cluster.pid(f"broker-{b.id}") for b in info.brokers]

@@ -1,14 +1,16 @@
 """The console's one poller: asks the cluster what it looks like, on a thread, and keeps the latest picture.
 
 Every `interval_ms` (400 by default: the page gets at least two pictures a second)
-it sends one Metadata request to any broker and one DescribeReplicaState to every
-broker at once (a broker that does not answer within the interval is shown as not
-answering, and holds up nobody). Less often, as they change slowly: the consumer
-groups (ListGroups, DescribeGroups, OffsetFetch) every `groups_every` ticks, the
-topics' configs (DescribeConfigs) every `configs_every`, and, for a local cluster,
-its processes (cluster.json, /proc) and the active controller's events
-(DescribeEvents, at the address the /controller znode advertises). However many
-pages are open, the brokers see this one poller: the pages read its picture.
+its fast loop sends one Metadata request to any broker and one DescribeReplicaState
+to every broker at once (a broker that does not answer within the interval is shown
+as not answering, and holds up nobody), and for a local cluster reads its processes
+(cluster.json, /proc). A slow loop, on a thread of its own so that it never delays
+a picture, asks every `slow_every` intervals what changes slowly or answers slowly:
+the active controller's events (DescribeEvents, at the address the /controller
+znode advertises), the consumer groups (ListGroups, DescribeGroups, OffsetFetch),
+ZooKeeper's modes, and every `configs_every` of its rounds the topics' configs
+(DescribeConfigs). However many pages are open, the brokers see this one poller:
+the pages read its picture.
 
 Events are paged by sequence number per source; a source that stops answering
 (a paused or restarted broker, whose ring starts again at 1) is asked from 0
@@ -63,15 +65,14 @@ class Picture:
 
 class Collector:
     def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 400,
-                 local: LocalProcesses | None = None,
-                 groups_every: int = 4, configs_every: int = 20) -> None:
+                 local: LocalProcesses | None = None, slow_every: int = 4, configs_every: int = 5) -> None:
         self._interval_ms = interval_ms
         self._admin = Admin(bootstrap_servers, channel_factory=security.channel_factory,
                             request_timeout_ms=max(interval_ms * 4, 2000), default_api_timeout_ms=5000)
         self._security = security
         self._local = local
         self._controller_endpoint = local.controller_endpoint if local is not None else None
-        self._groups_every = groups_every
+        self._slow_every = slow_every
         self._configs_every = configs_every
         self._events_after: dict[str, int] = {}
         self._seen: set[tuple[str, int, int]] = set()
@@ -79,35 +80,36 @@ class Collector:
         self._groups: list[dict[str, Any]] = []
         self._configs: dict[str, dict[str, str]] = {}
         self._controller: tuple[str, grpc.Channel] | None = None
-        self._ticks = 0
+        self._slow_rounds = 0
+        # The events and the slow loop's answers, shared by the two loops and the fault handlers.
+        self._lock = threading.Lock()
+        self._metadata: ClusterMetadata | None = None
+        self._answers: dict[int, pb.DescribeReplicaStateResponse] = {}
+        self._slow_errors: list[str] = []
         self._requests: collections.Counter[str] = collections.Counter()
         self._zookeeper: dict[str, Any] = {}
         self._console_sequence = 0
         self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
-        self._changed = threading.Condition()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="console-collector", daemon=True)
+        self._threads = [threading.Thread(target=self._run, name="console-collector", daemon=True),
+                         threading.Thread(target=self._run_slow, name="console-collector-slow", daemon=True)]
 
     @property
     def picture(self) -> Picture:
         return self._picture
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(10)
         self._admin.close()
         if self._controller is not None:
             self._controller[1].close()
-
-    def wait_for_picture(self, after_version: int, timeout_s: float) -> Picture:
-        """The picture after `after_version`, or the current one once `timeout_s` passes."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._picture.version > after_version, timeout_s)
-            return self._picture
 
     # ------------------------------------------------------------------ the loop
 
@@ -119,16 +121,31 @@ class Collector:
             except Exception as e:  # the console stays up whatever one tick met; the page says what
                 if not isinstance(e, KafkaError):  # a cluster away is the page's news; anything else a bug's
                     logger.exception("console: a poll failed")
-                picture = Picture(self._picture.version + 1, _now_ms(), self._picture.cluster,
-                                  self._picture.partitions, self._picture.topics, self._picture.groups,
-                                  list(self._events), self._picture.processes, self._zookeeper,
-                                  [f"poll failed: {e}"])
-            picture = dataclasses.replace(picture, requests=dict(self._requests))
-            with self._changed:
-                self._picture = picture
-                self._changed.notify_all()
-            self._ticks += 1
+                picture = dataclasses.replace(self._picture, version=self._picture.version + 1,
+                                              taken_ms=_now_ms(), events=self._timeline(),
+                                              errors=[f"poll failed: {e}"])
+            self._picture = dataclasses.replace(picture, requests=dict(self._requests))
             self._stop.wait(max(self._interval_ms / 1000 - (time.monotonic() - began), 0.05))
+
+    def _run_slow(self) -> None:
+        while not self._stop.wait(self._interval_ms * self._slow_every / 1000):
+            with self._lock:
+                metadata, answers = self._metadata, self._answers
+            if metadata is None:
+                continue
+            errors: list[str] = []
+            try:
+                self._poll_controller(errors)
+                groups = self._poll_groups(metadata, answers, errors)
+                configs = self._poll_configs(metadata, errors) if self._slow_rounds % self._configs_every == 0 \
+                    else self._configs
+                zookeeper = self._local.zookeeper() if self._local is not None else {}
+            except Exception:  # as the fast loop: the console stays up, the page keeps the last answers
+                logger.exception("console: a slow poll failed")
+                continue
+            with self._lock:
+                self._groups, self._configs, self._zookeeper, self._slow_errors = groups, configs, zookeeper, errors
+            self._slow_rounds += 1
 
     def _take(self) -> Picture:
         errors: list[str] = []
@@ -142,37 +159,42 @@ class Collector:
             source = f"broker-{broker_id}"
             if isinstance(answer, KafkaError):
                 errors.append(f"broker {broker_id}: {answer}")
-                self._events_after[source] = 0  # asked from the start when it is back (a restart resets its ring)
+                with self._lock:  # asked from the start when it is back (a restart resets its ring)
+                    self._events_after[source] = 0
                 continue
             answers[broker_id] = answer
             self._add_events(source, answer.events)
-        self._poll_controller(errors)
-        if self._ticks % self._groups_every == 0:
-            self._groups = self._poll_groups(metadata, answers, errors)
-        if self._ticks % self._configs_every == 0:
-            self._configs = self._poll_configs(metadata, errors)
-        processes = []
-        if self._local is not None:
-            processes = self._local.processes()
-            if self._ticks % self._groups_every == 0:
-                self._zookeeper = self._local.zookeeper()
+        processes = self._local.processes() if self._local is not None else []
         partitions = view.partition_views(metadata, answers, metadata.topics)
+        with self._lock:
+            self._metadata, self._answers = metadata, answers
+            groups, configs, zookeeper, slow_errors = self._groups, self._configs, self._zookeeper, self._slow_errors
         return Picture(
             self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions), partitions,
-            view.topic_summaries(metadata, answers, self._configs), self._groups,
-            sorted(self._events, key=lambda e: e["time_ms"]), processes, self._zookeeper, errors)
+            view.topic_summaries(metadata, answers, configs), groups, self._timeline(), processes, zookeeper,
+            errors + slow_errors)
+
+    def _timeline(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return sorted(self._events, key=lambda e: e["time_ms"])
 
     def record(self, kind: str, detail: str) -> None:
         """An event of the console's own (a fault it injected), on the timeline beside what followed."""
-        self._console_sequence += 1
-        self._events.append({"source": "console", "sequence": self._console_sequence, "time_ms": _now_ms(),
-                             "kind": kind, "topic": "", "partition": -1, "detail": detail})
+        with self._lock:
+            self._console_sequence += 1
+            self._events.append({"source": "console", "sequence": self._console_sequence, "time_ms": _now_ms(),
+                                 "kind": kind, "topic": "", "partition": -1, "detail": detail})
 
     def _broker_cursors(self) -> dict[int, int]:
-        return {int(source.removeprefix("broker-")): n for source, n in self._events_after.items()
-                if source.startswith("broker-")}
+        with self._lock:
+            return {int(source.removeprefix("broker-")): n for source, n in self._events_after.items()
+                    if source.startswith("broker-")}
 
     def _add_events(self, source: str, events: Any) -> None:
+        with self._lock:
+            self._add_events_locked(source, events)
+
+    def _add_events_locked(self, source: str, events: Any) -> None:
         for e in events:
             key = (source, e.sequence, e.time_ms)
             self._events_after[source] = max(self._events_after.get(source, 0), e.sequence)
@@ -205,7 +227,7 @@ class Collector:
         try:
             response = pb_grpc.KafkaControllerStub(self._controller[1]).DescribeEvents(
                 pb.DescribeEventsRequest(events_after=self._events_after.get(CONTROLLER_SOURCE, 0)),
-                timeout=self._interval_ms / 1000)
+                timeout=self._interval_ms * self._slow_every / 1000)
         except grpc.RpcError as e:
             errors.append(f"controller at {endpoint}: {e.code().name}")
             return
