@@ -17,4 +17,5 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   restart_bench.py       a broker restart, phase by phase
   group_rebalance.py     consumer-group rebalance times
   audit_bench.py         the Spark audit against plain Python reading the same files
+  console_cost.py        what an open web console costs the brokers (requests/s, CPU)
 """

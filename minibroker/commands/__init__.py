@@ -24,6 +24,7 @@ Kafka's tools:
 Tooling:
   chaos.py             `minibroker chaos run | check`
   audit.py             `minibroker audit`: the Spark log audit
+  console.py           `minibroker console`: the live web console of replication (console/)
 Shared:
   client_options.py    where the cluster is, and Kafka's key=value client settings
   usage.py             usage errors found after argparse has parsed a command line
