@@ -183,7 +183,7 @@ class LocalCluster:
     def up(self, brokers: int | None = None, controllers: int | None = None, zookeeper: str | None = None,
            overrides: Iterable[str] = (), timeout: float = 60.0, report: Report = lambda _: None,
            netns: bool = False, port_base: int | None = None, security: bool = False,
-           zookeeper_nodes: int | None = None) -> ClusterInfo:
+           zookeeper_nodes: int | None = None, well_known_ports: bool = False) -> ClusterInfo:
         """Start ZooKeeper (unless `zookeeper` names one: one server, or an ensemble of `zookeeper_nodes`
         servers), the controllers and the brokers, and wait until every
         broker is registered, SERVING and knows the whole cluster, and a controller is active. With `netns`,
@@ -192,7 +192,8 @@ class LocalCluster:
         numbers of brokers, controllers and ZooKeeper servers default to those the data dir had, else 3, 2 and 1;
         `netns` is kept for the later runs of the data dir. With `security` (kept too), a secure cluster
         (local_cluster/security.py): TLS and SASL, mutual TLS inside the cluster, ZooKeeper ACLs (an open
-        cluster's znodes are secured first), an admin super user.
+        cluster's znodes are secured first), an admin super user. With `well_known_ports` (`minibroker demo`),
+        new ports are Kafka's well-known ones where they are free (ports.py says which, and reports the others).
 
         On failure whatever was started is stopped again (the logs stay) and ClusterError says which process
         failed, with the last lines of its log.
@@ -207,6 +208,8 @@ class LocalCluster:
         zookeeper_nodes = _zookeeper_nodes(previous, zookeeper, zookeeper_nodes)
         # Kept like --security: its configs name the addresses of the cluster's own network.
         netns = netns or (previous is not None and previous.network is not None)
+        if port_base is not None and well_known_ports:
+            raise ClusterUsageError("--port-base and --well-known-ports: choose one")
         if port_base is not None:
             if netns:
                 raise ClusterUsageError("--port-base and --netns: with --netns every broker listens on port"
@@ -242,7 +245,7 @@ class LocalCluster:
         if zookeeper is not None:
             _check_zookeeper_answers(zookeeper, min(timeout, _ZOOKEEPER_CHECK_S))
         ports = None if netns else self._plan_ports(previous, brokers, port_base, zookeeper is None, report,
-                                                    zookeeper_nodes)
+                                                    zookeeper_nodes, well_known_ports)
         if previous is not None and previous.network is not None:
             # The last --netns run's network (left by a crash, or recorded by `down`): this run makes it anew.
             self._remove_network(previous.network)
@@ -342,10 +345,11 @@ class LocalCluster:
         return info.network
 
     def _plan_ports(self, previous: ClusterInfo | None, brokers: int, port_base: int | None, own_zookeeper: bool,
-                    report: Report, zookeeper_nodes: int = 1) -> cluster_ports.PortPlan:
+                    report: Report, zookeeper_nodes: int = 1,
+                    well_known: bool = False) -> cluster_ports.PortPlan:
         plan = cluster_ports.plan_ports(previous, range(1, brokers + 1), port_base, self.broker_config,
                                         cluster_configs.first_listener, HOST, cluster_configs.kafka_listener_port,
-                                        zookeeper_nodes)
+                                        zookeeper_nodes, well_known)
         if not own_zookeeper:
             plan.zookeeper = 0
             plan.zookeeper_members = {}
@@ -357,6 +361,8 @@ class LocalCluster:
             ([f"zookeeper {plan.zookeeper}"] if plan.zookeeper else [])
             + [f"zookeeper-{i} {port}" for i, port in plan.zookeeper_members.items() if port]
             + [f"broker-{i} {port} (Kafka {plan.kafka[i]})" for i, port in plan.brokers.items()]))
+        if plan.moved:
+            report("Taken by something else, so free ports instead: " + ", ".join(plan.moved))
         return plan
 
     def _remove_stale_registrations(self, info: ClusterInfo, previous: ClusterInfo, deadline: float,

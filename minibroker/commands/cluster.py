@@ -1,7 +1,7 @@
 """`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (local_cluster/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P | --zookeeper-nodes 3]
-                          [--override k=v ...] [--port-base N] [--netns] [--security]
+                          [--override k=v ...] [--port-base N | --well-known-ports] [--netns] [--security]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
@@ -12,7 +12,9 @@
 `BOOTSTRAP=$(minibroker cluster up --data-dir D)` works in a script. The
 addresses stay: `up` on a data dir that ran before listens where it did (ports
 from the brokers' server.properties and cluster.json), `--port-base N` puts
-ZooKeeper on N and broker <id> on N+<id> (an ensemble's member <i> on N+200+<i>).
+ZooKeeper on N and broker <id> on N+<id> (an ensemble's member <i> on N+200+<i>),
+`--well-known-ports` (what `minibroker demo` does) takes Kafka's where they are
+free: Kafka listeners 9092.., gRPC 9192.., ZooKeeper 2181, and names each one taken.
 `--zookeeper-nodes 3` runs a ZooKeeper ensemble of three servers instead of one
 (zookeeper-1..3: a quorum of two keeps the cluster going); the brokers and
 controllers get the whole connect string. The brokers' and controllers'
@@ -57,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--port-base", type=int, metavar="N",
                     help="ZooKeeper on port N, broker <id> on N+<id> (default: the ports this data dir had, else"
                          " free ones)")
+    up.add_argument("--well-known-ports", action="store_true",
+                    help="for ports the data dir does not have yet, Kafka's where they are free: broker <id>'s Kafka"
+                         " listener on 9091+<id> (9092, ...), its gRPC listener on 9191+<id>, ZooKeeper on 2181;"
+                         " a taken one is named and a free port used instead")
     up.add_argument("--netns", action="store_true",
                     help="run each broker, and ZooKeeper with the controllers, in a network namespace of its own on a"
                          " bridge, so a broker can be cut off from its peers (root only; `cluster down` removes it;"
@@ -123,7 +129,7 @@ def _up(args: argparse.Namespace) -> int:
         info = cluster.up(brokers=args.brokers, controllers=args.controllers, zookeeper=args.zookeeper,
                           overrides=args.override, timeout=args.timeout, report=_report, netns=args.netns,
                           port_base=args.port_base, security=args.security,
-                          zookeeper_nodes=args.zookeeper_nodes)
+                          zookeeper_nodes=args.zookeeper_nodes, well_known_ports=args.well_known_ports)
     except ClusterUsageError as e:
         raise CommandLineError(str(e)) from None
     except (ClusterError, ClusterFileError) as e:

@@ -1,10 +1,13 @@
 """`minibroker demo`: a 3-broker cluster at work, start to finish, with the commands to go on by hand.
 
 Brings up (or reuses) a local cluster of 3 brokers and 2 controllers under
---data-dir, creates the topic `demo`, produces and consumes records with the
-Python client, describes the topic as kafka-topics.sh does, prints a few
-records with the console consumer and the first batches of a partition's
-segment on disk with dump-log, and leaves the cluster running.
+--data-dir, on Kafka's well-known ports where they are free (Kafka listeners
+localhost:9092-9094, gRPC 9192-9194, ZooKeeper 2181, as docker-compose.yml
+publishes them; it names each one taken and the port used instead), creates
+the topic `demo`, produces and consumes records with the Python client,
+describes the topic as kafka-topics.sh does, prints a few records with the
+console consumer and the first batches of a partition's segment on disk with
+dump-log, and leaves the cluster running.
 """
 
 from __future__ import annotations
@@ -81,10 +84,11 @@ def _cluster(cluster: LocalCluster) -> str:
     if statuses and all(s.healthy for s in statuses):
         print(f"Using the cluster already running from {cluster.data_dir}")
         return cluster.load().bootstrap_servers
-    print(f"$ {_prog()} cluster up --data-dir {cluster.data_dir} --brokers 3 --controllers 2")
+    print(f"$ {_prog()} cluster up --data-dir {cluster.data_dir} --brokers 3 --controllers 2 --well-known-ports")
     started = time.monotonic()
-    info = cluster.up(brokers=3, controllers=2, report=print)
-    print(f"Cluster ready in {time.monotonic() - started:.1f} s, bootstrap servers {info.bootstrap_servers}")
+    info = cluster.up(brokers=3, controllers=2, report=print, well_known_ports=True)
+    print(f"Cluster ready in {time.monotonic() - started:.1f} s, bootstrap servers {info.bootstrap_servers}"
+          f" (gRPC), {info.kafka_bootstrap_servers} (Kafka)")
     return info.bootstrap_servers
 
 

@@ -126,6 +126,8 @@ CASES = [
          "an override must be key=value, not 'garbage'"),
     Case(("cluster", "up", "--data-dir", "{missing}", "--port-base", "65534"), 2,
          "--port-base 65534 leaves no room for 3 brokers: ports 65534..65637 must be at most 65535"),
+    Case(("cluster", "up", "--data-dir", "{missing}", "--port-base", "9000", "--well-known-ports"), 2,
+         "--port-base and --well-known-ports: choose one"),
     Case(("cluster", "up", "--data-dir", "{missing}", "--zookeeper", "{nobody}"), 1,
          "cannot connect to ZooKeeper at {nobody}: 127.0.0.1:", within_s=10),
     Case(("cluster", "up", "--data-dir", "{missing}", "--zookeeper", "{silent}", "--timeout", "3"), 1,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import stat
 from pathlib import Path
 
 from local_cluster import configs, ports
 from local_cluster.cluster_file import BrokerEntry, ClusterInfo, ZooKeeperEntry, ZooKeeperMember
+from zk.server import port_in_use
 
 
 def _previous(tmp_path: Path) -> ClusterInfo:
@@ -84,3 +86,34 @@ def test_write_config_keeps_the_users_file(tmp_path: Path) -> None:
     assert path.read_text() == edited + "zookeeper.connect=h:1\n"
     assert configs.existing_credential([tmp_path / "missing.properties", path]) == "s3cret"
     assert configs.first_log_dir(path) is None
+
+
+def test_well_known_ports_where_free_and_a_free_port_named_for_each_taken_one() -> None:
+    def plan() -> ports.PortPlan:
+        return ports.plan_ports(None, [1, 2, 3], None, lambda i: Path("/nonexistent"), configs.first_listener,
+                                "127.0.0.1", configs.kafka_listener_port, well_known=True)
+
+    free = [port for port in (2181, 9092, 9093, 9094, 9192, 9193, 9194) if not port_in_use("127.0.0.1", port)]
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # One well-known port held by someone else: a free one is taken instead, and named.
+        held = free[0] if free else None
+        if held is not None:
+            holder.bind(("127.0.0.1", held))
+            holder.listen()
+        planned = plan()
+    wanted = {"zookeeper": (planned.zookeeper, 2181)}
+    wanted |= {f"broker-{i}": (planned.brokers[i], 9191 + i) for i in (1, 2, 3)}
+    wanted |= {f"broker-{i} Kafka listener": (planned.kafka[i], 9091 + i) for i in (1, 2, 3)}
+    assert planned.chosen == "Kafka's well-known ports"
+    for name, (port, well_known) in wanted.items():
+        if well_known in free and well_known != held:
+            assert port == well_known, name
+        else:
+            assert port != well_known and f"{name} {well_known}: {port}" in planned.moved, name
+    assert len(planned.moved) == len(wanted) - len(free) + (held is not None)
+    # A data dir that ran before keeps its ports, whatever is free now.
+    assert ports.plan_ports(ClusterInfo(ZooKeeperEntry("127.0.0.1:2000", pid=42), brokers=[
+        BrokerEntry(1, "127.0.0.1", 2001, None, "/nonexistent", kafka_port=2101)]), [1], None,
+        lambda i: Path("/nonexistent"), configs.first_listener, "127.0.0.1", configs.kafka_listener_port,
+        well_known=True) == ports.PortPlan(2000, {1: 2001}, "as before", {1: 2101})
