@@ -1,7 +1,7 @@
 # One image for every process of a minibroker cluster: ZooKeeper (Debian's
 # jars), controllers, brokers and the command-line tools. The entrypoint
 # (minibroker/container.py) turns KAFKA_* / ZOOKEEPER_* environment variables
-# into a properties file and execs the process; see README.md, "docker-compose".
+# into a properties file and execs the process; see docs/operations.md, "docker-compose".
 #
 #   docker build -t minibroker .                                    # any machine with a registry
 #   docker build --build-arg BASE_IMAGE=localhost/bookworm-base .   # the local base image

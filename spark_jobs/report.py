@@ -1,7 +1,7 @@
 """What the audit says: per-partition summaries, the stdout table, report.json and anomalies.parquet.
 
-report.json is a contract (the chaos tooling reads it): see the README section
-"Auditing the logs with Spark" for its shape, and bump REPORT_VERSION on any
+report.json is a contract (the chaos tooling reads it): see docs/audit.md
+("Auditing the logs with Spark") for its shape, and bump REPORT_VERSION on any
 change that is not an added field.
 """
 
