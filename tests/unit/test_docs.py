@@ -14,7 +14,8 @@ _MODULE = re.compile(r"(?<![\w./-])((?:broker|controller|client|common|zk|proto|
                      r"(?:\.[a-z][a-z0-9_]*)+)\b")
 _RUNNABLE = {"sh", "python"}
 # Dotted names that are Kafka config keys (`client.id`) or file names (`chaos.html`), not modules.
-_NOT_MODULES = {"id", "html", "png", "properties", "json", "jsonl", "log", "cfg", "parquet", "yml", "py", "md", "txt"}
+_NOT_MODULES = {"id", "html", "png", "properties", "proto", "json", "jsonl", "log", "cfg", "parquet", "yml", "py", "md",
+                "txt"}
 
 
 def _top_level() -> set[str]:
