@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from minibroker.local.cluster_file import ClusterInfo
-from minibroker.local.ports import GRPC_WELL_KNOWN_PORT, KAFKA_WELL_KNOWN_PORT, ZOOKEEPER_WELL_KNOWN_PORT
+from local_cluster.cluster_file import ClusterInfo
+from local_cluster.ports import GRPC_WELL_KNOWN_PORT, KAFKA_WELL_KNOWN_PORT, ZOOKEEPER_WELL_KNOWN_PORT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_DATA_DIR = "data/demo"

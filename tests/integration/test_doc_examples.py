@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.local.cluster import LocalCluster
-from minibroker.local.cluster_file import ClusterInfo
-from minibroker.local.ports import GRPC_WELL_KNOWN_PORT, KAFKA_WELL_KNOWN_PORT, ZOOKEEPER_WELL_KNOWN_PORT
+from local_cluster.cluster import LocalCluster
+from local_cluster.cluster_file import ClusterInfo
+from local_cluster.ports import GRPC_WELL_KNOWN_PORT, KAFKA_WELL_KNOWN_PORT, ZOOKEEPER_WELL_KNOWN_PORT
 from tests.doc_examples import REPO_ROOT, Block, demo_examples, localized
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ from tests.doc_examples import REPO_ROOT, blocks, documents
 # A path as prose and commands name one: `broker/log/log.py`, broker/log/cleaner/, tests/integration/test_*.py.
 _PATH = re.compile(r"(?<![\w./<-])([A-Za-z_][\w.-]*/[\w./*-]*[\w/*])")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-_MODULE = re.compile(r"(?<![\w./-])((?:broker|controller|client|common|zk|proto|minibroker|chaos|spark_jobs|bench)"
-                     r"(?:\.[a-z][a-z0-9_]*)+)\b")
+_MODULE = re.compile(r"(?<![\w./-])((?:broker|controller|client|common|zk|proto|minibroker|local_cluster|chaos"
+                     r"|spark_jobs|bench)(?:\.[a-z][a-z0-9_]*)+)\b")
 _RUNNABLE = {"sh", "python"}
 # Dotted names that are Kafka config keys (`client.id`) or file names (`chaos.html`), not modules.
 _NOT_MODULES = {"id", "html", "png", "properties", "proto", "json", "jsonl", "log", "cfg", "parquet", "yml", "py", "md",
@@ -45,7 +45,7 @@ def test_every_path_the_docs_name_exists() -> None:
 
 
 def test_every_module_the_docs_name_exists() -> None:
-    """`minibroker.local`, `zk.server.free_port`: the package and module before any attribute exist."""
+    """`local_cluster`, `zk.server.free_port`: the package and module before any attribute exist."""
     missing = []
     for doc in documents():
         for name in sorted(set(_MODULE.findall(doc.read_text()))):
