@@ -7,7 +7,7 @@ processes are still started as the command line's modules (`python -m minibroker
   cluster.py       LocalCluster: ZooKeeper, controllers and brokers started, stopped, killed (SIGKILL)
   cluster_file.py  cluster.json: what a running cluster's data dir says about its processes and addresses
   network.py       the virtual network of `cluster up --netns`: a network namespace per broker
-  ports.py         which ports `cluster up` listens on: as before, or --port-base's layout
+  ports.py         which ports `cluster up` listens on: as before, --port-base's layout, or Kafka's well-known ones
   configs.py       the brokers' and controllers' .properties files, kept as the user edited them
   stale_sessions.py  the ZooKeeper registrations a killed cluster left, removed by the next `up`
   certificates.py  a development CA and the certificates it signs, as PEM files (Kafka's PEM key/truststores)
