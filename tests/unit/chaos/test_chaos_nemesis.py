@@ -1,5 +1,5 @@
 """The nemesis's schedule and what each fault does to a cluster (a recording fake: the real one is in
-tests/integration/test_chaos.py)."""
+tests/integration/chaos_and_audit/test_chaos.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """expire-session's cut (chaos/zk_cut.py): reading a process's ZooKeeper connections from /proc, and the iptables
-rules that drop them (pure; tests/integration/test_zk_ensemble.py cuts a real broker off)."""
+rules that drop them (pure; tests/integration/zookeeper/test_zk_ensemble.py cuts a real broker off)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_scram_with_cached_credentials(mechanism: str) -> None:
 
 def test_scram_client_nonce_checked_as_kafka_does() -> None:
     """Kafka only requires the client-final nonce to end with the server's: so does this server (kcat's
-    librdkafka 2.0 sends the client nonce twice: tests/integration/test_kafka_security.py). The proof covers
+    librdkafka 2.0 sends the client nonce twice: tests/integration/security/test_kafka_security.py). The proof covers
     the message as sent, so a nonce changed after the proof was made still fails."""
     cache = CredentialCache()
     cache.update_user("alice", {"SCRAM-SHA-256": make_credential("SCRAM-SHA-256", "pw").to_text()})

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 
 from broker.log.manager import LogManager
 from broker.replication.isr_change_propagation import IsrChangePropagationConfig, IsrChangePropagator
@@ -18,6 +17,7 @@ from broker.replication.rules import is_follower_in_sync, out_of_sync_replicas
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock, FakeStateStore
+from tests.unit.broker.broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 from zk.paths import LeaderIsrAndControllerEpoch
 
 LAG_MS = 10_000

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_helpers import (
+
+from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
+from broker.replication.delayed_produce import ProducePartitionResponse
+from broker.replication.partition import FetchIsolation
+from common.record import CRC_POS
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+from tests.unit.broker.broker_helpers import (
     LOCAL,
     TP,
     Answers,
@@ -20,13 +27,6 @@ from broker_helpers import (
     metadata_state,
     produce,
 )
-
-from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
-from broker.replication.delayed_produce import ProducePartitionResponse
-from broker.replication.partition import FetchIsolation
-from common.record import CRC_POS
-from proto.errors import ErrorCode
-from proto.types import TopicPartition
 
 OTHER = TopicPartition("orders", 1)
 

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
-from broker_helpers import broker_config, live_broker, metadata_state
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
@@ -38,7 +37,8 @@ from common.security.authorizer import AclAuthorizer, Session
 from common.security.principal import KafkaPrincipal
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
-from tests.unit.broker.test_group_coordinator import NUM_PARTITIONS, PARTITION, Harness, group_here
+from tests.unit.broker.broker_helpers import broker_config, live_broker, metadata_state
+from tests.unit.broker.coordinator.group.test_group_coordinator import NUM_PARTITIONS, PARTITION, Harness, group_here
 
 T = TypeVar("T")
 ALICE = Session(KafkaPrincipal("User", "alice"), "10.0.0.1")

@@ -37,7 +37,7 @@ from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
 from tests.unit.broker.broker_helpers import MockTimer, live_broker, metadata_state
-from tests.unit.broker.test_group_metadata import subscription
+from tests.unit.broker.coordinator.group.test_group_metadata import subscription
 
 T = TypeVar("T")
 NUM_PARTITIONS = 4

@@ -4,12 +4,12 @@ continue the topic's round robin, and every request that cannot grow the topic g
 from __future__ import annotations
 
 import pytest
-from broker_helpers import broker_config
 
 from broker.admin.admin_manager import AdminManager, NewPartitions
 from broker.config.topic_config import TopicConfigs
 from proto.errors import ErrorCode
 from tests.fakes import FakeZk
+from tests.unit.broker.broker_helpers import broker_config
 from zk.paths import ReplicaAssignment, TopicAssignment
 
 

@@ -8,7 +8,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from broker_helpers import (
+
+from broker.log.log_dir_failure import LogDirFailureChannel
+from broker.server import log_dir_failure_handler
+from broker.server.log_dir_failure_handler import LogDirFailureHandler
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+from tests.unit.broker.broker_helpers import (
     LOCAL,
     TP,
     Harness,
@@ -18,12 +24,6 @@ from broker_helpers import (
     live_leaders,
     produce,
 )
-
-from broker.log.log_dir_failure import LogDirFailureChannel
-from broker.server import log_dir_failure_handler
-from broker.server.log_dir_failure_handler import LogDirFailureHandler
-from proto.errors import ErrorCode
-from proto.types import TopicPartition
 
 SPARED = TopicPartition("orders", 1)
 FOLLOWED = TopicPartition("orders", 2)

@@ -7,7 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import (
+
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.files import LOG_START_OFFSET_CHECKPOINT
+from broker.log.manager import LogManager
+from broker.replication.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.replication.partition import FetchIsolation, Partition
+from proto.errors import ErrorCode, KafkaError
+from tests.fakes import FakeClock
+from tests.unit.broker.broker_helpers import (
     LOCAL,
     TP,
     Answers,
@@ -18,14 +26,6 @@ from broker_helpers import (
     produce,
     topic_config,
 )
-
-from broker.log.checkpoint import OffsetCheckpointFile
-from broker.log.files import LOG_START_OFFSET_CHECKPOINT
-from broker.log.manager import LogManager
-from broker.replication.delayed_fetch import FetchParams, PartitionFetchInfo
-from broker.replication.partition import FetchIsolation, Partition
-from proto.errors import ErrorCode, KafkaError
-from tests.fakes import FakeClock
 
 FOLLOWER = 2
 

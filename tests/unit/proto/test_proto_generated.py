@@ -18,7 +18,7 @@ from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.types import CONTROLLER_SERVICE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GENERATED = ["minibroker_pb2.py", "minibroker_pb2_grpc.py", "minibroker_pb2.pyi", "minibroker_pb2_grpc.pyi"]
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from broker_helpers import live_broker, metadata_state
-
 from broker.config.metadata_cache import EndPoint, LiveBroker, MetadataCache, Node
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.unit.broker.broker_helpers import live_broker, metadata_state
 from zk.paths import LEADER_DURING_DELETE
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

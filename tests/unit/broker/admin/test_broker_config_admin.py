@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker_helpers import broker_config
-
 from broker.admin.config_admin import AlterConfigOp, ConfigAdmin, ConfigSource, ResourceType
 from broker.config.log_config import LogConfig
 from broker.config.topic_config import TopicConfigs
@@ -16,6 +14,7 @@ from common.record import ProducerRecord, build_batch
 from minibroker.commands.configs import parse_add_config
 from proto.errors import ErrorCode
 from tests.fakes import FakeClock, FakeZk
+from tests.unit.broker.broker_helpers import broker_config
 
 SET, DELETE, APPEND, SUBTRACT = AlterConfigOp.SET, AlterConfigOp.DELETE, AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT
 TOPIC, BROKER = ResourceType.TOPIC, ResourceType.BROKER

@@ -1,6 +1,7 @@
 """The gRPC door's group RPCs: bad requests get Kafka's error codes before the coordinator sees them, and the
-member's client host is shown as Kafka shows it. (The coordinator itself: tests/unit/broker/test_group_coordinator.py;
-both doors against a real cluster: tests/integration/test_client_consumer_groups.py, test_kafka_groups.py.)"""
+member's client host is shown as Kafka shows it. (The coordinator itself:
+tests/unit/broker/coordinator/group/test_group_coordinator.py; both doors against a real cluster:
+tests/integration/groups/test_client_consumer_groups.py, test_kafka_groups.py.)"""
 
 from __future__ import annotations
 

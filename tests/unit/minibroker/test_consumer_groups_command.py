@@ -1,5 +1,6 @@
 """`minibroker consumer-groups` prints Kafka's ConsumerGroupCommand tables and messages, and computes reset offsets
-as Kafka does (pure functions; the command against a cluster is tests/integration/test_client_consumer_groups.py)."""
+as Kafka does (pure functions; the command against a cluster is
+tests/integration/groups/test_client_consumer_groups.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1].parent
+ROOT = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 HEAVY = ("pyspark", "pyarrow", "pandas", "matplotlib")
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from broker_helpers import broker_config
 
 from broker.config.log_config import LogConfig
 from broker.config.topic_config import LOG_CONFIG_KEYS, TopicConfigs
 from proto.errors import ErrorCode, KafkaError
+from tests.unit.broker.broker_helpers import broker_config
 
 # A value for each key that differs from LogConfig's default.
 _SAMPLES = {

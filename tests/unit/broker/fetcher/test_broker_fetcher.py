@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, leader_state, topic_config
 
 from broker.fetcher.manager import ReplicaFetcherManager, fetcher_id
 from broker.fetcher.protocol import (
@@ -36,6 +35,7 @@ from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
+from tests.unit.broker.broker_helpers import LOCAL, TP, leader_state, topic_config
 
 LEADER = 2
 LEADER_END_POINT = BrokerEndPoint(LEADER, "127.0.0.1", 9002)

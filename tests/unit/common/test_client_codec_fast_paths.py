@@ -1,6 +1,6 @@
 """The codec's fast paths that the client leans on (table varints, inline decoding), against kafka-python.
 
-tests/unit/test_record.py covers the format; these cover the edges of the
+tests/unit/common/test_record.py covers the format; these cover the edges of the
 shortcuts: varints of one, two and three bytes, negative timestamp deltas,
 offset deltas past the table, and batches built record by record.
 """

@@ -3,10 +3,9 @@ timeout, or at once - never by polling. All on a hand-driven timer: no sleeps.""
 
 from __future__ import annotations
 
-from broker_helpers import MockTimer
-
 from broker.purgatory.purgatory import DelayedOperation, DelayedOperationPurgatory
 from tests.fakes import FakeClock
+from tests.unit.broker.broker_helpers import MockTimer
 
 
 class Waiting(DelayedOperation):

@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import (
+from prometheus_client import generate_latest
+
+from broker.fetcher.protocol import InitialFetchState
+from proto.errors import ErrorCode
+from tests.unit.broker.broker_helpers import (
     LOCAL,
     TP,
     Harness,
@@ -17,10 +21,6 @@ from broker_helpers import (
     live_leaders,
     produce,
 )
-from prometheus_client import generate_latest
-
-from broker.fetcher.protocol import InitialFetchState
-from proto.errors import ErrorCode
 from zk.paths import LeaderIsrAndControllerEpoch
 
 LAG_MS = 10_000

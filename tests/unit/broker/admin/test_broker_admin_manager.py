@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from broker_helpers import broker_config
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from broker.admin.admin_manager import AdminManager, NewTopic
 from broker.config.topic_config import TopicConfigs
 from proto.errors import ErrorCode
 from tests.fakes import FakeZk
+from tests.unit.broker.broker_helpers import broker_config
 
 
 def fake_zk(brokers: tuple[int, ...] = (1, 2, 3), topics: tuple[str, ...] = ()) -> FakeZk:

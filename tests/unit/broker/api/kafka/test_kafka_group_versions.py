@@ -2,7 +2,7 @@
 life (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups,
 ListGroups, LeaveGroup, DeleteGroups) as kio-encoded requests through the handlers onto a real GroupCoordinator, each
 response decoded with kio's reader for its version (generated from Kafka's JSON schemas). Real clients use a
-few versions each (tests/integration/test_kafka_groups.py); this walks all of them."""
+few versions each (tests/integration/groups/test_kafka_groups.py); this walks all of them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from broker.api.kafka.protocol import RequestHeader, build, millis
 from common.security.authorizer import Session
 from common.security.principal import ANONYMOUS
 from proto.errors import ErrorCode
-from tests.unit.broker.test_group_coordinator import INITIAL_DELAY_MS, TOPIC_TP, Harness, group_here
+from tests.unit.broker.coordinator.group.test_group_coordinator import INITIAL_DELAY_MS, TOPIC_TP, Harness, group_here
 
 KEYS = {"OffsetCommit": 8, "OffsetFetch": 9, "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12,
         "LeaveGroup": 13, "SyncGroup": 14, "DescribeGroups": 15, "ListGroups": 16, "DeleteGroups": 42,
@@ -47,7 +47,7 @@ def served(api: str, flow: int) -> int:
     return min(max(flow, spec.min_version), spec.max_version)
 
 
-# No authorizer: every check passes (the checks themselves: tests/unit/broker/test_broker_group_authorization.py).
+# No authorizer: every check passes (the checks themselves: tests/unit/broker/api/test_broker_group_authorization.py).
 OPEN = SimpleNamespace(authorize=lambda *_, **__: True, authorized_topics=lambda _s, _o, topics, *_: set(topics),
                        authorize_cluster=lambda *_, **__: True)
 

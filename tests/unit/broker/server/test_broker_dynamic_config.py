@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker_helpers import broker_config
-
 from broker.config.topic_config import TopicConfig, TopicConfigs
 from broker.security.scram import CredentialCache, make_credential
 from broker.server.dynamic_config import DynamicConfigManager
 from proto.types import TopicPartition
 from tests.fakes import FakeZk
+from tests.unit.broker.broker_helpers import broker_config
 
 
 class NotifyingZk(FakeZk):

@@ -19,7 +19,7 @@ from broker.coordinator.group.results import (
 from common.security.acl import AccessControlEntry, AclOperation, PatternType, ResourcePattern, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
-from tests.unit.broker.test_broker_authorization import ALICE, CLUSTER, allow, run, topic
+from tests.unit.broker.api.test_broker_authorization import ALICE, CLUSTER, allow, run, topic
 
 Op = AclOperation
 A0, B0 = TopicPartition("a", 0), TopicPartition("b", 0)

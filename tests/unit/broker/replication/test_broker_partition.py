@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 
 from broker.log.manager import LogManager
 from broker.replication.partition import FetchIsolation, Partition
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
+from tests.unit.broker.broker_helpers import LOCAL, TP, batch, leader_state, topic_config
 
 
 def no_checkpoint(_: TopicPartition) -> int | None:
