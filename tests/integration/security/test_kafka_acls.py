@@ -33,7 +33,7 @@ from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 AUTHORIZER = "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"
 ANONYMOUS = "User:ANONYMOUS"
 

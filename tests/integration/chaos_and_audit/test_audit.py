@@ -39,7 +39,7 @@ from spark_jobs.log_source import FORMAT
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC = "audited"
 PARTITIONS = 3
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "live"
 BROKER_OVERRIDES = {**FAST_REPLICATION, "log.retention.check.interval.ms": "300"}
-REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
 
 
 class Cluster(ReplicatedTopic):

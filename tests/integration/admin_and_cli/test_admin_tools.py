@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_cli import minibroker, ok
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import LOG_START_OFFSET_CHECKPOINT
 from client import Admin, Consumer, OffsetOutOfRangeError, Producer, TopicPartition
+from tests.integration.admin_and_cli.test_cli import minibroker, ok
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:

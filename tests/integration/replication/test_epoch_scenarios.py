@@ -27,13 +27,13 @@ from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.integration.conftest import StartBroker, StartController, WaitUntil
-from tests.integration.test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
-from tests.integration.test_leader_epochs import encoded, produce_all, running_cluster
+from tests.integration.failover.test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
+from tests.integration.replication.test_leader_epochs import encoded, produce_all, running_cluster
 from zk.client import KafkaZkClient
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 # No leader-driven ISR shrink while a follower is frozen for a few seconds: the ISR changes only where the staging
 # says (the controller's elections).
 STEADY_ISR = {**BROKER_OVERRIDES, "replica.lag.time.max.ms": "60000"}

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import REPO_ROOT
-from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.failover.test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 from zk.client import KafkaZkClient
 
 if TYPE_CHECKING:

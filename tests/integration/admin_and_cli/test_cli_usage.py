@@ -22,7 +22,7 @@ from zk.server import free_port
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 NOT_WALKED: set[str] = set()
 
 

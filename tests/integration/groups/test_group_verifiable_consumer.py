@@ -29,7 +29,7 @@ from tests.integration.group_cluster import GroupCluster, group_cluster
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC, GROUP = "verifiable", "verifiable-group"
 PARTITIONS = 6
 RECORDS, RATE = 4000, 250  # records, per second: the producer writes through every membership change

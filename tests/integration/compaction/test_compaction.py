@@ -28,7 +28,7 @@ from common.record import iter_batches
 from proto.errors import ErrorCode, KafkaError
 from spark_jobs.audit import run_audit
 from spark_jobs.checks import Finding
-from tests.integration import test_audit
+from tests.integration.chaos_and_audit import test_audit
 from tests.integration.conftest import REPO_ROOT
 from tests.integration.kafka_cluster import start_kafka_cluster
 from zk.server import free_port

@@ -3,7 +3,8 @@ cluster's and each topic's, DescribeGroups v3+ for each group's (kafka-python's,
 "omitted" value and an empty bit field must be told apart), on a broker with the AclAuthorizer on and SASL
 listeners. alice (SCRAM) may Read the topic and the group, bob (PLAIN) may Alter the cluster, admin is a super
 user who grants those ACLs with the same client. A broker without an authorizer answers every supported
-operation: tests/integration/test_kafka_security.py checks that on its broker, to keep to one broker a module."""
+operation: tests/integration/security/test_kafka_security.py checks that on its broker, to keep to one broker a
+module."""
 
 from __future__ import annotations
 

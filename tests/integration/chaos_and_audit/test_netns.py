@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC = "events"
 TP = TopicPartition(TOPIC, 0)
 OVERRIDES = (

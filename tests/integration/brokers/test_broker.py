@@ -194,7 +194,7 @@ def test_registers_serves_and_shuts_down_cleanly(start_broker: StartBroker, conn
 
 def test_start_up_refusals(start_broker: StartBroker) -> None:
     # A bad value: exit 1 with the reason, before anything starts (a misspelt key only warns, as in Kafka:
-    # tests/unit/test_config.py and tests/integration/test_cluster_restart.py cover that).
+    # tests/unit/broker/config/test_config.py and tests/integration/failover/test_cluster_restart.py cover that).
     bad_value = start_broker(4, {"min.insync.replicas": "two"}, wait=False)
     assert bad_value.process.wait() == 1
     assert "min.insync.replicas" in bad_value.process.log()

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
-from test_leader_epochs import running_cluster
-from test_replication import paused
 
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.failover.test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
+from tests.integration.replication.test_leader_epochs import running_cluster
+from tests.integration.replication.test_replication import paused
 from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER
 from zk.server import free_port

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 # Kafka 2.8's config/server.properties, comments shortened, with its listeners line on ports of the test's own
 # and the one thing a minibroker broker needs beyond Kafka's file: a gRPC listener (replication, the controller).
 KAFKA_SERVER_PROPERTIES = """\

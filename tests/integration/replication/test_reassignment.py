@@ -18,13 +18,20 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import REPO_ROOT
-from test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, Load, in_sync, partition_dirs
 
 from client import Consumer, Producer
 from minibroker import cli
 from minibroker.commands.reassign_partitions import EXISTING_REASSIGNMENT
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.failover.test_failover import (
+    BROKER_OVERRIDES,
+    FAILOVER_DEADLINE_S,
+    Cluster,
+    Load,
+    in_sync,
+    partition_dirs,
+)
 from zk.client import KafkaZkClient
 from zk.paths import BrokerInfo, EndPoint, ReplicaAssignment, TopicAssignment
 

@@ -41,7 +41,7 @@ from tests.integration.secure_cluster import (
     SecureBroker,
     start_secure_broker,
 )
-from tests.integration.test_kafka_security import handshake, plain_authenticate
+from tests.integration.security.test_kafka_security import handshake, plain_authenticate
 from zk.server import LocalZooKeeper
 
 LISTENER = "SASL_PLAINTEXT"

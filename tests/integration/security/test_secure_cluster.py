@@ -45,9 +45,9 @@ from local_cluster.cluster_file import ClusterInfo
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode
+from tests.integration.admin_and_cli.test_cli import minibroker
 from tests.integration.conftest import REPO_ROOT, WaitUntil, broker_argv
-from tests.integration.test_cli import minibroker
-from tests.integration.test_kafka_scram_credentials import login_error
+from tests.integration.security.test_kafka_scram_credentials import login_error
 from zk import paths
 from zk.client import KafkaZkClient
 from zk.server import free_port

@@ -27,11 +27,11 @@ from minibroker.cli import main as cli_main
 from proto.types import TopicPartition
 from spark_jobs.audit import run_audit
 from spark_jobs.checks import Finding
-from tests.integration import test_audit
+from tests.integration.chaos_and_audit import test_audit
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC = "table"
 TP = TopicPartition(TOPIC, 0)
 KEYS = 20

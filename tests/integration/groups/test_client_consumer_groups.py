@@ -28,7 +28,7 @@ from minibroker.cli import main as cli_main
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SESSION_TIMEOUT_MS = 3000
 # A member's settings: a short session so a SIGKILLed member is noticed within seconds.
 MEMBER_PROPS = {"session.timeout.ms": str(SESSION_TIMEOUT_MS), "heartbeat.interval.ms": "300"}

@@ -22,7 +22,7 @@ from minibroker.commands.chaos import OWN_CLUSTER_OVERRIDES
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 INTERVAL_S, DURATION_S, SEED = 6, 18, 11
 PAIRS = [("kill-leader", "pause-controller"), ("kill-controller", "pause-leader"), ("kill-random", "bounce")]
 EXTERNAL = ("kill-random", "bounce")  # this pair runs on a `cluster up` cluster

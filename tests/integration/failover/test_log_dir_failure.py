@@ -31,9 +31,9 @@ from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.integration.conftest import StartBroker, StartController, WaitUntil
+from tests.integration.failover.test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 from tests.integration.kafka_wire import WireConnection, encode_request
-from tests.integration.test_failover import BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
-from tests.integration.test_leader_epochs import running_cluster
+from tests.integration.replication.test_leader_epochs import running_cluster
 from zk.client import KafkaZkClient
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,7 @@ from zk.server import pid_alive, server_mode
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PARTITIONS = 3
 # Session timeout 6 s (OWN_CLUSTER_OVERRIDES) + election + propagation, on a loaded 2-core machine.
 FAILOVER_S = 40.0

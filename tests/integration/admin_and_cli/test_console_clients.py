@@ -17,8 +17,8 @@ import pytest
 
 from client import Admin, Consumer, NewTopic, TopicPartition
 from common.record import CompressionType, iter_batches
-from tests.integration.test_cli import REPO_ROOT, minibroker
-from tests.integration.test_replication import paused
+from tests.integration.admin_and_cli.test_cli import REPO_ROOT, minibroker
+from tests.integration.replication.test_replication import paused
 from zk.client import KafkaZkClient
 from zk.server import free_port
 

@@ -7,10 +7,10 @@ written while the broker is down, a lost unflushed tail is a segment cut short w
 
 KIP-279 (truncation over several rounds when logs diverged across epochs) and KAFKA-7128 (a follower rejoins the
 ISR only past the current epoch's start offset) are unit-tested on the fetcher and the ISR rules, in
-tests/unit/broker/test_broker_fetcher.py:
+tests/unit/broker/fetcher/test_broker_fetcher.py:
     test_kip_279_an_unknown_epoch_means_another_round
     test_diverged_follower_truncates_over_two_rounds_then_matches_the_leader
-and tests/unit/broker/test_broker_isr.py:
+and tests/unit/broker/replication/test_broker_isr.py:
     test_in_sync_needs_the_high_watermark_and_the_epoch_start
     test_expand_only_after_reaching_the_high_watermark_and_the_epoch_start
 Scenario 2 below truncates across an epoch boundary with real brokers.
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 from conftest import StartBroker, StartController, WaitUntil, wait_until_serving
-from test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import REPLICATION_OFFSET_CHECKPOINT
 from common.record import iter_headers
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+from tests.integration.failover.test_failover import BROKER_IDS, BROKER_OVERRIDES, FAILOVER_DEADLINE_S, Cluster, in_sync
 from zk.client import KafkaZkClient
 from zk.paths import NO_LEADER
 
