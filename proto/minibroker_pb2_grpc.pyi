@@ -35,7 +35,7 @@ admin request, like CreateTopics, and needs none.
 
 Generated code is committed next to this file (minibroker_pb2.py,
 minibroker_pb2_grpc.py and their .pyi stubs); regenerate it with
-scripts/gen_proto.sh after editing: tests/unit/test_proto_generated.py fails
+scripts/gen_proto.sh after editing: tests/unit/proto/test_proto_generated.py fails
 when it is out of date.
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates proto/minibroker_pb2.py, minibroker_pb2_grpc.py and their .pyi
 # stubs from proto/minibroker.proto. The output is committed, so run this after
-# every .proto edit; tests/unit/test_proto_generated.py fails when it is stale.
+# every .proto edit; tests/unit/proto/test_proto_generated.py fails when it is stale.
 #
 # Usage: scripts/gen_proto.sh [OUT_ROOT]   (default: the repository root)
 #

@@ -1,1 +1,2 @@
-"""The test suite: tests/unit, tests/integration, tests/system; shared fakes in tests/fakes.py."""
+"""The test suite: tests/unit, tests/integration, tests/system (the layout: tests/README.md); shared fakes in
+tests/fakes.py."""
