@@ -1,7 +1,7 @@
 """When to retry and how long to wait: pure functions of an error, a count and a clock.
 
 Kept apart from the threads and sockets that act on them so every rule here is
-unit-tested on its own (tests/unit/client/test_retry.py).
+unit-tested on its own (tests/unit/client/test_client_retry.py).
 """
 
 from __future__ import annotations

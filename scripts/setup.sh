@@ -20,7 +20,7 @@ PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_missing+=(ipro
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 # kcat: the Kafka listener's tests (and the README) use it as a Kafka user would.
 command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
-# The console's browser test (tests/integration/test_console_browser.py): Debian's chromium and its WebDriver.
+# The console's browser test (tests/integration/console/test_console_browser.py): Debian's chromium and its WebDriver.
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 if [ ${#apt_missing[@]} -gt 0 ]; then

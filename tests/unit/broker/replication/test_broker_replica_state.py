@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker_helpers import LOCAL, TP, leader_state
 from test_broker_isr import ASSIGNMENT, LAG_MS, Leader, no_checkpoint
 
 from broker.api.replica_state import replica_state_response
 from broker.replication.partition import FollowerState, ReplicaState
 from common.event_ring import EVENTS, ISR_EXPAND, ISR_SHRINK, LEADER_EPOCH, TRUNCATION, Event, EventRing
 from proto.types import TopicPartition
+from tests.unit.broker.broker_helpers import LOCAL, TP, leader_state
 from zk.paths import LeaderIsrAndControllerEpoch
 
 
