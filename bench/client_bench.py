@@ -1,6 +1,6 @@
 """Client CPU per record, without a real broker: the producer's send path and the consumer's decode path.
 
-    .venv/bin/python tests/unit/client/bench_client.py [value_size]
+    .venv/bin/python bench/client_bench.py [value_size]
 
   accumulate  RecordAccumulator.append per record, then the drain's seal (header + CRC) per
               batch: the producer's own work for each record, single-threaded.

@@ -9,7 +9,7 @@ page does not show it):
     <!-- example: not run | why -->             names the demo cluster but is not run here, and says why
 
 tests/unit/test_docs.py checks that every block addressing the demo cluster carries one of these, and
-tests/integration/test_doc_examples.py runs the first kind against a real `minibroker demo` cluster.
+tests/integration/admin_and_cli/test_doc_examples.py runs the first kind against a real `minibroker demo` cluster.
 """
 
 from __future__ import annotations

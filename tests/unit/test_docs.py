@@ -1,5 +1,5 @@
 """The README and docs/ stay true to the tree: every path they name exists, every link lands, and every
-example that addresses `make demo`'s cluster says whether tests/integration/test_doc_examples.py runs it."""
+example that addresses `make demo`'s cluster says whether tests/integration/admin_and_cli/test_doc_examples.py runs it."""
 
 from __future__ import annotations
 

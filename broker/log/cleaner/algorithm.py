@@ -23,7 +23,7 @@ One cleaning, for a log whose dirty section starts at `first_dirty_offset`:
 
 Test-only: `MINIBROKER_TEST_CLEANER_CRASH_AT=recopy|swap` SIGKILLs the process
 in the middle of the recopy (a `.cleaned` segment half written) or between the
-`.swap` commit and the rename (tests/integration/test_compaction_crash.py
+`.swap` commit and the rename (tests/integration/compaction/test_compaction.py
 stages crashes with it); never set it in production.
 """
 
