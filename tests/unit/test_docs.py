@@ -1,5 +1,6 @@
 """The README and docs/ stay true to the tree: every path they name exists, every link lands, and every
-example that addresses `make demo`'s cluster says whether tests/integration/admin_and_cli/test_doc_examples.py runs it."""
+example that addresses `make demo`'s cluster says whether
+tests/integration/admin_and_cli/test_doc_examples.py runs it."""
 
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def test_every_example_for_the_demo_cluster_is_run_or_says_why_not() -> None:
 
 def test_the_path_check_catches_a_path_that_is_gone() -> None:
     top_level = _top_level()
-    names = named_paths("see `broker/log/no_such_module.py`, log/segment.py and tests/integration/test_*.py")
-    assert names == {"broker/log/no_such_module.py", "log/segment.py", "tests/integration/test_*.py"}
+    names = named_paths("see `broker/log/no_such_module.py`, log/segment.py and tests/integration/groups/test_*.py")
+    assert names == {"broker/log/no_such_module.py", "log/segment.py", "tests/integration/groups/test_*.py"}
     assert [n for n in sorted(names) if not _exists(n, top_level)] == ["broker/log/no_such_module.py"]
 
 
