@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker.config import message_format
 from common.config import (
     DEFAULT_INTER_BROKER_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
@@ -220,6 +221,11 @@ class KafkaConfig:
     )
     log_flush_start_offset_checkpoint_interval_ms: int = define(
         Type.INT, 60000, "How often the log start offset checkpoint is written", at_least(0)
+    )
+    log_message_format_version: str = define(
+        Type.STRING, message_format.DEFAULT_MESSAGE_FORMAT_VERSION,
+        "Accepted and ignored, as from inter-broker protocol 3.0: every batch is written as v2",
+        message_format.validate,
     )
     log_message_timestamp_type: str = define(
         Type.STRING,

@@ -4,7 +4,8 @@ Topic keys are Kafka's (`retention.ms`, `min.insync.replicas`, ...). The storage
 ones go to LogConfig, which already knows topic-over-broker precedence; the two
 replication ones the log does not use are kept here. Kafka topic configs this
 broker does not implement are refused rather than silently ignored, except at
-the one value that describes what it does anyway (`compression.type=producer`).
+the one value that describes what it does anyway (`compression.type=producer`), and except
+`message.format.version`, which Kafka 3 accepts and ignores (broker/config/message_format.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from broker.config import message_format
 from broker.config.kafka_config import KafkaConfig
 from broker.config.log_config import LogConfig, broker_key_synonyms
 from common.config import UNCLEAN_LEADER_ELECTION_ENABLE
@@ -21,6 +23,7 @@ from proto.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+MESSAGE_FORMAT_VERSION = "message.format.version"
 
 # The topic-level names LogConfig reads (broker/config/log_config.py); a unit test keeps the two in step.
 LOG_CONFIG_KEYS = frozenset({
@@ -35,7 +38,8 @@ TOPIC_LIST_CONFIG_KEYS = frozenset({"cleanup.policy"})
 # Kafka topic configs accepted only at the value that matches this broker's behaviour.
 _FIXED = {"compression.type": "producer"}
 
-TOPIC_CONFIG_KEYS = LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE} | set(_FIXED)
+TOPIC_CONFIG_KEYS = (LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, MESSAGE_FORMAT_VERSION}
+                     | set(_FIXED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +47,14 @@ class TopicConfig:
     log: LogConfig
     min_insync_replicas: int
     unclean_leader_election_enable: bool
+    # Described as given, never used: every batch is v2 (broker/config/message_format.py).
+    message_format_version: str = message_format.DEFAULT_MESSAGE_FORMAT_VERSION
 
     def values(self) -> dict[str, str]:
         """Every topic config key with its effective value, as DescribeConfigs reports them."""
         return {**self.log.topic_values(), **_FIXED, MIN_INSYNC_REPLICAS: str(self.min_insync_replicas),
-                UNCLEAN_LEADER_ELECTION_ENABLE: str(self.unclean_leader_election_enable).lower()}
+                UNCLEAN_LEADER_ELECTION_ENABLE: str(self.unclean_leader_election_enable).lower(),
+                MESSAGE_FORMAT_VERSION: self.message_format_version}
 
 
 class TopicConfigs:
@@ -59,6 +66,7 @@ class TopicConfigs:
             LogConfig.from_properties(broker.log_properties()),
             broker.min_insync_replicas,
             broker.unclean_leader_election_enable,
+            broker.log_message_format_version,
         )
 
     def with_broker_overrides(self, dynamic: Mapping[str, str]) -> TopicConfig:
@@ -78,7 +86,7 @@ class TopicConfigs:
         unclean = self._broker.unclean_leader_election_enable
         if UNCLEAN_LEADER_ELECTION_ENABLE in dynamic:
             unclean = _parse_unclean_leader_election(dynamic[UNCLEAN_LEADER_ELECTION_ENABLE])
-        return TopicConfig(log_config, min_isr, unclean)
+        return TopicConfig(log_config, min_isr, unclean, self.default.message_format_version)
 
     def validate(self, overrides: Mapping[str, str]) -> TopicConfig:
         """The config the overrides give; KafkaError(INVALID_CONFIG) naming the first bad key."""
@@ -95,22 +103,36 @@ class TopicConfigs:
             )
             min_isr = self._min_insync_replicas(overrides)
             unclean = self._unclean_leader_election(overrides)
+            format_version = self._message_format_version(overrides)
         except ValueError as e:
             raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
-        return TopicConfig(log_config, min_isr, unclean)
+        return TopicConfig(log_config, min_isr, unclean, format_version)
 
     def load(self, topic: str, overrides: Mapping[str, str]) -> TopicConfig:
         """The config of an existing topic: overrides ZooKeeper should never hold fall back to the defaults,
         since refusing to host the partition would not make them valid."""
         try:
-            return self.validate(overrides)
+            config = self.validate(overrides)
         except KafkaError as e:
             log.error("Ignoring the config overrides of topic %s, using the broker defaults: %s", topic, e)
             return self.default
+        # Kafka 3's LogManager warns as it reads a topic's overrides: the format asked for is not written.
+        if MESSAGE_FORMAT_VERSION in overrides and message_format.precedes_v2(config.message_format_version):
+            log.warning(message_format.topic_warning(topic, config.message_format_version))
+        return config
 
     def _min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
         text = overrides.get(MIN_INSYNC_REPLICAS)
         return self.default.min_insync_replicas if text is None else _parse_min_insync_replicas(text)
+
+    def _message_format_version(self, overrides: Mapping[str, str]) -> str:
+        text = overrides.get(MESSAGE_FORMAT_VERSION)
+        if text is None:
+            return self.default.message_format_version
+        reason = message_format.validate(text)
+        if reason is not None:
+            raise ValueError(f"Invalid value {text} for configuration {MESSAGE_FORMAT_VERSION}: {reason}")
+        return text.strip()
 
     def _unclean_leader_election(self, overrides: Mapping[str, str]) -> bool:
         text = overrides.get(UNCLEAN_LEADER_ELECTION_ENABLE)

@@ -57,6 +57,7 @@ from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
 from broker.api.operations import BrokerOperations
+from broker.config import message_format
 from broker.config.kafka_config import KafkaConfig
 from broker.config.log_config import LogConfig
 from broker.config.metadata_cache import MetadataCache
@@ -203,6 +204,8 @@ class KafkaServer:
         config = self.config
         logger.info("starting")
         logger.info("%s", config.dump())
+        if message_format.precedes_v2(config.log_message_format_version):
+            logger.warning(message_format.broker_warning(config.log_message_format_version))
         tune_malloc()
         zk, cluster_id = await self._connect_zookeeper()
         await asyncio.to_thread(self._await_stale_registration, zk)
