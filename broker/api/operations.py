@@ -14,9 +14,9 @@ Metadata Describe (Metadata leaves out, or answers TOPIC_AUTHORIZATION_FAILED fo
 auto-creation needs Create on the cluster or the topic), CreateTopics Create on the cluster or the topic,
 CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
 AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
-Write on some topic, the ACL APIs and Describe/AlterUserScramCredentials Describe/Alter on the cluster. With no
-authorizer everything is allowed. It also tells a principal what it may do to a resource (KIP-430's authorized
-operations, AuthHelper's).
+Write on some topic, the ACL APIs and Describe/AlterUserScramCredentials Describe/Alter on the cluster,
+ElectLeaders Alter on the cluster. With no authorizer everything is allowed. It also tells a principal what it
+may do to a resource (KIP-430's authorized operations, AuthHelper's).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from broker.admin.admin_manager import AdminManager, CreateTopicResult, DeleteTopicResult, NewPartitions, NewTopic
 from broker.admin.config_admin import AlterConfigsResult, ConfigAdmin, DescribeConfigsResult
 from broker.admin.config_admin import ResourceType as ConfigResourceType
+from broker.admin.controller_channel import ControllerChannel, ElectionResults
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.admin.producer_id_manager import ProducerIdManager
 from broker.admin.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
@@ -117,8 +118,10 @@ class BrokerOperations:
                  admin_manager: AdminManager, producer_ids: ProducerIdManager,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics],
                  loop: asyncio.AbstractEventLoop, config_admin: ConfigAdmin | None = None,
-                 acl_store: ZkAclStore | None = None, scram_admin: UserScramAdmin | None = None) -> None:
+                 acl_store: ZkAclStore | None = None, scram_admin: UserScramAdmin | None = None,
+                 controller_channel: ControllerChannel | None = None) -> None:
         self.config = config
+        self.controller_channel = controller_channel
         self.config_admin = config_admin
         self.scram_admin = scram_admin
         # None: no authorizer.class.name, nothing is checked (and the ACL APIs answer SECURITY_DISABLED).
@@ -314,6 +317,25 @@ class BrokerOperations:
             for tp, status in (await completion.future).items():
                 answers[tp] = (status.low_watermark, status.error)
         return answers
+
+    # ------------------------------------------------------------------ ElectLeaders
+
+    async def elect_leaders(self, session: Session, election_type: int, partitions: Sequence[TopicPartition] | None,
+                            timeout_ms: int) -> tuple[ErrorCode, ElectionResults]:
+        """Kafka's handleElectReplicaLeader: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the request
+        and each partition named; no partitions named (null) is every partition this broker's metadata knows.
+        The election is the controller process's: forwarded to it (broker/admin/controller_channel.py)."""
+        if not self.authorize_cluster(session, AclOperation.ALTER):
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return refused, dict.fromkeys(partitions or (), (refused, None))
+        if partitions is None:
+            cache = self.metadata_cache
+            partitions = [TopicPartition(topic, index) for topic in sorted(cache.get_all_topics())
+                          for index in range(cache.partition_count(topic))]
+        assert self.controller_channel is not None, "the broker gives its operations a ControllerChannel"
+        results = await asyncio.to_thread(self.controller_channel.elect_leaders, election_type, list(partitions),
+                                          timeout_ms)
+        return ErrorCode.NONE, results
 
     # ------------------------------------------------------------------ Metadata
 

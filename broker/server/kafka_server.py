@@ -48,6 +48,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.admin.admin_manager import AdminManager
 from broker.admin.config_admin import ConfigAdmin
+from broker.admin.controller_channel import ControllerChannel
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.admin.producer_id_manager import ProducerIdManager
 from broker.admin.scram_admin import UserScramAdmin
@@ -259,7 +260,7 @@ class KafkaServer:
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
-            scram_admin=UserScramAdmin(zk))
+            scram_admin=UserScramAdmin(zk), controller_channel=ControllerChannel(zk, inter_broker_security(config)))
         groups = GroupOperations(group_coordinator, operations)
         apis = functools.partial(
             KafkaApis,

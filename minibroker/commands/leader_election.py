@@ -15,7 +15,8 @@ leader by electing a live replica outside the ISR, whatever
 unclean.leader.election.enable says: records the ISR had acknowledged and the
 new leader lacks are lost. It is an ElectLeaders request to the active
 controller, found through ZooKeeper's /controller znode (the brokers do not
-forward ElectLeaders, so --bootstrap-server alone cannot reach it). Output
+forward ElectLeaders on their gRPC listener, so --bootstrap-server alone cannot reach it; on their Kafka listeners
+they do, as a Kafka admin client's elect_leaders needs). Output
 lines are Kafka's; any partition not elected makes the exit code 1.
 """
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from broker.admin.controller_channel import elect_leaders_request, election_results
 from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from minibroker.commands.client_options import (
     UsageError,
@@ -39,7 +41,6 @@ from minibroker.commands.client_options import (
     zookeeper_connect,
     zookeeper_security,
 )
-from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -160,13 +161,8 @@ def elect_leaders_through_controller(zk: KafkaZkClient, election_type: str,
     endpoint = zk.get_controller_endpoint()
     if endpoint is None:
         raise UsageError("No active controller advertises its address in /controller: cannot send ElectLeaders")
-    request = pb.ElectLeadersRequest(election_type=_ELECTION_TYPE_IDS[election_type],
-                                     timeout_ms=int(timeout_s * 1000))
-    by_topic: dict[str, list[int]] = {}
-    for tp in requested or ():
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    for topic, partitions in by_topic.items():
-        request.topic_partitions.add(topic=topic, partitions=partitions)
+    # No partitions (an empty list) asks the controller for every partition.
+    request = elect_leaders_request(_ELECTION_TYPE_IDS[election_type], requested or (), int(timeout_s * 1000))
     with security.channel(endpoint) as channel:
         try:
             response = pb_grpc.KafkaControllerStub(channel).ElectLeaders(request, timeout=timeout_s + 5)
@@ -175,15 +171,13 @@ def elect_leaders_through_controller(zk: KafkaZkClient, election_type: str,
     if response.error_code != ErrorCode.NONE:
         raise UsageError(f"ElectLeaders failed: {ErrorCode(response.error_code).name}")
     succeeded, noop, failed = [], [], {}
-    for result in response.replica_election_results:
-        for p in result.partition_result:
-            tp = TopicPartition(result.topic, p.partition_id)
-            if p.error_code == ErrorCode.NONE:
-                succeeded.append(tp)
-            elif p.error_code == ErrorCode.ELECTION_NOT_NEEDED:
-                noop.append(tp)
-            else:
-                failed[tp] = p.error_message or ErrorCode(p.error_code).name
+    for tp, (error, message) in election_results(response).items():
+        if error == ErrorCode.NONE:
+            succeeded.append(tp)
+        elif error == ErrorCode.ELECTION_NOT_NEEDED:
+            noop.append(tp)
+        else:
+            failed[tp] = message or error.name
     return ElectionOutcome(sorted(succeeded), sorted(noop), failed)
 
 

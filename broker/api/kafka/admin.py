@@ -1,5 +1,5 @@
-"""CreateTopics 2-4, DeleteTopics 1-3, DescribeConfigs 1-3, AlterConfigs 0-1 and IncrementalAlterConfigs 0-1
-(the last two through broker/admin/config_admin.py, as on the gRPC door).
+"""CreateTopics 2-4, DeleteTopics 1-3, CreatePartitions 0-3, DescribeConfigs 1-3, AlterConfigs 0-1 and
+IncrementalAlterConfigs 0-1 (the last two through broker/admin/config_admin.py, as on the gRPC door).
 
 Topics are created and deleted through the AdminManager, which writes ZooKeeper as Kafka 2.x's
 AdminZkClient does; the controller process picks the change up from there. Every broker takes these
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from broker.admin.admin_manager import NewTopic
+from broker.admin.admin_manager import NewPartitions, NewTopic
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
 
@@ -74,3 +74,17 @@ async def handle_incremental_alter_configs(context: KafkaContext, header: Reques
     return encode(build(schema.IncrementalAlterConfigsResponse, throttle_time=millis(0), responses=tuple(
         build(schema.AlterConfigsResourceResponse, error_code=kio_error(r.error), error_message=r.message,
               resource_type=r.resource_type, resource_name=r.resource_name) for r in results)))
+
+
+async def handle_create_partitions(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    """CreatePartitions 0-3 (Kafka 2.8's range; v2 is the flexible v1, v3 the same): Alter on each topic."""
+    schema = importlib.import_module(f"kio.schema.create_partitions.v{header.api_version}.response")
+    requests = [NewPartitions(t.name, t.count, None if t.assignments is None
+                              else [tuple(a.broker_ids) for a in t.assignments])
+                for t in request.topics]
+    results = await context.operations.create_partitions(context.session, requests, request.validate_only,
+                                                          to_millis(request.timeout))
+    return encode(build(schema.CreatePartitionsResponse, throttle_time=millis(0), results=tuple(
+        build(schema.CreatePartitionsTopicResult, name=r.name, error_code=kio_error(r.error),
+              error_message=r.message or None)
+        for r in results)))

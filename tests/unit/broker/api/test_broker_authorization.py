@@ -1,10 +1,12 @@
 """What BrokerOperations refuses when the authorizer is on (the checks both front doors share): Metadata's
-hiding and auto-creation, Produce refusing before any append, DeleteTopics' order, InitProducerId, the ACL APIs;
+hiding and auto-creation, Produce refusing before any append, DeleteTopics' order, InitProducerId, the ACL APIs,
+ElectLeaders;
 and what it tells a principal it may do (KIP-430), as Metadata and DescribeGroups put it on the wire."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
@@ -18,6 +20,7 @@ from broker.admin.admin_manager import DeleteTopicResult
 from broker.api.group_operations import GroupOperations
 from broker.api.kafka import groups as group_api
 from broker.api.kafka import metadata as metadata_api
+from broker.api.kafka import partitions as partitions_api
 from broker.api.kafka.protocol import Reply, RequestHeader, build
 from broker.api.operations import BrokerOperations
 from broker.config.metadata_cache import MetadataCache
@@ -263,3 +266,49 @@ def test_describe_groups_answers_operations_only_for_groups_described_without_er
     assert answers[here] == (ErrorCode.NONE, (1 << Op.DELETE) | (1 << Op.DESCRIBE))
     assert answers[elsewhere][1] == AUTHORIZED_OPERATIONS_OMITTED
     assert ask(2, (here,))[here] == (ErrorCode.NONE, None)  # v0-v2 have no such field
+
+
+# ------------------------------------------------------------------ ElectLeaders on the Kafka listener's wire
+
+
+class Controller:
+    """The part of ControllerChannel BrokerOperations calls: what it forwarded, and NONE for each partition."""
+
+    def __init__(self) -> None:
+        self.forwarded: list[tuple[int, list[TopicPartition]]] = []
+
+    def elect_leaders(self, election_type: int, partitions: list[TopicPartition], timeout_ms: int
+                      ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        self.forwarded.append((election_type, partitions))
+        return dict.fromkeys(partitions, (ErrorCode.NONE, None))
+
+
+def test_elect_leaders_needs_alter_on_the_cluster_and_null_partitions_are_every_known_one() -> None:
+    """KafkaApis.handleElectReplicaLeader: without Alter on the cluster the request and each partition named are
+    CLUSTER_AUTHORIZATION_FAILED (v0 has no top-level code); null partitions are the metadata cache's; v0 asks for
+    preferred replicas."""
+    def ask(acls: dict[ResourcePattern, list[AccessControlEntry]], version: int,
+            partitions: dict[str, tuple[int, ...]] | None) -> tuple[Any, list[tuple[int, list[TopicPartition]]]]:
+        schema = importlib.import_module(f"kio.schema.elect_leaders.v{version}.request")
+        request = build(schema.ElectLeadersRequest, election_type=1, timeout=datetime.timedelta(seconds=5),
+                        topic_partitions=None if partitions is None else tuple(
+                            schema.TopicPartitions(topic=t, partitions=p) for t, p in partitions.items()))
+        controller = Controller()
+
+        async def call(ops: BrokerOperations, _: Admin) -> Any:
+            ops.controller_channel = controller  # type: ignore[assignment]
+            return decoded(43, version, await wire(partitions_api.handle_elect_leaders, ops, 43, version, request))
+        return run(acls, call)[0], controller.forwarded
+
+    refused, forwarded = ask({CLUSTER: [allow(Op.DESCRIBE)]}, 2, {"a": (0,), "b": (0,)})
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and forwarded == []
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in refused.replica_election_results] == [("a", [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]),
+                                                           ("b", [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])]
+    elected, forwarded = ask({CLUSTER: [allow(Op.ALTER)]}, 2, None)
+    assert forwarded == [(1, [TopicPartition(t, 0) for t in ("a", "b", "c")])]
+    assert elected.error_code == ErrorCode.NONE
+    assert [(r.topic, [(p.error_code, p.error_message) for p in r.partition_result])
+            for r in elected.replica_election_results] == [(t, [(ErrorCode.NONE, None)]) for t in ("a", "b", "c")]
+    _, forwarded = ask({CLUSTER: [allow(Op.ALTER)]}, 0, {"c": (0,)})
+    assert forwarded == [(0, [TopicPartition("c", 0)])]
