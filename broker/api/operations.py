@@ -15,8 +15,8 @@ auto-creation needs Create on the cluster or the topic), CreateTopics Create on 
 CreatePartitions Alter, DeleteTopics and DeleteRecords Delete, Describe/AlterConfigs DescribeConfigs/
 AlterConfigs on the topic or (a broker's configs) the cluster, InitProducerId IdempotentWrite on the cluster or
 Write on some topic, the ACL APIs and Describe/AlterUserScramCredentials Describe/Alter on the cluster,
-ElectLeaders Alter on the cluster. With no authorizer everything is allowed. It also tells a principal what it
-may do to a resource (KIP-430's authorized operations, AuthHelper's).
+ElectLeaders Alter and DescribeLogDirs Describe on the cluster. With no authorizer everything is allowed. It
+also tells a principal what it may do to a resource (KIP-430's authorized operations, AuthHelper's).
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ from broker.admin.scram_admin import Deletion, DescribeResult, Upsertion, UserRe
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
+from broker.fetcher.protocol import MAX_TIMESTAMP
 from broker.purgatory.completion import Completion
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.replication.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.replication.delayed_produce import ProducePartitionResponse
-from broker.replication.partition import EARLIEST_TIMESTAMP, FetchIsolation
+from broker.replication.log_dirs import LogDirInfo
+from broker.replication.partition import FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
 from common.record import has_more_than_one_batch
 from common.security.acl import (
@@ -268,7 +270,7 @@ class BrokerOperations:
         # A replica (no session) proved itself at its door; a consumer needs Describe on the topic.
         if session is not None and not self.authorize(session, AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic):
             return OffsetForTimestamp(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        if duplicate or timestamp < EARLIEST_TIMESTAMP:
+        if duplicate or timestamp < MAX_TIMESTAMP:
             return OffsetForTimestamp(ErrorCode.INVALID_REQUEST)
         try:
             found = self.replica_manager.fetch_offset_for_timestamp(tp, timestamp, isolation, current_leader_epoch)
@@ -336,6 +338,17 @@ class BrokerOperations:
         results = await asyncio.to_thread(self.controller_channel.elect_leaders, election_type, list(partitions),
                                           timeout_ms)
         return ErrorCode.NONE, results
+
+    # ------------------------------------------------------------------ DescribeLogDirs
+
+    async def describe_log_dirs(self, session: Session, partitions: Sequence[TopicPartition] | None
+                                ) -> tuple[ErrorCode, list[LogDirInfo]]:
+        """Kafka's handleDescribeLogDirsRequest: Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED and no
+        dirs; None asks for every replica this broker has a log of."""
+        if not self.authorize_cluster(session, AclOperation.DESCRIBE):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, []
+        return ErrorCode.NONE, await asyncio.to_thread(
+            self.replica_manager.describe_log_dirs, None if partitions is None else set(partitions))
 
     # ------------------------------------------------------------------ Metadata
 

@@ -18,6 +18,7 @@ from proto.types import TopicPartition
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734 (ListOffsets v7): the record with the largest timestamp
 
 
 @dataclass(frozen=True, slots=True)

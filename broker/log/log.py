@@ -567,6 +567,17 @@ class Log:
                         return found
             return None
 
+    def fetch_offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """ListOffsets' MAX_TIMESTAMP (KIP-734): the first record holding the log's largest timestamp, with its
+        batch's leader epoch (the record's own offset, as Kafka answers since KAFKA-16310, not its batch's last);
+        None when no batch has a timestamp. Only the one batch holding it is decoded."""
+        with self._lock:
+            segment = max(self._segments, key=lambda s: s.max_timestamp_and_offset.timestamp)
+            largest = segment.max_timestamp_and_offset.timestamp
+            if largest == NO_TIMESTAMP:
+                return None
+            return segment.find_offset_by_timestamp(largest, self._log_start_offset)
+
     # ------------------------------------------------------------------ truncation
 
     @_reports_io_errors("truncating log for")

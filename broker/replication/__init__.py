@@ -15,4 +15,5 @@
   delayed_fetch.py           DelayedFetch (long poll: until min_bytes or max_wait_ms) and a fetch's vocabulary:
                              FetchParams, PartitionFetchInfo, LogReadResult, FetchResults
   delayed_delete_records.py  DeleteRecords: until every in-sync replica's log start offset reached the offset
+  log_dirs.py                DescribeLogDirs' answer: each log dir's replicas, sizes, lags and capacity
 """

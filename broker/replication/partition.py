@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from broker.config.topic_config import TopicConfig
-from broker.fetcher.protocol import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.fetcher.protocol import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from broker.log.manager import LogManager
@@ -650,7 +650,9 @@ class Partition:
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation: FetchIsolation | None,
                                    current_leader_epoch: int) -> TimestampAndOffset | None:
-        """ListOffsets: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or the first record at or after `timestamp`.
+        """ListOffsets: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP (the record with the largest
+        timestamp, if below the last fetchable offset, as Kafka's Partition.fetchOffsetForTimestamp filters any
+        lookup) or the first record at or after `timestamp`.
 
         `isolation` is None for a replica, which sees the log end; consumers see the high watermark.
         """
@@ -672,7 +674,8 @@ class Partition:
                 epoch = (earliest.epoch if earliest is not None and earliest.start_offset <= log.log_start_offset
                          else UNDEFINED_EPOCH)
                 return TimestampAndOffset(NO_TIMESTAMP, log.log_start_offset, epoch)
-            found = log.fetch_offset_by_timestamp(timestamp)
+            found = (log.fetch_offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP
+                     else log.fetch_offset_by_timestamp(timestamp))
             if found is not None and found.offset < last_fetchable:
                 return found
             if lagging:

@@ -15,6 +15,7 @@ server/ReplicaManager.scala).
   (become-leader and StopReplica take them back); a follower's fetch updates
   its state at the leader, and may let it rejoin the ISR; the periodic
   maybe_shrink_isr drops followers that lag (replica.lag.time.max.ms).
+- DescribeLogDirs (describe_log_dirs): each log dir's replicas, their sizes and lags (log_dirs.py).
 - Log dir failure (handle_log_dir_failure): the partitions on a dir that went
   offline stop fetching and become Offline (Kafka's HostedPartition.Offline):
   every request for them, the controller's included, is KAFKA_STORAGE_ERROR
@@ -31,7 +32,7 @@ later, from whatever completes a delayed operation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ from broker.replication.delayed_produce import (
     ProducePartitionStatus,
     ProduceResponseCallback,
 )
+from broker.replication.log_dirs import LogDirInfo, describe_log_dirs
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
 from broker.replication.rules import is_valid_required_acks
@@ -581,6 +583,15 @@ class ReplicaManager:
     def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[int, int]:
         return self.get_partition_or_error(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    # ------------------------------------------------------------------ DescribeLogDirs
+
+    def describe_log_dirs(self, partitions: Collection[TopicPartition] | None) -> list[LogDirInfo]:
+        """Kafka's describeLogDirs over the LogManager's dirs and logs (None: every replica). Reads the dirs'
+        capacity from the file system: call it off the event loop."""
+        manager = self._log_manager
+        return describe_log_dirs(manager.log_dirs, manager.live_log_dirs, manager.all_logs(), self.high_watermark,
+                                 partitions)
 
     # ------------------------------------------------------------------ periodic work and shutdown
 

@@ -5,11 +5,13 @@ describe_log_dirs) and ListOffsets' max timestamp (KIP-734)."""
 from __future__ import annotations
 
 import signal
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 from kafka import KafkaAdminClient
 
 from proto.types import TopicPartition
@@ -97,3 +99,62 @@ def test_elect_leaders_from_a_kafka_admin_client_is_forwarded_to_the_controller(
         assert [error.code() for error in again.values()] == [KafkaError.ELECTION_NOT_NEEDED]
     unknown = admin.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("elect", 7)]).result(timeout=60)
     assert [error.code() for error in unknown.values()] == [KafkaError.UNKNOWN_TOPIC_OR_PART]
+
+
+def produce_with_timestamps(start_brokers: StartBrokers, start_controller: StartController) -> tuple[str, AdminClient]:
+    """Two brokers, topic `dirs` (two partitions, two replicas), and five records in one batch on partition 0
+    whose largest timestamp, 5000, is first at offset 1."""
+    cluster = start_kafka_cluster(start_brokers, start_controller, broker_ids=(1, 2))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("dirs", 2, 2)], operation_timeout=30)["dirs"].result(timeout=60)
+    wait_for_leaders(cluster.bootstrap, "dirs", 2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 100})
+    for timestamp in (1_000, 5_000, 3_000, 5_000, 2_000):
+        producer.produce("dirs", b"v", partition=0, timestamp=timestamp)
+    assert producer.flush(30) == 0
+    return cluster.bootstrap, admin
+
+
+def test_list_offsets_max_timestamp_from_confluent_kafka(start_brokers: StartBrokers,
+                                                         start_controller: StartController) -> None:
+    """ListOffsets v7's MAX_TIMESTAMP (KIP-734): the record with the largest timestamp, itself, not the last of its
+    batch (Kafka's answer since KAFKA-16310); none in an empty partition."""
+    _, admin = produce_with_timestamps(start_brokers, start_controller)
+    (found,) = admin.list_offsets({CkTopicPartition("dirs", 0): OffsetSpec.max_timestamp()},
+                                  request_timeout=30).values()
+    info = found.result(timeout=60)
+    assert (info.offset, info.timestamp) == (1, 5_000)
+    (empty,) = admin.list_offsets({CkTopicPartition("dirs", 1): OffsetSpec.max_timestamp()},
+                                  request_timeout=30).values()
+    assert empty.result(timeout=60).offset == -1
+
+
+def test_describe_log_dirs_from_kafka_python(start_brokers: StartBrokers, start_controller: StartController,
+                                             tmp_path: Path, wait_until: WaitUntil) -> None:
+    """ReplicaManager.describeLogDirs: each broker's log dir with its replicas' sizes and lags, and (v4) its
+    capacity; only the partitions asked for."""
+    bootstrap, _ = produce_with_timestamps(start_brokers, start_controller)
+    kp_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        def described() -> dict[int, list[dict[str, Any]]]:
+            return {answer["broker"]: answer["log_dirs"] for answer in kp_admin.describe_log_dirs()}
+
+        def replicas(log_dirs: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+            (log_dir,) = log_dirs
+            (topic,) = [t for t in log_dir["topics"] if t["name"] == "dirs"]
+            return {p["partition_index"]: (p["partition_size"], p["offset_lag"]) for p in topic["partitions"]}
+
+        # Both replicas of partition 0 hold the five records once the follower has fetched them.
+        wait_until(lambda: all(replicas(dirs)[0][0] > 0 for dirs in described().values()),
+                   message="both replicas of dirs-0 written")
+        for broker_id, log_dirs in described().items():
+            (log_dir,) = log_dirs
+            assert log_dir["log_dir"] == str((tmp_path / f"broker-{broker_id}-logs").resolve())
+            assert log_dir["error_code"] == 0 and log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0
+            sizes = replicas(log_dirs)
+            assert sorted(sizes) == [0, 1] and sizes[1] == (0, 0) and sizes[0][1] == 0
+        only = kp_admin.describe_log_dirs({"dirs": [1]}, brokers=[1])
+        assert [sorted(p["partition_index"] for t in d["topics"] if t["name"] == "dirs" for p in t["partitions"])
+                for d in only[0]["log_dirs"]] == [[1]]
+    finally:
+        kp_admin.close()

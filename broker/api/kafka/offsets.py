@@ -1,5 +1,6 @@
-"""ListOffsets 1-5 and OffsetForLeaderEpoch 2-3 (KIP-320: the consumer's leader-epoch check after a
-leader change; librdkafka 2.1+ sends it even unadvertised)."""
+"""ListOffsets 1-7 (v6 is flexible, v7 the version a client asks for the max timestamp with, KIP-734) and
+OffsetForLeaderEpoch 2-3 (KIP-320: the consumer's leader-epoch check after a leader change; librdkafka 2.1+ sends
+it even unadvertised)."""
 
 from __future__ import annotations
 
