@@ -2,6 +2,7 @@
 It imports none of them (tests/unit/test_import_contracts.py).
 
   record.py      RecordBatch v2 (magic 2), byte for byte: header, CRC-32C, varint records, compression
+  recompression.py  a batch recompressed to a topic's compression.type (Kafka's LogValidator, target codec)
   snappy.py      snappy for codec 2: the Java client's xerial framing out, raw (librdkafka) and xerial in
   config.py      Kafka's ConfigDef machinery: types, validators, ConfigError, listeners, --override
   properties.py  the Java .properties reader and writer

@@ -50,6 +50,7 @@ from common.config import (
     read_properties,
     typed_values,
 )
+from common.recompression import COMPRESSION_TYPES
 from common.record import HEADER_SIZE
 from common.security.authorizer import invalid_authorizer_class_name, invalid_super_users
 from proto.types import EndPoint
@@ -240,6 +241,10 @@ class KafkaConfig:
         Type.INT, 1, "Threads per data directory for log recovery at startup", at_least(1)
     )
     # Compaction (Kafka's log.cleaner.* keys; the topic-level defaults go to LogConfig through log_properties)
+    compression_type: str = define(
+        Type.STRING, "producer", "Default compression.type: the codec the leader writes batches with, or producer",
+        one_of(*COMPRESSION_TYPES),
+    )
     log_cleanup_policy: str = define(
         Type.STRING, "delete", "Default cleanup.policy: delete, compact or both (comma-separated)",
         lambda v: None if {p.strip() for p in v.split(",") if p.strip()} <= {"delete", "compact"} and v.strip()
@@ -649,6 +654,7 @@ class KafkaConfig:
             "log.message.timestamp.difference.max.ms": self.log_message_timestamp_difference_max_ms,
             "message.max.bytes": self.message_max_bytes,
             "log.cleanup.policy": self.log_cleanup_policy,
+            "compression.type": self.compression_type,
             "log.cleaner.min.cleanable.ratio": self.log_cleaner_min_cleanable_ratio,
             "log.cleaner.min.compaction.lag.ms": self.log_cleaner_min_compaction_lag_ms,
             "log.cleaner.max.compaction.lag.ms": self.log_cleaner_max_compaction_lag_ms,

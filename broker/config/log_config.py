@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.config import INT_MAX
-from common.record import HEADER_SIZE
+from common.recompression import COMPRESSION_TYPES, PRODUCER, target_codec
+from common.record import HEADER_SIZE, CompressionType
 
 __all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig", "broker_key_synonyms"]
 
@@ -53,6 +54,8 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     delete_retention_ms: int = 24 * _MS_PER_HOUR  # how long tombstones outlive their first cleaning
+    # The codec the leader writes batches with; `producer` keeps each producer's (no recompression).
+    compression_type: str = PRODUCER
 
     def __post_init__(self) -> None:
         for spec in _SPECS:
@@ -81,6 +84,11 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def compression_codec(self) -> CompressionType | None:
+        """The codec every batch is recompressed to, None for `producer`."""
+        return target_codec(self.compression_type)
 
     @property
     def compact(self) -> bool:
@@ -205,6 +213,9 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("min_compaction_lag_ms", "min.compaction.lag.ms", (("log.cleaner.min.compaction.lag.ms", 1),), minimum=0),
     _Spec("max_compaction_lag_ms", "max.compaction.lag.ms", (("log.cleaner.max.compaction.lag.ms", 1),), minimum=1),
     _Spec("delete_retention_ms", "delete.retention.ms", (("log.cleaner.delete.retention.ms", 1),), minimum=0),
+    # The broker's key has the topic's name (Kafka's KafkaConfig.CompressionTypeProp).
+    _Spec("compression_type", "compression.type", (("compression.type", 1),), parser=str.strip,
+          choices=COMPRESSION_TYPES),
 )
 
 

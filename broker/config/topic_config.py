@@ -3,8 +3,7 @@
 Topic keys are Kafka's (`retention.ms`, `min.insync.replicas`, ...). The storage
 ones go to LogConfig, which already knows topic-over-broker precedence; the two
 replication ones the log does not use are kept here. Kafka topic configs this
-broker does not implement are refused rather than silently ignored, except at
-the one value that describes what it does anyway (`compression.type=producer`), and except
+broker does not implement are refused rather than silently ignored, except
 `message.format.version`, which Kafka 3 accepts and ignores (broker/config/message_format.py).
 """
 
@@ -30,16 +29,13 @@ LOG_CONFIG_KEYS = frozenset({
     "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
     "retention.ms", "retention.bytes", "flush.messages", "flush.ms", "message.timestamp.type", "preallocate",
     "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "delete.retention.ms",
+    "delete.retention.ms", "compression.type",
 })
 # The topic configs of Kafka's ConfigDef.Type.LIST that this broker serves: IncrementalAlterConfigs may APPEND to
 # and SUBTRACT from them.
 TOPIC_LIST_CONFIG_KEYS = frozenset({"cleanup.policy"})
-# Kafka topic configs accepted only at the value that matches this broker's behaviour.
-_FIXED = {"compression.type": "producer"}
 
-TOPIC_CONFIG_KEYS = (LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, MESSAGE_FORMAT_VERSION}
-                     | set(_FIXED))
+TOPIC_CONFIG_KEYS = LOG_CONFIG_KEYS | {MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE, MESSAGE_FORMAT_VERSION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +48,7 @@ class TopicConfig:
 
     def values(self) -> dict[str, str]:
         """Every topic config key with its effective value, as DescribeConfigs reports them."""
-        return {**self.log.topic_values(), **_FIXED, MIN_INSYNC_REPLICAS: str(self.min_insync_replicas),
+        return {**self.log.topic_values(), MIN_INSYNC_REPLICAS: str(self.min_insync_replicas),
                 UNCLEAN_LEADER_ELECTION_ENABLE: str(self.unclean_leader_election_enable).lower(),
                 MESSAGE_FORMAT_VERSION: self.message_format_version}
 
@@ -90,13 +86,9 @@ class TopicConfigs:
 
     def validate(self, overrides: Mapping[str, str]) -> TopicConfig:
         """The config the overrides give; KafkaError(INVALID_CONFIG) naming the first bad key."""
-        for key, value in overrides.items():
+        for key in overrides:
             if key not in TOPIC_CONFIG_KEYS:
                 raise KafkaError(f"Unknown topic config name: {key}", ErrorCode.INVALID_CONFIG)
-            fixed = _FIXED.get(key)
-            if fixed is not None and value.strip() != fixed:
-                raise KafkaError(f"Invalid value {value} for configuration {key}: only {fixed} is supported",
-                                 ErrorCode.INVALID_CONFIG)
         try:
             log_config = LogConfig.from_properties(
                 {k: v for k, v in overrides.items() if k in LOG_CONFIG_KEYS}, defaults=self.default.log

@@ -43,6 +43,7 @@ from broker.log.log_loader import LogLoader, RecoveryAction, rebuild_producer_st
 from broker.log.log_validator import (
     analyze_and_validate_records,
     assign_offsets,
+    recompress_to_topic_codec,
     validate_leader_append,
 )
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -318,6 +319,9 @@ class Log:
         batches = analyze_and_validate_records(view, self.config.max_message_bytes, self.topic_partition)
         if not batches:
             return _nothing_appended()
+        # Kafka's LogValidator: the topic's compression.type wins over the producer's codec.
+        view, batches = recompress_to_topic_codec(view, batches, self.config.compression_codec,
+                                                  self.config.max_message_bytes, self.topic_partition)
         idempotent = validate_leader_append(view, batches, segment_bytes=self.config.segment_bytes,
                                             compacted=self.config.compact, tp=self.topic_partition)
         if view.readonly:

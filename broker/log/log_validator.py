@@ -5,8 +5,10 @@ Plain functions over the request's bytes (a memoryview) and plain values: no fil
 rule is tested on its own. The append applies them in this order, and writes nothing unless all pass:
 1. every append, leader or follower: each batch's structure and CRC (common.record.validate_batch), and
    its size against max.message.bytes (`analyze_and_validate_records`);
-2. a leader's append only (`validate_leader_append`): the request against segment.bytes, what only a
-   broker may write (control and transactional batches), and a key on every record of a compacted topic;
+2. a leader's append only: each batch not in the topic's compression.type (unless `producer`) recompressed
+   (`recompress_to_topic_codec`, common/recompression.py) and its size checked again; then
+   (`validate_leader_append`) the request against segment.bytes, what only a broker may write (control and
+   transactional batches), and a key on every record of a compacted topic;
 3. under the log's lock, at the log end: offsets, the leader epoch and LogAppendTime patched into each
    header, outside the CRC, so records are never re-encoded (`assign_offsets`).
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from broker.log.segment import BatchSpan
+from common.recompression import recompress_batches
 from common.record import (
     NO_TIMESTAMP,
     BatchHeader,
+    CompressionType,
     first_null_key_offset,
     patch_base_offset_and_epoch,
     set_log_append_time,
@@ -28,8 +32,8 @@ from proto.errors import InvalidRecordError, MessageTooLargeError, RecordListToo
 from proto.types import TopicPartition
 
 __all__ = [
-    "AssignedOffsets", "analyze_and_validate_records", "assign_offsets", "validate_client_batches",
-    "validate_keys", "validate_leader_append",
+    "AssignedOffsets", "analyze_and_validate_records", "assign_offsets", "recompress_to_topic_codec",
+    "validate_client_batches", "validate_keys", "validate_leader_append",
 ]
 
 
@@ -58,6 +62,17 @@ def analyze_and_validate_records(view: memoryview, max_message_bytes: int, tp: T
         batches.append(header)
         position += header.size
     return batches
+
+
+def recompress_to_topic_codec(view: memoryview, batches: list[BatchHeader], target: CompressionType | None,
+                              max_message_bytes: int, tp: TopicPartition) -> tuple[memoryview, list[BatchHeader]]:
+    """Kafka's LogValidator with a target codec (compression.type other than `producer`): the batches in another
+    codec recompressed into a new (writable) buffer, whose batches are checked again, since recompression may
+    have grown one past max.message.bytes; the request as it is when every batch is already in `target`."""
+    if target is None or all(header.compression == target for header in batches):
+        return view, batches
+    recompressed = memoryview(recompress_batches(view, batches, target))
+    return recompressed, analyze_and_validate_records(recompressed, max_message_bytes, tp)
 
 
 def validate_leader_append(view: memoryview, batches: list[BatchHeader], *, segment_bytes: int, compacted: bool,

@@ -4,11 +4,14 @@ recompressing on the leader as Kafka's LogValidator does."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
+from common.record import CompressionType, iter_headers
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import start_kafka_cluster
 from tests.integration.test_kafka_confluent import consume, wait_for_leaders
@@ -50,3 +53,42 @@ def test_message_format_version_is_accepted_and_ignored_with_kafka_3s_warnings(
         create(admin, "bad-format", {"message.format.version": "2.9"})
     assert refused.value.args[0].name() == "INVALID_CONFIG"
     assert "Version `2.9` is not a valid version" in refused.value.args[0].str()
+
+
+def stored_batches(broker_log_dir: Path, topic: str) -> list[tuple[CompressionType, int]]:
+    """(codec, record count) of every batch in the partition's segments, read from the broker's files."""
+    return [(header.compression, header.record_count)
+            for path in sorted((broker_log_dir / f"{topic}-0").glob("*.log"))
+            for _, header in iter_headers(path.read_bytes())]
+
+
+def test_a_topics_compression_type_recompresses_the_producers_batches(
+        start_brokers: StartBrokers, start_controller: StartController, wait_until: WaitUntil) -> None:
+    """Kafka's LogValidator: a batch whose codec is not the topic's compression.type is recompressed by the
+    leader (and stored so on every replica); `producer` keeps the producer's codec; consumers read them all."""
+    cluster = start_kafka_cluster(start_brokers, start_controller, broker_ids=(1, 2))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topics = {"to-gzip": "gzip", "to-zstd": "zstd", "to-none": "uncompressed", "as-produced": "producer"}
+    for topic, compression in topics.items():
+        create(admin, topic, {"compression.type": compression}, replicas=2)
+        wait_for_leaders(cluster.bootstrap, topic, 1)
+    expected = {"to-gzip": CompressionType.GZIP, "to-zstd": CompressionType.ZSTD, "to-none": CompressionType.NONE,
+                "as-produced": CompressionType.LZ4}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "compression.type": "lz4",
+                         "linger.ms": 20})
+    for topic in topics:
+        for i in range(20):
+            producer.produce(topic, f"{topic}-{i}".encode() * 10, key=str(i).encode(), headers=[("i", str(i))])
+    assert producer.flush(30) == 0
+    for topic, codec in expected.items():
+        got = consume(cluster.bootstrap, [CkTopicPartition(topic, 0, 0)], 20)
+        assert [(m.key(), m.value(), m.headers()) for m in got] == [
+            (str(i).encode(), f"{topic}-{i}".encode() * 10, [("i", str(i).encode())]) for i in range(20)]
+        for broker in cluster.brokers.values():
+            def stored(log_dir: Path = broker.log_dir, name: str = topic) -> list[tuple[CompressionType, int]]:
+                return stored_batches(log_dir, name)
+
+            wait_until(lambda: sum(count for _, count in stored()) == 20, message=f"{topic} on every replica")
+            assert {batch_codec for batch_codec, _ in stored()} == {codec}, (topic, broker.broker_id)
+    described = admin.describe_configs([ConfigResource("topic", "to-zstd")])
+    assert next(iter(described.values())).result(timeout=30)["compression.type"].value == "zstd"

@@ -15,7 +15,7 @@ _SAMPLES = {
     "max.message.bytes": "100", "retention.ms": "1", "retention.bytes": "1", "flush.messages": "1",
     "flush.ms": "1", "message.timestamp.type": "LogAppendTime", "preallocate": "true",
     "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "min.compaction.lag.ms": "5",
-    "max.compaction.lag.ms": "60000", "delete.retention.ms": "7",
+    "max.compaction.lag.ms": "60000", "delete.retention.ms": "7", "compression.type": "gzip",
 }
 
 
@@ -48,7 +48,9 @@ def test_overrides_win_over_broker_defaults() -> None:
     {"min.compaction.lag.ms": "-1"},
     {"max.compaction.lag.ms": "0"},
     {"delete.retention.ms": "x"},
-    {"compression.type": "gzip"},
+    {"compression.type": "brotli"},
+    {"compression.type": "GZIP"},  # Kafka's ValidString is case-sensitive
+    {"message.format.version": "2.9"},
 ])
 def test_invalid_config(overrides: dict[str, str]) -> None:
     with pytest.raises(KafkaError) as e:
