@@ -4,6 +4,8 @@ describe_log_dirs) and ListOffsets' max timestamp (KIP-734)."""
 
 from __future__ import annotations
 
+import datetime
+import importlib
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,14 @@ from confluent_kafka import ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 from kafka import KafkaAdminClient
+from kio.index import load_request_schema, load_response_schema
 
+from broker.api.kafka.api_table import APIS
+from broker.api.kafka.protocol import build
 from proto.types import TopicPartition
 from tests.integration.conftest import StartBroker, StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import start_kafka_cluster
+from tests.integration.kafka_wire import WireConnection, encode_request
 from tests.integration.test_kafka_confluent import wait_for_leaders
 from zk.client import KafkaZkClient
 
@@ -158,3 +164,64 @@ def test_describe_log_dirs_from_kafka_python(start_brokers: StartBrokers, start_
                 for d in only[0]["log_dirs"]] == [[1]]
     finally:
         kp_admin.close()
+
+
+def request_of(api_key: int, version: int) -> Any:
+    """A request of exactly this version about partition walk-0 (each field the version lacks left out)."""
+    module = importlib.import_module(load_request_schema(api_key, version).__module__)
+    timeout = datetime.timedelta(seconds=30)
+    if api_key == 37:  # CreatePartitions: to the count it has, Kafka's INVALID_PARTITIONS
+        return build(module.CreatePartitionsRequest, topics=(
+            module.CreatePartitionsTopic(name="walk", count=1, assignments=None),), timeout=timeout,
+            validate_only=True)
+    if api_key == 21:  # DeleteRecords: before offset 0, nothing to delete
+        return build(module.DeleteRecordsRequest, timeout=timeout, topics=(module.DeleteRecordsTopic(
+            name="walk", partitions=(module.DeleteRecordsPartition(partition_index=0, offset=0),)),))
+    if api_key == 43:  # ElectLeaders: the preferred replica already leads
+        return build(module.ElectLeadersRequest, election_type=0, timeout=timeout,
+                     topic_partitions=(module.TopicPartitions(topic="walk", partitions=(0,)),))
+    if api_key == 35:  # DescribeLogDirs: every replica
+        return build(module.DescribeLogDirsRequest, topics=None)
+    assert api_key == 2  # ListOffsets: the latest offset, and from v7 the max timestamp
+    return build(module.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(module.ListOffsetsTopic(
+        name="walk", partitions=(build(module.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1,
+                                       timestamp=-3 if version >= 7 else -1),)),))
+
+
+def answer_errors(api_key: int, body: Any) -> list[int]:
+    """Every error code in the answer, top level first."""
+    if api_key == 37:
+        return [r.error_code for r in body.results]
+    if api_key == 21:
+        return [p.error_code for t in body.topics for p in t.partitions]
+    if api_key == 43:
+        return [getattr(body, "error_code", 0),
+                *(p.error_code for r in body.replica_election_results for p in r.partition_result)]
+    if api_key == 35:
+        return [getattr(body, "error_code", 0), *(d.error_code for d in body.results)]
+    return [p.error_code for t in body.topics for p in t.partitions]
+
+
+EXPECTED_ERRORS = {37: [KafkaError.INVALID_PARTITIONS], 21: [0], 43: [0, KafkaError.ELECTION_NOT_NEEDED],
+                   35: [0, 0], 2: [0]}
+
+
+def test_every_advertised_version_of_these_apis_answers_a_request_of_that_version(
+        start_brokers: StartBrokers, start_controller: StartController) -> None:
+    """A request of each version the broker advertises for CreatePartitions, DeleteRecords, ElectLeaders,
+    DescribeLogDirs and ListOffsets gets that version's answer, with Kafka's codes."""
+    cluster = start_kafka_cluster(start_brokers, start_controller, broker_ids=(1,))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("walk", 1, 1)], operation_timeout=30)["walk"].result(timeout=60)
+    wait_for_leaders(cluster.bootstrap, "walk", 1)
+    walked = []
+    with WireConnection(cluster.brokers[1].kafka_address) as conn:
+        for api_key in EXPECTED_ERRORS:
+            spec = APIS[api_key]
+            for version in range(spec.min_version, spec.max_version + 1):
+                conn.send(encode_request(request_of(api_key, version), correlation_id=version))
+                correlation_id, body = conn.receive_body(load_response_schema(api_key, version))
+                assert (correlation_id, answer_errors(api_key, body)) == (version, EXPECTED_ERRORS[api_key]), \
+                    (spec.name, version)
+                walked.append((spec.name, version))
+    assert len(walked) == 4 + 3 + 3 + 4 + 7
