@@ -418,12 +418,17 @@ class BrokerOperations:
                                 timeout_ms: int) -> list[CreateTopicResult]:
         """AdminManager.createPartitions (it writes the topics' grown assignments to ZooKeeper; the controller
         creates the partitions), then wait as CreateTopics does (Kafka's DelayedCreatePartitions). Alter on
-        each topic."""
+        each topic; a topic named twice is INVALID_REQUEST, answered once (KafkaApis' dupes)."""
+        named = [r.topic for r in requests]
+        repeated = [name for name in dict.fromkeys(named) if named.count(name) > 1]
+        requests = [r for r in requests if r.topic not in repeated]
         allowed = self.authorized_topics(session, AclOperation.ALTER, (r.topic for r in requests))
         results = await self._authorized_admin(
             self._admin_manager.create_partitions, [r for r in requests if r.topic in allowed],
             [r.topic for r in requests], allowed, validate_only)
-        return await self._await_leaders(results, timeout_ms, validate_only)
+        return [*await self._await_leaders(results, timeout_ms, validate_only),
+                *(CreateTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                  for name in repeated)]
 
     @staticmethod
     async def _authorized_admin(call: Callable[[list[T], bool], list[CreateTopicResult]], requests: list[T],

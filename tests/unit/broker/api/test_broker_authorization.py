@@ -16,7 +16,7 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from broker.admin.admin_manager import DeleteTopicResult
+from broker.admin.admin_manager import CreateTopicResult, DeleteTopicResult, NewPartitions
 from broker.api.group_operations import GroupOperations
 from broker.api.kafka import groups as group_api
 from broker.api.kafka import metadata as metadata_api
@@ -77,6 +77,10 @@ class Admin:
     def auto_create_topic(self, name: str) -> ErrorCode:
         self.created.append(name)
         return ErrorCode.LEADER_NOT_AVAILABLE
+
+    def create_partitions(self, requests: list[NewPartitions], validate_only: bool) -> list[CreateTopicResult]:
+        self.created.extend(r.topic for r in requests)
+        return [CreateTopicResult(r.topic, ErrorCode.NONE) for r in requests]
 
     def delete_topics(self, names: list[str]) -> list[DeleteTopicResult]:
         self.deleted.extend(names)
@@ -151,6 +155,17 @@ def test_delete_topics_checks_describe_then_existence_then_delete() -> None:
         ("a", ErrorCode.NONE), ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
         ("c", ErrorCode.TOPIC_AUTHORIZATION_FAILED), ("gone", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert admin.deleted == ["a", "gone"]
+
+
+def test_create_partitions_needs_alter_on_each_topic_and_refuses_a_topic_named_twice() -> None:
+    """KafkaApis.handleCreatePartitionsRequest: duplicates are INVALID_REQUEST (answered once, never authorized
+    or created), topics without Alter TOPIC_AUTHORIZATION_FAILED."""
+    requests = [NewPartitions("a", 2), NewPartitions("b", 2), NewPartitions("c", 2), NewPartitions("a", 3)]
+    results, admin = run({topic("a"): [allow(Op.ALTER)], topic("b"): [allow(Op.ALTER)]},
+                         lambda ops, _: ops.create_partitions(ALICE, requests, False, 0))
+    assert [(r.name, r.error) for r in results] == [
+        ("b", ErrorCode.NONE), ("c", ErrorCode.TOPIC_AUTHORIZATION_FAILED), ("a", ErrorCode.INVALID_REQUEST)]
+    assert results[-1].message == "Duplicate topic in request." and admin.created == ["b"]
 
 
 def test_an_idempotent_producer_needs_idempotent_write_or_write_on_some_topic() -> None:
