@@ -113,7 +113,7 @@ class ConfigAdmin:
             if not self._zk.get_topic_assignment(name) is not None:
                 raise KafkaError(f"Topic {name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             overrides = self._zk.get_topic_config(name)
-            effective = self._topic_configs.load(name, overrides).values()
+            effective = self._topic_configs.load(name, overrides, warn=False).values()
             return [ConfigEntry(key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG if key in overrides
                                 else ConfigSource.DEFAULT_CONFIG) for key, value in sorted(effective.items())]
         if resource_type == ResourceType.BROKER:

@@ -100,16 +100,17 @@ class TopicConfigs:
             raise KafkaError(str(e), ErrorCode.INVALID_CONFIG) from None
         return TopicConfig(log_config, min_isr, unclean, format_version)
 
-    def load(self, topic: str, overrides: Mapping[str, str]) -> TopicConfig:
+    def load(self, topic: str, overrides: Mapping[str, str], warn: bool = True) -> TopicConfig:
         """The config of an existing topic: overrides ZooKeeper should never hold fall back to the defaults,
-        since refusing to host the partition would not make them valid."""
+        since refusing to host the partition would not make them valid. `warn=False` (describing it) leaves out
+        the warning about an ignored message.format.version, which applying the config logs."""
         try:
             config = self.validate(overrides)
         except KafkaError as e:
             log.error("Ignoring the config overrides of topic %s, using the broker defaults: %s", topic, e)
             return self.default
         # Kafka 3's LogManager warns as it reads a topic's overrides: the format asked for is not written.
-        if MESSAGE_FORMAT_VERSION in overrides and message_format.precedes_v2(config.message_format_version):
+        if warn and MESSAGE_FORMAT_VERSION in overrides and message_format.precedes_v2(config.message_format_version):
             log.warning(message_format.topic_warning(topic, config.message_format_version))
         return config
 
