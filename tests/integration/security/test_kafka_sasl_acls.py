@@ -1,7 +1,8 @@
 """ACLs for authenticated principals: a broker with the AclAuthorizer on and SASL listeners, where alice
 (SCRAM-SHA-256) may Read a topic but not Write it, bob (PLAIN) may do nothing, and admin is a super user who
 manages the ACLs with `minibroker acls --command-config`; a group consumer needs Read on its group too, and
-OffsetDelete Delete on the group and Read on the topic. Real clients: confluent-kafka, kafka-python, kcat."""
+OffsetDelete Delete on the group and Read on the topic; the partition admin requests (CreatePartitions, DeleteRecords,
+ElectLeaders, DescribeLogDirs) Kafka's operations. Real clients: confluent-kafka, kafka-python, kcat."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError
@@ -229,3 +230,42 @@ def test_a_fetch_claiming_to_be_a_follower_needs_cluster_action(secure: SecureBr
     served = fetched.responses[0].partitions[0]
     assert fetched.error_code == 0 and served.error_code == 0 and served.records, fetched
     assert epochs.topics[0].partitions[0].error_code == 0 and epochs.topics[0].partitions[0].end_offset >= 1
+
+
+def test_partition_admin_requests_need_kafkas_operations(secure: SecureBroker, tmp_path: Path,
+                                                         wait_until: WaitUntil) -> None:
+    """KafkaApis: CreatePartitions needs Alter on the topic, DeleteRecords Delete on it, ElectLeaders Alter and
+    DescribeLogDirs Describe on the cluster. alice, who may only Describe the topic, is refused each with Kafka's
+    code, every denial logged by the authorizer with her principal and the operation; admin (a super user) is
+    served."""
+    added = acls(secure, tmp_path, "--add", "--allow-principal", f"User:{SCRAM_USER}", "--operation", "Describe",
+                 "--topic", TOPIC)
+    assert added.returncode == 0, added.stdout + added.stderr
+    alice = AdminClient({"bootstrap.servers": secure.address(LISTENER), **ALICE})
+    wait_until(lambda: TOPIC in alice.list_topics(timeout=10).topics, message="alice to see the topic")
+    grown = alice.create_partitions([NewPartitions(TOPIC, 3)], operation_timeout=30)[TOPIC]
+    assert grown.exception(timeout=60).args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    (deleted,) = alice.delete_records([CkTopicPartition(TOPIC, 0, 0)], operation_timeout=30).values()
+    assert deleted.exception(timeout=60).args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as elect:
+        alice.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(TOPIC, 0)]).result(timeout=60)
+    assert elect.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    kp_alice = KafkaAdminClient(bootstrap_servers=secure.address(LISTENER), security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=SCRAM_USER,
+                                sasl_plain_password=SCRAM_PASSWORD)
+    try:
+        assert [answer["log_dirs"] for answer in kp_alice.describe_log_dirs()] == [[]]
+    finally:
+        kp_alice.close()
+    denied = f"Principal = User:{SCRAM_USER} is Denied Operation = {{}} from host = 127.0.0.1 on resource = {{}}"
+    for operation, resource in (("Alter", f"Topic:LITERAL:{TOPIC}"), ("Delete", f"Topic:LITERAL:{TOPIC}"),
+                                ("Alter", "Cluster:LITERAL:kafka-cluster"),
+                                ("Describe", "Cluster:LITERAL:kafka-cluster")):
+        wait_until(lambda op=operation, on=resource: denied.format(op, on) in secure.log(), timeout=10,
+                   message=f"the authorizer's line for {operation} on {resource}")
+
+    admin = AdminClient({"bootstrap.servers": secure.address(LISTENER), **ADMIN})
+    (kept,) = admin.delete_records([CkTopicPartition(TOPIC, 1, 0)], operation_timeout=30).values()
+    assert kept.result(timeout=60).low_watermark == 0
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(TOPIC, 1)]).result(timeout=60)
+    assert [error.code() for error in elected.values()] == [KafkaError.ELECTION_NOT_NEEDED]
