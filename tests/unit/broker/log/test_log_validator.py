@@ -14,6 +14,7 @@ from broker.log.log import Log
 from broker.log.log_validator import (
     analyze_and_validate_records,
     assign_offsets,
+    recompress_to_topic_codec,
     validate_client_batches,
     validate_keys,
     validate_leader_append,
@@ -22,6 +23,7 @@ from broker.log.segment import BatchSpan
 from common.record import (
     NO_TIMESTAMP,
     BatchHeader,
+    CompressionType,
     ProducerRecord,
     TimestampType,
     build_batch,
@@ -148,6 +150,23 @@ def test_every_record_of_a_compacted_topic_needs_a_key_in_every_batch() -> None:
 
 
 # ---------------------------------------------------------------------- offsets a leader assigns
+
+
+def test_batches_in_another_codec_than_the_topics_are_recompressed_and_checked_again() -> None:
+    """Kafka's LogValidator with a target codec: the request is kept as it is under `producer` or when every
+    batch is in the codec already; otherwise each other batch is recompressed, and a batch recompression grew
+    past max.message.bytes is MESSAGE_TOO_LARGE."""
+    records = [ProducerRecord(bytes(range(256)) * 4, b"k")]
+    gzip, raw = build_batch(records, compression=CompressionType.GZIP), build_batch(records)
+    request = memoryview(gzip + raw)
+    for target in (None, CompressionType.GZIP):
+        view, _ = recompress_to_topic_codec(memoryview(gzip), headers(gzip), target, 10_000, TP)
+        assert bytes(view) == gzip
+    view, batches = recompress_to_topic_codec(request, headers(gzip + raw), CompressionType.ZSTD, 10_000, TP)
+    assert [b.compression for b in batches] == [CompressionType.ZSTD] * 2 and not view.readonly
+    assert [b.records for b in iter_batches(bytes(view))] == [b.records for b in iter_batches(gzip + raw)]
+    with pytest.raises(MessageTooLargeError):
+        recompress_to_topic_codec(memoryview(gzip), headers(gzip), CompressionType.NONE, len(gzip), TP)
 
 
 def test_offsets_and_epoch_are_patched_without_touching_the_crc() -> None:
