@@ -18,4 +18,5 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   group_rebalance.py     consumer-group rebalance times
   audit_bench.py         the Spark audit against plain Python reading the same files
   console_cost.py        what an open web console costs the brokers (requests/s, CPU)
+  recompression_bench.py a topic's compression.type: the leader's recompression against storing batches as sent
 """

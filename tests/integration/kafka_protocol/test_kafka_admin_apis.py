@@ -21,9 +21,9 @@ from broker.api.kafka.api_table import APIS
 from broker.api.kafka.protocol import build
 from proto.types import TopicPartition
 from tests.integration.conftest import StartBroker, StartBrokers, StartController, WaitUntil
+from tests.integration.kafka_clients.test_kafka_confluent import wait_for_leaders
 from tests.integration.kafka_cluster import start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
-from tests.integration.test_kafka_confluent import wait_for_leaders
 from zk.client import KafkaZkClient
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from common.record import CompressionType, iter_headers
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
+from tests.integration.kafka_clients.test_kafka_confluent import consume, wait_for_leaders
 from tests.integration.kafka_cluster import start_kafka_cluster
-from tests.integration.test_kafka_confluent import consume, wait_for_leaders
 
 pytestmark = pytest.mark.integration
 
