@@ -150,7 +150,7 @@ class RecordAccumulator:
     def __init__(
         self,
         *,
-        batch_size: int = 16384,
+        batch_size: int = 1_000_000,
         linger_ms: float = 0,
         buffer_memory: int = 32 << 20,
         max_block_ms: float = 60_000,
@@ -195,9 +195,18 @@ class RecordAccumulator:
         the sticky partitioner can choose another partition first (Kafka's
         RecordAccumulator.append with abortOnNewBatch).
         """
+        # buffer_memory counts the bytes records take (librdkafka's queue.buffering.max.kbytes), not batch_size
+        # per open batch (Java's BufferPool): with batches of up to batch_size (1 MB by default), a reservation of
+        # a whole batch each would stall a producer writing to a few dozen partitions long before memory is full.
+        # Nulls are -1 here, which the upper bound's overhead more than covers.
+        estimate = key_size + value_size + header_size + RECORD_OVERHEAD_UPPER_BOUND
         with self._lock:
             if self.closed:
                 raise IllegalStateError("Cannot perform operation after producer has been closed")
+            if self._buffered + estimate > self.buffer_memory:
+                self._reserve(estimate)
+            else:
+                self._buffered += estimate
             dq = self._batches.get(tp)
             if dq:
                 last = dq[-1]
@@ -205,13 +214,14 @@ class RecordAccumulator:
                     future = last.try_append(timestamp, key, value, headers, key_size, value_size, header_size,
                                              callback)
                     if future is not None:
+                        last.reserved += estimate
                         if last.is_full:
                             self._wakeup()
                         return future
+            self._release(estimate)
             if abort_on_new_batch:
                 return None
-            estimate = max(key_size, 0) + max(value_size, 0) + max(header_size, 0) + RECORD_OVERHEAD_UPPER_BOUND
-            reserved = max(self.batch_size, HEADER_SIZE + estimate)
+            reserved = HEADER_SIZE + estimate
             self._reserve(reserved)
             dq = self._batches.setdefault(tp, deque())
             batch = ProducerBatch(tp, self._next_batch_id, self._now_ms(), timestamp, self.batch_size, reserved)
@@ -221,6 +231,11 @@ class RecordAccumulator:
             self._incomplete[batch.batch_id] = batch
             self._wakeup()
             return future
+
+    def _release(self, size: int) -> None:
+        self._buffered -= size
+        if self._memory_waiters:
+            self._space.notify_all()
 
     def _reserve(self, size: int) -> None:
         """Take `size` bytes of buffer_memory, blocking up to max_block_ms for batches to complete."""
@@ -331,8 +346,7 @@ class RecordAccumulator:
         """The batch is completed: release its memory and forget it."""
         with self._lock:
             if self._incomplete.pop(batch.batch_id, None) is not None:
-                self._buffered -= batch.reserved
-                self._space.notify_all()
+                self._release(batch.reserved)
 
     def expired_batches(self, now_ms: float) -> list[ProducerBatch]:
         """Batches waiting longer than delivery_timeout_ms since they were opened (KIP-91); they leave the queue."""

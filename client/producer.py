@@ -88,6 +88,17 @@ class Producer:
     sequence number) is on by default where acks='all' allows it, as in Kafka 3
     and kafka-python 3; set to True explicitly, it needs acks='all' and at most 5
     requests in flight per broker.
+
+    `batch_size` (batch.size) is librdkafka's default, 1,000,000 bytes, not the
+    Java producer's 16384: a Produce request carries one batch per partition
+    (Kafka's rule since v3), so with acks='all' a partition moves at most
+    batch_size x max_in_flight_requests_per_connection per round trip through
+    the followers' fetches. With 16 KiB batches a partition was held to ~3 MB/s
+    whatever the record size (issue 26). A batch is still sent as soon as it
+    lingered linger_ms (or the partition has a free in-flight slot and linger_ms
+    is 0): a large batch_size only lets records pile up while requests are in
+    flight. `buffer_memory` counts the bytes of the records queued, as
+    librdkafka's queue.buffering.max.kbytes does, not batch_size per batch.
     """
 
     def __init__(
@@ -100,7 +111,7 @@ class Producer:
         acks: int | str = "all",
         compression_type: str | None = None,
         retries: int = 2147483647,
-        batch_size: int = 16384,
+        batch_size: int = 1_000_000,
         linger_ms: int = 0,
         partitioner: DefaultPartitioner | None = None,
         buffer_memory: int = 33554432,

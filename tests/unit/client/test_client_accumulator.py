@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from client_helpers import cluster
 
-from client.accumulator import ProducerBatch, RecordAccumulator
+from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, ProducerBatch, RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
 from common.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
@@ -182,9 +182,13 @@ def test_batches_expire_after_delivery_timeout() -> None:
     assert not acc.has_undrained()
 
 
+# What one keyless VALUE record holds of buffer_memory: its bytes and the overhead's upper bound (a null key is -1).
+RECORD_RESERVATION = len(VALUE) - 2 + RECORD_OVERHEAD_UPPER_BOUND
+
+
 def test_buffer_memory_blocks_for_max_block_ms_then_times_out() -> None:
     clock = FakeMonotonic()
-    acc = make(clock, batch_size=1024, buffer_memory=2048, max_block_ms=0)
+    acc = make(clock, batch_size=1024, buffer_memory=2 * (HEADER_SIZE + RECORD_RESERVATION), max_block_ms=0)
     append(acc, tp=TP0)
     append(acc, tp=TP1)
     with pytest.raises(KafkaTimeoutError):
@@ -193,6 +197,30 @@ def test_buffer_memory_blocks_for_max_block_ms_then_times_out() -> None:
     batch.result.complete(0)
     acc.deallocate(batch)
     assert append(acc, tp=TopicPartition("t", 2)) is not None
+
+
+def test_buffer_memory_counts_record_bytes_not_batch_size() -> None:
+    # librdkafka's accounting: a producer spreading records over many partitions with large batches does not
+    # run out of buffer_memory long before its records fill it (a batch_size reservation per batch did).
+    clock = FakeMonotonic()
+    acc = make(clock, batch_size=1_000_000, buffer_memory=64 * 1024, max_block_ms=0)
+    for partition in range(100):
+        assert append(acc, tp=TopicPartition("t", partition)) is not None
+    assert sum(b.reserved for b in acc.incomplete_batches()) == 100 * (HEADER_SIZE + RECORD_RESERVATION)
+
+
+def test_appending_to_an_open_batch_blocks_when_buffer_memory_is_full() -> None:
+    clock = FakeMonotonic()
+    acc = make(clock, batch_size=1_000_000, buffer_memory=HEADER_SIZE + 3 * RECORD_RESERVATION, max_block_ms=0)
+    for _ in range(3):
+        assert append(acc) is not None
+    with pytest.raises(KafkaTimeoutError):
+        append(acc)
+    (batch,) = acc.incomplete_batches()
+    assert batch.record_count == 3 and batch.reserved == HEADER_SIZE + 3 * RECORD_RESERVATION
+    batch.result.complete(0)
+    acc.deallocate(batch)
+    assert append(acc) is not None
 
 
 def test_sealed_batch_is_kafka_bytes_with_producer_state() -> None:
