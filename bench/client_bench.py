@@ -104,7 +104,7 @@ def bench_producer(n: int, value: bytes) -> tuple[float, float]:
     pb_grpc.add_KafkaClientServicer_to_server(stub, server)
     stub.port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    producer = Producer(f"127.0.0.1:{stub.port}", acks=1, linger_ms=5, batch_size=65536)
+    producer = Producer(f"127.0.0.1:{stub.port}", acks=1, linger_ms=5)
     producer.send(TOPIC, value).get(10)
     send_best = total_best = float("inf")
     for _ in range(3):

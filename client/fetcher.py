@@ -1,7 +1,13 @@
 """The consumer's Fetcher: Fetch and ListOffsets requests, and records out of their answers.
 
-One Fetch per leader broker covers all of the consumer's partitions that
-broker leads, at most one in flight per broker; answers arrive on gRPC threads
+One Fetch per leader broker covers the consumer's partitions that broker
+leads and that have neither buffered records nor a fetch in flight: at most one
+fetch per partition is out, not one per broker (Kafka's Java consumer). A
+partition at its end long-polls for fetch_max_wait_ms; another partition of the
+same leader whose buffered records were just handed out does not wait behind it
+(librdkafka's does not either: it keeps fetching a partition until its queue is
+full). Without fetch sessions, a second request to a broker costs nothing but
+itself. Answers arrive on gRPC threads
 and are parsed by the consumer's thread in poll(). As soon as poll() hands out
 records the next fetches go out, so the broker's long poll overlaps with the
 application's work (Kafka's pipelining).
@@ -182,6 +188,7 @@ class CompletedFetch:
 
 
 class _PendingFetch(NamedTuple):
+    node_id: int
     future: ResponseFuture[pb.FetchResponse]
     offsets: dict[TopicPartition, int]
 
@@ -219,7 +226,8 @@ class Fetcher:
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._clock = clock
-        self._pending: dict[int, _PendingFetch] = {}
+        self._pending: dict[int, _PendingFetch] = {}  # by request number
+        self._next_request = 0
         self._completed: deque[CompletedFetch] = deque()
         self._answered = threading.Event()
 
@@ -229,10 +237,11 @@ class Fetcher:
     # ------------------------------------------------------------------ Fetch
 
     def send_fetches(self) -> int:
-        """One Fetch to each leader that has none in flight, for its partitions without buffered records."""
+        """One Fetch to each leader of partitions with neither buffered records nor a fetch in flight."""
         now = self._now_ms()
         cluster = self._metadata.cluster
         buffered = {c.topic_partition for c in self._completed}
+        buffered.update(tp for pending in self._pending.values() for tp in pending.offsets)
         requests: dict[int, tuple[pb.FetchRequest, dict[TopicPartition, int]]] = {}
         topics: dict[tuple[int, str], pb.FetchRequest.FetchTopic] = {}
         for tp in self._subscriptions.fetchable_partitions(now):
@@ -241,8 +250,6 @@ class Fetcher:
             leader = cluster.leader_for(tp)
             if leader is None:
                 self._metadata.request_update()
-                continue
-            if leader.node_id in self._pending:
                 continue
             position = self._subscriptions.position(tp)
             assert position is not None
@@ -264,7 +271,8 @@ class Fetcher:
             # The broker may hold the request for max_wait_ms before answering: that is not a timeout.
             future = connection.call_async(lambda stub: stub.Fetch, request,
                                            self._request_timeout_ms + self._fetch_max_wait_ms)
-            self._pending[node_id] = _PendingFetch(future, offsets)
+            self._pending[self._next_request] = _PendingFetch(node_id, future, offsets)
+            self._next_request += 1
             future.add_done_callback(lambda _: self._answered.set())
         return len(requests)
 
@@ -280,15 +288,15 @@ class Fetcher:
 
     def handle_answers(self) -> None:
         """Turn every Fetch answer that arrived into CompletedFetches, and act on per-partition errors."""
-        for node_id, pending in list(self._pending.items()):
+        for number, pending in list(self._pending.items()):
             if not pending.future.done():
                 continue
-            del self._pending[node_id]
+            del self._pending[number]
             now = self._now_ms()
             try:
                 response = pending.future.result(0)
             except KafkaError as exc:
-                log.debug("fetch from node %d failed: %s", node_id, exc)
+                log.debug("fetch from node %d failed: %s", pending.node_id, exc)
                 self._back_off(pending.offsets, exc.code, now)
                 continue
             if response.error_code:

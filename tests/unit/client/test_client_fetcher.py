@@ -114,10 +114,32 @@ def test_one_fetch_per_leader_with_every_fetchable_partition() -> None:
     h = FetchHarness()
     h.subscriptions.seek(TP, 5)
     assert h.fetcher.send_fetches() == 1
-    assert h.fetcher.send_fetches() == 0  # one fetch in flight per broker
+    assert h.fetcher.send_fetches() == 0  # t-0's fetch is in flight, t-1 has no position
     request = h.fetch_calls()[0][0]
     assert request.replica_id == -1
     assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 5)]  # t-1 has no position
+
+
+def test_a_partition_does_not_wait_behind_another_ones_long_poll_at_the_same_leader() -> None:
+    # t-1 is at its end: its fetch waits fetch_max_wait_ms at the broker. t-0's records were buffered; once they
+    # are handed out, t-0's next fetch goes to the same leader at once, not after t-1's long poll.
+    h = FetchHarness()
+    h.subscriptions.seek(TP, 0)
+    h.subscriptions.seek(TopicPartition("t", 1), 0)
+    assert h.fetcher.send_fetches() == 1
+    h.answer(0, {0: (0, batch(0, 5)), 1: (0, b"")})
+    h.fetcher.handle_answers()
+    assert h.fetcher.send_fetches() == 1  # t-1 again; t-0 has buffered records
+    (request, _), = h.fetch_calls()[1:]
+    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(1, 0)]
+    assert [r.offset for r in h.fetcher.fetched_records(100)[TP]] == [0, 1, 2, 3, 4]
+    assert len(h.fetch_calls()) == 3  # t-0's next fetch, while t-1's is still out
+    (request, _), = h.fetch_calls()[2:]
+    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 5)]
+    assert h.fetcher.send_fetches() == 0  # one fetch per partition in flight
+    h.answer(2, {0: (0, batch(5, 2))})
+    h.fetcher.handle_answers()
+    assert [r.offset for r in h.fetcher.fetched_records(100)[TP]] == [5, 6]
 
 
 def test_poll_hands_out_max_records_and_advances_the_position() -> None:
@@ -255,5 +277,11 @@ def test_records_that_cannot_be_decoded_lose_nothing_and_an_early_fetch_is_dropp
     with pytest.raises(ValueError):
         h.fetcher.fetched_records(100)
     assert h.subscriptions.position(tp1) == 0 and h.subscriptions.position(TP) == 2
-    (request, _), = h.fetch_calls()[1:]
-    assert [(p.partition, p.fetch_offset) for p in request.topics[0].partitions] == [(0, 2)]
+    # t-0's next fetch, and t-1's early one (sent before its decode failed), each in a request of its own.
+    assert [[(p.partition, p.fetch_offset) for p in request.topics[0].partitions]
+            for request, _ in h.fetch_calls()[1:]] == [[(0, 2)], [(1, 2)]]
+    h.answer(2, {1: (0, batch(2, 2))})
+    h.fetcher.handle_answers()  # answered for a position t-1 no longer has: dropped
+    with pytest.raises(ValueError):
+        h.fetcher.fetched_records(100)
+    assert h.subscriptions.position(tp1) == 0
