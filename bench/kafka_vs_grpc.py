@@ -11,6 +11,8 @@ does) and for each record size and partition count creates an RF=3, min.insync.r
 - reads the brokers' CPU time (utime+stime of the three processes) around each phase: broker CPU seconds
   per MB of record payload;
 
+and prints issue 26's ratios beside their goals (the gRPC produce against the better of the confluent-kafka
+runs, in records/s and broker CPU per MB; the gRPC consume against confluent-kafka's);
 then, on the 1 KiB one-partition topic:
 - the broker's read path alone, with raw protocol clients that do not decode records: Fetch responses of up to
   16 MiB from offset 0, again and again, through the Kafka listener (header bytes, then the log's file slice
@@ -242,6 +244,25 @@ def sendfile_floor(info: ClusterInfo, topic: str) -> tuple[int, float]:
     return total, elapsed
 
 
+def print_ratios(tag: str, figures: dict[str, tuple[float, float]]) -> None:
+    """Issue 26's goals, each ratio beside its goal: the gRPC produce against the better of the two
+    confluent-kafka runs (records/s, and broker CPU per MB), the gRPC consumer against confluent-kafka's."""
+    kafka_produce = [v for k, v in figures.items() if k.startswith("produce") and "(Kafka)" in k]
+    (grpc_produce,) = [v for k, v in figures.items() if k.startswith("produce") and "(gRPC)" in k]
+    (kafka_consume,) = [v for k, v in figures.items() if k.startswith("consume") and "(Kafka" in k]
+    (grpc_consume,) = [v for k, v in figures.items() if k.startswith("consume") and "(gRPC)" in k]
+    rate = grpc_produce[0] / max(r for r, _ in kafka_produce)
+    cpu = grpc_produce[1] / min(c for _, c in kafka_produce)
+    consume = grpc_consume[0] / kafka_consume[0]
+    print(f"  ratios {tag}: gRPC/Kafka produce records/s {rate:.2f} (goal >= 0.5: {_met(rate >= 0.5)}),"
+          f" broker CPU/MB {cpu:.1f}x (goal <= 2x: {_met(cpu <= 2)}),"
+          f" consume records/s {consume:.2f} (goal > 1: {_met(consume > 1)})", flush=True)
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=200_000)
@@ -278,12 +299,14 @@ def main() -> None:
                     (f"consume {tag} minibroker client (gRPC)", g_topic,
                      grpc_consume(info.bootstrap_servers, g_topic, partitions, n, grpc_first := FirstRecord())),
                 ]
+                figures: dict[str, tuple[float, float]] = {}  # row name: (records/s, broker CPU s/MB)
                 for name, _, job in rows:
                     work, done = job if isinstance(job, tuple) else (job, lambda: None)
                     started = time.perf_counter()
                     records, seconds, cpu = phase.run(work)
                     done()
                     megabytes = records * size / MB
+                    figures[name] = (records / seconds, cpu / megabytes)
                     line = f"{name:58} {records / seconds:>11,.0f} {megabytes / seconds:>8.1f} {cpu / megabytes:>16.3f}"
                     first = kafka_first if "confluent-kafka (Kafka, sendfile)" in name else \
                         grpc_first if name.startswith("consume") else None
@@ -292,6 +315,7 @@ def main() -> None:
                         line += (f"   first record after {first.at - started:.2f} s, then"
                                  f" {megabytes / steady:,.0f} MB/s")
                     print(line, flush=True)
+                print_ratios(tag, figures)
                 if size >= 1024 and partitions == 1:
                     floor_topic = (k_topic, n, size)
         if floor_topic is not None:
