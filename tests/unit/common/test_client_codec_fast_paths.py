@@ -16,7 +16,7 @@ from common import record as rec
 from common.record import CompressionType, ProducerRecord
 
 
-@pytest.mark.parametrize("n", [0, 1, 63, 64, 4095, 4096, 8191, 8192, 1 << 20, -1, -65, -(1 << 40)])
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 4095, 4096, 8191, 8192, 16383, 16384, 1 << 20, -1, -65, -(1 << 40)])
 def test_varint_bytes_matches_write_varint(n: int) -> None:
     out = bytearray()
     rec.write_varint(out, n)
