@@ -99,6 +99,9 @@ class Producer:
     is 0): a large batch_size only lets records pile up while requests are in
     flight. `buffer_memory` counts the bytes of the records queued, as
     librdkafka's queue.buffering.max.kbytes does, not batch_size per batch.
+    As with librdkafka, a topic whose max.message.bytes or segment.bytes is
+    below batch_size needs a producer with a smaller batch_size: a batch the
+    broker finds too large fails (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE).
     """
 
     def __init__(
