@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 import grpc
@@ -36,6 +37,7 @@ from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
+from broker.replication.replica_manager import ControllerResponse
 from broker.security.grpc_authentication import GrpcAuthenticator
 from broker.security.grpc_identity import grpc_session
 from common.event_ring import EVENTS
@@ -60,8 +62,11 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                  topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str,
-                 authenticator: GrpcAuthenticator) -> None:
+                 authenticator: GrpcAuthenticator, controller_requests: Executor) -> None:
         self._config = config
+        # LeaderAndIsr and StopReplica create, fsync and delete logs: they run here, one at a time in arrival
+        # order (Kafka's request handler threads, a controller's requests in its connection's order).
+        self._controller_requests = controller_requests
         # The listener these APIs are served on: Metadata describes the brokers as reached on it.
         self._listener_name = listener_name
         self._authenticator = authenticator
@@ -339,11 +344,15 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                             tuple(s.replicas), s.is_new))
             for tp, s in zip(tps, request.partition_states)
         ]
-        new_topics = {tp.topic for tp in tps if self._replica_manager.get_partition(tp) is None}
-        topic_configs = await asyncio.to_thread(self._load_topic_configs, new_topics)
-        result = self._replica_manager.become_leader_or_follower(
-            request.controller_id, request.controller_epoch, states,
-            [BrokerEndPoint(b.broker_id, b.host_name, b.port) for b in request.live_leaders], topic_configs)
+        live_leaders = [BrokerEndPoint(b.broker_id, b.host_name, b.port) for b in request.live_leaders]
+
+        def apply() -> ControllerResponse:
+            new_topics = {tp.topic for tp in tps if self._replica_manager.get_partition(tp) is None}
+            return self._replica_manager.become_leader_or_follower(
+                request.controller_id, request.controller_epoch, states, live_leaders,
+                self._load_topic_configs(new_topics))
+
+        result = await asyncio.get_running_loop().run_in_executor(self._controller_requests, apply)
         return pb.LeaderAndIsrResponse(error_code=result.error,
                                        partition_errors=self._partition_errors(result.partition_errors.items()))
 
@@ -386,8 +395,9 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         if refused is not None:
             return pb.StopReplicaResponse(error_code=refused, partition_errors=self._partition_errors(
                 (tp, refused) for tp in tps))
-        result = self._replica_manager.stop_replicas(request.controller_id, request.controller_epoch,
-                                                     request.delete_partitions, tps)
+        result = await asyncio.get_running_loop().run_in_executor(
+            self._controller_requests, self._replica_manager.stop_replicas, request.controller_id,
+            request.controller_epoch, request.delete_partitions, tps)
         return pb.StopReplicaResponse(error_code=result.error,
                                       partition_errors=self._partition_errors(result.partition_errors.items()))
 

@@ -22,7 +22,11 @@ server/ReplicaManager.scala).
   until the broker restarts.
 
 Requests run in the caller's thread without I/O other than the logs'; the
-gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. ISR writes go
+gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. LeaderAndIsr
+and StopReplica create, fsync and delete files, so the adapter runs them on a
+worker thread (Kafka's request handler threads: the network threads never wait on
+disk); `_replica_state_change_lock` (Kafka's replicaStateChangeLock) applies them,
+and a log dir failure, one at a time. ISR writes go
 to ZooKeeper, so an expansion found on the request path is done on the
 `isr_update_executor`, and shrinking runs on the scheduler's worker thread.
 Answers go to callbacks, which may run inside the call (the common case) or
@@ -32,6 +36,7 @@ later, from whatever completes a delayed operation.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -124,6 +129,9 @@ class ReplicaManager:
         self._default_topic_config = default_topic_config
         self._time_ms = time_ms
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Kafka's replicaStateChangeLock: one controller request (or log dir failure) changes partition states
+        # at a time, whichever thread applies it.
+        self._replica_state_change_lock = threading.RLock()
         # Partitions whose log dir went offline (Kafka's HostedPartition.Offline): hosted, but unusable.
         self._offline_partitions: set[TopicPartition] = set()
         self.replica_fetcher_manager = fetcher_manager(self._partitions.get)
@@ -200,6 +208,14 @@ class ReplicaManager:
                                   topic_configs: Mapping[str, TopicConfig]) -> ControllerResponse:
         """Apply a LeaderAndIsr. `topic_configs` holds the configs of topics whose partitions are new here;
         `live_leaders` are the leaders of its partitions that are alive, and where to fetch from them."""
+        with self._replica_state_change_lock:
+            return self._become_leader_or_follower(controller_id, controller_epoch, partition_states, live_leaders,
+                                                   topic_configs)
+
+    def _become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                   partition_states: Sequence[tuple[TopicPartition, LeaderAndIsrPartitionState]],
+                                   live_leaders: Iterable[BrokerEndPoint],
+                                   topic_configs: Mapping[str, TopicConfig]) -> ControllerResponse:
         if controller_epoch < self.controller_epoch:
             state_change_logger.warning(
                 "Ignoring LeaderAndIsr request from controller %d with epoch %d since its controller epoch is"
@@ -323,6 +339,11 @@ class ReplicaManager:
 
     def stop_replicas(self, controller_id: int, controller_epoch: int, delete_partitions: bool,
                       partitions: Iterable[TopicPartition]) -> ControllerResponse:
+        with self._replica_state_change_lock:
+            return self._stop_replicas(controller_id, controller_epoch, delete_partitions, partitions)
+
+    def _stop_replicas(self, controller_id: int, controller_epoch: int, delete_partitions: bool,
+                       partitions: Iterable[TopicPartition]) -> ControllerResponse:
         if controller_epoch < self.controller_epoch:
             state_change_logger.warning(
                 "Ignoring StopReplica request from controller %d with epoch %d since its controller epoch is"
@@ -550,6 +571,10 @@ class ReplicaManager:
         """Kafka's ReplicaManager.handleLogDirFailure: the dir's partitions stop fetching and go Offline, requests
         waiting on them fail now (KAFKA_STORAGE_ERROR), then the LogManager drops the dir (halting the broker if
         it was the last). Returns the partitions taken offline; telling the controller is the caller's part."""
+        with self._replica_state_change_lock:
+            return self._handle_log_dir_failure(log_dir)
+
+    def _handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         if log_dir not in self._log_manager.live_log_dirs:
             return []
         logger.warning("Stopping serving replicas in dir %s", log_dir)

@@ -166,6 +166,8 @@ class KafkaServer:
         # The gRPC listeners' password checks (a PBKDF2 each), off the event loop and apart from other blocking
         # work, so a flood of wrong passwords slows only other password checks.
         self._password_checks = ThreadPoolExecutor(_PASSWORD_CHECK_THREADS, thread_name_prefix="grpc-password-check")
+        # One thread: LeaderAndIsr and StopReplica are applied in the order they arrived (grpc_apis.py).
+        self._controller_requests = ThreadPoolExecutor(1, thread_name_prefix="controller-request-handler")
         self._kafka_listeners: list[KafkaListener] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
@@ -267,6 +269,7 @@ class KafkaServer:
             config, operations=operations, groups=groups,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
+            controller_requests=self._controller_requests,
         )
         kafka_context = functools.partial(
             KafkaContext, config, operations, cluster_id, self.metrics, groups=groups)
@@ -538,6 +541,8 @@ class KafkaServer:
             await asyncio.to_thread(self._log_cleaner.shutdown)
         if self._log_dir_failure_handler is not None:
             await asyncio.to_thread(self._log_dir_failure_handler.shutdown)
+        # Every gRPC server has stopped: no controller request is coming; let the one being applied finish.
+        await asyncio.to_thread(self._controller_requests.shutdown)
         if self._replica_manager is not None:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:

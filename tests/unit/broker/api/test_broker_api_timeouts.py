@@ -85,7 +85,8 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
         apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
                          topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
-                         listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"))
+                         listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),
+                         controller_requests=None)  # type: ignore[arg-type]
         try:
             return await asyncio.wait_for(call(apis), 20 * DEADLINE_S)
         except TimeoutError:

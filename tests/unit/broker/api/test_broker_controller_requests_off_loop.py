@@ -1,0 +1,121 @@
+"""LeaderAndIsr and StopReplica run off the event loop (Kafka's request handler threads: the network threads never
+wait on disk), one at a time in arrival order.
+
+Creating a 1000-partition topic used to freeze every connection of a broker for seconds, because log creation and
+leader-epoch checkpoint fsyncs ran on the loop. The replica manager below blocks inside the request until the test,
+running on the loop, answers a probe: the probe can only be answered if the loop is free while the request is
+being applied."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from broker.api.grpc_apis import KafkaApis
+from broker.api.operations import BrokerOperations
+from broker.config.kafka_config import KafkaConfig
+from broker.replication.replica_manager import ControllerResponse
+from broker.security.grpc_authentication import GrpcAuthenticator
+from proto import minibroker_pb2 as pb
+from proto.errors import ErrorCode
+
+# How long the blocked request waits for the probe before giving up (only reached when the loop is blocked).
+PROBE_WAIT_S = 5.0
+
+
+class Context:
+    """The part of grpc.aio.ServicerContext the controller handlers read: a plaintext call, no credential needed."""
+
+    def time_remaining(self) -> None:
+        return None
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:40000"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+class BlockingReplicaManager:
+    """Applies a controller request only once the loop has answered the probe (or PROBE_WAIT_S passed)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.probe_answered = threading.Event()
+        self.applied: list[tuple[str, int, bool]] = []  # (request, thread, probe answered meanwhile)
+
+    def get_partition(self, tp: object) -> None:
+        return None
+
+    def _apply(self, name: str) -> ControllerResponse:
+        self.entered.set()
+        answered = self.probe_answered.wait(PROBE_WAIT_S)
+        self.applied.append((name, threading.get_ident(), answered))
+        return ControllerResponse(ErrorCode.NONE, {})
+
+    def become_leader_or_follower(self, *_: Any) -> ControllerResponse:
+        return self._apply("LeaderAndIsr")
+
+    def stop_replicas(self, *_: Any) -> ControllerResponse:
+        return self._apply("StopReplica")
+
+
+class Zk:
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        return {}
+
+
+class TopicConfigs:
+    def load(self, topic: str, overrides: dict[str, str]) -> None:
+        return None
+
+
+def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaManager) -> tuple[Any, int]:
+    """Send the request, answer the probe on the loop once the request is being applied; (response, loop thread)."""
+    async def scenario() -> tuple[Any, int]:
+        config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1"})
+        operations = BrokerOperations(config, replica_manager=manager, metadata_cache=None,  # type: ignore[arg-type]
+                                      admin_manager=None, producer_ids=None,  # type: ignore[arg-type]
+                                      topic_purgatory=None, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
+        with ThreadPoolExecutor(1) as controller_requests:
+            apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
+                             topic_configs=TopicConfigs(), zk=Zk(), topic_purgatory=None,  # type: ignore[arg-type]
+                             broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
+                             listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),
+                             controller_requests=controller_requests)
+            request = asyncio.create_task(call(apis))  # type: ignore[arg-type]
+            deadline = asyncio.get_running_loop().time() + 2 * PROBE_WAIT_S
+            while not manager.entered.is_set() and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.001)
+            manager.probe_answered.set()  # the probe: the loop ran while the request was being applied
+            return await request, threading.get_ident()
+
+    return asyncio.run(scenario())
+
+
+def test_leader_and_isr_is_applied_on_a_handler_thread_while_the_loop_serves() -> None:
+    manager = BlockingReplicaManager()
+    request = pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, partition_states=[
+        pb.LeaderAndIsrPartitionState(topic_name="t", partition_index=0, controller_epoch=1, leader=1,
+                                      leader_epoch=0, isr=[1], replicas=[1], is_new=True)])
+    response, loop_thread = run(lambda apis: apis.LeaderAndIsr(request, Context()), manager)  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.NONE
+    [(name, thread, answered)] = manager.applied
+    assert name == "LeaderAndIsr"
+    assert thread != loop_thread, "LeaderAndIsr was applied on the event loop"
+    assert answered, "the loop could not answer a probe while LeaderAndIsr was applied"
+
+
+def test_stop_replica_is_applied_on_a_handler_thread_while_the_loop_serves() -> None:
+    manager = BlockingReplicaManager()
+    request = pb.StopReplicaRequest(controller_id=0, controller_epoch=1, delete_partitions=True,
+                                    partitions=[pb.TopicPartition(topic_name="t", partition_index=0)])
+    response, loop_thread = run(lambda apis: apis.StopReplica(request, Context()), manager)  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.NONE
+    [(name, thread, answered)] = manager.applied
+    assert name == "StopReplica"
+    assert thread != loop_thread, "StopReplica was applied on the event loop"
+    assert answered, "the loop could not answer a probe while StopReplica was applied"
