@@ -51,12 +51,13 @@ class CorruptCheckpointError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, sync: bool = True) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file.
 
     Write `<path>.tmp`, fsync it, rename it over `path`, then fsync the directory
     so the rename itself survives a power cut (Utils.atomicMoveWithFallback).
-    A `.tmp` left by an earlier crash is simply overwritten.
+    A `.tmp` left by an earlier crash is simply overwritten. With `sync` False nothing is
+    fsynced: the caller flushes later (`fsync_file`) and copes with a torn file after a crash.
     """
     target = os.fspath(path)
     tmp = target + TMP_SUFFIX
@@ -64,17 +65,24 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(os.path.dirname(os.path.abspath(target)), os.O_RDONLY)
+    if sync:
+        fsync_file(os.path.dirname(os.path.abspath(target)))
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """fsync a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def _parse_int(token: str, name: str, bounds: tuple[int, int] = _INT64) -> int:

@@ -25,17 +25,20 @@ outside it. Readers may keep their slices after the lock is released.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from broker.config.log_config import LogConfig
+from broker.log.checkpoint import fsync_file
 from broker.log.file_slice import FileSlice
 from broker.log.files import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir
 from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
@@ -183,8 +186,11 @@ class Log:
 
     def __init__(self, dir: Path, config: LogConfig, time: Callable[[], int],
                  leader_epoch_cache: LeaderEpochCache | None, producer_id_expiration_ms: int,
-                 log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
+                 log_dir_failure_channel: LogDirFailureChannel | None = None,
+                 scheduler: Executor | None = None) -> None:
         self.dir = dir
+        # Where a rolled segment is flushed (Kafka's "flush-log" task); None: by the thread that rolled it.
+        self._scheduler = scheduler
         self._failure_channel = log_dir_failure_channel
         # Set once the log's dir went offline: every operation fails with KAFKA_STORAGE_ERROR from then on.
         self.offline = False
@@ -204,8 +210,11 @@ class Log:
         self._recovery_point = 0
         self._next_offset_metadata = LogOffsetMetadata(0, 0, 0)
         self._last_flush_time = time()
-        # Set by a roll: the old segment is flushed once the lock is released (Kafka schedules it).
+        # Set by a roll: the old segment (and the snapshot taken at the roll) to flush (Kafka schedules it).
         self._flush_after_roll: int | None = None
+        self._rolled_snapshot: str | None = None
+        # Held by a flush-log task and by close: a log closed (or deleted) is never flushed behind its back.
+        self._roll_flush_lock = threading.Lock()
         # Bumped by truncation, so a flush that raced with one does not move the recovery point.
         self._truncations = 0
 
@@ -214,15 +223,15 @@ class Log:
              clean_shutdown: bool = False, time: Callable[[], int] = _wall_clock_ms,
              leader_epoch_cache: LeaderEpochCache | None = None,
              producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-             log_dir_failure_channel: LogDirFailureChannel | None = None) -> Log:
+             log_dir_failure_channel: LogDirFailureChannel | None = None, scheduler: Executor | None = None) -> Log:
         """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
 
         `recovery_point` and `log_start_offset` come from the log directory's
         checkpoints; `time` is the millisecond clock (injected for tests).
         What recovery changed is in `recovery_report`. I/O errors on the log from then on are reported to
-        `log_dir_failure_channel`.
+        `log_dir_failure_channel`. A rolled segment is flushed on `scheduler` when given.
         """
-        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel)
+        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel, scheduler)
         loaded = LogLoader(dir, config, time, clean_shutdown=clean_shutdown,
                            log_start_offset_checkpoint=log_start_offset, recovery_point_checkpoint=recovery_point,
                            leader_epoch_cache=leader_epoch_cache, producer_state=log.producer_state,
@@ -463,8 +472,9 @@ class Log:
         if active.size == 0:
             return active
         new_offset = self.log_end_offset
-        # Kafka snapshots producer state at every roll, so a restart replays at most the active segment.
-        self.producer_state.take_snapshot(new_offset)
+        # Kafka snapshots producer state at every roll, so a restart replays at most the active segment; with a
+        # scheduler the file is fsynced by the flush-log task, not under the lock.
+        self._rolled_snapshot = self.producer_state.take_snapshot(new_offset, sync=self._scheduler is None)
         active.on_become_inactive()
         segment = self._add_segment(new_offset, now)
         self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
@@ -484,14 +494,36 @@ class Log:
         """After an append or roll (lock held): the offset to flush up to once the lock is released.
 
         Everything when flush.messages or flush.ms say so, else the segment a roll
-        just sealed (Kafka schedules that flush right after rolling).
+        just sealed (Kafka schedules that flush right after rolling: with a scheduler it is
+        handed to it here, so no append waits for it).
         """
         rolled_to = self._flush_after_roll
         self._flush_after_roll = None
+        if rolled_to is not None and self._scheduler is not None:
+            self._scheduler.submit(self._flush_rolled, rolled_to, self._rolled_snapshot)
+            rolled_to = None
         if (self.unflushed_messages >= self.config.flush_interval_messages
                 or now - self._last_flush_time >= self.config.flush_interval_ms):
             return self.log_end_offset
         return rolled_to
+
+    def _flush_rolled(self, rolled_to: int, snapshot: str | None) -> None:
+        """Kafka's flush-log task: the producer snapshot taken at the roll, then the segments below it."""
+        with self._roll_flush_lock:
+            if not self._segments:
+                return  # closed (deleted, or the broker stopping) since the roll: close flushed what it kept
+            try:
+                if snapshot is not None:
+                    self._flush_snapshot(snapshot)
+                self.flush(rolled_to)
+            except Exception:
+                # An I/O error was reported to the failure channel on its way here; nothing waits for this task.
+                logger.exception("%sFailed to flush the log rolled at offset %d", self._ident, rolled_to)
+
+    @_reports_io_errors("flushing the producer snapshot of")
+    def _flush_snapshot(self, snapshot: str) -> None:
+        with contextlib.suppress(FileNotFoundError):  # a newer roll or a truncation removed it meanwhile
+            fsync_file(snapshot)
 
     def maybe_flush(self) -> None:
         """For a periodic scheduler (Kafka's LogManager.flushDirtyLogs): flush if flush.ms has passed."""
@@ -784,14 +816,15 @@ class Log:
     @_reports_io_errors("closing log for")
     def close(self) -> None:
         """Flush, then seal every segment (indexes trimmed to their entries). The log is unusable after."""
-        self.flush()
-        with self._lock:
-            # A snapshot at the log end: the next start after a clean stop replays nothing.
-            self.producer_state.take_snapshot(self.log_end_offset)
-            for segment in self._segments:
-                segment.close()
-            self._segments.clear()
-            self._base_offsets.clear()
+        with self._roll_flush_lock:
+            self.flush()
+            with self._lock:
+                # A snapshot at the log end: the next start after a clean stop replays nothing.
+                self.producer_state.take_snapshot(self.log_end_offset)
+                for segment in self._segments:
+                    segment.close()
+                self._segments.clear()
+                self._base_offsets.clear()
 
 
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:

@@ -112,6 +112,8 @@ class LogManager:
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
+        # Kafka's flush-log task: a rolled segment is fsynced here, never on the thread that appended.
+        self._flush_scheduler = ThreadPoolExecutor(1, thread_name_prefix="flush-log")
 
     # ------------------------------------------------------------------ start-up and shutdown
 
@@ -174,7 +176,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
                 clean_shutdown=clean, time=self._time_ms,
                 leader_epoch_cache=LeaderEpochFileCache(path / LEADER_EPOCH_CHECKPOINT),
-                log_dir_failure_channel=self.failure_channel,
+                log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler,
             )
 
         with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
@@ -194,6 +196,7 @@ class LogManager:
         failed (before or during this) is recovered at the next start."""
         with self._lock:
             logs = list(self._logs.values())
+        self._flush_scheduler.shutdown(wait=True)  # the flushes of rolled segments, before the logs close
         for log in logs:
             try:
                 log.close()
@@ -263,7 +266,7 @@ class LogManager:
                     (log_dir / str(tp)).mkdir(parents=True, exist_ok=True)
                     log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
                                    leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT),
-                                   log_dir_failure_channel=self.failure_channel)
+                                   log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler)
                 except (OSError, KafkaError) as e:
                     if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
                         raise

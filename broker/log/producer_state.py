@@ -179,7 +179,7 @@ def _has_producer_id(header: BatchHeader) -> bool:
     return header.producer_id > NO_PRODUCER_ID
 
 
-def write_snapshot(path: str | os.PathLike[str], producers: Iterable[ProducerStateEntry]) -> None:
+def write_snapshot(path: str | os.PathLike[str], producers: Iterable[ProducerStateEntry], sync: bool = True) -> None:
     entries = sorted(producers, key=lambda e: e.producer_id)
     body = bytearray(_SNAPSHOT_HEADER.size + _SNAPSHOT_ENTRY.size * len(entries))
     for i, e in enumerate(entries):
@@ -190,7 +190,7 @@ def write_snapshot(path: str | os.PathLike[str], producers: Iterable[ProducerSta
         )
     _SNAPSHOT_HEADER.pack_into(body, 0, PRODUCER_SNAPSHOT_VERSION, 0, len(entries))
     _UINT32.pack_into(body, _CRC_POS, crc32c(memoryview(body)[_CRC_START:]))
-    atomic_write(path, bytes(body))
+    atomic_write(path, bytes(body), sync)
 
 
 def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerStateEntry]:
@@ -401,12 +401,14 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ snapshots
 
-    def take_snapshot(self, offset: int) -> str | None:
+    def take_snapshot(self, offset: int, sync: bool = True) -> str | None:
         """Persist the state as of `offset` (the log end at a segment roll or a clean close).
 
         Every batch below `offset` must already have been applied. Nothing is
         written if a snapshot at that offset exists. Only the newest
         SNAPSHOTS_TO_RETAIN snapshots are kept. Returns the new file's path.
+        Unsynced (a roll, Kafka 3's takeSnapshot(sync = false)), the caller fsyncs it later: a
+        snapshot torn by a crash is deleted at load and an older one (or the log) used instead.
         """
         if offset < self._map_end_offset:
             raise ValueError(
@@ -417,7 +419,7 @@ class ProducerStateManager:
             return None
         path = os.path.join(self.log_dir, snapshot_file_name(offset))
         log.info("%s: writing producer snapshot at offset %d", self.topic_partition, offset)
-        write_snapshot(path, self._producers.values())
+        write_snapshot(path, self._producers.values(), sync)
         self._last_snap_offset = offset
         for _offset, old in self._snapshots()[:-SNAPSHOTS_TO_RETAIN]:
             _delete(old)

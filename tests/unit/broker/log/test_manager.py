@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,30 @@ def test_retention_through_manager_respects_high_watermark(tmp_path: Path) -> No
     assert lm.cleanup_logs(lambda tp: 0) == 0  # nothing below a HW of 0 may go
     deleted = lm.cleanup_logs()
     assert deleted > 0 and log.log_start_offset > 0
+
+
+def test_a_rolled_segment_is_flushed_by_the_flush_log_task_not_by_the_appending_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's roll schedules "flush-log" (the producer snapshot, then the segments below the new one) on its
+    scheduler: the produce that rolled never waits for an fsync (141 ms appends where the median was 1.15 ms)."""
+    lm = manager([tmp_path / "d1"])
+    lm.startup()
+    log = lm.get_or_create_log(TP0)
+    log.append_as_leader(batch(40), leader_epoch=0)
+    fsyncs: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        fsyncs.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    log.append_as_leader(batch(40), leader_epoch=0)  # past segment.bytes (4096): rolls at offset 40
+    assert [s.base_offset for s in log.segments] == [0, 40]
+    assert threading.current_thread().name not in fsyncs, "the appending thread fsynced the rolled segment"
+    deadline = time.monotonic() + 30
+    while log.recovery_point < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.recovery_point == 40
+    assert fsyncs and all(name.startswith("flush-log") for name in fsyncs), fsyncs
+    lm.shutdown()
