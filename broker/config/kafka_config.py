@@ -3,8 +3,8 @@
 Every key a broker here reads, named and defaulted as in Kafka 2.8's
 KafkaConfig.scala (the last 2.x; so zookeeper.session.timeout.ms=18000 and
 replica.lag.time.max.ms=30000 from KIP-537 in 2.5, message.max.bytes=1048588
-from 2.4), plus `producer.id.expiration.ms` (Kafka 3.4, KIP-854) and two keys of
-our own, `cluster.credential` and `metrics.port`. Validators are Kafka's, plus a
+from 2.4), plus `producer.id.expiration.ms` and `producer.id.expiration.check.interval.ms`
+(Kafka 3.4, KIP-854) and two keys of our own, `cluster.credential` and `metrics.port`. Validators are Kafka's, plus a
 lower bound where Kafka has none but a value below it could only fail later
 (e.g. num.replica.fetchers=0).
 
@@ -355,6 +355,10 @@ class KafkaConfig:
     )
     producer_id_expiration_ms: int = define(
         Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
+    )
+    producer_id_expiration_check_interval_ms: int = define(
+        Type.INT, 10 * 60 * 1000, "The interval at which to remove producer ids that have expired due to"
+        " producer.id.expiration.ms passing", at_least(1)
     )
 
     # Authorization (Kafka's authorizer.class.name and AclAuthorizer's own keys, which Kafka passes through)

@@ -47,6 +47,7 @@ from broker.log.files import (
 from broker.log.leader_epoch import LeaderEpochFileCache
 from broker.log.log import Log
 from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
@@ -96,7 +97,8 @@ class LogManager:
     def __init__(self, log_dirs: Sequence[Path], default_config: LogConfig, *, broker_id: int,
                  time_ms: Callable[[], int] = _wall_clock_ms, recovery_threads: int = 1,
                  log_dir_failure_channel: LogDirFailureChannel | None = None,
-                 halt: Callable[[int], None] = os._exit) -> None:
+                 halt: Callable[[int], None] = os._exit,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
@@ -109,6 +111,7 @@ class LogManager:
         self.broker_id = broker_id
         self._time_ms = time_ms
         self._recovery_threads = max(1, recovery_threads)
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
@@ -177,6 +180,7 @@ class LogManager:
                 clean_shutdown=clean, time=self._time_ms,
                 leader_epoch_cache=LeaderEpochFileCache(path / LEADER_EPOCH_CHECKPOINT),
                 log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
 
         with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
@@ -266,7 +270,8 @@ class LogManager:
                     (log_dir / str(tp)).mkdir(parents=True, exist_ok=True)
                     log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
                                    leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT),
-                                   log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler)
+                                   log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler,
+                                   producer_id_expiration_ms=self._producer_id_expiration_ms)
                 except (OSError, KafkaError) as e:
                     if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
                         raise
@@ -351,6 +356,13 @@ class LogManager:
                     log.flush()
                 except LogDirFailedError:
                     pass  # reported; the other dirs' logs are flushed all the same
+
+    def remove_expired_producers(self) -> None:
+        """Kafka's PeriodicProducerExpirationCheck (every producer.id.expiration.check.interval.ms): forget the
+        producers of every log idle longer than producer.id.expiration.ms, so their state does not grow forever."""
+        now = self._time_ms()
+        for log in self.all_logs().values():
+            log.remove_expired_producers(now)
 
     def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None] | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted.

@@ -215,7 +215,8 @@ class KafkaServer:
         topic_configs = TopicConfigs(config)
         log_manager = LogManager(config.log_dir_paths, topic_configs.default.log, broker_id=self.broker_id,
                                  time_ms=self._time_ms, recovery_threads=config.num_recovery_threads_per_data_dir,
-                                 log_dir_failure_channel=LogDirFailureChannel())
+                                 log_dir_failure_channel=LogDirFailureChannel(),
+                                 producer_id_expiration_ms=config.producer_id_expiration_ms)
         await asyncio.to_thread(log_manager.startup, _StartupTopicConfigs(zk, topic_configs))
         # Only now may shutdown close the logs: a clean-shutdown marker written after a failed
         # start-up would make the next one skip recovering logs that were never recovered.
@@ -465,6 +466,9 @@ class KafkaServer:
         hw_interval = config.replica_high_watermark_checkpoint_interval_ms
         scheduler.schedule("highwatermark-checkpoint", replica_manager.checkpoint_high_watermarks,
                            hw_interval, hw_interval)
+        scheduler.schedule("PeriodicProducerExpirationCheck", log_manager.remove_expired_producers,
+                           config.producer_id_expiration_check_interval_ms,
+                           config.producer_id_expiration_check_interval_ms)
         isr_expiration_ms = config.replica_lag_time_max_ms // 2
         scheduler.schedule("isr-expiration", replica_manager.maybe_shrink_isr, isr_expiration_ms, isr_expiration_ms)
         if self.group_coordinator is not None and self._loop is not None:
