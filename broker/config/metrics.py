@@ -69,6 +69,14 @@ class BrokerMetrics(MetricsEndpoint):
         self._leader_count.set_function(leader_count)
         self._partition_count.set_function(partition_count)
 
+    def bind_purgatories(self, sizes: Mapping[str, Callable[[], int]]) -> None:
+        """kafka.server:type=DelayedOperationPurgatory,name=NumDelayedOperations,delayedOperation=<name>: the
+        requests waiting in each purgatory (long-poll fetches, acks=all produces)."""
+        gauge = Gauge("kafka_server_DelayedOperationPurgatory_NumDelayedOperations",
+                      "Delayed operations waiting in the purgatory", ["delayedOperation"], registry=self.registry)
+        for name, size in sizes.items():
+            gauge.labels(delayedOperation=name).set_function(size)
+
     def bind_log_dir_failure(self, *, offline_log_dirs: Callable[[], int], offline_replicas: Callable[[], int]) -> None:
         Gauge("kafka_log_LogManager_OfflineLogDirectoryCount", "Log dirs taken offline by an I/O error",
               registry=self.registry).set_function(offline_log_dirs)

@@ -150,6 +150,8 @@ class ReplicaManager:
             "Fetch", timer)
         self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
             DelayedOperationPurgatory("DeleteRecords", timer)
+        metrics.bind_purgatories({purgatory.name: purgatory.watched for purgatory in (
+            self.delayed_produce_purgatory, self.delayed_fetch_purgatory, self.delayed_delete_records_purgatory)})
         # Kafka starts checkpointing high watermarks at the first LeaderAndIsr: before it, no partition
         # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
         self._high_watermark_checkpointing = False
