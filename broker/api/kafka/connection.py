@@ -2,7 +2,11 @@
 
 Requests are pipelined: each is dispatched as soon as it is read (a produce reaches the ReplicaManager in
 the order its connection sent it, before any await), and a writer sends the answers strictly in request
-order, as Kafka promises. acks=0 produces have no answer. The Fetch records go out with sendfile
+order, as Kafka promises. What one connection can make the broker hold is bounded (RequestBudget): Kafka
+mutes a connection while one of its requests is handled; here up to MAX_QUEUED_REQUESTS requests and
+MAX_QUEUED_REQUEST_BYTES of their frames are read ahead of their answers, and beyond that the connection is
+not read (its size prefix is, its body waits in the socket) until an answer goes out. acks=0 produces have
+no answer. The Fetch records go out with sendfile
 (loop.sendfile: os.sendfile on a plain socket) after the response's header bytes; under TLS the bytes must be
 encrypted in this process, so they are read with os.pread (off the event loop, a chunk at a time) and
 written like any other part (asyncio's own sendfile fallback seeks the shared descriptor, which concurrent
@@ -51,13 +55,52 @@ from proto.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 
-# Requests read ahead of their answers on one connection; reading waits beyond this (back pressure).
-MAX_IN_FLIGHT = 64
+# Requests read ahead of their answers on one connection, and their frames' bytes; reading waits beyond these
+# (back pressure through TCP). Kafka allows one (a muted connection); its broker-wide queued.max.requests and
+# queued.max.request.bytes are the nearest configs. Five is the Java producer's max.in.flight.requests.
+MAX_QUEUED_REQUESTS = 5
+MAX_QUEUED_REQUEST_BYTES = 16 << 20
 # Record bytes read per os.pread when they cannot be sent with sendfile (TLS): each chunk is encrypted on the
 # event loop, so a modest size keeps the other connections of the listener responsive.
 TLS_READ_CHUNK = 256 << 10
 
-_Pending = tuple[RequestHeader, "asyncio.Future[Reply | None]"]
+_Pending = tuple[RequestHeader, "asyncio.Future[Reply | None]", int]
+
+
+class RequestBudget:
+    """What one connection holds: requests read and not yet answered, and their frames' bytes. One request is
+    always admitted (socket.request.max.bytes bounds its size); a further one waits until it fits."""
+
+    def __init__(self, max_requests: int = MAX_QUEUED_REQUESTS, max_bytes: int = MAX_QUEUED_REQUEST_BYTES) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.requests = 0
+        self.bytes = 0
+        self._released = asyncio.Event()
+        self._closed = False
+
+    def fits(self, size: int) -> bool:
+        return self.requests == 0 or (self.requests < self.max_requests and self.bytes + size <= self.max_bytes)
+
+    async def acquire(self, size: int) -> None:
+        """Wait until a request of `size` bytes fits (one reader per connection waits here)."""
+        while not self.fits(size):
+            if self._closed:
+                raise ConnectionError("the connection's answers stopped")
+            self._released.clear()
+            await self._released.wait()
+        self.requests += 1
+        self.bytes += size
+
+    def release(self, size: int) -> None:
+        self.requests -= 1
+        self.bytes -= size
+        self._released.set()
+
+    def close(self) -> None:
+        """No answer will go out any more: a reader waiting for room gives up."""
+        self._closed = True
+        self._released.set()
 
 
 class KafkaConnection:
@@ -72,8 +115,9 @@ class KafkaConnection:
         self.peer = peer
         self._max_request_bytes = context.config.socket_request_max_bytes
         self._idle_s = context.config.connections_max_idle_ms / 1000
-        self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue(MAX_IN_FLIGHT)
-        self._in_flight = 0
+        # Bounded by the budget: an entry is queued only once its request was admitted.
+        self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._budget = RequestBudget()
 
     async def run(self) -> None:
         responder = asyncio.create_task(self._write_responses())
@@ -128,15 +172,17 @@ class KafkaConnection:
 
     # ------------------------------------------------------------------ reading
 
-    async def _read_frame(self, limit: tuple[int, str], min_size: int = HEADER_PREFIX.size) -> bytes | None:
-        """One size-prefixed frame; None when the client closed between frames or stayed idle too long."""
+    async def _read_frame(self, limit: tuple[int, str], min_size: int = HEADER_PREFIX.size,
+                          budget: RequestBudget | None = None) -> bytes | None:
+        """One size-prefixed frame; None when the client closed between frames or stayed idle too long. With a
+        budget, the frame's body is read only once the budget admits it."""
         max_bytes, limit_name = limit
         while True:
             try:
                 head = await asyncio.wait_for(self._reader.readexactly(SIZE.size), self._idle_s)
                 break
             except TimeoutError:
-                if self._in_flight:
+                if self._budget.requests:
                     continue
                 logger.info("Closing connection from %s: idle for more than connections.max.idle.ms (%d ms)",
                             self.peer, self._context.config.connections_max_idle_ms)
@@ -151,6 +197,8 @@ class KafkaConnection:
             raise RequestError(f"invalid request size {size}")
         if size > max_bytes:
             raise RequestError(f"request size {size} is larger than {limit_name} ({max_bytes})")
+        if budget is not None:
+            await budget.acquire(size)
         try:
             return await self._reader.readexactly(size)
         except asyncio.IncompleteReadError as e:
@@ -158,10 +206,9 @@ class KafkaConnection:
 
     async def _read_requests(self) -> None:
         limit = (self._max_request_bytes, "socket.request.max.bytes")
-        while (frame := await self._read_frame(limit)) is not None:
+        while (frame := await self._read_frame(limit, budget=self._budget)) is not None:
             header, answer = self._dispatch(frame)
-            self._in_flight += 1
-            await self._pending.put((header, answer))
+            self._pending.put_nowait((header, answer, len(frame)))
 
     def _dispatch(self, frame: bytes) -> tuple[RequestHeader, asyncio.Future[Reply | None]]:
         api_key, version, correlation_id = HEADER_PREFIX.unpack_from(frame)
@@ -187,8 +234,14 @@ class KafkaConnection:
     # ------------------------------------------------------------------ writing
 
     async def _write_responses(self) -> None:
+        try:
+            await self._answer_in_order()
+        finally:
+            self._budget.close()
+
+    async def _answer_in_order(self) -> None:
         while (item := await self._pending.get()) is not None:
-            header, answer = item
+            header, answer, size = item
             try:
                 reply = await answer
             except RequestError as e:
@@ -200,10 +253,10 @@ class KafkaConnection:
                                  APIS[header.api_key].name, header.correlation_id, self.peer)
                 self._writer.close()
                 return
-            finally:
-                self._in_flight -= 1
             if reply is not None:
                 await self._send(header.correlation_id, reply)
+            # Answered (and on its way out): the next request may be read.
+            self._budget.release(size)
 
     async def _send(self, correlation_id: int, reply: Reply) -> None:
         writer = self._writer

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import struct
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -16,25 +17,29 @@ from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
 from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
 from kio.schema.metadata.v8.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v8.response import MetadataResponse
 from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v8.response import ProduceResponse
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader
-from kio.static.primitive import Records, i16, i32, i32Timedelta
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from broker.api.kafka.api_table import API_TABLE
+from broker.api.kafka.connection import MAX_QUEUED_REQUESTS
 from common.record import CRC_POS, ProducerRecord, build_batch
 from tests.integration.conftest import BrokerProcess, StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import RAW_BYTES, WireConnection, encode_request, frames_from_schemas, raw_request
+from zk.server import free_port
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "wire"
+EMPTY_TOPIC = "wire-empty"
 MAX_REQUEST_BYTES = 1 << 20
 SERVED = {spec.key: (spec.min_version, spec.max_version) for spec in API_TABLE}
 
@@ -201,6 +206,48 @@ def test_connection_limits_and_idle_timeout(start_brokers: StartBrokers, start_c
     finally:
         for conn in (*held, third):
             conn.close()
+
+
+def long_poll_fetch_request(correlation_id: int) -> bytes:
+    """A Fetch that waits 30 s for 1 MiB on the empty partition 1 of the wire topic: it parks in the purgatory."""
+    return encode_request(FetchRequest(
+        replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(seconds=30)), min_bytes=i32(1 << 20),
+        max_bytes=i32(50 << 20), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=TopicName(EMPTY_TOPIC), partitions=(FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), log_start_offset=i64(-1),
+            partition_max_bytes=i32(1 << 20)),)),), forgotten_topics_data=(), rack_id=""), correlation_id)
+
+
+def test_a_hostile_pipeliner_gets_only_a_few_requests_taken_in(start_brokers: StartBrokers,
+                                                                start_controller: StartController,
+                                                                wait_until: WaitUntil) -> None:
+    """Kafka mutes a connection while one of its requests is handled: a client cannot make the broker hold more
+    than it allows (64 pipelined long-poll Fetches took a broker from 74 MB to 459 MB). Here a connection's
+    requests are read ahead only up to MAX_QUEUED_REQUESTS (and MAX_QUEUED_REQUEST_BYTES of frames); the rest
+    wait in the socket, unread, until answers go out."""
+    metrics_port = free_port()
+    cluster = start_kafka_cluster(start_brokers, start_controller, broker_ids=(1,),
+                                  overrides={"metrics.port": str(metrics_port)})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(EMPTY_TOPIC, 1, 1)], operation_timeout=30)[EMPTY_TOPIC].result(timeout=60)
+    b = broker(cluster)
+
+    def waiting_fetches() -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith('kafka_server_DelayedOperationPurgatory_NumDelayedOperations{'
+                                   'delayedOperation="Fetch"}'):
+                    return float(line.rsplit(" ", 1)[1])
+        raise AssertionError("no Fetch purgatory gauge")
+
+    with WireConnection(b.kafka_address) as pipeliner:
+        pipeliner.send(b"".join(long_poll_fetch_request(i) for i in range(64)))
+        wait_until(lambda: waiting_fetches() >= MAX_QUEUED_REQUESTS, message="the first fetches are parked")
+        # Everything the broker would read is in its socket already: more round trips give it every chance to.
+        for _ in range(20):
+            assert_serves(b.kafka_address)
+        assert waiting_fetches() == MAX_QUEUED_REQUESTS
+    assert_serves(b.kafka_address)
 
 
 def _answers(conn: WireConnection) -> bool:
