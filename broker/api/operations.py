@@ -35,6 +35,7 @@ from broker.admin.controller_channel import ControllerChannel, ElectionResults
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.admin.producer_id_manager import ProducerIdManager
 from broker.admin.scram_admin import Deletion, DescribeResult, Upsertion, UserResult, UserScramAdmin
+from broker.api.handler_pools import HandlerPools
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
@@ -104,26 +105,18 @@ class TopicsMetadata:
     topics: list[tuple[str, ErrorCode, TopicMetadata | None]]  # requested order; metadata None when unknown
 
 
-async def zookeeper_bound(call: Callable[[], T], timeout_ms: float) -> T:
-    """`call` in a worker thread, waited for no longer than the request may wait. During a ZooKeeper outage the
-    call retries until reconnected; the client gets KafkaError(REQUEST_TIMED_OUT) at its timeout instead of a
-    wait as long as the outage (the call may still complete afterwards, as a timed-out Kafka request may)."""
-    try:
-        return await asyncio.wait_for(asyncio.to_thread(call), max(timeout_ms, 0) / 1000)
-    except TimeoutError:
-        raise KafkaError(f"ZooKeeper did not answer within the request's timeout ({timeout_ms:.0f} ms)",
-                         ErrorCode.REQUEST_TIMED_OUT) from None
-
-
 class BrokerOperations:
     def __init__(self, config: KafkaConfig, *, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  admin_manager: AdminManager, producer_ids: ProducerIdManager,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics],
                  loop: asyncio.AbstractEventLoop, config_admin: ConfigAdmin | None = None,
                  acl_store: ZkAclStore | None = None, scram_admin: UserScramAdmin | None = None,
-                 controller_channel: ControllerChannel | None = None) -> None:
+                 controller_channel: ControllerChannel | None = None,
+                 pools: HandlerPools | None = None) -> None:
         self.config = config
         self.controller_channel = controller_channel
+        # Where ZooKeeper calls and disk work of requests run (broker/api/handler_pools.py).
+        self.pools = pools or HandlerPools(config.zookeeper_max_in_flight_requests, config.num_io_threads)
         self.config_admin = config_admin
         self.scram_admin = scram_admin
         # None: no authorizer.class.name, nothing is checked (and the ACL APIs answer SECURITY_DISABLED).
@@ -315,7 +308,7 @@ class BrokerOperations:
         if offsets:
             completion: Completion[dict[TopicPartition, DeleteRecordsPartitionStatus]] = self.completion()
             # Off the event loop: the leader writes its log-start-offset-checkpoint (an fsync) before waiting.
-            await asyncio.to_thread(self.replica_manager.delete_records, timeout_ms, offsets, completion)
+            await self.pools.disk(self.replica_manager.delete_records, timeout_ms, offsets, completion)
             for tp, status in (await completion.future).items():
                 answers[tp] = (status.low_watermark, status.error)
         return answers
@@ -335,8 +328,8 @@ class BrokerOperations:
             partitions = [TopicPartition(topic, index) for topic in sorted(cache.get_all_topics())
                           for index in range(cache.partition_count(topic))]
         assert self.controller_channel is not None, "the broker gives its operations a ControllerChannel"
-        results = await asyncio.to_thread(self.controller_channel.elect_leaders, election_type, list(partitions),
-                                          timeout_ms)
+        results = await self.pools.zookeeper(self.controller_channel.elect_leaders, election_type, list(partitions),
+                                             timeout_ms)
         return ErrorCode.NONE, results
 
     # ------------------------------------------------------------------ DescribeLogDirs
@@ -347,7 +340,7 @@ class BrokerOperations:
         dirs; None asks for every replica this broker has a log of."""
         if not self.authorize_cluster(session, AclOperation.DESCRIBE):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, []
-        return ErrorCode.NONE, await asyncio.to_thread(
+        return ErrorCode.NONE, await self.pools.disk(
             self.replica_manager.describe_log_dirs, None if partitions is None else set(partitions))
 
     # ------------------------------------------------------------------ Metadata
@@ -388,8 +381,8 @@ class BrokerOperations:
             to_create = [name for name in to_create if name in creatable]
         if to_create:
             try:
-                created = await zookeeper_bound(lambda: [self._admin_manager.auto_create_topic(t) for t in to_create],
-                                                self._timeout_ms(timeout_ms))
+                created = await self.pools.zookeeper_bound(
+                    lambda: [self._admin_manager.auto_create_topic(t) for t in to_create], self._timeout_ms(timeout_ms))
             except KafkaError as e:
                 created = [e.code] * len(to_create)
             unknown.update(zip(to_create, created))
@@ -430,13 +423,12 @@ class BrokerOperations:
                 *(CreateTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
                   for name in repeated)]
 
-    @staticmethod
-    async def _authorized_admin(call: Callable[[list[T], bool], list[CreateTopicResult]], requests: list[T],
+    async def _authorized_admin(self, call: Callable[[list[T], bool], list[CreateTopicResult]], requests: list[T],
                                 names: Sequence[str], allowed: set[str], validate_only: bool
                                 ) -> list[CreateTopicResult]:
         """`call` on the authorized requests; every name's result in request order, TOPIC_AUTHORIZATION_FAILED
         for the others."""
-        done = iter(await asyncio.to_thread(call, requests, validate_only) if requests else [])
+        done = iter(await self.pools.zookeeper(call, requests, validate_only) if requests else [])
         return [next(done) if name in allowed else CreateTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                                      "Authorization failed.")
                 for name in names]
@@ -456,7 +448,7 @@ class BrokerOperations:
         TOPIC_AUTHORIZATION_FAILED whether or not it exists, one it may describe but that does not exist
         UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleDeleteTopicsRequest's order)."""
         if self.authorizer is None:
-            return await asyncio.to_thread(self._admin_manager.delete_topics, list(names))
+            return await self.pools.zookeeper(self._admin_manager.delete_topics, list(names))
         describable = self.authorized_topics(session, AclOperation.DESCRIBE, names)
         deletable = self.authorized_topics(session, AclOperation.DELETE, names)
         refused: dict[str, DeleteTopicResult] = {}
@@ -464,7 +456,7 @@ class BrokerOperations:
             if name not in describable or (self.metadata_cache.contains_topic(name) and name not in deletable):
                 refused[name] = DeleteTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         allowed = [name for name in names if name not in refused]
-        done = iter(await asyncio.to_thread(self._admin_manager.delete_topics, allowed) if allowed else [])
+        done = iter(await self.pools.zookeeper(self._admin_manager.delete_topics, allowed) if allowed else [])
         return [refused[name] if name in refused else next(done) for name in names]
 
     # ------------------------------------------------------------------ InitProducerId
@@ -482,7 +474,8 @@ class BrokerOperations:
                 or self.authorizer.authorize_by_resource_type(session, AclOperation.WRITE, ResourceType.TOPIC)):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
         try:
-            producer_id = await zookeeper_bound(self._producer_ids.generate_producer_id, self._timeout_ms(timeout_ms))
+            producer_id = await self.pools.zookeeper_bound(self._producer_ids.generate_producer_id,
+                                                           self._timeout_ms(timeout_ms))
         except KafkaError as e:
             return e.code, -1, -1
         except Exception:
@@ -510,7 +503,7 @@ class BrokerOperations:
                                ) -> list[DescribeConfigsResult]:
         refusals = [self._config_refusal(session, AclOperation.DESCRIBE_CONFIGS, t, n) for t, n, _ in resources]
         allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
-        done = iter(await asyncio.to_thread(self._config_admin().describe_configs, allowed) if allowed else [])
+        done = iter(await self.pools.zookeeper(self._config_admin().describe_configs, allowed) if allowed else [])
         return [next(done) if refusal is None else DescribeConfigsResult(t, n, refusal, "Authorization failed.")
                 for (t, n, _), refusal in zip(resources, refusals)]
 
@@ -522,7 +515,7 @@ class BrokerOperations:
         call = admin.incremental_alter_configs if incremental else admin.alter_configs
         refusals = [self._config_refusal(session, AclOperation.ALTER_CONFIGS, t, n) for t, n, _ in resources]
         allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
-        done = iter(await asyncio.to_thread(call, allowed, validate_only) if allowed else [])
+        done = iter(await self.pools.zookeeper(call, allowed, validate_only) if allowed else [])
         return [next(done) if refusal is None else AlterConfigsResult(t, n, refusal, "Authorization failed.")
                 for (t, n, _), refusal in zip(resources, refusals)]
 
@@ -548,12 +541,12 @@ class BrokerOperations:
 
     async def create_acls(self, session: Session, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         store = self._acl_store(session, AclOperation.ALTER)
-        return await asyncio.to_thread(store.create_acls, list(bindings))
+        return await self.pools.zookeeper(store.create_acls, list(bindings))
 
     async def delete_acls(self, session: Session, filters: Sequence[AclBindingFilter]
                           ) -> list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]:
         store = self._acl_store(session, AclOperation.ALTER)
-        return await asyncio.to_thread(store.delete_acls, list(filters))
+        return await self.pools.zookeeper(store.delete_acls, list(filters))
 
     # ------------------------------------------------------------------ Describe/AlterUserScramCredentials
 
@@ -568,7 +561,7 @@ class BrokerOperations:
             # Kafka's error response also repeats the code once per user asked, naming none of them.
             refused = UserResult("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             return DescribeResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[refused] * len(users or ()))
-        return await asyncio.to_thread(self._scram_admin().describe, users)
+        return await self.pools.zookeeper(self._scram_admin().describe, users)
 
     async def alter_user_scram_credentials(self, session: Session, upsertions: Sequence[Upsertion],
                                            deletions: Sequence[Deletion]) -> list[UserResult]:
@@ -579,7 +572,7 @@ class BrokerOperations:
         if not self.authorize_cluster(session, AclOperation.ALTER):
             return [UserResult(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for user in users]
         try:
-            return await asyncio.to_thread(self._scram_admin().alter, upsertions, deletions)
+            return await self.pools.zookeeper(self._scram_admin().alter, upsertions, deletions)
         except Exception:
             logger.exception("Error encountered while altering user SCRAM credentials")
             return [UserResult(user, ErrorCode.UNKNOWN_SERVER_ERROR) for user in users]

@@ -81,6 +81,10 @@ class KafkaConfig:
     zookeeper_set_acl: bool = define(
         Type.BOOLEAN, False, "Create znodes with ACLs: only the cluster's ZooKeeper user may change them (zk/acl.py)"
     )
+    zookeeper_max_in_flight_requests: int = define(
+        Type.INT, 10, "The maximum number of unacknowledged requests the client will send to ZooKeeper before"
+        " blocking: here the threads that run requests' ZooKeeper calls", at_least(1)
+    )
     java_security_auth_login_config: str | None = define(
         Type.STRING, None, "JAAS login file whose Client section (DigestLoginModule username, password) is the"
         " ZooKeeper identity: Kafka's system property of this name"
@@ -105,6 +109,10 @@ class KafkaConfig:
     request_timeout_ms: int = define(Type.INT, 30000, "Timeout of requests this broker sends", at_least(0))
     background_threads: int = define(
         Type.INT, 10, "The number of threads to use for various background processing tasks", at_least(1)
+    )
+    num_io_threads: int = define(
+        Type.INT, 8, "The number of threads that the server uses for processing requests, which may include disk"
+        " I/O: here the threads that read log data for requests off the event loop", at_least(1)
     )
 
     # Listeners

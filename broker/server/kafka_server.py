@@ -54,6 +54,7 @@ from broker.admin.producer_id_manager import ProducerIdManager
 from broker.admin.scram_admin import UserScramAdmin
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_apis import KafkaApis
+from broker.api.handler_pools import HandlerPools
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
@@ -168,6 +169,8 @@ class KafkaServer:
         self._password_checks = ThreadPoolExecutor(_PASSWORD_CHECK_THREADS, thread_name_prefix="grpc-password-check")
         # One thread: LeaderAndIsr and StopReplica are applied in the order they arrived (grpc_apis.py).
         self._controller_requests = ThreadPoolExecutor(1, thread_name_prefix="controller-request-handler")
+        # Requests' ZooKeeper calls and disk work, each on threads of their own (handler_pools.py).
+        self._pools = HandlerPools(config.zookeeper_max_in_flight_requests, config.num_io_threads)
         self._kafka_listeners: list[KafkaListener] = []
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: KafkaScheduler | None = None
@@ -263,7 +266,8 @@ class KafkaServer:
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
-            scram_admin=UserScramAdmin(zk), controller_channel=ControllerChannel(zk, inter_broker_security(config)))
+            scram_admin=UserScramAdmin(zk), controller_channel=ControllerChannel(zk, inter_broker_security(config)),
+            pools=self._pools)
         groups = GroupOperations(group_coordinator, operations)
         apis = functools.partial(
             KafkaApis,
@@ -301,10 +305,10 @@ class KafkaServer:
                           retention_ms=config.offsets_retention_minutes * 60 * 1000,
                           metadata_max_bytes=config.offset_metadata_max_bytes,
                           load_buffer_size=config.offsets_load_buffer_size),
-            storage.append, self._time_ms, storage.read_log)
+            storage.append, self._time_ms, storage.read_log, load_executor=self._pools.disk_executor)
         offsets_topic = OffsetsTopic(metadata_cache, config.offsets_topic_num_partitions,
                                      config.offsets_topic_replication_factor, config.offsets_topic_segment_bytes,
-                                     admin_manager.create_topics)
+                                     admin_manager.create_topics, self._pools.zookeeper_executor)
         coordinator = GroupCoordinator(
             self.broker_id,
             GroupConfig(min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -547,6 +551,7 @@ class KafkaServer:
             await asyncio.to_thread(self._log_dir_failure_handler.shutdown)
         # Every gRPC server has stopped: no controller request is coming; let the one being applied finish.
         await asyncio.to_thread(self._controller_requests.shutdown)
+        await asyncio.to_thread(self._pools.shutdown)
         if self._replica_manager is not None:
             await asyncio.to_thread(self._replica_manager.shutdown)
         if self._log_manager is not None:

@@ -270,10 +270,12 @@ class KafkaConnection:
 
     async def _write_slice(self, records: FileSlice) -> None:
         """The slice's bytes through the transport (TLS): positional reads, so concurrent fetches of one segment
-        never disturb each other, off the event loop in case the bytes are not in the page cache."""
+        never disturb each other, off the event loop (on a disk thread: never behind ZooKeeper calls) in case the bytes
+        are not in the page cache."""
         position, remaining = records.position, records.size
         while remaining:
-            chunk = await asyncio.to_thread(os.pread, records.fd, min(remaining, TLS_READ_CHUNK), position)
+            chunk = await self._context.operations.pools.disk(os.pread, records.fd, min(remaining, TLS_READ_CHUNK),
+                                                              position)
             if not chunk:
                 raise ConnectionError(f"segment {records.file.path} truncated during a fetch response"
                                       f" ({records.size - remaining} of {records.size} bytes sent)")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from broker.coordinator.group import records
@@ -97,8 +98,11 @@ class LoadedPartition:
 
 class GroupMetadataManager:
     def __init__(self, broker_id: int, config: OffsetsConfig, append: Append, time_ms: Callable[[], int],
-                 read_log: Callable[[TopicPartition, int], LoadedPartition]) -> None:
+                 read_log: Callable[[TopicPartition, int], LoadedPartition],
+                 load_executor: Executor | None = None) -> None:
         self.broker_id = broker_id
+        # Where a partition's log is read (the broker's disk threads; None: the loop's default executor).
+        self._load_executor = load_executor
         self.config = config
         self._append = append
         self._time_ms = time_ms
@@ -273,7 +277,8 @@ class GroupMetadataManager:
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
         start = self._time_ms()
         try:
-            loaded = await asyncio.to_thread(self._read_log, tp, self.config.load_buffer_size)
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                self._load_executor, self._read_log, tp, self.config.load_buffer_size)
         except Exception:
             logger.exception("Error loading offsets from %s", tp)
             self.loading_partitions.discard(partition)

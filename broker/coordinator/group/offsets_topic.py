@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 
 from broker.admin.admin_manager import CreateTopicResult, NewTopic
 from broker.config.metadata_cache import MetadataCache
@@ -21,8 +22,10 @@ logger = logging.getLogger(__name__)
 class OffsetsTopic:
     def __init__(self, metadata_cache: MetadataCache, num_partitions: int, replication_factor: int,
                  segment_bytes: int, create_topics: Callable[[Sequence[NewTopic], bool], list[CreateTopicResult]],
-                 ) -> None:
+                 zookeeper_executor: Executor | None = None) -> None:
         self._metadata_cache = metadata_cache
+        # Where the topic is created in ZooKeeper (the broker's ZooKeeper threads; None: the default executor).
+        self._zookeeper_executor = zookeeper_executor
         self._num_partitions = num_partitions
         self._replication_factor = replication_factor
         self._segment_bytes = segment_bytes
@@ -47,7 +50,8 @@ class OffsetsTopic:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         topic = NewTopic(GROUP_METADATA_TOPIC_NAME, self._num_partitions, self._replication_factor, [],
                          self.configs())
-        result = (await asyncio.to_thread(self._create_topics, [topic], False))[0]
+        result = (await asyncio.get_running_loop().run_in_executor(
+            self._zookeeper_executor, self._create_topics, [topic], False))[0]
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             logger.error("Creating %s failed: %s %s", GROUP_METADATA_TOPIC_NAME, result.error.name, result.message)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -5,7 +5,10 @@ the whole module (tests/integration/secure_cluster.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -23,17 +26,19 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AclOperation, AdminClient
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import KafkaError as KpKafkaError
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.metadata.v8.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+from kio.static.primitive import i8
 
 from broker.api.kafka.api_table import API_TABLE
 from tests.integration.kafka_wire import RAW_BYTES, WireConnection, encode_request, frames_from_schemas
@@ -410,3 +415,64 @@ def test_fuzz_sasl_and_tls_paths(secure: SecureBroker) -> None:
     assert secure.broker.popen.poll() is None
     assert _can_log_in(secure, SCRAM_USER, SCRAM_PASSWORD)
     assert "Traceback" not in secure.log()
+
+
+def test_a_sasl_ssl_consumer_reads_while_zookeeper_is_paused_under_describe_configs(
+        secure: SecureBroker, zookeeper: LocalZooKeeper) -> None:
+    """Requests that need no ZooKeeper never wait for it: ZooKeeper calls have their own threads
+    (zookeeper.max.in.flight.requests) and TLS fetch reads theirs (num.io.threads), as Kafka's network threads
+    never wait on ZooKeeper. With ZooKeeper paused and 40 DescribeConfigs waiting on it (more than the loop's
+    default executor holds on any machine), a SASL_SSL consumer read 0 of 2,000 records in 12 s: their reads
+    queued behind the ZooKeeper calls."""
+    topic, count = "zk-paused", 2000
+    plaintext = {"bootstrap.servers": secure.address("PLAINTEXT")}
+    admin = AdminClient(plaintext)
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(timeout=60)
+    producer = Producer({**plaintext, "acks": "all"})
+    for i in range(count):  # 1 KiB each: fetch responses over SENDFILE_MIN_BYTES, read off the loop under TLS
+        producer.produce(topic, (b"%d" % i).ljust(1024, b"x"), partition=0)
+    assert producer.flush(30) == 0
+    config = {**confluent_config(secure, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD), "group.id": "zk-paused",
+              "enable.auto.commit": False}
+    # The group's coordinator first (it creates __consumer_offsets in ZooKeeper): the consumer asks for it on the
+    # connection it fetches on, and an answer waiting on ZooKeeper would hold the fetches behind it.
+    consumer = Consumer(config)
+    consumer.committed([TopicPartition(topic, 0)], timeout=30)
+    consumer.close()
+    describe = encode_request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=i8(2), resource_name=topic, configuration_keys=None),), include_synonyms=False), 1)
+    zk_pid = zookeeper.pid
+    assert zk_pid is not None
+    waiting = [WireConnection(secure.address("PLAINTEXT")) for _ in range(40)]
+    os.kill(zk_pid, signal.SIGSTOP)
+    try:
+        for conn in waiting:
+            conn.send(describe)
+        consumer = Consumer(config)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got = 0
+        deadline = time.monotonic() + 10  # well inside the ZooKeeper sessions' 18 s
+        while got < count and time.monotonic() < deadline:
+            got += sum(m.error() is None for m in consumer.consume(500, timeout=0.5))
+        consumer.close()
+        still_waiting = sum(_unanswered(conn) for conn in waiting)
+    finally:
+        os.kill(zk_pid, signal.SIGCONT)
+    for conn in waiting:
+        conn.close()
+    assert still_waiting == len(waiting), "the DescribeConfigs did not wait on ZooKeeper all along"
+    assert got == count, f"the SASL_SSL consumer read {got} of {count} records while ZooKeeper was paused"
+
+
+def _unanswered(conn: WireConnection) -> bool:
+    """Nothing came back on the connection yet, neither an answer nor a close."""
+    conn.sock.setblocking(False)
+    try:
+        conn.sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except ConnectionError:
+        return False
+    finally:
+        conn.sock.setblocking(True)
+    return False

@@ -468,11 +468,12 @@ def test_unknown_keys_of_a_server_properties_are_listed_not_fatal(tmp_path: Path
     path.write_text("broker.id=0\nzookeeper.connect=localhost:2181\nnum.network.threads=3\n"
                     "min.insync.replica=2\nsocket.send.buffer.bytes=102400\n")
     unused: list[str] = []
-    config = KafkaConfig.from_properties(path, ["num.io.threads=8"], unused)
+    config = KafkaConfig.from_properties(path, ["queued.max.requests=500"], unused)
     assert config.broker_id == 0
-    assert unused == ["num.network.threads", "min.insync.replica", "socket.send.buffer.bytes", "num.io.threads"]
+    assert unused == ["num.network.threads", "min.insync.replica", "socket.send.buffer.bytes", "queued.max.requests"]
     assert unused_configs_warning(unused) == (
-        "These configurations '[num.network.threads, min.insync.replica, socket.send.buffer.bytes, num.io.threads]'"
-        " were supplied but are not used yet. (min.insync.replica: did you mean min.insync.replicas?)")
+        "These configurations '[num.network.threads, min.insync.replica, socket.send.buffer.bytes,"
+        " queued.max.requests]' were supplied but are not used yet."
+        " (min.insync.replica: did you mean min.insync.replicas?)")
     with pytest.raises(ConfigError, match=r"num\.network\.threads"):
         KafkaConfig.from_properties(path)
