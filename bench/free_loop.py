@@ -165,19 +165,19 @@ def pipeliner(address: str, pid: int, metrics_port: int, topic: str, count: int,
         topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
             partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), log_start_offset=i64(-1),
             partition_max_bytes=i32(50 * MB)),)),), forgotten_topics_data=(), rack_id="")
-    before = rss_mb(pid)
+    before, parked_before = rss_mb(pid), waiting_fetches(metrics_port)
     host, port = address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=60)
     try:
         sock.sendall(b"".join(encode_request(fetch, i) for i in range(count)))
         time.sleep(3)
         after = rss_mb(pid)
-        parked = waiting_fetches(metrics_port)
+        parked = waiting_fetches(metrics_port) - parked_before
     finally:
         sock.close()
     print(f"\nhostile pipeliner: {count} {what} pipelined on one connection, nothing read")
     print(f"  broker VmRSS before {before:.0f} MB, with them in flight {after:.0f} MB ({after - before:+.0f} MB);"
-          f" fetches parked in the broker's purgatory: {parked}")
+          f" fetches it parked in the broker's purgatory: {parked}")
 
 
 def summary(probe: Probe, phases: list[str]) -> None:
