@@ -9,8 +9,9 @@ trip, through these phases in turn (issue 24's done-when: under 100 ms through a
 - idle: nothing else happens;
 - create topic: a `--partitions`-partition topic is created (the broker creates the logs and writes their
   leader-epoch checkpoints: LeaderAndIsr);
-- produce + roll: a producer (confluent-kafka, acks=1) writes 1 KiB records as fast as it can to a topic with
-  segment.bytes=1 MiB, so segments roll under load (the roll's fsyncs);
+- produce + roll: a producer (confluent-kafka, acks=1) writes 1 KiB records at `--produce-mb-per-s` (8 MiB/s by
+  default; 0: as fast as it can, which on a small machine measures the loop's produce work more than the rolls)
+  to a topic with segment.bytes=1 MiB, so segments roll several times a second (the roll's fsyncs);
 - ZooKeeper paused: ZooKeeper is stopped (SIGSTOP) while eight DescribeConfigs requests wait on it (their
   answers come once it is resumed);
 
@@ -105,18 +106,25 @@ def create_topic(admin: AdminClient, name: str, partitions: int, **configs: str)
         future.result()
 
 
-def produce_for(bootstrap: str, topic: str, seconds: float) -> Callable[[], None]:
+def produce_for(bootstrap: str, topic: str, seconds: float, mb_per_s: float) -> Callable[[], None]:
+    """1 KiB records at `mb_per_s` (0: as fast as the producer can) for `seconds`."""
     def work() -> None:
         producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
         value = os.urandom(1024)
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        began = time.monotonic()
+        sent = 0
+        while (elapsed := time.monotonic() - began) < seconds:
+            if mb_per_s and sent > mb_per_s * MB * elapsed:
+                producer.poll(0.001)
+                continue
             try:
                 producer.produce(topic, value)
+                sent += len(value)
             except BufferError:
                 producer.poll(0.01)
             producer.poll(0)
         producer.flush(30)
+        print(f"(produced {sent / MB:.0f} MiB in {time.monotonic() - began:.1f} s)")
 
     return work
 
@@ -196,6 +204,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--pipelined", type=int, default=64)
+    parser.add_argument("--produce-mb-per-s", type=float, default=8.0,
+                        help="the producer's rate in the roll phase (0: as fast as it can)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="minibroker-free-loop-"))
     cluster = LocalCluster(data_dir)
@@ -213,7 +223,7 @@ def main() -> None:
         phases = ["idle", f"create topic ({args.partitions}p)", "produce + roll", "ZooKeeper paused"]
         during(probe, phases[0], lambda: None, args.seconds)
         during(probe, phases[1], lambda: create_topic(admin, "wide", args.partitions), args.seconds)
-        during(probe, phases[2], produce_for(bootstrap, "rolling", args.seconds), args.seconds)
+        during(probe, phases[2], produce_for(bootstrap, "rolling", args.seconds, args.produce_mb_per_s), args.seconds)
         during(probe, phases[3], zookeeper_paused(cluster, bootstrap, args.seconds), args.seconds)
         probe.stop()
         summary(probe, phases)
