@@ -19,4 +19,8 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   audit_bench.py         the Spark audit against plain Python reading the same files
   console_cost.py        what an open web console costs the brokers (requests/s, CPU)
   recompression_bench.py a topic's compression.type: the leader's recompression against storing batches as sent
+  free_loop.py           a Kafka connection's round trip while a wide topic is created, segments roll and
+                         ZooKeeper is paused; a hostile pipeliner's cost
+  roll_append.py         what a segment roll costs the append that causes it
+  producer_expiry.py     what idle producer ids cost and what the expiration check gives back
 """

@@ -52,7 +52,7 @@ from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.types import BrokerId, TopicName  # noqa: E402
 from kio.static.primitive import i8, i32, i32Timedelta, i64  # noqa: E402
 
-from minibroker.local.cluster import LocalCluster  # noqa: E402
+from local_cluster.cluster import LocalCluster  # noqa: E402
 from tests.integration.kafka_wire import WireConnection, encode_request  # noqa: E402
 from zk.server import free_port  # noqa: E402
 
