@@ -65,7 +65,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                  authenticator: GrpcAuthenticator, controller_requests: Executor) -> None:
         self._config = config
         # LeaderAndIsr and StopReplica create, fsync and delete logs: they run here, one at a time in arrival
-        # order (Kafka's request handler threads, a controller's requests in its connection's order).
+        # order (Kafka's request handler threads, a controller's requests in its connection's order), and so
+        # does UpdateMetadata, which must not tell clients of a leader before its LeaderAndIsr was applied.
         self._controller_requests = controller_requests
         # The listener these APIs are served on: Metadata describes the brokers as reached on it.
         self._listener_name = listener_name
@@ -382,8 +383,10 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                        b.rack if b.HasField("rack") else None)
             for b in request.live_brokers
         ]
-        error = self._replica_manager.maybe_update_metadata_cache(
-            request.controller_id, request.controller_epoch, states, brokers)
+        # Behind the LeaderAndIsr requests that came before it: a client told a broker leads must find it leading.
+        error = await asyncio.get_running_loop().run_in_executor(
+            self._controller_requests, self._replica_manager.maybe_update_metadata_cache, request.controller_id,
+            request.controller_epoch, states, brokers)
         if error is ErrorCode.NONE:
             for topic in {tp.topic for tp, _ in states}:
                 self._topic_purgatory.check_and_complete(topic)

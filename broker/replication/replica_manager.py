@@ -23,10 +23,11 @@ server/ReplicaManager.scala).
 
 Requests run in the caller's thread without I/O other than the logs'; the
 gRPC adapter (broker/api/grpc_apis.py) turns requests into these calls. LeaderAndIsr
-and StopReplica create, fsync and delete files, so the adapter runs them on a
-worker thread (Kafka's request handler threads: the network threads never wait on
-disk); `_replica_state_change_lock` (Kafka's replicaStateChangeLock) applies them,
-and a log dir failure, one at a time. ISR writes go
+and StopReplica create, fsync and delete files, so the adapter runs them, and the
+UpdateMetadata that follows them, on one worker thread in arrival order (Kafka's
+request handler threads: the network threads never wait on disk);
+`_replica_state_change_lock` (Kafka's replicaStateChangeLock) applies them, and a
+log dir failure, one at a time. ISR writes go
 to ZooKeeper, so an expansion found on the request path is done on the
 `isr_update_executor`, and shrinking runs on the scheduler's worker thread.
 Answers go to callbacks, which may run inside the call (the common case) or
@@ -389,6 +390,12 @@ class ReplicaManager:
     def maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
                                     partition_states: Iterable[tuple[TopicPartition, UpdateMetadataPartitionState]],
                                     live_brokers: Iterable[LiveBroker]) -> ErrorCode:
+        with self._replica_state_change_lock:
+            return self._maybe_update_metadata_cache(controller_id, controller_epoch, partition_states, live_brokers)
+
+    def _maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
+                                     partition_states: Iterable[tuple[TopicPartition, UpdateMetadataPartitionState]],
+                                     live_brokers: Iterable[LiveBroker]) -> ErrorCode:
         if controller_epoch < self.controller_epoch:
             state_change_logger.warning(
                 "Ignoring UpdateMetadata request from controller %d with epoch %d since its controller epoch is"

@@ -62,6 +62,10 @@ class BlockingReplicaManager:
     def stop_replicas(self, *_: Any) -> ControllerResponse:
         return self._apply("StopReplica")
 
+    def maybe_update_metadata_cache(self, *_: Any) -> ErrorCode:
+        self.applied.append(("UpdateMetadata", threading.get_ident(), True))
+        return ErrorCode.NONE
+
 
 class Zk:
     def get_topic_config(self, topic: str) -> dict[str, str]:
@@ -73,8 +77,10 @@ class TopicConfigs:
         return None
 
 
-def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaManager) -> tuple[Any, int]:
-    """Send the request, answer the probe on the loop once the request is being applied; (response, loop thread)."""
+def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaManager,
+        then: Callable[[KafkaApis], Awaitable[Any]] | None = None) -> tuple[Any, int]:
+    """Send the request, answer the probe on the loop once the request is being applied; (response, loop thread).
+    With `then`, that request is sent while the first is being applied, before the probe is answered."""
     async def scenario() -> tuple[Any, int]:
         config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1"})
         operations = BrokerOperations(config, replica_manager=manager, metadata_cache=None,  # type: ignore[arg-type]
@@ -90,8 +96,15 @@ def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaMan
             deadline = asyncio.get_running_loop().time() + 2 * PROBE_WAIT_S
             while not manager.entered.is_set() and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.001)
+            if then is not None:
+                second = asyncio.create_task(then(apis))  # type: ignore[arg-type]
+                for _ in range(10):
+                    await asyncio.sleep(0)  # every chance to be applied, were it not queued behind the first
             manager.probe_answered.set()  # the probe: the loop ran while the request was being applied
-            return await request, threading.get_ident()
+            response = await request
+            if then is not None:
+                await second
+            return response, threading.get_ident()
 
     return asyncio.run(scenario())
 
@@ -119,3 +132,17 @@ def test_stop_replica_is_applied_on_a_handler_thread_while_the_loop_serves() -> 
     assert name == "StopReplica"
     assert thread != loop_thread, "StopReplica was applied on the event loop"
     assert answered, "the loop could not answer a probe while StopReplica was applied"
+
+
+def test_update_metadata_is_applied_after_the_leader_and_isr_before_it() -> None:
+    """Kafka applies a controller's requests in the order its connection carried them: an UpdateMetadata that
+    names this broker leader must not reach clients before the LeaderAndIsr that made it one was applied (a
+    produce would get UNKNOWN_TOPIC_OR_PARTITION from the leader the metadata named)."""
+    manager = BlockingReplicaManager()
+    leader_and_isr = pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, partition_states=[
+        pb.LeaderAndIsrPartitionState(topic_name="t", partition_index=0, controller_epoch=1, leader=1,
+                                      leader_epoch=0, isr=[1], replicas=[1], is_new=True)])
+    update_metadata = pb.UpdateMetadataRequest(controller_id=0, controller_epoch=1)
+    run(lambda apis: apis.LeaderAndIsr(leader_and_isr, Context()), manager,  # type: ignore[arg-type]
+        then=lambda apis: apis.UpdateMetadata(update_metadata, Context()))  # type: ignore[arg-type]
+    assert [name for name, _, _ in manager.applied] == ["LeaderAndIsr", "UpdateMetadata"]
