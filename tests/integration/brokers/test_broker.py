@@ -563,7 +563,18 @@ def test_with_the_real_controller(start_broker: StartBroker, connect: Callable[.
     assert sorted(leaders) == [0, 1, 2, 3] and set(leaders.values()) <= {1, 2}
     for partition, leader in leaders.items():
         client = c1 if leader == 1 else c2
-        assert client.produce(batch(f"p{partition}"), topic="events", partition=partition).base_offset == 0
+        # Broker 1's metadata may run ahead of broker 2's LeaderAndIsr (the controller sends each its own, and a
+        # broker applies them off its event loop): as in Kafka, the leader answers UNKNOWN_TOPIC_OR_PARTITION, a
+        # retriable error, until it has applied it.
+        answers: list[pb.ProduceResponse] = []
+
+        def produced(client: BrokerClient = client, partition: int = partition,
+                     answers: list[pb.ProduceResponse] = answers) -> bool:
+            answers.append(client.produce(batch(f"p{partition}"), topic="events", partition=partition))
+            return answers[-1].error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+        wait_until(produced, message=f"events-{partition}'s leader to apply its LeaderAndIsr")
+        assert answers[-1].base_offset == 0
         assert values(client.read_all("events", partition)) == [f"p{partition}".encode()]
 
     # Committed offsets live with the group's coordinator, the leader of its __consumer_offsets partition (made
