@@ -306,26 +306,33 @@ class Cleaner:
         if keeps_tombstones and horizon is None:
             horizon = retention.now + retention.delete_retention_ms
         rebuilt = _rebuild(header, kept, horizon if keeps_tombstones else None)
-        return header._replace(record_count=len(kept), last_offset_delta=kept[-1][2] - header.base_offset), rebuilt
-
+        # The kept records' max timestamp, as the rebuilt batch says: the cleaned segment's time index is built
+        # from it (Kafka's filterTo returns the retained maxTimestamp), not from a record the cleaner dropped.
+        return header._replace(record_count=len(kept), last_offset_delta=kept[-1][2] - header.base_offset,
+                               max_timestamp=_max_timestamp(header, kept)), rebuilt
 
 
 def _rebuild(header: BatchHeader, kept: list[tuple], delete_horizon: int | None) -> bytes:
     """A RecordBatch v2 of the kept records at their original offsets, with the original batch's fields."""
-    log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
     base_timestamp = delete_horizon if delete_horizon is not None else kept[0][3]
     body = bytearray()
     for record in kept:
         encode_record(body, record[2] - header.base_offset, record[3] - base_timestamp, record[5], record[6],
                       record[7])
-    max_timestamp = header.max_timestamp if log_append_time else max(record[3] for record in kept)
     return assemble_batch(
-        body, len(kept), base_timestamp, max_timestamp, base_offset=header.base_offset,
+        body, len(kept), base_timestamp, _max_timestamp(header, kept), base_offset=header.base_offset,
         compression=header.compression, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
         timestamp_type=header.timestamp_type, is_transactional=header.is_transactional,
         last_offset_delta=kept[-1][2] - header.base_offset, has_delete_horizon=delete_horizon is not None,
     )
+
+
+def _max_timestamp(header: BatchHeader, kept: list[tuple]) -> int:
+    """A rebuilt batch's max timestamp: LogAppendTime keeps the batch's, CreateTime is the kept records' largest."""
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return header.max_timestamp
+    return max(record[3] for record in kept)
 
 
 def _group_segments_by_size(segments: list[LogSegment], max_size: int) -> list[list[LogSegment]]:

@@ -16,6 +16,7 @@ from broker.log.cleaner.manager import LogCleanerManager
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
 from broker.log.cleaner.threads import CleanerConfig, LogCleaner
 from broker.log.files import CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT, SWAP_FILE_SUFFIX
+from broker.log.index import decode_time_index
 from broker.log.log import Log, UnexpectedAppendOffsetError
 from broker.log.log_dir_failure import LogDirFailureChannel
 from common.record import ProducerRecord, build_batch, iter_batches
@@ -146,6 +147,25 @@ def test_list_offsets_by_timestamp_looks_past_segments_the_cleaner_emptied(tmp_p
     assert any(s.size == 0 for s in log.segments[:-1])  # whole segments emptied, kept at their base offsets
     found = log.fetch_offset_by_timestamp(1000)
     assert found is not None and (found.offset, found.timestamp) == (27, 1027)
+
+
+def test_a_rewritten_batch_indexes_the_max_timestamp_of_the_records_it_keeps(tmp_path: Path) -> None:
+    """Kafka's cleaner builds a cleaned segment's time index from what MemoryRecords.filterTo retained
+    (its maxTimestamp): an entry naming a dropped record's timestamp matches no batch of the cleaned log."""
+    clock = FakeClock()
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    log.append_as_leader(build_batch([ProducerRecord(b"x", b"b", timestamp=1000),
+                                      ProducerRecord(b"y", b"a", timestamp=5000)]), 0)
+    log.append_as_leader(build_batch([ProducerRecord(b"z", b"a", timestamp=3000)]), 0)
+    log.roll()
+    Cleaner(0, SkimpyOffsetMap(1 << 16), Throttler(float("inf")), clock).clean(
+        LogToClean(log, 0, log.active_segment.base_offset))
+    cleaned = log.segments[0]
+    kept = [(b.header.last_offset, b.header.max_timestamp)
+            for b in iter_batches(cleaned.log_file.path.read_bytes()[: cleaned.size], allow_gaps=True)]
+    assert kept == [(0, 1000), (2, 3000)]  # the record at 5000 (key a) was superseded by offset 2
+    entries = decode_time_index(cleaned.time_index.path.read_bytes(), cleaned.base_offset)
+    assert [(e.timestamp, e.offset) for e in entries] == [(3000, 2)]
 
 
 def test_the_log_cleaner_picks_dirty_logs_above_the_ratio_and_checkpoints_in_kafkas_format(tmp_path: Path) -> None:
