@@ -42,6 +42,12 @@ LEADER_EPOCH_CHECKPOINT_MISMATCH = "leader_epoch_checkpoint_mismatch"
 HIGH_WATERMARK_ABOVE_LOG_END = "high_watermark_above_log_end"
 REPLICA_DIVERGENCE = "replica_divergence"
 DUPLICATE_PRODUCER_BATCH = "duplicate_producer_batch"
+SEGMENT_REPLACED = "segment_replaced"
+
+# What the data source (spark_jobs/files.py's file_identity) says of a segment file's identity besides its
+# device and inode: replaced while it was read, or no file under its name.
+CHANGED_WHILE_READ = "changed while read"
+MISSING = "missing"
 
 
 class Finding(NamedTuple):
@@ -89,6 +95,8 @@ class Batch(NamedTuple):
     problem: str | None
     # Compacted partitions only: (offset, key, CRC32C of the value or None for a tombstone) per record.
     records: list[dict[str, Any]] | None = None
+    # The generation of the segment file read (spark_jobs/files.py's file_identity), None when unknown.
+    segment_id: str | None = None
 
     @property
     def whole(self) -> bool:
@@ -202,12 +210,48 @@ def _log_file(index_file: str) -> str:
     return index_file.rsplit(".", 1)[0] + LOG_FILE_SUFFIX
 
 
+def _replaced_index_files(replica: Replica) -> dict[str, str]:
+    """Index files read beside another generation of their segment than its batches were read from (a log
+    cleaner swap between the two reads of a live log dir), each with the segment's name: such an index is
+    not compared with those batches, whose mismatch would be the audit's, not the broker's.
+
+    An index's `log_id` is its `.log`'s identity while it was read; a segment whose listing held bytes but
+    gave no batch row was read as another (emptier) file by the batches' task."""
+    read_from: dict[str, set[str]] = {}
+    for batch in replica.batches:
+        if batch.segment_id is not None:
+            read_from.setdefault(batch.segment, set()).add(batch.segment_id)
+    listed = {s["file"]: s for s in replica.segments}
+    replaced = {}
+    for entry in (*replica.offset_index, *replica.time_index):
+        log_id, log_file = entry.get("log_id"), _log_file(entry["file"])
+        if log_id is None:
+            continue  # not a local file: no identity to compare
+        listing = listed.get(log_file, {})
+        batches_from = read_from.get(log_file, set())
+        if (log_id in (CHANGED_WHILE_READ, MISSING) or listing.get("id", log_id) != log_id
+                or batches_from - {log_id} or (not batches_from and listing.get("size", 0) > 0)):
+            replaced[entry["file"]] = log_file
+    return replaced
+
+
+def segment_replaced(replica: Replica) -> Iterator[Finding]:
+    """Each index the audit could not check because its segment was swapped while the log dir was read."""
+    for file, log_file in sorted(_replaced_index_files(replica).items()):
+        yield replica.finding(SEGMENT_REPLACED, f"{log_file} was replaced (a log cleaner swap) between the reads of"
+                              f" its batches and of {file}: not checked (audit a stopped cluster or a snapshot)",
+                              file)
+
+
 def offset_index(replica: Replica) -> Iterator[Finding]:
     """Every `.index` entry names a batch's start position and that batch's last offset; entries increase."""
     segments = _by_segment(replica.whole_batches)
     logs = {s["file"] for s in replica.segments}
+    replaced = _replaced_index_files(replica)
     previous: dict[str, dict[str, Any]] = {}
     for entry in sorted(replica.offset_index, key=lambda e: (e["file"], e["slot"])):
+        if entry["file"] in replaced:
+            continue
         file, offset, position = entry["file"], entry["offset"], entry["position"]
         before = previous.get(file)
         previous[file] = entry
@@ -232,8 +276,11 @@ def offset_index(replica: Replica) -> Iterator[Finding]:
 def time_index(replica: Replica) -> Iterator[Finding]:
     """Each `.timeindex` entry is the segment's largest timestamp so far and the batch that first reached it."""
     segments = _by_segment(replica.whole_batches)
+    replaced = _replaced_index_files(replica)
     previous: dict[str, dict[str, Any]] = {}
     for entry in sorted(replica.time_index, key=lambda e: (e["file"], e["slot"])):
+        if entry["file"] in replaced:
+            continue
         file, timestamp, offset = entry["file"], entry["timestamp"], entry["offset"]
         before = previous.get(file)
         previous[file] = entry
@@ -315,8 +362,8 @@ def producer_duplicates(replica: Replica) -> Iterator[Finding]:
                              f" ({earlier.segment} position {earlier.position})")
 
 
-REPLICA_CHECKS = (file_problems, batch_integrity, consecutive_offsets, offset_index, time_index, leader_epochs,
-                  high_watermark, producer_duplicates)
+REPLICA_CHECKS = (file_problems, batch_integrity, consecutive_offsets, segment_replaced, offset_index, time_index,
+                  leader_epochs, high_watermark, producer_duplicates)
 
 
 # --------------------------------------------------------------------------- across replicas

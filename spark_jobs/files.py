@@ -9,6 +9,7 @@ filesystem.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pyarrow import fs
 
 from broker.log.batch_scan import ReadAt
+from spark_jobs.checks import CHANGED_WHILE_READ, MISSING
 
 # Hadoop's names for the schemes pyarrow knows under another one.
 _SCHEME_ALIASES = {"s3a://": "s3://", "s3n://": "s3://"}
@@ -63,6 +65,26 @@ def list_dir(location: Location) -> list[Entry]:
 def exists(location: Location) -> bool:
     filesystem, path = location.filesystem()
     return filesystem.get_file_info(path).type != fs.FileType.NotFound
+
+
+def file_identity(location: Location) -> str | None:
+    """Device and inode of a local file (MISSING when there is none), None for another filesystem. A log
+    cleaner swap renames a new file over a segment's name and never writes one in place, so a new identity
+    is a new generation of the segment (Kafka's LogCleaner replaceSegments; broker/log/log.py)."""
+    filesystem, path = location.filesystem()
+    if not isinstance(filesystem, fs.LocalFileSystem):
+        return None
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return MISSING
+    return f"{stat.st_dev}:{stat.st_ino}"
+
+
+def identity_across(location: Location, before: str | None) -> str | None:
+    """The identity of what was read from (or beside) `location` since `before` was taken: `before` when the
+    file is still the same, CHANGED_WHILE_READ when it was replaced meanwhile."""
+    return before if file_identity(location) == before else CHANGED_WHILE_READ
 
 
 def read_file(location: Location) -> bytes:

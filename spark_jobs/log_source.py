@@ -78,7 +78,7 @@ from common.record import (
 )
 from proto.errors import KafkaError
 from proto.types import TopicPartition
-from spark_jobs.files import Location, list_dir, positional_reader, read_file
+from spark_jobs.files import Location, file_identity, identity_across, list_dir, positional_reader, read_file
 
 FORMAT = "minibroker-log"
 ROW_KINDS = ("batches", "records", "replicas")
@@ -91,7 +91,7 @@ BATCH_SCHEMA = (
     " magic int, crc long, computed_crc long, partition_leader_epoch int, codec string, timestamp_type string,"
     " base_timestamp long, max_timestamp long, producer_id long, producer_epoch int, base_sequence int,"
     " is_transactional boolean, is_control boolean, error string, problem string,"
-    " records array<struct<offset: long, key: binary, value_crc: long>>"
+    " records array<struct<offset: long, key: binary, value_crc: long>>, segment_id string"
 )
 RECORD_SCHEMA = (
     f"{_REPLICA}, segment string, batch_position long, offset long, timestamp long, key binary, value_size int,"
@@ -100,9 +100,9 @@ RECORD_SCHEMA = (
 REPLICA_SCHEMA = (
     f"{_REPLICA}, high_watermark long, log_start_offset long, compacted boolean, cleaner_offset long,"
     " leader_epochs array<struct<epoch: int, start_offset: long>>,"
-    " segments array<struct<file: string, base_offset: long, size: long>>,"
-    " offset_index array<struct<file: string, slot: int, offset: long, position: long>>,"
-    " time_index array<struct<file: string, slot: int, timestamp: long, offset: long>>,"
+    " segments array<struct<file: string, base_offset: long, size: long, id: string>>,"
+    " offset_index array<struct<file: string, slot: int, offset: long, position: long, log_id: string>>,"
+    " time_index array<struct<file: string, slot: int, timestamp: long, offset: long, log_id: string>>,"
     " problems array<struct<check: string, file: string, detail: string>>"
 )
 SCHEMAS = {"batches": BATCH_SCHEMA, "records": RECORD_SCHEMA, "replicas": REPLICA_SCHEMA}
@@ -245,26 +245,37 @@ def _keyed_records(data: memoryview | None, header: BatchHeader) -> list[dict[st
             for r in records]
 
 
-def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterator[pa.RecordBatch]:
-    out = _Columns(schema)
+def batch_rows(part: ReplicaDir, chunk_size: int) -> Iterator[tuple[Any, ...]]:
+    """The partition's `batches` rows, in BATCH_SCHEMA's column order (checks.Batch's fields)."""
     replica = (part.broker, part.log_dir, part.topic, part.partition)
     for name, _ in _segments(part):
+        location = part.location.child(name)
+        # Which generation of the segment these rows come from (the file opened: the same before and after
+        # the open): the index checks compare it with the one the replica row's indexes were read beside.
+        generation = file_identity(location)
         try:
-            with positional_reader(part.location.child(name)) as (read_at, size):
+            with positional_reader(location) as (read_at, size):
+                generation = identity_across(location, generation)
                 for position, h, data, problem in scan_batches(read_at, size, chunk_size):
                     computed, error = _validate(data, position, h.crc, part.compacted)
                     attributes = h.attributes
-                    out.add((*replica, name, position, h.base_offset, h.base_offset + h.last_offset_delta,
-                             h.record_count, h.batch_length + LOG_OVERHEAD, h.magic, h.crc, computed,
-                             h.partition_leader_epoch, _CODECS[attributes & COMPRESSION_MASK],
-                             _TIMESTAMP_TYPES[bool(attributes & TIMESTAMP_TYPE_MASK)], h.base_timestamp,
-                             h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
-                             bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem,
-                             _keyed_records(data, h) if part.compacted and error is None else None))
-                    if len(out) >= ARROW_BATCH_ROWS:
-                        yield out.flush()
+                    yield (*replica, name, position, h.base_offset, h.base_offset + h.last_offset_delta,
+                           h.record_count, h.batch_length + LOG_OVERHEAD, h.magic, h.crc, computed,
+                           h.partition_leader_epoch, _CODECS[attributes & COMPRESSION_MASK],
+                           _TIMESTAMP_TYPES[bool(attributes & TIMESTAMP_TYPE_MASK)], h.base_timestamp,
+                           h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
+                           bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem,
+                           _keyed_records(data, h) if part.compacted and error is None else None, generation)
         except OSError as exc:
-            out.add((*replica, name, 0, *([None] * 20), f"cannot read {name}: {exc}", None))
+            yield (*replica, name, 0, *([None] * 20), f"cannot read {name}: {exc}", None, None)
+
+
+def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterator[pa.RecordBatch]:
+    out = _Columns(schema)
+    for row in batch_rows(part, chunk_size):
+        out.add(row)
+        if len(out) >= ARROW_BATCH_ROWS:
+            yield out.flush()
     if len(out):
         yield out.flush()
 
@@ -395,7 +406,8 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
         base = segment_base_offset(name, suffix)
         assert base is not None
         if suffix == LOG_FILE_SUFFIX:
-            segments.append({"file": name, "base_offset": base, "size": entry.size})
+            segments.append({"file": name, "base_offset": base, "size": entry.size,
+                             "id": file_identity(directory.child(name))})
             continue
         _read_index(directory, name, base, suffix, offset_index, time_index, problems)
     if epochs is None and segments and not any(p["file"] == LEADER_EPOCH_CHECKPOINT for p in problems):
@@ -408,20 +420,27 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
 
 def _read_index(directory: Location, name: str, base: int, suffix: str, offset_index: list[dict[str, Any]],
                 time_index: list[dict[str, Any]], problems: list[dict[str, Any]]) -> None:
+    # The generation of the segment this index belongs to: its `.log`'s identity, unchanged across the read.
+    # A swap renames the old `.log` away before its indexes and the new indexes in before the new `.log`,
+    # so an index read while the `.log` stayed one file is that file's index.
+    log = directory.child(f"{base:020d}{LOG_FILE_SUFFIX}")
+    log_id = file_identity(log)
     try:
         raw = read_file(directory.child(name))
     except OSError as exc:
         problems.append(_problem("unreadable_file", name, f"cannot read {directory.child(name).uri}: {exc}"))
         return
+    log_id = identity_across(log, log_id)
     entry_size = 8 if suffix == INDEX_FILE_SUFFIX else 12
     if len(raw) % entry_size:
         problems.append(_problem("index_size", name, f"Index file {name} is corrupt, found {len(raw)} bytes which"
                                  f" is not a multiple of {entry_size}"))
     if suffix == INDEX_FILE_SUFFIX:
-        offset_index.extend({"file": name, "slot": slot, "offset": e.offset, "position": e.position}
+        offset_index.extend({"file": name, "slot": slot, "offset": e.offset, "position": e.position, "log_id": log_id}
                             for slot, e in enumerate(decode_offset_index(raw, base)))
     else:
-        time_index.extend({"file": name, "slot": slot, "timestamp": e.timestamp, "offset": e.offset}
+        time_index.extend({"file": name, "slot": slot, "timestamp": e.timestamp, "offset": e.offset,
+                           "log_id": log_id}
                           for slot, e in enumerate(decode_time_index(raw, base)))
 
 
