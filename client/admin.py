@@ -248,14 +248,17 @@ class Admin:
                    results: dict[TopicPartition, int | KafkaError],
                    retry: dict[TopicPartition, int]) -> dict[BrokerMetadata, dict[TopicPartition, int]]:
         """The partitions per leader; those of unknown topics or partitions fail in `results`, those without
-        a leader now go to `retry`."""
+        a leader now go to `retry`. UNKNOWN_TOPIC_OR_PARTITION is retriable elsewhere, but a fresh metadata
+        answer that does not know a partition fails it at once, as Kafka 2.8's KafkaAdminClient.deleteRecords
+        fails every partition of a topic its metadata answer names an error for."""
         grouped: dict[BrokerMetadata, dict[TopicPartition, int]] = {}
         for tp, offset in offsets.items():
             code = cluster.topic_errors.get(tp.topic, ErrorCode.NONE)
             if code == ErrorCode.NONE and cluster.partition(tp) is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             leader = cluster.leader_for(tp)
-            if code != ErrorCode.NONE and not error_for(code).retriable:
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (code != ErrorCode.NONE
+                                                                 and not error_for(code).retriable):
                 results[tp] = error_for(code)
             elif leader is None:
                 retry[tp] = offset

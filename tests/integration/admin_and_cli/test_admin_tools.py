@@ -125,6 +125,17 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
                                         "version": 1}))
     too_far = minibroker("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets_file))
     assert (too_far.returncode, too_far.stdout.splitlines()[-1]) == (1, "partition: trim-0\terror: OFFSET_OUT_OF_RANGE")
+    # An unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION at once from the metadata, as Kafka 2.8's
+    # KafkaAdminClient.deleteRecords fails a partition its metadata answer does not know (no wait for
+    # default.api.timeout.ms, 60 s: the deadline here is half of it).
+    offsets_file.write_text(json.dumps({"partitions": [{"topic": "nowhere", "partition": 0, "offset": 1},
+                                                       {"topic": "trim", "partition": 7, "offset": 1}],
+                                        "version": 1}))
+    unknown = minibroker("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets_file),
+                         timeout=30)
+    assert (unknown.returncode, sorted(unknown.stdout.splitlines()[-2:])) == (
+        1, ["partition: nowhere-0\terror: UNKNOWN_TOPIC_OR_PARTITION",
+            "partition: trim-7\terror: UNKNOWN_TOPIC_OR_PARTITION"]), unknown.stdout + unknown.stderr
 
     # Every replica: the leader wrote its checkpoint at once; a follower writes it when it stops cleanly. Each
     # deleted its segments below 50, and keeps 50 across a restart (the leader's even across a SIGKILL).
