@@ -117,11 +117,13 @@ class FutureRecordMetadata:
         self.header_size = header_size
 
     @classmethod
-    def failed_with(cls, topic_partition: TopicPartition, error: KafkaError) -> FutureRecordMetadata:
-        """A future that has already failed: how send() reports errors found before batching."""
+    def failed_with(cls, topic_partition: TopicPartition, error: KafkaError, key_size: int = -1,
+                    value_size: int = -1, header_size: int = -1) -> FutureRecordMetadata:
+        """A future that has already failed: how send() reports errors found before batching. It keeps the
+        record's sizes, which an error callback names (Kafka's ErrorLoggingCallback)."""
         result = ProduceRequestResult(topic_partition)
         result.complete(error=error)
-        return cls(result, 0, -1, -1, -1, -1)
+        return cls(result, 0, -1, key_size, value_size, header_size)
 
     def done(self) -> bool:
         return self._result.is_done()

@@ -258,7 +258,7 @@ class Producer:
             raise  # closed while this send was on its way: misuse, as before the try
         except KafkaError as exc:
             failed = FutureRecordMetadata.failed_with(TopicPartition(topic, -1 if partition is None else partition),
-                                                      exc)
+                                                      exc, key_size, value_size, header_size)
             if callback is not None:
                 failed.add_done_callback(callback)
             return failed

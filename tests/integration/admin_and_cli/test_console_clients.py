@@ -136,6 +136,17 @@ def test_ctrl_c_flushes_in_bounded_time_and_counts_what_was_not_acknowledged(
     assert "ERROR Error when sending message to topic stuck with key: null, value: 18 bytes with error:" in err
 
 
+def test_a_record_too_large_is_logged_with_its_key_and_value_sizes() -> None:
+    """Kafka's ErrorLoggingCallback names the failed record's key and value lengths; a record refused before
+    it is batched (larger than max.request.size, checked before any metadata) said `value: 0 bytes`."""
+    produced = minibroker("console-producer", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--topic", "big",
+                          "--producer-property", "max.request.size=200", "--property", "parse.key=true",
+                          stdin="k" * 5 + "\t" + "v" * 300 + "\n", timeout=60)
+    assert produced.returncode == 1
+    assert ("ERROR Error when sending message to topic big with key: 5 bytes, value: 300 bytes with error:"
+            " MESSAGE_TOO_LARGE") in produced.stderr, produced.stderr
+
+
 def test_default_console_producer_writes_no_duplicates_while_a_follower_is_frozen(
         cluster: Cluster, wait_until: WaitUntil) -> None:
     cluster.create("once", [1, 2])
