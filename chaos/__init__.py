@@ -2,6 +2,7 @@
 
     workload.py  idempotent acks=all writers, an acks=1 writer, readers; every outcome into the history
     clients/     the client library behind the workload: minibroker's own, confluent-kafka, kafka-python
+    client_logs.py  the client libraries' log lines (librdkafka's too) into the run's clients.log
     group_workload.py  a consumer group's members sharing the topic, committing what they read (--group-members)
     nemesis.py   the faults, on a seeded schedule, one at a time (kill-coordinator: the group's coordinator)
     cluster.py   what faults act on: the ChaosCluster protocol and the local-cluster backend

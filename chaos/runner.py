@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.client_logs import CLIENT_LOG_FILE, client_logs
 from chaos.clients import ClientLibrary, GroupSettings, library
 from chaos.cluster import ChaosCluster, ChaosError
 from chaos.group_workload import GroupMember, GroupProgress, read_final_committed
@@ -41,12 +42,18 @@ class RunConfig:
 
 
 def run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable[[str], None]) -> Path:
-    """Run the workload and the nemesis against `cluster`; returns the history file."""
+    """Run the workload and the nemesis against `cluster`; returns the history file. The clients' own log
+    lines go to the output's clients.log."""
+    output.mkdir(parents=True, exist_ok=True)
+    with client_logs(output / CLIENT_LOG_FILE):
+        return _run(cluster, config, output, report)
+
+
+def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callable[[str], None]) -> Path:
     for fault in config.faults:
         why = cluster.supports(fault)
         if why is not None:
             raise ChaosError(why)
-    output.mkdir(parents=True, exist_ok=True)
     workload = config.workload
     history = HistoryWriter(output / HISTORY_FILE)
     rng = random.Random(config.seed)

@@ -6,11 +6,13 @@ retries, idempotence and leader following are the library's; the adapter only re
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from chaos.client_logs import LIBRDKAFKA_LOGGER
 from chaos.clients import (
     ClientLibrary,
     Delivery,
@@ -23,6 +25,9 @@ from chaos.clients import (
 )
 from chaos.history import ASSIGNED, FAIL, OK, REVOKED, Assignment, Commit
 
+# librdkafka logs here, not on stderr (chaos/client_logs.py routes it into the run's clients.log).
+_LOG = logging.getLogger(LIBRDKAFKA_LOGGER)
+
 
 def outcome_of(error: KafkaError) -> str:
     """librdkafka's codes are Kafka's where positive (the broker's answer); negative ones are the client's own
@@ -33,7 +38,7 @@ def outcome_of(error: KafkaError) -> str:
 
 class ConfluentProducer:
     def __init__(self, bootstrap: str, settings: ProducerSettings) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "client.id": settings.client_id,
+        self._producer = Producer({"bootstrap.servers": bootstrap, "logger": _LOG, "client.id": settings.client_id,
                                    "acks": settings.acks, "enable.idempotence": settings.idempotent,
                                    "request.timeout.ms": settings.request_timeout_ms,
                                    "delivery.timeout.ms": settings.delivery_timeout_ms,
@@ -91,8 +96,8 @@ def consume(consumer: Consumer, timeout: float) -> tuple[list[Record], list[str]
 class ConfluentConsumer:
     def __init__(self, bootstrap: str, client_id: str, topic: str, partitions: int, request_timeout_ms: int) -> None:
         # group.id is required by the library; with assign() and no commits no group API is used.
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 200,
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "logger": _LOG, "client.id": client_id,
+                                   "group.id": client_id, "enable.auto.commit": False, "fetch.wait.max.ms": 200,
                                    "socket.timeout.ms": request_timeout_ms})
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
@@ -109,7 +114,7 @@ class ConfluentGroupMember:
 
     def __init__(self, bootstrap: str, settings: GroupSettings) -> None:
         self._settings = settings
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": settings.client_id,
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "logger": _LOG, "client.id": settings.client_id,
                                    "group.id": settings.group, "enable.auto.commit": False,
                                    "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200,
                                    "session.timeout.ms": settings.session_timeout_ms,
@@ -185,7 +190,8 @@ class ConfluentGroupMember:
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int, timeout: float) -> dict[int, int]:
     """The group's committed offsets, through librdkafka's OffsetFetch (no join: committed() needs none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "logger": _LOG, "group.id": group,
+                         "enable.auto.commit": False})
     try:
         found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=timeout)
     finally:

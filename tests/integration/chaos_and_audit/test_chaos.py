@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from chaos.client_logs import CLIENT_LOG_FILE
 from chaos.nemesis import DEFAULT_FAULTS, schedule
 from local_cluster.cluster import LocalCluster
 from local_cluster.cluster_file import ClusterInfo
 from minibroker.commands.chaos import OWN_CLUSTER_OVERRIDES
+from zk.server import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +59,8 @@ def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None
     assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr[-4000:]}"
     assert "VERDICT: every safety check held" in run.stdout
     assert "confluent-kafka clients at 127.0.0.1:" in run.stderr
+    # The clients' own log lines have their file (test_librdkafka_logs_go_to_the_runs_clients_log).
+    assert not LIBRDKAFKA_STDERR_LINE.search(run.stderr) and (output / CLIENT_LOG_FILE).exists()
     result = json.loads((output / "result.json").read_text())
     assert result["valid"] and result["lost"] == 0 and result["duplicated"] == 0
     assert all(n == 0 for name, n in result["anomalies"].items() if not name.startswith("acks1-"))
@@ -70,6 +75,36 @@ def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None
     meta = json.loads((output / "history.jsonl").read_text().splitlines()[0])
     # The workload went through the Kafka listeners, not the gRPC ones.
     assert meta["client"] == "confluent-kafka" and meta["client_bootstrap_servers"] == cluster.kafka_bootstrap_servers
+
+
+# librdkafka's own format on stderr: `%3|1700000000.123|FAIL|w1#producer-1| [thrd:...]: ...`.
+LIBRDKAFKA_STDERR_LINE = re.compile(r"^%\d\|\d+\.\d+\|", re.MULTILINE)
+_DEAD_BROKER_PRODUCER = """
+import sys, time
+from pathlib import Path
+from chaos.client_logs import client_logs
+from chaos.clients import ProducerSettings
+from chaos.clients.confluent import ConfluentProducer
+log = Path(sys.argv[2])
+with client_logs(log):
+    producer = ConfluentProducer(sys.argv[1], ProducerSettings("w1", "all", True, 1000, 3000))
+    deadline = time.monotonic() + 30
+    while "Connection refused" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    producer.close()
+"""
+
+
+def test_librdkafka_logs_go_to_the_runs_clients_log(tmp_path: Path) -> None:
+    """A chaos writer of `--client confluent-kafka` whose broker is gone: librdkafka's FAIL lines (its
+    stderr by default, what a `chaos run` terminal showed among the nemesis' lines) land in clients.log."""
+    log = tmp_path / CLIENT_LOG_FILE
+    run = subprocess.run([sys.executable, "-c", _DEAD_BROKER_PRODUCER, f"127.0.0.1:{free_port()}", str(log)],
+                         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr
+    assert not LIBRDKAFKA_STDERR_LINE.search(run.stderr), run.stderr
+    assert "ERROR chaos.clients.librdkafka: FAIL [w1#producer-1]" in log.read_text()
+    assert "Connect to ipv4#127.0.0.1:" in log.read_text()
 
 
 def test_pairs_cover_every_fault_this_build_injects() -> None:
