@@ -10,9 +10,10 @@ headers, key, value - those asked for, in that order, joined by key.separator
 `Processed a total of N messages` goes to stderr. --timeout-ms ends the run
 (exit code 0, as in Kafka) when no record came for that long; --max-messages
 -1 (or none) means no limit. Before reading, the topic's metadata is fetched
-within default.api.timeout.ms (60 s; --consumer-property to change it): an
-unreachable cluster, an invalid topic name or a partition the topic does not
-have ends the run with an ERROR line and exit code 1. An --offset outside the
+within --timeout-ms (no message then: exit code 0, as Kafka's poll includes
+that wait) or else default.api.timeout.ms (60 s; --consumer-property to
+change it): an unreachable cluster, an invalid topic name or a partition the
+topic does not have ends the run with an ERROR line and exit code 1. An --offset outside the
 partition's log is said on stderr, then auto.offset.reset applies (latest,
 unless --consumer-property auto.offset.reset=none makes it an error), as the
 Java consumer does. --include subscribes to the topics that exist and whose
@@ -30,7 +31,7 @@ import re
 import sys
 from pathlib import Path
 
-from client import Consumer, ConsumerRecord, ErrorCode, KafkaError, TopicPartition
+from client import Consumer, ConsumerRecord, ErrorCode, KafkaError, KafkaTimeoutError, TopicPartition
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
@@ -124,15 +125,23 @@ def run(args: argparse.Namespace) -> int:
         return 1
     processed = 0
     out = sys.stdout.buffer
+    no_message = (f"ERROR Error processing message, terminating consumer process: TimeoutException: no message"
+                  f" for {args.timeout_ms} ms (--timeout-ms)")
     try:
-        _assign(consumer, args, props.get("auto.offset.reset", "latest"))
+        try:
+            _assign(consumer, args, props.get("auto.offset.reset", "latest"), args.timeout_ms)
+        except KafkaTimeoutError:
+            if args.timeout_ms is None:
+                raise
+            # Kafka's poll(--timeout-ms) includes the wait for metadata: no broker answered, so no message came.
+            print(no_message, file=sys.stderr)
+            return 0
         poll_timeout_ms = float("inf") if args.timeout_ms is None else args.timeout_ms
         while args.max_messages < 0 or processed < args.max_messages:
             wanted = None if args.max_messages < 0 else args.max_messages - processed
             batches = consumer.poll(timeout_ms=poll_timeout_ms, max_records=wanted)
             if not batches:
-                print(f"ERROR Error processing message, terminating consumer process: TimeoutException: no message"
-                      f" for {args.timeout_ms} ms (--timeout-ms)", file=sys.stderr)
+                print(no_message, file=sys.stderr)
                 break
             for records in batches.values():
                 for record in records:
@@ -148,17 +157,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _assign(consumer: Consumer, args: argparse.Namespace, reset: str) -> None:
+def _assign(consumer: Consumer, args: argparse.Namespace, reset: str, timeout_ms: int | None) -> None:
     """Subscribe or assign as ConsoleConsumer's ConsumerWrapper does, after checking the topic exists
-    (within default.api.timeout.ms: an unreachable cluster must not leave the tool waiting for ever)."""
+    (within --timeout-ms if given, else default.api.timeout.ms: an unreachable cluster must not leave the
+    tool waiting for ever; KafkaTimeoutError then)."""
     if args.include is not None:
         pattern = re.compile(args.include)
-        matched = sorted(t for t in consumer.topics() if pattern.fullmatch(t))
+        matched = sorted(t for t in consumer.topics(timeout_ms) if pattern.fullmatch(t))
         if not matched:
             print(f"WARN No topic matches --include {args.include!r}", file=sys.stderr)
         consumer.subscribe(matched)
         return
-    partitions = consumer.partitions_for_topic(args.topic)
+    partitions = consumer.partitions_for_topic(args.topic, timeout_ms)
     if partitions is None:
         print(f"WARN Topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION)", file=sys.stderr)
     if args.partition is None:

@@ -191,6 +191,18 @@ def test_headers_keys_snappy_and_kafka_habits(cluster: Cluster, wait_until: Wait
     assert "Processed a total of 2 messages" in consumed.stderr
 
 
+def test_console_consumer_timeout_ms_bounds_the_wait_for_an_unreachable_cluster() -> None:
+    """Kafka's console consumer ends after --timeout-ms with no message whether or not a broker answers (its
+    poll(timeout) includes the metadata wait): the TimeoutException line, exit 0. It waited
+    default.api.timeout.ms (60 s) for the topic's metadata first; the deadline here is half of that."""
+    ended = minibroker("console-consumer", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--topic", "t",
+                       "--timeout-ms", "2000", timeout=30)
+    assert ended.returncode == 0, ended.stderr
+    assert ended.stderr.splitlines()[-2:] == [
+        "ERROR Error processing message, terminating consumer process: TimeoutException: no message for 2000 ms"
+        " (--timeout-ms)", "Processed a total of 0 messages"], ended.stderr
+
+
 def test_console_consumer_says_what_went_wrong(cluster: Cluster, wait_until: WaitUntil) -> None:
     cluster.create("short", [1])
     wait_until(lambda: cluster.isr("short") == [1], message="short's leader")
