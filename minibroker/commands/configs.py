@@ -172,7 +172,7 @@ def _csv(text: str) -> list[str]:
 def _alter(args: argparse.Namespace, resource_type: ConfigResourceType, name: str,
            ops: list[tuple[str, AlterConfigOp, str | None]]) -> None:
     if args.zookeeper:
-        with KafkaZkClient.connect(args.zookeeper, timeout=15, security=zookeeper_security(args)) as zk:
+        with connect_zookeeper(args.zookeeper, security=zookeeper_security(args)) as zk:
             (result,) = _zk_admin(args.zookeeper, zk).incremental_alter_configs(
                 [(resource_type, name, ops)], validate_only=False)
         if result.error != ErrorCode.NONE:
@@ -186,7 +186,7 @@ def _alter(args: argparse.Namespace, resource_type: ConfigResourceType, name: st
 
 def _describe(args: argparse.Namespace, resource_type: ConfigResourceType, name: str) -> list[Entry]:
     if args.zookeeper:
-        with KafkaZkClient.connect(args.zookeeper, timeout=15, security=zookeeper_security(args)) as zk:
+        with connect_zookeeper(args.zookeeper, security=zookeeper_security(args)) as zk:
             (result,) = _zk_admin(args.zookeeper, zk).describe_configs([(resource_type, name, None)])
         if result.error != ErrorCode.NONE:
             raise error_for(result.error, result.message or name)

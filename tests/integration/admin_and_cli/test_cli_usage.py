@@ -90,6 +90,13 @@ CASES = [
     Case(("configs", "--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "garbage",
           "--bootstrap-server", "{nobody}"), 1,
          'all configs to be added must be in the format "key=val", found: garbage'),
+    # As the other --zookeeper commands: ZooKeeper probed first, one line (it was 19 "Connection dropped" lines and
+    # a KazooTimeoutError traceback after 15 s).
+    Case(("configs", "--describe", "--entity-type", "topics", "--entity-name", "t", "--zookeeper", "{nobody}"), 1,
+         "cannot connect to ZooKeeper at {nobody}", within_s=10),
+    Case(("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
+          "log.cleaner.threads=2", "--zookeeper", "{nobody}"), 1, "cannot connect to ZooKeeper at {nobody}",
+         within_s=10),
     Case(("acls", "--list"), 2, "One of --bootstrap-server or --authorizer-properties must be specified"),
     Case(("acls", "--add", "--bootstrap-server", "{nobody}", "--topic", "t", "--allow-principal", "bob"), 2,
          "Could not parse principal from `bob`"),
