@@ -1,7 +1,8 @@
 """What both front doors ask of the group coordinator, with Kafka's ACL checks in front (KafkaApis'
 handle*GroupRequest / handleOffset*Request authorization, Kafka 2.8):
 
-  FindCoordinator, DescribeGroups   Describe on the group
+  FindCoordinator, DescribeGroups   Describe on the group (FindCoordinator for a transactional id: refused,
+                                    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist)
   JoinGroup, SyncGroup, Heartbeat,  Read on the group
   LeaveGroup
   OffsetCommit                      Read on the group, then Read on each topic (only the rest is committed)
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.api.operations import BrokerOperations
+from broker.api.operations import NO_TRANSACTIONS, NO_TRANSACTIONS_MESSAGE, BrokerOperations
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.results import (
     DeleteOffsetsResult,
@@ -39,6 +40,9 @@ from proto.errors import ErrorCode
 from proto.types import TopicPartition
 
 REFUSED_GROUP = ErrorCode.GROUP_AUTHORIZATION_FAILED
+# FindCoordinator's key types (Kafka's CoordinatorType).
+COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
 
 
 class GroupOperations:
@@ -49,10 +53,18 @@ class GroupOperations:
     def _group_allowed(self, session: Session, operation: AclOperation, group_id: str) -> bool:
         return self._operations.authorize(session, operation, ResourceType.GROUP, group_id)
 
-    async def find_coordinator(self, session: Session, group_id: str, listener_name: str) -> FindCoordinatorResult:
-        if not self._group_allowed(session, AclOperation.DESCRIBE, group_id):
+    async def find_coordinator(self, session: Session, key: str, listener_name: str,
+                               key_type: int = COORDINATOR_KEY_GROUP) -> FindCoordinatorResult:
+        """The coordinator of a group; a transactional id's is refused (NO_TRANSACTIONS), any other key type is
+        INVALID_REQUEST (Kafka's "Unknown coordinator type in FindCoordinator request")."""
+        if key_type == COORDINATOR_KEY_TRANSACTION:
+            return FindCoordinatorResult(NO_TRANSACTIONS, message=NO_TRANSACTIONS_MESSAGE)
+        if key_type != COORDINATOR_KEY_GROUP:
+            return FindCoordinatorResult(ErrorCode.INVALID_REQUEST,
+                                         message=f"Unknown coordinator type {key_type} in FindCoordinator request")
+        if not self._group_allowed(session, AclOperation.DESCRIBE, key):
             return FindCoordinatorResult(REFUSED_GROUP)
-        return await self.coordinator.find_coordinator(group_id, listener_name)
+        return await self.coordinator.find_coordinator(key, listener_name)
 
     async def join_group(self, session: Session, group_id: str, member_id: str, group_instance_id: str | None,
                          require_known_member_id: bool, client_id: str, client_host: str,

@@ -25,7 +25,6 @@ from proto.types import TopicPartition
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-COORDINATOR_KEY_GROUP = 0  # FindCoordinator's key_type; 1 (a transactional id) has no coordinator here
 
 
 def client_host(context: Context) -> str:
@@ -49,10 +48,8 @@ class GroupApis:
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest,
                               context: Context) -> pb.FindCoordinatorResponse:
-        if request.key_type != COORDINATOR_KEY_GROUP:
-            return pb.FindCoordinatorResponse(error_code=ErrorCode.INVALID_REQUEST, node_id=-1, port=-1,
-                                              error_message=f"Unsupported coordinator key type {request.key_type}")
-        found = await self._groups.find_coordinator(self._session(context), request.key, self._listener_name)
+        found = await self._groups.find_coordinator(self._session(context), request.key, self._listener_name,
+                                                    request.key_type)
         response = pb.FindCoordinatorResponse(error_code=found.error, node_id=-1, port=-1)
         if found.message is not None:
             response.error_message = found.message

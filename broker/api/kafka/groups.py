@@ -16,14 +16,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from broker.api.group_operations import COORDINATOR_KEY_GROUP
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
-from broker.coordinator.group.results import FindCoordinatorResult, MemberIdentity, OffsetAndMetadata
+from broker.coordinator.group.results import MemberIdentity, OffsetAndMetadata
 from common.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
-
-COORDINATOR_KEY_TYPE_GROUP = 0
 
 
 def _schema(api: str, header: RequestHeader) -> Any:
@@ -32,11 +31,8 @@ def _schema(api: str, header: RequestHeader) -> Any:
 
 async def handle_find_coordinator(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("find_coordinator", header)
-    if getattr(request, "key_type", COORDINATOR_KEY_TYPE_GROUP) != COORDINATOR_KEY_TYPE_GROUP:
-        # Transactions have no coordinator here.
-        found = FindCoordinatorResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, message="No transaction coordinator")
-    else:
-        found = await context.groups.find_coordinator(context.session, request.key, context.listener_name)
+    found = await context.groups.find_coordinator(context.session, request.key, context.listener_name,
+                                                  getattr(request, "key_type", COORDINATOR_KEY_GROUP))
     error, node, message = found.error, found.node, found.message
     return encode(build(schema.FindCoordinatorResponse, throttle_time=millis(0), error_code=kio_error(error),
                         error_message=message, node_id=-1 if node is None else node.id,

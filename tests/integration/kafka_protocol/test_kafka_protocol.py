@@ -156,6 +156,21 @@ def test_more_than_one_batch_for_a_partition_is_invalid_record(cluster: KafkaClu
         assert (next_one.error_code, next_one.base_offset) == (0, appended.base_offset + 1)
 
 
+def test_init_producer_id_with_a_transactional_id_is_refused_for_good(cluster: KafkaCluster) -> None:
+    """Until transactions exist: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a Kafka broker refuses a transactional id
+    no principal may Write (KafkaApis.handleInitProducerIdRequest); fatal in every client, where INVALID_REQUEST
+    was answered before. (librdkafka never gets here: test_kafka_confluent's init_transactions stops at
+    FindCoordinator.) Without one, a producer id as before."""
+    timeout = i32Timedelta.parse(datetime.timedelta(seconds=60))
+    with WireConnection(cluster.brokers[1].kafka_address) as conn:
+        conn.send(encode_request(InitProducerIdRequest(transactional_id="tx", transaction_timeout=timeout), 7))
+        correlation_id, body = conn.receive_body(InitProducerIdResponse)
+        assert (correlation_id, body.error_code, body.producer_id) == (7, 53, -1)
+        conn.send(encode_request(InitProducerIdRequest(transactional_id=None, transaction_timeout=timeout), 8))
+        _, idempotent = conn.receive_body(InitProducerIdResponse)
+        assert (idempotent.error_code, idempotent.producer_epoch) == (0, 0) and idempotent.producer_id >= 0
+
+
 @pytest.mark.parametrize(
     ("name", "frame", "reason"),
     [

@@ -47,9 +47,14 @@ def test_the_client_host_is_kafkas_inet_address_text(peer: str, host: str) -> No
     assert client_host(Peer(peer)) == host  # type: ignore[arg-type]
 
 
-def test_a_transaction_coordinator_is_not_found_here() -> None:
+def test_a_transaction_coordinator_is_refused_for_good_and_an_unknown_key_type_is_invalid() -> None:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist (broker/api/operations.py's NO_TRANSACTIONS);
+    Kafka's InvalidRequestException for a coordinator type it does not know."""
     answer = asyncio.run(door().FindCoordinator(pb.FindCoordinatorRequest(key="tx", key_type=1), None))  # type: ignore[arg-type]
-    assert (answer.error_code, answer.node_id) == (ErrorCode.INVALID_REQUEST, -1)
+    assert (answer.error_code, answer.node_id) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+    assert answer.error_message.startswith("minibroker has no transaction coordinator")
+    unknown = asyncio.run(door().FindCoordinator(pb.FindCoordinatorRequest(key="x", key_type=7), None))  # type: ignore[arg-type]
+    assert (unknown.error_code, unknown.node_id) == (ErrorCode.INVALID_REQUEST, -1)
 
 
 def test_a_leader_assigning_a_member_twice_is_invalid() -> None:
