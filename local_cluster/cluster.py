@@ -855,7 +855,8 @@ def _check_zookeeper(info: ClusterInfo) -> None:
     reason = unreachable_reason(info.zookeeper.connect)
     if reason is not None:
         raise ClusterError(f"cannot connect to the cluster's ZooKeeper at {info.zookeeper.connect} ({reason}): start"
-                           " the cluster with `minibroker cluster up`")
+                           " the cluster with `minibroker cluster up`, or its ZooKeeper alone with `minibroker"
+                           " cluster restart-zookeeper`")
 
 
 def _runs(pid: int, marker: str) -> bool:

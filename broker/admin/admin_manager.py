@@ -99,6 +99,11 @@ class AdminManager:
         self._zk = zk
         self._topic_configs = topic_configs
 
+
+    @property
+    def zookeeper_connected(self) -> bool:
+        """Whether the broker's ZooKeeper session is connected now (what a timed-out request's message says)."""
+        return self._zk.connected
     def create_topics(self, topics: Sequence[NewTopic], validate_only: bool) -> list[CreateTopicResult]:
         return self._each_topic(topics, [t.name for t in topics], "Create topics", "create topic",
                                 lambda topic, view: self._create_topic(topic, validate_only, view))

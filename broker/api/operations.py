@@ -143,6 +143,30 @@ class BrokerOperations:
     def _timeout_ms(self, timeout_ms: float | None) -> float:
         return self.config.request_timeout_ms if timeout_ms is None else timeout_ms
 
+    def _zookeeper_wait_ms(self, timeout_ms: float | None) -> float:
+        """How long a request waits for ZooKeeper: its timeout, and never past zookeeper.connection.timeout.ms,
+        after which Kafka's ZooKeeperClient gives up waiting for a connection (waitUntilConnected)."""
+        wait = self._timeout_ms(timeout_ms if timeout_ms is None or timeout_ms > 0 else None)
+        return min(wait, self.config.zookeeper_connection_timeout_millis)
+
+    async def _zookeeper_bound(self, what: str, call: Callable[[], T], timeout_ms: float) -> T:
+        """`call` (it reads or writes ZooKeeper) in a worker thread, waited for no longer than `timeout_ms`.
+        During a ZooKeeper outage the call retries until reconnected; the request gets KafkaError(REQUEST_TIMED_OUT)
+        at its timeout instead of a wait as long as the outage (the call may still complete afterwards, as a
+        timed-out Kafka request may), with a message and a WARN line that say ZooKeeper is what did not answer,
+        where it is, and whether this broker is connected to it."""
+        try:
+            return await self.pools.zookeeper_bound(call, timeout_ms)
+        except KafkaError as e:
+            if e.code is not ErrorCode.REQUEST_TIMED_OUT:
+                raise
+            state = ("this broker is not connected to it (unreachable)" if not self._admin_manager.zookeeper_connected
+                     else "this broker is connected to it, but it did not answer")
+            message = (f"ZooKeeper at {self.config.zookeeper_connect} did not answer within {timeout_ms:.0f} ms:"
+                       f" {state}")
+            logger.warning("%s: %s", what, message)
+            raise KafkaError(message, ErrorCode.REQUEST_TIMED_OUT) from None
+
     # ------------------------------------------------------------------ authorization (AuthHelper)
 
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str,
@@ -388,8 +412,9 @@ class BrokerOperations:
             to_create = [name for name in to_create if name in creatable]
         if to_create:
             try:
-                created = await self.pools.zookeeper_bound(
-                    lambda: [self._admin_manager.auto_create_topic(t) for t in to_create], self._timeout_ms(timeout_ms))
+                created = await self._zookeeper_bound(
+                    "Auto-creating topics", lambda: [self._admin_manager.auto_create_topic(t) for t in to_create],
+                    self._timeout_ms(timeout_ms))
             except KafkaError as e:
                 created = [e.code] * len(to_create)
             unknown.update(zip(to_create, created))
@@ -410,8 +435,8 @@ class BrokerOperations:
         else:
             allowed = self.authorized_topics(session, AclOperation.CREATE, (t.name for t in topics))
         results = await self._authorized_admin(
-            self._admin_manager.create_topics, [t for t in topics if t.name in allowed],
-            [t.name for t in topics], allowed, validate_only)
+            "CreateTopics", self._admin_manager.create_topics, [t for t in topics if t.name in allowed],
+            [t.name for t in topics], allowed, validate_only, timeout_ms)
         return await self._await_leaders(results, timeout_ms, validate_only)
 
     async def create_partitions(self, session: Session, requests: Sequence[NewPartitions], validate_only: bool,
@@ -424,18 +449,22 @@ class BrokerOperations:
         requests = [r for r in requests if r.topic not in repeated]
         allowed = self.authorized_topics(session, AclOperation.ALTER, (r.topic for r in requests))
         results = await self._authorized_admin(
-            self._admin_manager.create_partitions, [r for r in requests if r.topic in allowed],
-            [r.topic for r in requests], allowed, validate_only)
+            "CreatePartitions", self._admin_manager.create_partitions, [r for r in requests if r.topic in allowed],
+            [r.topic for r in requests], allowed, validate_only, timeout_ms)
         return [*await self._await_leaders(results, timeout_ms, validate_only),
                 *(CreateTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
                   for name in repeated)]
 
-    async def _authorized_admin(self, call: Callable[[list[T], bool], list[CreateTopicResult]], requests: list[T],
-                                names: Sequence[str], allowed: set[str], validate_only: bool
-                                ) -> list[CreateTopicResult]:
-        """`call` on the authorized requests; every name's result in request order, TOPIC_AUTHORIZATION_FAILED
-        for the others."""
-        done = iter(await self.pools.zookeeper(call, requests, validate_only) if requests else [])
+    async def _authorized_admin(self, what: str, call: Callable[[list[T], bool], list[CreateTopicResult]],
+                                requests: list[T], names: Sequence[str], allowed: set[str], validate_only: bool,
+                                timeout_ms: int) -> list[CreateTopicResult]:
+        """`call` (it writes ZooKeeper) on the authorized requests; every name's result in request order,
+        TOPIC_AUTHORIZATION_FAILED for the others, REQUEST_TIMED_OUT naming ZooKeeper when it did not answer."""
+        try:
+            done = iter(await self._zookeeper_bound(what, lambda: call(requests, validate_only),
+                                                    self._zookeeper_wait_ms(timeout_ms)) if requests else [])
+        except KafkaError as e:
+            done = iter([CreateTopicResult(name, e.code, e.message) for name in names if name in allowed])
         return [next(done) if name in allowed else CreateTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                                      "Authorization failed.")
                 for name in names]
@@ -481,8 +510,8 @@ class BrokerOperations:
                 or self.authorizer.authorize_by_resource_type(session, AclOperation.WRITE, ResourceType.TOPIC)):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
         try:
-            producer_id = await self.pools.zookeeper_bound(self._producer_ids.generate_producer_id,
-                                                           self._timeout_ms(timeout_ms))
+            producer_id = await self._zookeeper_bound("InitProducerId", self._producer_ids.generate_producer_id,
+                                                      self._timeout_ms(timeout_ms))
         except KafkaError as e:
             return e.code, -1, -1
         except Exception:
@@ -522,7 +551,12 @@ class BrokerOperations:
         call = admin.incremental_alter_configs if incremental else admin.alter_configs
         refusals = [self._config_refusal(session, AclOperation.ALTER_CONFIGS, t, n) for t, n, _ in resources]
         allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
-        done = iter(await self.pools.zookeeper(call, allowed, validate_only) if allowed else [])
+        try:
+            done = iter(await self._zookeeper_bound(
+                "IncrementalAlterConfigs" if incremental else "AlterConfigs", lambda: call(allowed, validate_only),
+                self._zookeeper_wait_ms(None)) if allowed else [])
+        except KafkaError as e:
+            done = iter([AlterConfigsResult(t, n, e.code, e.message) for t, n, _ in allowed])
         return [next(done) if refusal is None else AlterConfigsResult(t, n, refusal, "Authorization failed.")
                 for (t, n, _), refusal in zip(resources, refusals)]
 

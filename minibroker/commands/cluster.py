@@ -1,10 +1,12 @@
-"""`minibroker cluster up | status | down | restart-broker`: a cluster on this machine (local_cluster/cluster.py).
+"""`minibroker cluster up | status | down | restart-broker | restart-zookeeper`: a cluster on this machine
+(local_cluster/cluster.py).
 
     minibroker cluster up --data-dir D [--brokers 3] [--controllers 2] [--zookeeper H:P | --zookeeper-nodes 3]
                           [--override k=v ...] [--port-base N | --well-known-ports] [--netns] [--security]
     minibroker cluster status --data-dir D
     minibroker cluster down --data-dir D [--kill]
     minibroker cluster restart-broker --data-dir D --id N [--kill]
+    minibroker cluster restart-zookeeper --data-dir D [--member I] [--kill]
     minibroker cluster isolate --data-dir D --id N [--cut-clients]    (a cluster started with --netns)
     minibroker cluster heal --data-dir D
 
@@ -92,6 +94,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     restart.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                          help="how long to wait for it to serve again (default 60)")
     restart.set_defaults(action_func=_restart_broker)
+
+    restart_zk = actions.add_parser("restart-zookeeper",
+                                    help="start the cluster's ZooKeeper again alone (stopping it first if it runs)")
+    _data_dir(restart_zk)
+    restart_zk.add_argument("--member", type=int, metavar="I",
+                            help="the ensemble member zookeeper-I (a cluster started with --zookeeper-nodes)")
+    restart_zk.add_argument("--kill", action="store_true", help="SIGKILL it instead of SIGTERM if it runs")
+    restart_zk.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                            help="how long to wait for it to serve again (default 60)")
+    restart_zk.set_defaults(action_func=_restart_zookeeper)
 
     isolate = actions.add_parser("isolate", help="cut a broker off from its peers, the controllers and ZooKeeper"
                                                  " (a cluster started with --netns)")
@@ -194,6 +206,25 @@ def _restart_broker(args: argparse.Namespace) -> int:
         print(f"minibroker cluster restart-broker: {e}", file=sys.stderr)
         return 1
     print(f"Broker {broker.id} serving on {broker.address} (pid {broker.pid})")
+    return 0
+
+
+def _restart_zookeeper(args: argparse.Namespace) -> int:
+    name = "zookeeper" if args.member is None else f"zookeeper-{args.member}"
+    try:
+        cluster = LocalCluster(args.data_dir)
+        info = cluster.load()
+        if info.zookeeper.members and args.member is None:
+            raise ClusterError("the cluster runs a ZooKeeper ensemble: name the member with --member I (one of "
+                               + ", ".join(str(m.id) for m in info.zookeeper.members) + ")")
+        if not info.zookeeper.members and info.zookeeper.pid is None:
+            raise ClusterError(f"the cluster uses a ZooKeeper it did not start ({info.zookeeper.connect}):"
+                               " restart it where it runs")
+        pid = cluster.restart_zookeeper(name, kill=args.kill, timeout=args.timeout, report=_report)
+    except (ClusterError, ClusterFileError) as e:
+        print(f"minibroker cluster restart-zookeeper: {e}", file=sys.stderr)
+        return 1
+    print(f"ZooKeeper {name} serving on {cluster.load().zookeeper.connect} (pid {pid})")
     return 0
 
 

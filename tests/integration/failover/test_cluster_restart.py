@@ -1,10 +1,13 @@
 """A local cluster started again on its data dir, as a user's scripts do: the same addresses, the user's edits to
-the brokers' server.properties kept, no wait for the sessions a SIGKILLed cluster left in ZooKeeper; and a broker
-started on Kafka's own config/server.properties."""
+the brokers' server.properties kept, no wait for the sessions a SIGKILLed cluster left in ZooKeeper; a broker
+started on Kafka's own config/server.properties; and the tools and `cluster restart-zookeeper` with its ZooKeeper
+stopped."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from local_cluster.cluster import LocalCluster
 from local_cluster.ports import KAFKA_PORT_OFFSET
 from tests.integration.conftest import broker_argv, wait_until_serving
 from zk.server import free_port, port_in_use
@@ -144,3 +148,39 @@ def test_a_broker_starts_on_kafkas_server_properties(processes: StartProcess, zk
     assert f"\tlog.dirs = {tmp_path / 'kafka-logs'}\n" in log
     assert f"\tzookeeper.connect = {zk_connect}\n" in log
     assert "\tzookeeper.connection.timeout.ms = 18000\n" in log
+
+
+def test_the_tools_name_a_stopped_zookeeper_and_restart_zookeeper_starts_it_alone(data_dir: Path) -> None:
+    """With ZooKeeper SIGSTOPped, topic creation and config changes end with REQUEST_TIMED_OUT naming ZooKeeper,
+    where it is and whether the broker is connected to it, after zookeeper.connection.timeout.ms (Kafka's
+    ZooKeeperClient stops waiting for a connection then), and the broker's log says so; they waited 60 s for a
+    REQUEST_TIMED_OUT / DEADLINE_EXCEEDED that named nothing. A SIGKILLed ZooKeeper is started again alone, as
+    restart-broker starts a broker."""
+    d = ("--data-dir", str(data_dir))
+    ok("cluster", "up", *d, "--brokers", "1", "--controllers", "1",
+       "--override", "zookeeper.connection.timeout.ms=3000")
+    cluster = LocalCluster(data_dir)
+    connect = cluster.load().zookeeper.connect
+    create = ("topics", *d, "--create", "--partitions", "1", "--replication-factor", "1", "--topic")
+    ok(*create, "before")
+    away = f"ZooKeeper at {connect} did not answer within 3000 ms: this broker is "
+    zookeeper_pid = cluster.send_signal("zookeeper", signal.SIGSTOP)
+    try:
+        created = minibroker(*create, "during")
+        altered = minibroker("configs", *d, "--entity-type", "topics", "--entity-name", "before", "--alter",
+                             "--add-config", "retention.ms=1000")
+    finally:
+        os.kill(zookeeper_pid, signal.SIGCONT)
+    for result in (created, altered):
+        said = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == 1 and away in said[-1], result.stdout + result.stderr
+    log = (data_dir / "logs" / "broker-1.log").read_text()
+    assert f"CreateTopics: {away}" in log and f"IncrementalAlterConfigs: {away}" in log
+
+    cluster.send_signal("zookeeper", signal.SIGKILL)
+    refused = minibroker("cluster", "restart-broker", *d, "--id", "1")
+    assert refused.returncode == 1 and "`minibroker cluster restart-zookeeper`" in refused.stderr, refused.stderr
+    restarted = ok("cluster", "restart-zookeeper", *d)
+    assert restarted.stdout.startswith(f"ZooKeeper zookeeper serving on {connect} (pid "), restarted.stdout
+    assert cluster.running("zookeeper")
+    ok(*create, "after")  # the broker and the controller are back on it

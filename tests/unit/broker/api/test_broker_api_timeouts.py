@@ -1,6 +1,7 @@
-"""KafkaApis bounds the requests that wait on ZooKeeper (InitProducerId, Metadata with auto-create)
-by the request's timeout: during an outage the ZooKeeper call retries until reconnected, and the client must get
-REQUEST_TIMED_OUT, not a wait as long as the outage. The stores below block until released, as kazoo does while
+"""KafkaApis bounds the requests that wait on ZooKeeper (InitProducerId, Metadata with auto-create, CreateTopics,
+config changes) by the request's timeout and zookeeper.connection.timeout.ms: during an outage the ZooKeeper call
+retries until reconnected, and the client must get REQUEST_TIMED_OUT naming ZooKeeper, not a wait as long as the
+outage. The stores below block until released, as kazoo does while
 ZooKeeper is away; the request's deadline is a short gRPC time_remaining."""
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ class Cache:
 
 
 class Blocking:
+    zookeeper_connected = False  # the broker's session is suspended: ZooKeeper is away
+
     def __init__(self, outage: Outage) -> None:
         self.generate_producer_id = outage.block
         self.auto_create_topic = outage.block
+        self.create_topics = outage.block
+        self.incremental_alter_configs = outage.block
 
 
 def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
@@ -77,11 +82,13 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
 
     async def scenario() -> Any:
         config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1",
-                                         "auto.create.topics.enable": "true"})
+                                         "auto.create.topics.enable": "true",
+                                         "zookeeper.connection.timeout.ms": str(int(DEADLINE_S * 1000))})
         loop = asyncio.get_running_loop()
         operations = BrokerOperations(config, replica_manager=None, metadata_cache=Cache(),  # type: ignore[arg-type]
                                       admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
-                                      topic_purgatory=None, loop=loop)  # type: ignore[arg-type]
+                                      topic_purgatory=None, loop=loop,  # type: ignore[arg-type]
+                                      config_admin=blocking)  # type: ignore[arg-type]
         apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
                          topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
@@ -106,3 +113,29 @@ def test_metadata_auto_create_times_out_with_request_timed_out() -> None:
     request = pb.MetadataRequest(topics=["new-topic"], allow_auto_topic_creation=True)
     response = handle(lambda apis: apis.Metadata(request, Deadline()))  # type: ignore[arg-type]
     assert [(t.name, t.error_code) for t in response.topics] == [("new-topic", ErrorCode.REQUEST_TIMED_OUT)]
+
+
+ZOOKEEPER_AWAY = ("ZooKeeper at 127.0.0.1:1 did not answer within 200 ms: this broker is not connected to it"
+                  " (unreachable)")
+
+
+def test_create_topics_says_zookeeper_did_not_answer(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ZooKeeperClient stops waiting for a connection after zookeeper.connection.timeout.ms; the topic's
+    answer and the broker's log say ZooKeeper is what did not answer (the tool waited 60 s for REQUEST_TIMED_OUT
+    or DEADLINE_EXCEEDED that named nothing)."""
+    request = pb.CreateTopicsRequest(timeout_ms=30_000)
+    request.topics.add(name="t", num_partitions=1, replication_factor=1)
+    response = handle(lambda apis: apis.CreateTopics(request, Deadline()))  # type: ignore[arg-type]
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("t", ErrorCode.REQUEST_TIMED_OUT, ZOOKEEPER_AWAY)]
+    assert f"CreateTopics: {ZOOKEEPER_AWAY}" in caplog.text
+
+
+def test_config_changes_say_zookeeper_did_not_answer(caplog: pytest.LogCaptureFixture) -> None:
+    request = pb.IncrementalAlterConfigsRequest()
+    resource = request.resources.add(resource_type=2, resource_name="t")
+    resource.configs.add(name="retention.ms", config_operation=0, value="1000")
+    response = handle(lambda apis: apis.IncrementalAlterConfigs(request, Deadline()))  # type: ignore[arg-type]
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("t", ErrorCode.REQUEST_TIMED_OUT, ZOOKEEPER_AWAY)]
+    assert f"IncrementalAlterConfigs: {ZOOKEEPER_AWAY}" in caplog.text
