@@ -3,7 +3,7 @@
 Processes and clusters:
   broker.py            `minibroker broker`: run one broker
   controller.py        `minibroker controller`: run a controller process
-  cluster.py           `minibroker cluster up | status | down | restart-broker` (local_cluster/)
+  cluster.py           `minibroker cluster up | status | down | restart-broker | restart-zookeeper` (local_cluster/)
   demo.py              `minibroker demo`: a 3-broker cluster at work, start to finish
   health.py            `minibroker health`: container healthchecks
 Kafka's tools:
@@ -27,6 +27,7 @@ Tooling:
   console.py           `minibroker console`: the live web console of replication (console/)
 Shared:
   client_options.py    where the cluster is, and Kafka's key=value client settings
+  listener_probe.py    whether a --bootstrap-server address is a gRPC or a Kafka listener, for a one-line refusal
   usage.py             usage errors found after argparse has parsed a command line
   extras.py            the optional extras some commands need (PySpark, matplotlib)
 """

@@ -50,6 +50,7 @@ from minibroker.commands.client_options import (
     parse_key_values,
     zookeeper_security,
 )
+from minibroker.commands.listener_probe import KAFKA
 from minibroker.commands.usage import CommandLineError
 from proto.errors import KafkaError, error_for
 from zk.acl import OPEN, ZkSecurity
@@ -359,7 +360,7 @@ def _backend(args: argparse.Namespace) -> AclBackend:
     # librdkafka's names (the admin.properties of `cluster up --security`) as kafka-python calls them.
     properties = {_KAFKA_PYTHON_NAMES.get(k, k): v for k, v in properties.items()}
     if args.bootstrap_server:
-        servers = bootstrap_servers(args)
+        servers = bootstrap_servers(args, listener=KAFKA)  # as kafka-acls.sh: a Kafka listener
     else:
         servers = cluster_info(args).kafka_bootstrap_servers
         if not servers:

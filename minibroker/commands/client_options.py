@@ -27,6 +27,7 @@ from common.jaas import JaasError
 from common.properties import load_properties
 from local_cluster import security as cluster_security
 from local_cluster.cluster_file import ClusterFileError, ClusterInfo
+from minibroker.commands.listener_probe import GRPC, wrong_listener
 from zk.acl import JAAS_CONFIG_KEY, OPEN, ZkCredentials, ZkSecurity
 from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked
 
@@ -97,13 +98,18 @@ def _jaas_from_kafka_opts(kafka_opts: str) -> str | None:
     return None
 
 
-def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] | None = None) -> str:
+def bootstrap_servers(args: argparse.Namespace, client_props: Mapping[str, str] | None = None,
+                      listener: str = GRPC) -> str:
     """--bootstrap-server, else bootstrap.servers among the client properties (where Kafka's perf tools take
-    it), else the brokers of --data-dir's cluster."""
-    if args.bootstrap_server:
-        return _checked_servers(str(args.bootstrap_server))
-    if client_props and client_props.get(BOOTSTRAP_SERVERS):
-        return _checked_servers(client_props[BOOTSTRAP_SERVERS])
+    it), else the brokers of --data-dir's cluster. An address given is probed first: a listener of the other
+    kind than `listener` (gRPC for every tool but acls) is a UsageError saying which one the tool needs."""
+    given = args.bootstrap_server or (client_props or {}).get(BOOTSTRAP_SERVERS)
+    if given:
+        servers = _checked_servers(str(given))
+        problem = wrong_listener(servers, listener, getattr(args, "command", None) or "")
+        if problem is not None:
+            raise UsageError(problem)
+        return servers
     if args.data_dir is not None:
         return cluster_info(args).bootstrap_servers
     raise UsageError('Missing required argument "[bootstrap-server]" (or --data-dir DIR of a cluster started by'

@@ -25,6 +25,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from minibroker.commands.client_options import UsageError, add_command_config_option, client_security
+from minibroker.commands.listener_probe import GRPC, wrong_listener
 from minibroker.commands.usage import CommandLineError
 from proto.types import CONTROLLER_SERVICE
 from zk.client import KafkaZkClient
@@ -75,7 +76,8 @@ def broker_problem(address: str, broker_id: int | None, zookeeper: str | None, t
         try:
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError as e:
-            return f"{address} does not answer health checks ({e.code().name})"
+            return (wrong_listener(address, GRPC, "health")
+                    or f"{address} does not answer health checks ({e.code().name})")
     if status.status != health_pb2.HealthCheckResponse.SERVING:
         return f"{address} is {health_pb2.HealthCheckResponse.ServingStatus.Name(status.status)}"
     if broker_id is None or zookeeper is None:

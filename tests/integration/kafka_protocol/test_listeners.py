@@ -1,7 +1,8 @@
 """Two listeners per broker (Kafka's listeners / advertised.listeners / listener.security.protocol.map /
 inter.broker.listener.name) on real processes: each client is told the endpoints of the listener it connected
 to, and replication and the controller use the inter-broker one. EXTERNAL advertises `localhost`, INTERNAL
-`127.0.0.1`, so which listener a metadata answer describes shows in its host names."""
+`127.0.0.1`, so which listener a metadata answer describes shows in its host names. A tool given the other kind
+of listener (gRPC / Kafka) says which one it needs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from client import Admin, Consumer, NewTopic, Producer
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.types import EndPoint, TopicPartition
+from tests.integration.admin_and_cli.test_cli import minibroker
 from tests.integration.conftest import wait_until_serving
 from zk.client import KafkaZkClient
 from zk.server import free_port
@@ -97,3 +99,35 @@ def test_clients_are_told_the_endpoints_of_the_listener_they_connected_to(
         consumer.close()
     assert values[:20] == [f"v{i}".encode() for i in range(20)]
     assert len(values) == 20
+
+
+WRONG_LISTENER_TOOLS = [
+    ("topics", "--list"),
+    ("configs", "--describe", "--entity-type", "topics", "--entity-name", "t"),
+    ("consumer-groups", "--list"),
+    ("get-offsets", "--topic", "t"),
+    ("console-consumer", "--topic", "t", "--timeout-ms", "1000"),
+    ("console-producer", "--topic", "t"),
+    ("perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1", "--throughput", "-1"),
+    ("health",),
+]
+
+
+def test_a_tool_given_the_other_listener_names_the_one_it_needs(start_broker: StartBroker,
+                                                                start_controller: StartController) -> None:
+    """The port a Kafka user types first is the Kafka listener: every gRPC tool given it says in one line that it
+    needs the gRPC listener and where this broker has it (it printed `UNAVAILABLE ... Socket closed` or waited
+    60 s); `acls --bootstrap-server`, which speaks Kafka's protocol as kafka-acls.sh, given the gRPC listener
+    says the converse. Each ends while the 60 s its wait used to take have not passed."""
+    broker = start_broker(1)
+    start_controller()  # the broker learns the cluster's brokers (its own id among them) from the controller
+    for tool in WRONG_LISTENER_TOOLS:
+        result = minibroker(*tool, "--bootstrap-server", broker.kafka_address, stdin="", timeout=60)
+        said = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+        assert result.returncode != 0 and "Traceback" not in result.stderr, (tool, result.stdout, result.stderr)
+        assert (f"{broker.kafka_address} is a Kafka listener: minibroker {tool[0]} needs a broker's gRPC listener,"
+                f" {broker.address} on this broker") in said[-1], (tool, said)
+    acls = minibroker("acls", "--list", "--bootstrap-server", broker.address, timeout=60)
+    assert acls.returncode != 0
+    assert (f"{broker.address} is a gRPC listener: minibroker acls needs a broker's Kafka listener,"
+            f" {broker.kafka_address} on this broker") in acls.stdout + acls.stderr, acls.stdout + acls.stderr
