@@ -640,6 +640,13 @@ class LocalCluster:
         report(f"Started {name} on {process.connect} (pid {pid}), mode {_mode(process.connect)}")
         return pid
 
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every broker is registered, SERVING and knows the cluster's brokers and active controller, as
+        `up` and the restarts wait (after `restart_zookeeper`: the brokers whose sessions expired register
+        again)."""
+        info = self.load()
+        self._wait_ready(info, info.brokers, time.monotonic() + timeout, timeout)
+
     def running(self, name: str) -> bool:
         """Whether the process `name` ("broker-1", "controller-1001", "zookeeper", "zookeeper-2") of cluster.json
         runs."""

@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                             help="the ensemble member zookeeper-I (a cluster started with --zookeeper-nodes)")
     restart_zk.add_argument("--kill", action="store_true", help="SIGKILL it instead of SIGTERM if it runs")
     restart_zk.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                            help="how long to wait for it to serve again (default 60)")
+                            help="how long to wait for it, then the brokers, to serve again (default 60)")
     restart_zk.set_defaults(action_func=_restart_zookeeper)
 
     isolate = actions.add_parser("isolate", help="cut a broker off from its peers, the controllers and ZooKeeper"
@@ -220,7 +220,10 @@ def _restart_zookeeper(args: argparse.Namespace) -> int:
         if not info.zookeeper.members and info.zookeeper.pid is None:
             raise ClusterError(f"the cluster uses a ZooKeeper it did not start ({info.zookeeper.connect}):"
                                " restart it where it runs")
+        started = time.monotonic()
         pid = cluster.restart_zookeeper(name, kill=args.kill, timeout=args.timeout, report=_report)
+        # As restart-broker: done once the brokers serve with the cluster's metadata again.
+        cluster.wait_ready(max(args.timeout - (time.monotonic() - started), 1.0))
     except (ClusterError, ClusterFileError) as e:
         print(f"minibroker cluster restart-zookeeper: {e}", file=sys.stderr)
         return 1

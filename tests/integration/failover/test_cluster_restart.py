@@ -183,4 +183,4 @@ def test_the_tools_name_a_stopped_zookeeper_and_restart_zookeeper_starts_it_alon
     restarted = ok("cluster", "restart-zookeeper", *d)
     assert restarted.stdout.startswith(f"ZooKeeper zookeeper serving on {connect} (pid "), restarted.stdout
     assert cluster.running("zookeeper")
-    ok(*create, "after")  # the broker and the controller are back on it
+    ok(*create, "after")  # restart-zookeeper returned once the broker served with the cluster's metadata again
