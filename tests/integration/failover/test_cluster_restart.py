@@ -66,7 +66,7 @@ zookeeper.connection.timeout.ms=18000
 group.initial.rebalance.delay.ms=0
 cluster.credential=s3cret-of-the-cluster
 """
-UNUSED = ("num.network.threads, num.io.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
+UNUSED = ("num.network.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
           " transaction.state.log.replication.factor, transaction.state.log.min.isr")
 
 
