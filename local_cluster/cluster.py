@@ -469,11 +469,20 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ readiness
 
-    def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float) -> None:
+    def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float,
+                    whole_cluster: bool = True) -> None:
         """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
-        active controller from the controller's UpdateMetadata: what a client needs before it can use them."""
-        # An ensemble member that is down (a chaos fault, a crash) does not matter while the others have a quorum.
-        processes = [p for p in self._processes(info) if not (p.kind == "zookeeper" and info.zookeeper.members)]
+        active controller from the controller's UpdateMetadata: what a client needs before it can use them.
+        With `whole_cluster` false (one broker restarted) only those brokers are watched: another process of the
+        cluster that is down (a controller killed by a fault) is not theirs to fail, and with no controller
+        active there is no UpdateMetadata to wait for."""
+        if whole_cluster:
+            # An ensemble member that is down (a chaos fault, a crash) does not matter while the others have a
+            # quorum.
+            processes = [p for p in self._processes(info) if not (p.kind == "zookeeper" and info.zookeeper.members)]
+        else:
+            names = {f"broker-{b.id}" for b in brokers}
+            processes = [p for p in self._processes(info) if p.name in names]
         zk = self._zookeeper(info, deadline)
         # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
         # between attempts, long after a broker serves (and channels share connections process-wide).
@@ -485,7 +494,7 @@ class LocalCluster:
                     if not self._running(process):
                         raise ClusterError(f"{process.name} exited{self._exit_code(process)} before the cluster was"
                                            f" ready{self._log_tail(process.name)}")
-                pending = _not_ready(zk, info, brokers, channels)
+                pending = _not_ready(zk, info, brokers, channels, whole_cluster)
                 if not pending:
                     return
                 if time.monotonic() >= deadline:
@@ -592,7 +601,7 @@ class LocalCluster:
         broker.pid = self._start_broker(broker_id, info.network)
         info.save(self.data_dir)
         report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid})")
-        self._wait_ready(info, [broker], time.monotonic() + timeout, timeout)
+        self._wait_ready(info, [broker], time.monotonic() + timeout, timeout, whole_cluster=False)
         return broker
 
     # ------------------------------------------------------------------ one process (chaos/cluster.py)
@@ -779,10 +788,12 @@ class _ZooKeeperState:
 
 
 def _not_ready(zk: KafkaZkClient, info: ClusterInfo, brokers: list[BrokerEntry],
-               channels: dict[int, grpc.Channel]) -> dict[str, str]:
-    """Process name -> why it is not ready yet; empty when the cluster is."""
+               channels: dict[int, grpc.Channel], whole_cluster: bool = True) -> dict[str, str]:
+    """Process name -> why it is not ready yet; empty when the cluster is (or, without `whole_cluster`, when
+    `brokers` are: a controller is then awaited only through their metadata, if one is active)."""
     pending: dict[str, str] = {}
-    if zk.get_controller_id() not in {c.id for c in info.controllers}:
+    controller_id = zk.get_controller_id()
+    if whole_cluster and controller_id not in {c.id for c in info.controllers}:
         pending.update((f"controller-{c.id}", "is not active, nor is any other controller") for c in info.controllers)
     registered = {b.id: b for b in zk.get_all_brokers()}
     for broker in brokers:
@@ -800,7 +811,10 @@ def _not_ready(zk: KafkaZkClient, info: ClusterInfo, brokers: list[BrokerEntry],
             continue
         if health.status != health_pb2.HealthCheckResponse.SERVING:
             pending[name] = "is not SERVING"
-        elif {b.node_id for b in metadata.brokers} != set(registered) or metadata.controller_id < 0:
+        # With no controller active (the only one killed) nothing sends it UpdateMetadata: registered and serving
+        # is all a restarted broker can be.
+        elif (whole_cluster or controller_id is not None) and (
+                {b.node_id for b in metadata.brokers} != set(registered) or metadata.controller_id < 0):
             pending[name] = "has no cluster metadata from the controller yet"
     return pending
 

@@ -1,7 +1,7 @@
 """A local cluster started again on its data dir, as a user's scripts do: the same addresses, the user's edits to
-the brokers' server.properties kept, no wait for the sessions a SIGKILLed cluster left in ZooKeeper; a broker
-started on Kafka's own config/server.properties; and the tools and `cluster restart-zookeeper` with its ZooKeeper
-stopped."""
+the brokers' server.properties kept, no wait for the sessions a SIGKILLed cluster left in ZooKeeper; one broker
+restarted while the controller is dead; a broker started on Kafka's own config/server.properties; and the tools
+and `cluster restart-zookeeper` with its ZooKeeper stopped."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from local_cluster.cluster import LocalCluster
 from local_cluster.ports import KAFKA_PORT_OFFSET
 from tests.integration.conftest import broker_argv, wait_until_serving
+from zk.client import KafkaZkClient
 from zk.server import free_port, port_in_use
 
 if TYPE_CHECKING:
@@ -131,6 +134,23 @@ def test_up_again_keeps_addresses_and_edits_and_does_not_wait_for_dead_sessions(
     assert moved.stdout == f"127.0.0.1:{other + 1},127.0.0.1:{other + 2}\n"
     assert "Kept broker-1/server.properties, set zookeeper.connect, listeners\n" in moved.stderr
     assert "# mine\nnum.network.threads=3\n" in config.read_text()
+
+
+def test_a_broker_restarts_while_the_only_controller_is_dead(data_dir: Path) -> None:
+    """restart_broker waits for its broker (registered, serving), not for the whole cluster: a controller killed
+    by a fault (the console's button, chaos) does not make a broker that serves again a failed restart."""
+    cluster = LocalCluster(data_dir)
+    info = cluster.up(brokers=1, controllers=1)
+    cluster.send_signal("controller-1001", signal.SIGKILL)
+
+    broker = cluster.restart_broker(1, kill=True, timeout=60)
+
+    assert broker.pid is not None and broker.pid != info.brokers[0].pid
+    with grpc.insecure_channel(broker.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+    with KafkaZkClient.connect(info.zookeeper.connect, timeout=10) as zk:
+        assert [b.id for b in zk.get_all_brokers()] == [1]
 
 
 def test_a_broker_starts_on_kafkas_server_properties(processes: StartProcess, zk_connect: str,
