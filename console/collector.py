@@ -10,7 +10,8 @@ the active controller's events (DescribeEvents, at the address the /controller
 znode advertises), the consumer groups (ListGroups, DescribeGroups, OffsetFetch),
 ZooKeeper's modes, and every `configs_every` of its rounds the topics' configs
 (DescribeConfigs). However many pages are open, the brokers see this one poller:
-the pages read its picture.
+the pages read its picture. With no page open (no event stream subscribed) both
+loops wait and the cluster is asked nothing; the first page to connect wakes them.
 
 Events are paged by sequence number per source; a source that stops answering
 (a paused or restarted broker, whose ring starts again at 1) is asked from 0
@@ -63,6 +64,47 @@ class Picture:
     requests: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+class Pages:
+    """The pages subscribed to the pictures (server-sent event streams): the collector's loops poll only while
+    there is one."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._open = 0
+        self._closed = False
+        # Loops waiting for a page right now: they ask the cluster nothing.
+        self.idle = 0
+
+    @property
+    def open(self) -> int:
+        return self._open
+
+    def subscribe(self) -> None:
+        with self._condition:
+            self._open += 1
+            self._condition.notify_all()
+
+    def unsubscribe(self) -> None:
+        with self._condition:
+            self._open -= 1
+
+    def close(self) -> None:
+        """Wakes every waiting loop for good (the collector stops)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def wait(self) -> bool:
+        """Until a page is open (True) or the collector stops (False)."""
+        with self._condition:
+            self.idle += 1
+            try:
+                self._condition.wait_for(lambda: self._open > 0 or self._closed)
+            finally:
+                self.idle -= 1
+            return not self._closed
+
+
 class Collector:
     def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 400,
                  local: LocalProcesses | None = None, slow_every: int = 4, configs_every: int = 5) -> None:
@@ -91,6 +133,7 @@ class Collector:
         self._console_sequence = 0
         self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
         self._stop = threading.Event()
+        self.pages = Pages()
         self._threads = [threading.Thread(target=self._run, name="console-collector", daemon=True),
                          threading.Thread(target=self._run_slow, name="console-collector-slow", daemon=True)]
 
@@ -104,6 +147,7 @@ class Collector:
 
     def stop(self) -> None:
         self._stop.set()
+        self.pages.close()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(10)
@@ -114,7 +158,7 @@ class Collector:
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while self.pages.wait() and not self._stop.is_set():
             began = time.monotonic()
             try:
                 picture = self._take()
@@ -128,7 +172,7 @@ class Collector:
             self._stop.wait(max(self._interval_ms / 1000 - (time.monotonic() - began), 0.05))
 
     def _run_slow(self) -> None:
-        while not self._stop.wait(self._interval_ms * self._slow_every / 1000):
+        while self.pages.wait() and not self._stop.wait(self._interval_ms * self._slow_every / 1000):
             with self._lock:
                 metadata, answers = self._metadata, self._answers
             if metadata is None:

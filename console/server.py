@@ -1,8 +1,9 @@
 """The console's web server (aiohttp): the page, its pictures pushed as server-sent events, and the fault buttons.
 
   GET  /                     the page (console/static/index.html, console.js, console.css: no CDN, no build)
-  GET  /api/stream?topic=T   server-sent events: each new picture of the collector, as JSON
-  GET  /api/picture?topic=T  the latest picture, once
+  GET  /api/stream?topic=T   server-sent events: each new picture of the collector, as JSON; the collector
+                             polls the cluster only while at least one stream is open
+  GET  /api/picture?topic=T  the latest picture, once (as old as the last time a stream was open)
   POST /api/faults/broker/{id}/{sigkill|sigstop|sigcont|restart}
   POST /api/faults/controller/kill
                              only with --allow-faults on a local cluster; 403 otherwise
@@ -63,6 +64,7 @@ def create_app(collector: Collector, local: LocalProcesses | None, allow_faults:
         await response.prepare(request)
         topic = request.query.get("topic")
         version = -1
+        collector.pages.subscribe()
         try:
             while True:
                 current = collector.picture
@@ -73,6 +75,8 @@ def create_app(collector: Collector, local: LocalProcesses | None, allow_faults:
                 await asyncio.sleep(_STREAM_POLL_S)
         except ConnectionResetError:  # the page went away
             pass
+        finally:  # gone, or cut by the server's shutdown
+            collector.pages.unsubscribe()
         return response
 
     async def broker_fault(request: web.Request) -> web.Response:

@@ -5,6 +5,10 @@ of the metadata, group lag; and the server's filtering of what a page gets."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -130,3 +134,45 @@ def test_fault_buttons_answer_403_unless_allowed_on_a_local_cluster() -> None:
     status, error, page_status, page, script_status = asyncio.run(scenario())
     assert (status, error) == (403, "faults are for a local cluster (--data-dir)")
     assert page_status == 200 and '<script src="/static/console.js">' in page and script_status == 200
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def test_the_collector_polls_the_cluster_only_while_a_page_streams() -> None:
+    collector = Collector("127.0.0.1:1", PLAINTEXT, interval_ms=20)
+    polls: list[int] = []
+
+    def take() -> Picture:  # stands in for the cluster's answers: counts the polls
+        polls.append(len(polls))
+        return dataclasses.replace(collector.picture, version=collector.picture.version + 1)
+
+    collector._take = take  # type: ignore[method-assign]
+
+    async def stream_once() -> bytes:
+        async with TestClient(TestServer(create_app(collector, None, allow_faults=False))) as client:
+            response = await client.get("/api/stream")
+            first = await response.content.readuntil(b"\n\n")
+            assert collector.pages.open == 1
+            response.close()  # the page goes away
+            while collector.pages.open:
+                await asyncio.sleep(0.005)
+            return first
+
+    collector.start()
+    try:
+        # No page: both loops wait for one, and the cluster was asked nothing.
+        _until(lambda: collector.pages.idle == 2, "both loops to wait for a page")
+        assert polls == []
+        first = asyncio.run(stream_once())
+        assert first.startswith(b"data: {") and polls, "a page streamed and the cluster was polled for it"
+        # The page gone, both loops wait again (in Pages.wait, which returns only for a page or the stop).
+        _until(lambda: collector.pages.idle == 2, "both loops to wait for a page again")
+        assert collector.pages.open == 0
+    finally:
+        collector.stop()
+    assert not any(thread.is_alive() for thread in threading.enumerate() if thread.name.startswith("console-coll"))
