@@ -3,7 +3,10 @@ through the project's client, its gRPC contract and, for a local cluster, local_
 
   view.py       plain functions: Metadata + each broker's DescribeReplicaState -> the page's partitions, cluster,
                 topics and group lag (a follower in sync, late, out of the ISR or not answering)
-  collector.py  Collector: the one poller (a thread) and its latest Picture; the merged event timeline
+  collector.py  Collector: the one poller (a thread, only while a page streams: Pages) and its latest Picture;
+                the merged event timeline
+  log_dirs.py   LogDirs: each replica's bytes from DescribeLogDirs on the Kafka listeners (kafka-python's
+                KafkaAdminClient); replica_sizes() reads its answers
   local.py      LocalProcesses: a --data-dir cluster's processes (/proc), ZooKeeper modes, the controller's
                 address, and the faults (SIGKILL/SIGSTOP/SIGCONT/restart a broker, kill the controller)
   server.py     the aiohttp app: the page, /api/stream (server-sent events), /api/picture, /api/faults

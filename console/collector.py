@@ -36,6 +36,7 @@ from client.metadata import ClusterMetadata
 from common.grpc_tls import GrpcSecurity
 from console import view
 from console.local import LocalProcesses
+from console.log_dirs import LogDirs, ReplicaSizes
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 
@@ -107,12 +108,15 @@ class Pages:
 
 class Collector:
     def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 400,
-                 local: LocalProcesses | None = None, slow_every: int = 4, configs_every: int = 5) -> None:
+                 local: LocalProcesses | None = None, log_dirs: LogDirs | None = None, slow_every: int = 4,
+                 configs_every: int = 5) -> None:
         self._interval_ms = interval_ms
         self._admin = Admin(bootstrap_servers, channel_factory=security.channel_factory,
                             request_timeout_ms=max(interval_ms * 4, 2000), default_api_timeout_ms=5000)
         self._security = security
         self._local = local
+        self._log_dirs = log_dirs
+        self._sizes: ReplicaSizes = {}
         self._controller_endpoint = local.controller_endpoint if local is not None else None
         self._slow_every = slow_every
         self._configs_every = configs_every
@@ -152,6 +156,8 @@ class Collector:
             if thread.is_alive():
                 thread.join(10)
         self._admin.close()
+        if self._log_dirs is not None:
+            self._log_dirs.close()
         if self._controller is not None:
             self._controller[1].close()
 
@@ -184,11 +190,13 @@ class Collector:
                 configs = self._poll_configs(metadata, errors) if self._slow_rounds % self._configs_every == 0 \
                     else self._configs
                 zookeeper = self._local.zookeeper() if self._local is not None else {}
+                sizes = self._poll_log_dirs(answers, errors)
             except Exception:  # as the fast loop: the console stays up, the page keeps the last answers
                 logger.exception("console: a slow poll failed")
                 continue
             with self._lock:
                 self._groups, self._configs, self._zookeeper, self._slow_errors = groups, configs, zookeeper, errors
+                self._sizes = sizes
             self._slow_rounds += 1
 
     def _take(self) -> Picture:
@@ -209,13 +217,14 @@ class Collector:
             answers[broker_id] = answer
             self._add_events(source, answer.events)
         processes = self._local.processes() if self._local is not None else []
-        partitions = view.partition_views(metadata, answers, metadata.topics)
         with self._lock:
             self._metadata, self._answers = metadata, answers
             groups, configs, zookeeper, slow_errors = self._groups, self._configs, self._zookeeper, self._slow_errors
+            sizes = self._sizes if self._log_dirs is not None else None
+        partitions = view.partition_views(metadata, answers, metadata.topics, sizes)
         return Picture(
             self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions), partitions,
-            view.topic_summaries(metadata, answers, configs), groups, self._timeline(), processes, zookeeper,
+            view.topic_summaries(metadata, answers, configs, sizes), groups, self._timeline(), processes, zookeeper,
             errors + slow_errors)
 
     def _timeline(self) -> list[dict[str, Any]]:
@@ -308,6 +317,18 @@ class Collector:
             errors.append(f"groups: {e}")
             return self._groups
         return out
+
+    def _poll_log_dirs(self, answers: dict[int, pb.DescribeReplicaStateResponse], errors: list[str]) -> ReplicaSizes:
+        if self._log_dirs is None:
+            return {}
+        # The brokers that answered this tick: a paused one would hold the loop up for the request timeout.
+        brokers = sorted(answers)
+        self._requests["DescribeLogDirs"] += len(brokers)
+        try:
+            return self._log_dirs.describe(brokers)
+        except Exception as e:  # kafka-python's errors: the sizes are the page's news, not a crash
+            errors.append(f"log dirs: {e}")
+            return self._sizes
 
     def _poll_configs(self, metadata: ClusterMetadata, errors: list[str]) -> dict[str, dict[str, str]]:
         topics = sorted(metadata.topics)

@@ -12,13 +12,16 @@ from aiohttp import web
 from common.grpc_tls import GrpcSecurity
 from console.collector import Collector
 from console.local import LocalProcesses
+from console.log_dirs import LogDirs
 from console.server import create_app
 
 
 def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | None, host: str, port: int,
-          interval_ms: int, allow_faults: bool) -> int:
+          interval_ms: int, allow_faults: bool, kafka: tuple[str, dict[str, str]] | None = None) -> int:
+    """`kafka`: the Kafka listeners and the admin's kafka-python properties, to ask DescribeLogDirs."""
     local = LocalProcesses(data_dir) if data_dir is not None else None
-    collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local)
+    collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local,
+                          log_dirs=LogDirs(*kafka) if kafka is not None else None)
     if local is not None:
         local.record = collector.record
     try:

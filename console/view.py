@@ -58,9 +58,10 @@ def replica_state(leader: bool, in_isr: bool, registered: bool, answering: bool,
 
 
 def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states: PartitionStates,
-                   answers: Mapping[int, pb.DescribeReplicaStateResponse]) -> dict[str, Any]:
+                   answers: Mapping[int, pb.DescribeReplicaStateResponse],
+                   sizes: Mapping[tuple[str, int], Mapping[int, int]] | None = None) -> dict[str, Any]:
     """One partition: its leader, epoch and ISR (the leader's own if it answered, else the metadata's) and a bar
-    per assigned replica."""
+    per assigned replica, with its bytes on disk where DescribeLogDirs told them (`sizes`)."""
     meta = metadata.partition(TopicPartition(topic, partition))
     replicas = meta.replicas if meta is not None else ()
     by_broker = states.get((topic, partition), {})
@@ -71,6 +72,7 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
         meta.isr if meta is not None else ())
     lag_max_ms = leader_answer.replica_lag_time_max_ms if leader_answer is not None else 0
     followers = {f.broker_id: f for f in leader_state.followers} if leader_state is not None else {}
+    replica_bytes = (sizes or {}).get((topic, partition), {})
     bars = []
     for broker_id in replicas:
         own = by_broker.get(broker_id)
@@ -78,6 +80,8 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
         answering = own is not None
         bar: dict[str, Any] = {"broker": broker_id, "leader": broker_id == leader_id, "in_isr": broker_id in isr,
                                "answering": answering}
+        if broker_id in replica_bytes:
+            bar["size_bytes"] = replica_bytes[broker_id]
         if own is not None:
             bar.update(log_start_offset=own.log_start_offset, log_end_offset=own.log_end_offset,
                        high_watermark=own.high_watermark, leader_epoch=own.leader_epoch)
@@ -112,9 +116,10 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
 
 
 def partition_views(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse],
-                    topics: Iterable[str]) -> list[dict[str, Any]]:
+                    topics: Iterable[str], sizes: Mapping[tuple[str, int], Mapping[int, int]] | None = None
+                    ) -> list[dict[str, Any]]:
     states = index_replica_states(answers)
-    return [partition_view(tp.topic, tp.partition, metadata, states, answers)
+    return [partition_view(tp.topic, tp.partition, metadata, states, answers, sizes)
             for topic in sorted(topics) for tp in metadata.topic_partitions(topic) or ()]
 
 
@@ -133,8 +138,10 @@ def cluster_summary(metadata: ClusterMetadata, answers: Mapping[int, pb.Describe
 
 
 def topic_summaries(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse],
-                    configs: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
-    """Each topic: partitions, replication factor, records held (LEO - log start over the leaders), the configs
+                    configs: Mapping[str, Mapping[str, str]],
+                    sizes: Mapping[tuple[str, int], Mapping[int, int]] | None = None) -> list[dict[str, Any]]:
+    """Each topic: partitions, replication factor, records held (LEO - log start over the leaders), bytes on
+    disk over all its replicas as DescribeLogDirs told them (None when the console cannot ask it), the configs
     set on it (not the defaults)."""
     states = index_replica_states(answers)
     out = []
@@ -149,6 +156,8 @@ def topic_summaries(metadata: ClusterMetadata, answers: Mapping[int, pb.Describe
         first = metadata.partition(tps[0]) if tps else None
         out.append({"name": topic, "internal": topic in metadata.internal_topics, "partitions": len(tps),
                     "replication_factor": len(first.replicas) if first is not None else 0, "records": records,
+                    "bytes": None if sizes is None else sum(
+                        sum(sizes.get((topic, tp.partition), {}).values()) for tp in tps),
                     "configs": dict(configs.get(topic, {}))})
     return out
 

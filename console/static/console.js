@@ -26,6 +26,15 @@ function fmt(n) {
   return n === null || n === undefined || n < 0 ? "–" : Number(n).toLocaleString("en");
 }
 
+// Bytes as kafka-log-dirs.sh users read them: B, KiB, MiB, GiB.
+function fmtBytes(n) {
+  if (n === null || n === undefined || n < 0) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 function connect() {
   if (source) source.close();
   source = new EventSource("/api/stream" + (selectedTopic ? "?topic=" + encodeURIComponent(selectedTopic) : ""));
@@ -177,11 +186,13 @@ function partitionCard(part) {
     return el("div", {
       class: `replica ${b.state}`, "data-broker": b.broker, "data-state": b.state,
       "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1, "data-in-isr": b.in_isr,
+      "data-size": b.size_bytes ?? -1,
     },
       el("div", { class: "who" }, el("span", { class: "dot " + b.state }), `broker ${b.broker}`, b.leader ? " · leader" : ""),
       el("div", { class: "bar" }, track, meter),
       el("div", { class: "nums" },
-        `${fmt(b.log_start_offset)} → ${fmt(b.log_end_offset)}, HW ${fmt(b.high_watermark)}`,
+        `${fmt(b.log_start_offset)} → ${fmt(b.log_end_offset)}, HW ${fmt(b.high_watermark)}` +
+          (b.size_bytes !== undefined ? `, ${fmtBytes(b.size_bytes)}` : ""),
         el("span", { class: "state" }, ` ${b.state}`), lagText ? el("div", { class: "lag" }, lagText) : null));
   });
   const epochs = part.epochs.length ? el("div", { class: "hint epochs" },
@@ -204,10 +215,13 @@ function drawTimeline(p) {
 
 function drawTopics(p) {
   $("topics").replaceChildren(
-    el("tr", {}, ...["topic", "partitions", "RF", "records", "configs set"].map((h) => el("th", {}, h))),
-    ...p.topics.map((t) => el("tr", { class: t.internal ? "internal" : "" },
+    el("tr", {}, ...["topic", "partitions", "RF", "records", "bytes", "configs set"].map((h) => el("th",
+      h === "bytes" ? { title: "on disk, all replicas (DescribeLogDirs)" } : {}, h))),
+    ...p.topics.map((t) => el("tr", { class: t.internal ? "internal" : "", "data-topic": t.name,
+      "data-bytes": t.bytes ?? -1 },
       el("td", {}, el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); pick(t.name); } }, t.name)),
       el("td", {}, t.partitions), el("td", {}, t.replication_factor), el("td", {}, fmt(t.records)),
+      el("td", {}, fmtBytes(t.bytes)),
       el("td", { class: "configs" }, Object.entries(t.configs).map(([k, v]) => `${k}=${v}`).join(" ")))));
 }
 

@@ -46,7 +46,7 @@ from minibroker.commands.client_options import (
     bootstrap_servers,
     cluster_info,
     connect_zookeeper,
-    load_config_file,
+    kafka_python_admin_properties,
     parse_key_values,
     zookeeper_security,
 )
@@ -232,11 +232,6 @@ class AclBackend(Protocol):
     def close(self) -> None: ...
 
 
-_KAFKA_PYTHON_NAMES = {"sasl.username": "sasl.plain.username", "sasl.password": "sasl.plain.password",
-                       "ssl.ca.location": "ssl.cafile", "ssl.certificate.location": "ssl.certfile",
-                       "ssl.key.location": "ssl.keyfile", "ssl.key.password": "ssl.password"}
-
-
 class BrokerAcls:
     """Through a broker's Kafka listener: kafka-python's KafkaAdminClient, given --command-config's client
     properties under kafka-python's names (Kafka's with '_': security.protocol -> security_protocol).
@@ -354,11 +349,7 @@ def _backend(args: argparse.Namespace) -> AclBackend:
         if not props.get("zookeeper.connect"):
             raise UsageError("--authorizer-properties needs zookeeper.connect=HOST:PORT")
         return ZooKeeperAcls(props["zookeeper.connect"], zookeeper_security(args))
-    properties = load_config_file(args.command_config)
-    if args.command_config is None and args.data_dir is not None and (secure := cluster_info(args).security):
-        properties = load_config_file(Path(secure.client_config))  # a secure cluster's admin
-    # librdkafka's names (the admin.properties of `cluster up --security`) as kafka-python calls them.
-    properties = {_KAFKA_PYTHON_NAMES.get(k, k): v for k, v in properties.items()}
+    properties = kafka_python_admin_properties(args)
     if args.bootstrap_server:
         servers = bootstrap_servers(args, listener=KAFKA)  # as kafka-acls.sh: a Kafka listener
     else:

@@ -171,6 +171,22 @@ def parse_key_values(items: Iterable[str]) -> dict[str, str]:
     return props
 
 
+# librdkafka's names (the admin.properties of `cluster up --security`) as kafka-python calls them.
+_KAFKA_PYTHON_NAMES = {"sasl.username": "sasl.plain.username", "sasl.password": "sasl.plain.password",
+                       "ssl.ca.location": "ssl.cafile", "ssl.certificate.location": "ssl.certfile",
+                       "ssl.key.location": "ssl.keyfile", "ssl.key.password": "ssl.password"}
+
+
+def kafka_python_admin_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The admin's client properties for kafka-python's KafkaAdminClient on the Kafka listeners (`acls`, the
+    console's DescribeLogDirs): --command-config, else those of --data-dir's secure cluster, under kafka-python's
+    names (still dotted: security.protocol, sasl.plain.username)."""
+    properties = load_config_file(args.command_config)
+    if args.command_config is None and args.data_dir is not None and (secure := cluster_info(args).security):
+        properties = load_config_file(Path(secure.client_config))  # a secure cluster's admin
+    return {_KAFKA_PYTHON_NAMES.get(k, k): v for k, v in properties.items()}
+
+
 def load_config_file(path: Path | None) -> dict[str, str]:
     """A --producer.config / --consumer.config properties file (nothing when not given)."""
     if path is None:

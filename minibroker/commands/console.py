@@ -20,7 +20,14 @@ import argparse
 import sys
 
 from minibroker.commands import extras
-from minibroker.commands.client_options import UsageError, add_cluster_options, bootstrap_servers, client_security
+from minibroker.commands.client_options import (
+    UsageError,
+    add_cluster_options,
+    bootstrap_servers,
+    client_security,
+    cluster_info,
+    kafka_python_admin_properties,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,9 +59,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         servers = bootstrap_servers(args)
         security = client_security(args)
+        kafka = _kafka_listeners(args)
     except UsageError as e:
         print(f"minibroker console: {e}", file=sys.stderr)
         return 1
     from console.main import serve  # aiohttp is an extra: imported once it is known to be there
     return serve(servers, security, data_dir=args.data_dir if args.bootstrap_server is None else None,
-                 host=args.host, port=args.port, interval_ms=args.interval_ms, allow_faults=args.allow_faults)
+                 host=args.host, port=args.port, interval_ms=args.interval_ms, allow_faults=args.allow_faults,
+                 kafka=kafka)
+
+
+def _kafka_listeners(args: argparse.Namespace) -> tuple[str, dict[str, str]] | None:
+    """Where the console asks DescribeLogDirs (the replicas' bytes), with the admin's kafka-python properties: a
+    --data-dir cluster's Kafka listeners, as its cluster.json names them. --bootstrap-server names gRPC
+    listeners, whose Kafka listeners the console cannot know: its page then shows no bytes."""
+    if args.bootstrap_server is not None or args.data_dir is None:
+        return None
+    servers = cluster_info(args).kafka_bootstrap_servers
+    return (servers, kafka_python_admin_properties(args)) if servers else None

@@ -18,6 +18,7 @@ from client.structs import BrokerMetadata, PartitionMetadata
 from common.grpc_tls import PLAINTEXT
 from console import view
 from console.collector import Collector, Picture
+from console.log_dirs import replica_sizes
 from console.server import MAX_PARTITIONS, create_app, picture_json
 from proto import minibroker_pb2 as pb
 
@@ -108,6 +109,34 @@ def test_group_lag_is_the_high_watermark_minus_the_committed_offset() -> None:
     states = view.index_replica_states({1: leader((1, 2, 3), {})})
     rows = view.group_lag({("t", 0): 75, ("gone", 0): 3}, states, metadata())
     assert [(r["topic"], r["high_watermark"], r["lag"]) for r in rows] == [("gone", None, None), ("t", 90, 15)]
+
+
+def _dir(path: str, error: int, *topics: tuple[str, list[tuple[int, int, bool]]]) -> dict[str, object]:
+    """One DescribeLogDirsResult as kafka-python's describe_log_dirs gives it (to_dict of the response)."""
+    return {"error_code": error, "log_dir": path, "total_bytes": -1, "usable_bytes": -1, "topics": [
+        {"name": name, "partitions": [{"partition_index": i, "partition_size": size, "offset_lag": 0,
+                                       "is_future_key": future} for i, size, future in partitions]}
+        for name, partitions in topics]}
+
+
+def test_describe_log_dirs_gives_each_replicas_bytes() -> None:
+    answers = [
+        {"broker": 1, "log_dirs": [_dir("/d1", 0, ("t", [(0, 4096, False), (1, 0, False)])),
+                                   _dir("/d2", 0, ("t", [(0, 4000, True)])),  # a future replica: not the one serving
+                                   _dir("/bad", 56, ("t", [(1, 9, False)]))]},  # KAFKA_STORAGE_ERROR: nothing held
+        {"broker": 2, "log_dirs": [_dir("/d1", 0, ("t", [(0, 4100, False)]), ("u", [(0, 7, False)]))]},
+    ]
+    sizes = replica_sizes(answers)
+    assert sizes == {("t", 0): {1: 4096, 2: 4100}, ("t", 1): {1: 0}, ("u", 0): {2: 7}}
+
+    meta = metadata()
+    by_broker = {1: leader((1, 2, 3), {}), 2: follower(2, 100)}
+    [part] = view.partition_views(meta, by_broker, ["t"], sizes)
+    assert {b["broker"]: b.get("size_bytes") for b in part["bars"]} == {1: 4096, 2: 4100, 3: None}
+    [topic] = view.topic_summaries(meta, by_broker, {}, sizes)
+    assert topic["bytes"] == 4096 + 4100 and topic["records"] == 90
+    # A console that cannot ask DescribeLogDirs says so: no size, not zero.
+    assert view.topic_summaries(meta, by_broker, {})[0]["bytes"] is None
 
 
 def test_a_page_gets_its_topic_or_the_first_partitions_of_the_users_topics() -> None:
