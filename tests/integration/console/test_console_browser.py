@@ -96,7 +96,7 @@ class _Load:
         self._producer.close(timeout=5)
 
 
-def test_the_console_shows_a_follower_leave_and_rejoin_the_isr(
+def test_the_console_shows_replication_and_what_each_fault_button_does(
         data_dir: Path, processes: StartProcess, browser: webdriver.Chrome, wait_until: WaitUntil,
         tmp_path: Path) -> None:
     cluster = LocalCluster(data_dir)
