@@ -255,10 +255,13 @@ class BrokerOperations:
     # ------------------------------------------------------------------ Fetch
 
     async def fetch(self, session: Session, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    requested: Sequence[PartitionFetchInfo]) -> list[tuple[TopicPartition, LogReadResult]]:
+                    requested: Sequence[PartitionFetchInfo], isolation_level: int = 0
+                    ) -> list[tuple[TopicPartition, LogReadResult]]:
         """ReplicaManager.fetchMessages for a consumer (replica_id -1) or a follower; each partition's result
         in request order (unknown partitions answered here). A consumer needs Read on each topic; a follower's
-        right to fetch (ClusterAction) is its door's to check (`authorize_follower`, the gRPC authenticator)."""
+        right to fetch (ClusterAction) is its door's to check (`authorize_follower`, the gRPC authenticator).
+        A consumer's `isolation_level` 1 (READ_COMMITTED) reads to the last stable offset and gets the
+        aborted transactions of what it read; a follower reads to the log end whatever it asks."""
         is_follower = replica_id >= 0
         readable = None if is_follower else self.authorized_topics(
             session, AclOperation.READ, (p.topic_partition.topic for p in requested))
@@ -275,7 +278,7 @@ class BrokerOperations:
         params = FetchParams(
             replica_id=replica_id if is_follower else CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.HIGH_WATERMARK,
+            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.for_consumer(isolation_level),
             fetch_only_from_leader=True,
         )
         results: FetchResults = []
