@@ -803,3 +803,18 @@ def read_end_txn_marker(buf: bytes | bytearray | memoryview, start: int, header:
                                  f" {0 if value is None else len(value)} bytes")
     _version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
     return EndTxnMarker(ControlRecordType(type_id), coordinator_epoch)
+
+
+def has_transactional_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether any batch in a produce request's records is transactional (Kafka's
+    ProduceRequest.hasTransactionalRecords), by each batch's attributes alone; malformed bytes end the walk (the
+    log refuses them)."""
+    pos = 0
+    while len(buf) - pos >= HEADER_SIZE:
+        if _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0] & TRANSACTIONAL_MASK:
+            return True
+        _offset, length = read_offset_and_length(buf, pos)
+        if length < MIN_BATCH_LENGTH:
+            return False
+        pos += LOG_OVERHEAD + length
+    return False

@@ -115,7 +115,9 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         # Read once: each access to a bytes field copies it out of the message.
         order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
-        results = await self._operations.produce(self._session(context), request.timeout_ms, request.acks, order)
+        results = await self._operations.produce(
+            self._session(context), request.timeout_ms, request.acks, order,
+            request.transactional_id if request.HasField("transactional_id") else None)
         tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:

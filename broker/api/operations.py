@@ -48,7 +48,7 @@ from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.log_dirs import LogDirInfo
 from broker.replication.partition import FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from common.record import has_more_than_one_batch
+from common.record import has_more_than_one_batch, has_transactional_batch
 from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -207,15 +207,24 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ Produce
 
-    def produce(self, session: Session, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]]
-                ) -> asyncio.Future[dict[TopicPartition, ProducePartitionResponse]]:
+    def produce(self, session: Session, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]],
+                transactional_id: str | None = None) -> asyncio.Future[dict[TopicPartition, ProducePartitionResponse]]:
         """Append each partition's records (ReplicaManager.appendRecords); a future of every partition's answer.
         A topic the principal may not Write is TOPIC_AUTHORIZATION_FAILED and nothing of it is appended.
+        Transactional batches need the request's transactional id and Write on it (KafkaApis), else the whole
+        request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
         Synchronous up to the append, so requests on one connection append in the order they are called.
         """
         entries: list[tuple[TopicPartition, bytes]] = []
         refused: dict[TopicPartition, ProducePartitionResponse] = {}
+        if any(has_transactional_batch(records) for _, records in partitions) and (
+                transactional_id is None
+                or not self.authorize(session, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+            denied: asyncio.Future[dict[TopicPartition, ProducePartitionResponse]] = self._loop.create_future()
+            denied.set_result({tp: ProducePartitionResponse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                               for tp, _ in partitions})
+            return denied
         repeated = duplicates(tp for tp, _ in partitions)
         writable = self.authorized_topics(session, AclOperation.WRITE, (tp.topic for tp, _ in partitions))
         for tp, records in partitions:
