@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +41,7 @@ from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.fetcher.protocol import MAX_TIMESTAMP
+from broker.log.log import AppendOrigin
 from broker.purgatory.completion import Completion
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
@@ -48,7 +50,12 @@ from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.log_dirs import LogDirInfo
 from broker.replication.partition import FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from common.record import has_more_than_one_batch, has_transactional_batch
+from common.record import (
+    ControlRecordType,
+    build_end_txn_marker,
+    has_more_than_one_batch,
+    has_transactional_batch,
+)
 from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -104,6 +111,17 @@ class OffsetForTimestamp:
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One marker of a WriteTxnMarkers request: a transaction's outcome for each of its partitions here."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool  # transaction_result: True COMMIT, False ABORT
+    coordinator_epoch: int
+    partitions: list[TopicPartition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,6 +548,35 @@ class BrokerOperations:
             logger.exception("Failed to allocate a producer id")
             return ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1
         return ErrorCode.NONE, producer_id, 0
+
+    # ------------------------------------------------------------------ WriteTxnMarkers
+
+    async def write_txn_markers(self, session: Session, markers: Sequence[TxnMarker]
+                                ) -> list[dict[TopicPartition, ErrorCode]]:
+        """Kafka's handleWriteTxnMarkersRequest: each marker appended to each of its partitions with acks=all as
+        the coordinator's (AppendOrigin.COORDINATOR, internal topics allowed); each marker's partition errors, in
+        request order. The sender needs ClusterAction on the cluster, as Kafka asks of a broker."""
+        if not self.authorize_cluster(session, AclOperation.CLUSTER_ACTION):
+            return [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
+        now = time.time_ns() // 1_000_000  # MemoryRecords.withEndTransactionMarker stamps the wall clock
+        futures = []
+        for marker in markers:
+            known = [tp for tp in marker.partitions if self.metadata_cache.contains(tp)]
+            unknown = dict.fromkeys((tp for tp in marker.partitions if tp not in known),
+                                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            completion: Completion[dict[TopicPartition, ProducePartitionResponse]] = self.completion()
+            if known:
+                batch = build_end_txn_marker(
+                    marker.producer_id, marker.producer_epoch,
+                    ControlRecordType.COMMIT if marker.commit else ControlRecordType.ABORT,
+                    marker.coordinator_epoch, now)
+                self.replica_manager.append_records(self.config.request_timeout_ms, -1,
+                                                    [(tp, batch) for tp in known], completion,
+                                                    AppendOrigin.COORDINATOR)
+            else:
+                completion({})
+            futures.append((unknown, completion.future))
+        return [{**unknown, **{tp: r.error for tp, r in (await future).items()}} for unknown, future in futures]
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
 

@@ -22,7 +22,7 @@ from broker.api.kafka import groups as group_api
 from broker.api.kafka import metadata as metadata_api
 from broker.api.kafka import partitions as partitions_api
 from broker.api.kafka.protocol import Reply, RequestHeader, build
-from broker.api.operations import BrokerOperations
+from broker.api.operations import BrokerOperations, TxnMarker
 from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.group_metadata_manager import partition_for
 from common.record import ProducerRecord, build_batch
@@ -166,6 +166,17 @@ def test_transactional_batches_need_the_transactional_id_and_write_on_it() -> No
     results, _ = run({TXN_ID: [allow(Op.WRITE)]}, lambda ops, _: ops.produce(
         ALICE, 1000, -1, [(TopicPartition("b", 0), txn)], "tx"))
     assert results[TopicPartition("b", 0)].error is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_write_txn_markers_needs_cluster_action_and_known_partitions() -> None:
+    # No ReplicaManager: neither answer may append anything.
+    marker = TxnMarker(4000, 0, True, 1, [TopicPartition("a", 0), TopicPartition("zz", 3)])
+    refused, _ = run({CLUSTER: [allow(Op.DESCRIBE)]}, lambda ops, _: ops.write_txn_markers(ALICE, [marker]))
+    assert refused == [{TopicPartition("a", 0): ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        TopicPartition("zz", 3): ErrorCode.CLUSTER_AUTHORIZATION_FAILED}]
+    unknown = TxnMarker(4000, 0, False, 1, [TopicPartition("zz", 3)])
+    answered, _ = run({CLUSTER: [allow(Op.CLUSTER_ACTION)]}, lambda ops, _: ops.write_txn_markers(ALICE, [unknown]))
+    assert answered == [{TopicPartition("zz", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}]
 
 
 def test_delete_topics_checks_describe_then_existence_then_delete() -> None:
