@@ -322,10 +322,14 @@ class Log:
         with self._lock:
             return self.producer_state.last_stable_offset(high_watermark)
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        with self._lock:
+            self.producer_state.on_high_watermark_updated(high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest unstable transaction, None without one: the log cleaner stops there."""
         with self._lock:
-            return self.producer_state.first_unstable_offset(high_watermark)
+            return self.producer_state.first_unstable_offset()
 
     @_reports_io_errors("reading from")
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int | None = None
@@ -841,7 +845,7 @@ class Log:
                             self._ident, cleaned.path)
                 cleaned.close()
                 cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
-                for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index):
+                for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index, cleaned.txn_index):
                     target.path.unlink(missing_ok=True)
                 return False
             cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)

@@ -481,16 +481,20 @@ class ProducerStateManager:
         """Every open transaction: first offset -> producer id."""
         return dict(self._ongoing_txns)
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
-        """The first offset of the oldest transaction that is open, or closed by a marker not yet below
-        `high_watermark` (Kafka's firstUnstableOffset after onHighWatermarkUpdated); None if there is none."""
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark are stable (Kafka's onHighWatermarkUpdated)."""
         self._remove_unreplicated_txns(high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or closed by a marker not yet known to be
+        below the high watermark (Kafka's firstUnstableOffset); None if there is none."""
         firsts = [*self._ongoing_txns, *self._unreplicated_txns]
         return min(firsts) if firsts else None
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's Log.lastStableOffset: the first unstable offset, capped by the high watermark."""
-        first_unstable = self.first_unstable_offset(high_watermark)
+        self.on_high_watermark_updated(high_watermark)
+        first_unstable = self.first_unstable_offset()
         return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
 
     def _remove_unreplicated_txns(self, offset: int) -> None:

@@ -150,6 +150,8 @@ class LogSegment:
         self.offset_index = OffsetIndex(paths[1], base_offset, config.max_index_size)
         self.time_index = TimeIndex(paths[2], base_offset, config.max_index_size)
         self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_FILE_SUFFIX + file_suffix), base_offset)
+        if create:
+            self.txn_index.reset()
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         # Both loaded lazily from the file, as Kafka does, to keep opening a log cheap.

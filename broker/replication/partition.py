@@ -531,7 +531,10 @@ class Partition:
         if new_hw is None:
             return False
         self._high_watermark = new_hw
-        return new_hw.message_offset > old_hw.message_offset
+        moved = new_hw.message_offset > old_hw.message_offset
+        if moved:
+            log.on_high_watermark_updated(new_hw.message_offset)
+        return moved
 
     def _high_watermark_metadata(self, log: Log) -> LogOffsetMetadata:
         """The high watermark with its place in the log, found by a read when only the offset is known."""
@@ -634,6 +637,7 @@ class Partition:
                                  ErrorCode.UNKNOWN_SERVER_ERROR)
             info = log.append_as_follower(records)
             self._high_watermark = offset_only(follower_high_watermark(leader_high_watermark, log.log_end_offset))
+            log.on_high_watermark_updated(self.high_watermark)
             log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
             return info
 
