@@ -346,6 +346,8 @@ class Log:
                                       else self.log_end_offset)
             found: list[AbortedTxn] = []
             for segment in self._segments[first:]:
+                if segment.txn_index.last_offset is None:
+                    continue  # no abort in this segment (most): nothing to collect, nothing that ends the search
                 entries, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
                 found += entries
                 if complete:
