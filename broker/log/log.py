@@ -318,9 +318,12 @@ class Log:
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's Log.lastStableOffset: the first offset of the oldest transaction still open (or closed by a
-        marker not yet below `high_watermark`), capped by `high_watermark`. READ_COMMITTED reads stop there."""
+        marker not yet below `high_watermark`), capped by `high_watermark`, and never below the log start (Kafka's
+        updateFirstUnstableOffset: DeleteRecords may have removed the transaction's first records). READ_COMMITTED
+        reads stop there."""
         with self._lock:
-            return self.producer_state.last_stable_offset(high_watermark)
+            return max(self.producer_state.last_stable_offset(high_watermark),
+                       min(self._log_start_offset, high_watermark))
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         with self._lock:

@@ -125,6 +125,15 @@ def test_the_lso_stays_at_an_open_transactions_first_offset_until_its_marker_is_
     assert not txn_index_path(log).exists()  # a commit is not indexed
 
 
+def test_the_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(Producer(A).batch(), 0)  # 0..1, open
+    log.append_as_leader(build_batch([ProducerRecord(b"plain")]), 0)  # 2
+    assert log.last_stable_offset(high_watermark=3) == 0
+    log.maybe_increment_log_start_offset(1)  # DeleteRecords inside the open transaction
+    assert log.last_stable_offset(high_watermark=3) == 1
+
+
 def test_the_oldest_of_several_open_transactions_bounds_the_lso(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     a, b = Producer(A), Producer(B)
