@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import signal
 from typing import Any
 
 import pytest
@@ -234,3 +235,44 @@ def test_kafka_python_read_committed_stops_at_an_open_transaction(cluster: Kafka
     wire.write_marker(producer_id, commit=True)
     assert kafka_python_values(cluster.bootstrap, "read_committed", 3, wait_until) == [
         b"before", b"open-0", b"after"]
+
+
+def test_a_new_leader_knows_the_open_transaction_and_indexes_its_abort(cluster: KafkaCluster,
+                                                                       wait_until: WaitUntil) -> None:
+    """The leader is SIGKILLed with a transaction open: the new leader rebuilt its producer state from its own
+    replica (a follower applies the leader's batches as they come), so read_committed readers still stop at the
+    transaction's first offset, and the abort written to the new leader hides its records."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    old_leader = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader
+    wire = Wire(cluster.brokers[old_leader].kafka_address)
+    producer_id = wire.init_producer_id()
+    assert wire.produce([b"before"]) == 0
+    assert wire.produce([b"doomed-0", b"doomed-1"], producer_id) == 1  # acks=all: on every in-sync replica
+    assert wire.produce([b"after"]) == 3
+    wire.conn.close()
+    cluster.brokers[old_leader].process.signal(signal.SIGKILL)
+
+    def new_leader() -> int | None:
+        leader = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+            TOPIC, timeout=10).topics[TOPIC].partitions[0].leader
+        return leader if leader not in (-1, old_leader) else None
+
+    wait_until(lambda: new_leader() is not None, 60, "a new leader")
+    leader = new_leader()
+    assert leader is not None
+    bootstrap = cluster.brokers[leader].kafka_address
+    committed = ConfluentReader(bootstrap, "read_committed")
+    try:
+        def committed_at(values: int, hi: int, lso: int) -> bool:
+            committed.poll()
+            return len(committed.values) == values and committed.reported_offsets() == (hi, lso)
+
+        wait_until(lambda: committed_at(1, 4, 1), 60, "the new leader's LSO at the open transaction")
+        coordinator = Wire(bootstrap)
+        coordinator.write_marker(producer_id, commit=False)  # offset 4
+        wait_until(lambda: committed_at(2, 5, 5), 60, "the read_committed reader past the abort")
+        assert committed.values == [b"before", b"after"]
+    finally:
+        committed.close()
+    assert kafka_python_values(bootstrap, "read_uncommitted", 4, wait_until) == [
+        b"before", b"doomed-0", b"doomed-1", b"after"]
