@@ -216,6 +216,12 @@ class LogLoader:
                             old_file.unlink()
             logger.info("%sCompleting the swap of the cleaned segment %s", self._ident, path)
             os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+            # Its aborted transactions cannot be rebuilt from the log alone (their first offsets may lie in
+            # earlier segments): the cleaner fsynced its .txnindex before the commit point, so it goes in too.
+            txn_index = path.with_name(path.name.split(".")[0] + TXN_INDEX_FILE_SUFFIX)
+            txn_swap = txn_index.with_name(txn_index.name + SWAP_FILE_SUFFIX)
+            if txn_swap.exists():
+                os.replace(txn_swap, txn_index)
         for path in self.dir.glob(f"*{SWAP_FILE_SUFFIX}"):
             # Index swaps: rebuilt from the log rather than trusted.
             recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,

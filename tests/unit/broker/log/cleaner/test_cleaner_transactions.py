@@ -5,12 +5,17 @@ aborted batch still needs, and the cleanable range never reaches an open transac
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
+
+import broker.log.cleaner.algorithm as cleaner_module
 from broker.config.log_config import LogConfig
 from broker.log.cleaner.algorithm import Cleaner, LogToClean, Throttler
 from broker.log.cleaner.manager import LogCleanerManager
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
+from broker.log.files import SWAP_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
 from broker.log.log import AbortedTxn, AppendOrigin, Log
 from common.record import ControlRecordType, ProducerRecord, build_batch, build_end_txn_marker, iter_batches
 from tests.fakes import FakeClock
@@ -123,3 +128,26 @@ def test_the_cleanable_range_stops_at_the_first_unstable_offset(tmp_path: Path) 
     assert manager.measure(log.topic_partition, log, clock.now, 4).to_clean.first_uncleanable_offset == 2
     log.on_high_watermark_updated(5)  # the partition's high watermark passes the marker
     assert manager.measure(log.topic_partition, log, clock.now, 5).to_clean.first_uncleanable_offset == 5
+
+
+def test_a_crash_after_the_swap_commit_keeps_the_cleaned_txnindex(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(T0)
+    log = Log.open(tmp_path / "t-0", COMPACT, time=clock)
+    a = Producer(A)
+    log.append_as_leader(a.batch((b"k", b"aborted")), 0)  # 0: A's last batch, kept
+    marker(log, A, ControlRecordType.ABORT)  # 1
+    plain(log, b"k", b"newer")  # 2
+    log.roll()
+    crashed = tmp_path / "crashed"
+
+    def crash_point(step: str) -> None:
+        # The process dies between the .swap commit and the renames: the directory as the crash leaves it.
+        if step == "swap" and not crashed.exists():
+            shutil.copytree(log.dir, crashed / "t-0")
+
+    monkeypatch.setattr(cleaner_module, "_crash_point", crash_point)
+    clean(log, clock)
+    assert any(p.name.endswith(TXN_INDEX_FILE_SUFFIX + SWAP_FILE_SUFFIX) for p in (crashed / "t-0").iterdir())
+    recovered = Log.open(crashed / "t-0", COMPACT, time=clock, clean_shutdown=True, recovery_point=3)
+    assert recovered.collect_aborted_transactions(0) == [AbortedTxn(A, 0, 1, 2)]
