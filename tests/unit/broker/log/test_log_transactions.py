@@ -301,3 +301,15 @@ def test_a_standalone_producer_state_replays_markers(tmp_path: Path) -> None:
     marker_header = parse_header(marker_bytes)._replace(base_offset=2)
     aborted = psm.update(marker_header, read_end_txn_marker(marker_bytes, 0, marker_header))
     assert aborted == AbortedTxn(A, 0, 2, 3)
+
+
+def test_a_marker_stays_uncompressed_on_a_topic_with_a_compression_type(tmp_path: Path) -> None:
+    """Kafka's LogValidator: "Do not compress control records unless they are written compressed"; a client's
+    transactional batch is recompressed as any other."""
+    log = Log.open(tmp_path / "orders-0", LogConfig(compression_type="gzip"), time=FakeClock(T0))
+    a = Producer(A)
+    log.append_as_leader(a.batch(), 0)
+    write_marker(log, a, ControlRecordType.ABORT)
+    batches = list(iter_batches(log.read(0, 1 << 20).records.read()))
+    assert [(b.header.is_control, b.header.compression.name) for b in batches] == [(False, "GZIP"), (True, "NONE")]
+    assert log.collect_aborted_transactions(0) == [AbortedTxn(A, 0, 2, 3)]
