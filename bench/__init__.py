@@ -2,6 +2,7 @@
 the same run. A package only so that the import contracts (pyproject.toml) cover it.
 
   log_bench.py           the log's append and read paths against the raw system calls
+  read_committed_bench.py  READ_COMMITTED's read path (LSO, aborted transactions) against READ_UNCOMMITTED
   cleaner_bench.py       one cleaning of a compacted log against a plain copy of the same bytes
   compaction_size.py     a compacted topic's bounded size under endless updates to a fixed key set
   client_bench.py        client CPU per record (send path, decode path), no broker

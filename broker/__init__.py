@@ -31,10 +31,14 @@ Where the rules live:
   Group coordinator  broker/coordinator/group/group_coordinator.py  JoinGroup/SyncGroup/Heartbeat/LeaveGroup and
                      commit rules; group_metadata.py the state machine; group_metadata_manager.py partitionFor,
                      storage in __consumer_offsets, loading on leadership; records.py Kafka's record schemas
+  Transactions       broker/log/producer_state.py  each producer's open transaction, completed by its marker, and
+  (partition side)   the last stable offset (first unstable offset capped by the HW); log/transaction_index.py
+                     (.txnindex, collectAbortedTxns); log/cleaner/transactions.py (what compaction drops);
+                     READ_COMMITTED reads: replication/partition.py read_records; markers' format: common/record.py
   File format        common/record.py  RecordBatch v2 byte for byte (shared with the client and the audit);
                      broker/log/files.py  every file name on disk; log/segment.py, log/index.py (.index,
-                     .timeindex), log/checkpoint.py (checkpoint text), log/log.py (append, read),
-                     log/log_loader.py (recovery)
+                     .timeindex), log/transaction_index.py (.txnindex), log/checkpoint.py (checkpoint text),
+                     log/log.py (append, read), log/log_loader.py (recovery)
 
 Packages:
   server/       the process: KafkaServer start-up and shutdown, dynamic config's listeners, the log dir failure

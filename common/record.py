@@ -753,3 +753,68 @@ def iter_batches(buf: bytes | bytearray | memoryview, validate: bool = True,
     view = memoryview(buf)
     for pos, header in iter_headers(view, validate, allow_gaps):
         yield RecordBatch(header, decode_records(view[pos : pos + header.size], header))
+
+
+# --------------------------------------------------------------------------- control records (transaction markers)
+
+# A control record's key is (version int16, type int16) and an end-transaction marker's value is (version int16,
+# coordinatorEpoch int32), both version 0: Kafka's ControlRecordType and EndTransactionMarker.
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+CONTROL_RECORD_KEY_VERSION = 0
+END_TXN_MARKER_VALUE_VERSION = 0
+
+
+class ControlRecordType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, control_type: ControlRecordType,
+                         coordinator_epoch: int, timestamp: int, *, base_offset: int = 0,
+                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """A transaction marker batch (Kafka's MemoryRecords.withEndTransactionMarker): transactional and control,
+    uncompressed, no sequence, one record whose key says COMMIT or ABORT and whose value the coordinator epoch."""
+    key = _CONTROL_KEY.pack(CONTROL_RECORD_KEY_VERSION, control_type)
+    value = _MARKER_VALUE.pack(END_TXN_MARKER_VALUE_VERSION, coordinator_epoch)
+    return build_batch([ProducerRecord(value, key, timestamp)], base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                       partition_leader_epoch=partition_leader_epoch, is_transactional=True, is_control=True)
+
+
+class EndTxnMarker(NamedTuple):
+    control_type: ControlRecordType
+    coordinator_epoch: int
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, start: int, header: BatchHeader) -> EndTxnMarker | None:
+    """The marker a control batch at `start` carries, or None for a control record of another type (Kafka skips
+    those: a newer broker's, e.g. KRaft's). One record decoded per control batch, never per data record."""
+    record = decode_record_tuples(bytes(memoryview(buf)[start:start + header.size]), 0, header)[0]
+    key, value = record[5], record[6]
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError(f"control batch at offset {header.base_offset} has a key of"
+                                 f" {0 if key is None else len(key)} bytes")
+    _version, type_id = _CONTROL_KEY.unpack_from(key)
+    if type_id not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    if value is None or len(value) < _MARKER_VALUE.size:
+        raise InvalidRecordError(f"end transaction marker at offset {header.base_offset} has a value of"
+                                 f" {0 if value is None else len(value)} bytes")
+    _version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    return EndTxnMarker(ControlRecordType(type_id), coordinator_epoch)
+
+
+def has_transactional_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether any batch in a produce request's records is transactional (Kafka's
+    ProduceRequest.hasTransactionalRecords), by each batch's attributes alone; malformed bytes end the walk (the
+    log refuses them)."""
+    pos = 0
+    while len(buf) - pos >= HEADER_SIZE:
+        if _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0] & TRANSACTIONAL_MASK:
+            return True
+        _offset, length = read_offset_and_length(buf, pos)
+        if length < MIN_BATCH_LENGTH:
+            return False
+        pos += LOG_OVERHEAD + length
+    return False

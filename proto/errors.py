@@ -72,6 +72,8 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
@@ -259,6 +261,8 @@ PolicyViolationError = _error_class(ErrorCode.POLICY_VIOLATION)
 OutOfOrderSequenceNumberError = _error_class(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
 DuplicateSequenceNumberError = _error_class(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
 InvalidProducerEpochError = _error_class(ErrorCode.INVALID_PRODUCER_EPOCH)
+InvalidTxnStateError = _error_class(ErrorCode.INVALID_TXN_STATE)
+TransactionCoordinatorFencedError = _error_class(ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
 LogDirNotFoundError = _error_class(ErrorCode.LOG_DIR_NOT_FOUND)
 SaslAuthenticationFailedError = _error_class(ErrorCode.SASL_AUTHENTICATION_FAILED)

@@ -378,6 +378,30 @@ class FetchResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
+    class AbortedTransaction(_message.Message):
+        """A transaction aborted in the fetched range (READ_COMMITTED only): the
+        reader drops that producer's records from first_offset up to its marker.
+        """
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PRODUCER_ID_FIELD_NUMBER: _builtins.int
+        FIRST_OFFSET_FIELD_NUMBER: _builtins.int
+        producer_id: _builtins.int
+        first_offset: _builtins.int
+        def __init__(
+            self,
+            *,
+            producer_id: _builtins.int = ...,
+            first_offset: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["first_offset", b"first_offset", "producer_id", b"producer_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
     class PartitionData(_message.Message):
         DESCRIPTOR: _descriptor.Descriptor
 
@@ -387,6 +411,7 @@ class FetchResponse(_message.Message):
         LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
         LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
         RECORDS_FIELD_NUMBER: _builtins.int
+        ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
         partition_index: _builtins.int
         error_code: _builtins.int
         high_watermark: _builtins.int
@@ -396,6 +421,8 @@ class FetchResponse(_message.Message):
         """Raw RecordBatch v2 bytes as stored in the log; may end in a partial
         batch when a size limit cuts it, which the reader drops, as in Kafka.
         """
+        @_builtins.property
+        def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchResponse.AbortedTransaction]: ...
         def __init__(
             self,
             *,
@@ -405,10 +432,11 @@ class FetchResponse(_message.Message):
             last_stable_offset: _builtins.int = ...,
             log_start_offset: _builtins.int = ...,
             records: _builtins.bytes = ...,
+            aborted_transactions: _abc.Iterable[Global___FetchResponse.AbortedTransaction] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "partition_index", b"partition_index", "records", b"records"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "error_code", b"error_code", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "partition_index", b"partition_index", "records", b"records"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -115,7 +115,9 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
     async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
         # Read once: each access to a bytes field copies it out of the message.
         order = [(TopicPartition(topic.name, p.index), p.records) for topic in request.topics for p in topic.partitions]
-        results = await self._operations.produce(self._session(context), request.timeout_ms, request.acks, order)
+        results = await self._operations.produce(
+            self._session(context), request.timeout_ms, request.acks, order,
+            request.transactional_id if request.HasField("transactional_id") else None)
         tps = [tp for tp, _ in order]
         response = pb.ProduceResponse()
         if request.acks == 0:
@@ -153,7 +155,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         answered = await self._operations.fetch(
             self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
-                                p.current_leader_epoch) for tp, p in requested])
+                                p.current_leader_epoch) for tp, p in requested], request.isolation_level)
         return self._fetch_response(answered, ErrorCode.NONE)
 
     @staticmethod
@@ -165,9 +167,12 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             for index, result in partition_results:
                 topic_response.partitions.add(
                     partition_index=index, error_code=result.error, high_watermark=result.high_watermark,
-                    last_stable_offset=result.high_watermark, log_start_offset=result.log_start_offset,
+                    last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
                     # gRPC cannot sendfile: one pread per partition into the response.
                     records=result.records.read() if result.records is not None and result.size else b"",
+                    aborted_transactions=[
+                        pb.FetchResponse.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                        for txn in result.aborted_transactions or ()],
                 )
         return response
 
@@ -178,7 +183,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         authorized = not is_replica or self._authorize_cluster_action(context)
         # A replica was authorized for the cluster; a consumer's topics are checked per partition.
         session = None if is_replica else self._session(context)
-        isolation = None if is_replica else FetchIsolation.HIGH_WATERMARK
+        isolation = None if is_replica else FetchIsolation.for_consumer(request.isolation_level)
         requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
         repeated = duplicates(tp for tp, _ in requested)
         response = pb.ListOffsetsResponse()

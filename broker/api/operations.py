@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +41,7 @@ from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.fetcher.protocol import MAX_TIMESTAMP
+from broker.log.log import AppendOrigin
 from broker.purgatory.completion import Completion
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
@@ -48,7 +50,12 @@ from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.log_dirs import LogDirInfo
 from broker.replication.partition import FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
-from common.record import has_more_than_one_batch
+from common.record import (
+    ControlRecordType,
+    build_end_txn_marker,
+    has_more_than_one_batch,
+    has_transactional_batch,
+)
 from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -104,6 +111,17 @@ class OffsetForTimestamp:
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One marker of a WriteTxnMarkers request: a transaction's outcome for each of its partitions here."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool  # transaction_result: True COMMIT, False ABORT
+    coordinator_epoch: int
+    partitions: list[TopicPartition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,15 +225,24 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ Produce
 
-    def produce(self, session: Session, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]]
-                ) -> asyncio.Future[dict[TopicPartition, ProducePartitionResponse]]:
+    def produce(self, session: Session, timeout_ms: int, acks: int, partitions: Sequence[tuple[TopicPartition, bytes]],
+                transactional_id: str | None = None) -> asyncio.Future[dict[TopicPartition, ProducePartitionResponse]]:
         """Append each partition's records (ReplicaManager.appendRecords); a future of every partition's answer.
         A topic the principal may not Write is TOPIC_AUTHORIZATION_FAILED and nothing of it is appended.
+        Transactional batches need the request's transactional id and Write on it (KafkaApis), else the whole
+        request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
         Synchronous up to the append, so requests on one connection append in the order they are called.
         """
         entries: list[tuple[TopicPartition, bytes]] = []
         refused: dict[TopicPartition, ProducePartitionResponse] = {}
+        if any(has_transactional_batch(records) for _, records in partitions) and (
+                transactional_id is None
+                or not self.authorize(session, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+            denied: asyncio.Future[dict[TopicPartition, ProducePartitionResponse]] = self._loop.create_future()
+            denied.set_result({tp: ProducePartitionResponse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                               for tp, _ in partitions})
+            return denied
         repeated = duplicates(tp for tp, _ in partitions)
         writable = self.authorized_topics(session, AclOperation.WRITE, (tp.topic for tp, _ in partitions))
         for tp, records in partitions:
@@ -255,10 +282,13 @@ class BrokerOperations:
     # ------------------------------------------------------------------ Fetch
 
     async def fetch(self, session: Session, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    requested: Sequence[PartitionFetchInfo]) -> list[tuple[TopicPartition, LogReadResult]]:
+                    requested: Sequence[PartitionFetchInfo], isolation_level: int = 0
+                    ) -> list[tuple[TopicPartition, LogReadResult]]:
         """ReplicaManager.fetchMessages for a consumer (replica_id -1) or a follower; each partition's result
         in request order (unknown partitions answered here). A consumer needs Read on each topic; a follower's
-        right to fetch (ClusterAction) is its door's to check (`authorize_follower`, the gRPC authenticator)."""
+        right to fetch (ClusterAction) is its door's to check (`authorize_follower`, the gRPC authenticator).
+        A consumer's `isolation_level` 1 (READ_COMMITTED) reads to the last stable offset and gets the
+        aborted transactions of what it read; a follower reads to the log end whatever it asks."""
         is_follower = replica_id >= 0
         readable = None if is_follower else self.authorized_topics(
             session, AclOperation.READ, (p.topic_partition.topic for p in requested))
@@ -275,7 +305,7 @@ class BrokerOperations:
         params = FetchParams(
             replica_id=replica_id if is_follower else CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.HIGH_WATERMARK,
+            isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.for_consumer(isolation_level),
             fetch_only_from_leader=True,
         )
         results: FetchResults = []
@@ -518,6 +548,35 @@ class BrokerOperations:
             logger.exception("Failed to allocate a producer id")
             return ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1
         return ErrorCode.NONE, producer_id, 0
+
+    # ------------------------------------------------------------------ WriteTxnMarkers
+
+    async def write_txn_markers(self, session: Session, markers: Sequence[TxnMarker]
+                                ) -> list[dict[TopicPartition, ErrorCode]]:
+        """Kafka's handleWriteTxnMarkersRequest: each marker appended to each of its partitions with acks=all as
+        the coordinator's (AppendOrigin.COORDINATOR, internal topics allowed); each marker's partition errors, in
+        request order. The sender needs ClusterAction on the cluster, as Kafka asks of a broker."""
+        if not self.authorize_cluster(session, AclOperation.CLUSTER_ACTION):
+            return [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
+        now = time.time_ns() // 1_000_000  # MemoryRecords.withEndTransactionMarker stamps the wall clock
+        futures = []
+        for marker in markers:
+            known = [tp for tp in marker.partitions if self.metadata_cache.contains(tp)]
+            unknown = dict.fromkeys((tp for tp in marker.partitions if tp not in known),
+                                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            completion: Completion[dict[TopicPartition, ProducePartitionResponse]] = self.completion()
+            if known:
+                batch = build_end_txn_marker(
+                    marker.producer_id, marker.producer_epoch,
+                    ControlRecordType.COMMIT if marker.commit else ControlRecordType.ABORT,
+                    marker.coordinator_epoch, now)
+                self.replica_manager.append_records(self.config.request_timeout_ms, -1,
+                                                    [(tp, batch) for tp in known], completion,
+                                                    AppendOrigin.COORDINATOR)
+            else:
+                completion({})
+            futures.append((unknown, completion.future))
+        return [{**unknown, **{tp: r.error for tp, r in (await future).items()}} for unknown, future in futures]
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
 

@@ -4,13 +4,14 @@
   log.py             Log: one partition's segments; append as leader / follower, read, roll, flush, truncate, retention
   log_loader.py      LogLoader: opening a log dir, recovery after an unclean stop, the producer state rebuilt
   log_validator.py   LogValidator: checks of incoming batches (CRC, sizes, origin, keys); the offsets a leader stamps
-  segment.py         LogSegment: one .log file with its .index and .timeindex
+  segment.py         LogSegment: one .log file with its .index, .timeindex and .txnindex
   index.py           the sparse offset and time indexes (mmap, binary search)
+  transaction_index.py  TransactionIndex: a segment's .txnindex, the aborted transactions READ_COMMITTED skips
   batch_scan.py      walking RecordBatch headers in a file without decoding records
   file_slice.py      a byte range of a segment handed to the transport (sendfile where it can)
   leader_epoch.py    LeaderEpochFileCache: (epoch, start offset), OffsetsForLeaderEpoch's answers
   checkpoint.py      Kafka's checkpoint text files, written atomically
-  producer_state.py  idempotent producers' sequence state and its .snapshot files
+  producer_state.py  producers' sequence state, open transactions, the last stable offset; .snapshot files
   cleaner/           the log cleaner: the algorithm (Cleaner), the threads (LogCleaner), the manager, the offset map
   manager.py         LogManager: the log.dirs, loading in parallel, meta.properties, checkpoints, a dir's failure
   log_dir_failure.py LogDirFailureChannel: where an I/O error on a log dir is reported (the dir goes offline)

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from broker.log.batch_scan import scan_batches
-from broker.log.files import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from broker.log.files import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from common.record import BatchHeader, TimestampType, crc32c, decode_records
+from broker.log.transaction_index import ABORTED_TXN_VERSION, decode_entries
+from common.record import BatchHeader, TimestampType, crc32c, decode_records, read_end_txn_marker
 from proto.errors import KafkaError
 
 
@@ -109,6 +110,17 @@ def _dump_records(header: BatchHeader, data: bytes) -> Iterator[str]:
             f" valuesize: {-1 if record.value is None else len(record.value)}"
             f" sequence: {sequence} headerKeys: [{','.join(k for k, _ in record.headers)}]"
         )
+        if header.is_control:
+            # Kafka prints what a marker says instead of its key and value.
+            try:
+                marker = read_end_txn_marker(data, 0, header)
+            except KafkaError as exc:
+                yield f"{line} | cannot decode the control record: {exc}"
+                continue
+            type_id = -1 if record.key is None or len(record.key) < 4 else int.from_bytes(record.key[2:4], "big")
+            yield (f"{line} controlType: UNKNOWN({type_id})" if marker is None else
+                   f"{line} endTxnMarker: {marker.control_type.name} coordinatorEpoch: {marker.coordinator_epoch}")
+            continue
         if record.key is not None:
             line += f" key: {record.key.decode('utf-8', 'replace')}"
         line += f" payload: {'null' if record.value is None else record.value.decode('utf-8', 'replace')}"
@@ -186,6 +198,18 @@ def _sanity(path: Path, check: Callable[[], None]) -> Iterator[str]:
     yield f"{path} passed sanity check."
 
 
+def dump_txn_index(path: Path) -> Iterator[str]:
+    """Kafka's dumpTxnIndex: one line per aborted transaction."""
+    _base_offset(path)
+    try:
+        entries = decode_entries(path.read_bytes(), path)
+    except CorruptIndexError as exc:
+        raise DumpLogError(str(exc)) from exc
+    for entry in entries:
+        yield (f"version: {ABORTED_TXN_VERSION} producerId: {entry.producer_id} firstOffset: {entry.first_offset}"
+               f" lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}")
+
+
 def dump_file(path: Path, print_data_log: bool = False, index_sanity_check: bool = False) -> Iterator[str]:
     """Every line `dump-log` prints for one file; DumpLogError for a file it cannot dump."""
     yield f"Dumping {path}"
@@ -198,6 +222,8 @@ def dump_file(path: Path, print_data_log: bool = False, index_sanity_check: bool
         yield from dump_index(path, index_sanity_check)
     elif path.name.endswith(TIME_INDEX_FILE_SUFFIX):
         yield from dump_time_index(path, index_sanity_check)
+    elif path.name.endswith(TXN_INDEX_FILE_SUFFIX):
+        yield from dump_txn_index(path)
     else:
         yield f"Ignoring unknown file {path}"
 

@@ -13,7 +13,9 @@ LogManager and the checkpoint classes), and `fsync_dir`, which makes a change of
         00000000000000000000.log          a segment: RecordBatch v2 as received, named by its base offset
         00000000000000000000.index        sparse offset index: (4-byte relative offset, 4-byte position)
         00000000000000000000.timeindex    sparse time index: (8-byte timestamp, 4-byte relative offset)
-        00000000000000000000.snapshot     producer state (idempotence) at that offset
+        00000000000000000000.txnindex     aborted transactions whose marker is in the segment (34-byte entries;
+                                          only once the segment has one)
+        00000000000000000000.snapshot     producer state (idempotence, open transactions) at that offset
         leader-epoch-checkpoint           (leader epoch, start offset) pairs
       <topic>-<partition>.<uuid>-delete/  a deleted partition, renamed before it is removed
     *.deleted  a segment file being deleted;
@@ -42,6 +44,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 

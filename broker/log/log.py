@@ -44,12 +44,13 @@ from broker.log.files import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE
 from broker.log.log_dir_failure import LogDirFailedError, LogDirFailureChannel
 from broker.log.log_loader import LogLoader, RecoveryAction, rebuild_producer_state
 from broker.log.log_validator import (
+    AppendOrigin,
     analyze_and_validate_records,
     assign_offsets,
     recompress_to_topic_codec,
     validate_leader_append,
 )
-from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerBatch, ProducerStateManager
 from broker.log.segment import (
     BatchSpan,
     FetchDataInfo,
@@ -58,12 +59,15 @@ from broker.log.segment import (
     LogSegment,
     TimestampAndOffset,
 )
+from broker.log.transaction_index import AbortedTxn
 from common.config import INT_MAX
-from common.record import NO_TIMESTAMP, BatchHeader, iter_headers, parse_header
+from common.record import NO_TIMESTAMP, BatchHeader, iter_headers, parse_header, read_end_txn_marker
 from proto.errors import ErrorCode, KafkaError, KafkaStorageError, OffsetOutOfRangeError
 from proto.types import TopicPartition
 
 __all__ = [
+    "AbortedTxn",
+    "AppendOrigin",
     "FetchDataInfo",
     "LeaderEpochCache",
     "Log",
@@ -312,11 +316,56 @@ class Log:
         with self._lock:
             self.producer_state.remove_expired_producers(self._time() if now_ms is None else now_ms)
 
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's Log.lastStableOffset: the first offset of the oldest transaction still open (or closed by a
+        marker not yet below `high_watermark`), capped by `high_watermark`, and never below the log start (Kafka's
+        updateFirstUnstableOffset: DeleteRecords may have removed the transaction's first records). READ_COMMITTED
+        reads stop there."""
+        with self._lock:
+            return max(self.producer_state.last_stable_offset(high_watermark),
+                       min(self._log_start_offset, high_watermark))
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        with self._lock:
+            self.producer_state.on_high_watermark_updated(high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest unstable transaction, None without one: the log cleaner stops there."""
+        with self._lock:
+            return self.producer_state.first_unstable_offset()
+
+    @_reports_io_errors("reading from")
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int | None = None
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from the `.txnindex` of the
+        segment holding `start_offset` on, stopping at the first entry whose LSO passes the bound (Kafka's
+        Log.collectAbortedTransactions). The bound defaults to Kafka's for a fetch: the base of the segment
+        after the one holding `start_offset`, else the log end; a wider range only lists more transactions,
+        which a consumer matches to the batches it got by producer id and offsets."""
+        with self._lock:
+            first = max(bisect.bisect_right(self._base_offsets, start_offset) - 1, 0)
+            if upper_bound_offset is None:
+                upper_bound_offset = (self._base_offsets[first + 1] if first + 1 < len(self._segments)
+                                      else self.log_end_offset)
+            found: list[AbortedTxn] = []
+            for segment in self._segments[first:]:
+                if segment.txn_index.last_offset is None:
+                    continue  # no abort in this segment (most): nothing to collect, nothing that ends the search
+                entries, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+                found += entries
+                if complete:
+                    break
+            return found
+
     # ------------------------------------------------------------------ append
 
     @_reports_io_errors("appending records to")
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Validate a produce request's batches, assign offsets and the leader epoch, append them.
+
+        `origin` COORDINATOR is the transaction coordinator writing markers (control batches), which a
+        client may not.
 
         Offsets and epoch are patched into each batch header (outside the CRC), so
         records are never re-encoded. A writable buffer is patched in place (as
@@ -328,16 +377,22 @@ class Log:
         batches = analyze_and_validate_records(view, self.config.max_message_bytes, self.topic_partition)
         if not batches:
             return _nothing_appended()
-        # Kafka's LogValidator: the topic's compression.type wins over the producer's codec.
-        view, batches = recompress_to_topic_codec(view, batches, self.config.compression_codec,
-                                                  self.config.max_message_bytes, self.topic_partition)
+        # Kafka's LogValidator: the topic's compression.type wins over the producer's codec; but markers (the only
+        # batches of the coordinator's origin here) stay uncompressed ("Do not compress control records").
+        if origin is AppendOrigin.CLIENT:
+            view, batches = recompress_to_topic_codec(view, batches, self.config.compression_codec,
+                                                      self.config.max_message_bytes, self.topic_partition)
         idempotent = validate_leader_append(view, batches, segment_bytes=self.config.segment_bytes,
-                                            compacted=self.config.compact, tp=self.topic_partition)
+                                            compacted=self.config.compact, tp=self.topic_partition, origin=origin)
         if view.readonly:
             view = memoryview(bytearray(view))
         log_append_time = self.config.log_append_time
         with self._lock:
-            if idempotent:
+            if origin is AppendOrigin.COORDINATOR:
+                for header, marker in _producer_batches(view, batches):
+                    if marker is not None:
+                        self.producer_state.validate_marker(header, marker)
+            elif idempotent:
                 duplicate = self.producer_state.validate_append(batches)
                 if duplicate is not None:
                     return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, NO_TIMESTAMP, -1, NO_TIMESTAMP,
@@ -347,7 +402,8 @@ class Log:
             first_offset = self.log_end_offset
             spans, producer_batch_positions = assign_offsets(view, batches, first_offset, leader_epoch, stamp)
             self._append(view, first_offset, spans, now,
-                         [parse_header(view, position) for position in producer_batch_positions])
+                         [_producer_batch(view, position, parse_header(view, position))
+                          for position in producer_batch_positions])
             if self.leader_epoch_cache is not None and leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             flush_to = self._flush_target(now)
@@ -386,7 +442,7 @@ class Log:
                     first_offset, batches[-1].last_offset,
                 )
             now = self._time()
-            self._append(view, first_offset, spans, now, [header for header in batches if header.producer_id >= 0])
+            self._append(view, first_offset, spans, now, _producer_batches(view, batches))
             if self.leader_epoch_cache is not None:
                 last_epoch = None
                 for header in batches:
@@ -400,9 +456,10 @@ class Log:
         return _append_info(first_offset, spans, NO_TIMESTAMP, tuple(batches))
 
     def _append(self, data: memoryview, first_offset: int, spans: list[BatchSpan], now: int,
-                producer_batches: list[BatchHeader]) -> None:
+                producer_batches: list[ProducerBatch]) -> None:
         """Write batches that already carry their final offsets at the log end (lock held), and apply the
-        producer batches among them (final offsets too) to the producer state.
+        producer batches among them (final offsets too) to the producer state; a marker that aborts a
+        transaction adds it to its segment's `.txnindex` (Kafka's Log.append, updateTxnIndex).
 
         A leader's append is always one run (larger requests are refused). A
         follower's fetch may carry more than a segment's worth, which Kafka would
@@ -432,8 +489,10 @@ class Log:
             last_offset = spans[j - 1].last_offset
             segment = self._maybe_roll(size, max_timestamp, last_offset, now)
             segment.append(data[start:start + size], spans[i:j])
-            while next_producer_batch is not None and next_producer_batch.last_offset <= last_offset:
-                self.producer_state.update(next_producer_batch)
+            while next_producer_batch is not None and next_producer_batch.header.last_offset <= last_offset:
+                aborted = self.producer_state.update(*next_producer_batch)
+                if aborted is not None:
+                    segment.txn_index.append(aborted)
                 next_producer_batch = next(pending, None)
             start += size
             run_first_offset = last_offset + 1
@@ -791,7 +850,7 @@ class Log:
                             self._ident, cleaned.path)
                 cleaned.close()
                 cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
-                for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index):
+                for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index, cleaned.txn_index):
                     target.path.unlink(missing_ok=True)
                 return False
             cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
@@ -825,6 +884,21 @@ class Log:
                     segment.close()
                 self._segments.clear()
                 self._base_offsets.clear()
+
+
+def _producer_batch(view: memoryview, position: int, header: BatchHeader) -> ProducerBatch:
+    return ProducerBatch(header, read_end_txn_marker(view, position, header) if header.is_control else None)
+
+
+def _producer_batches(view: memoryview, batches: list[BatchHeader]) -> list[ProducerBatch]:
+    """The batches with a producer id, a marker read from each control batch (one record, never per record)."""
+    found = []
+    position = 0
+    for header in batches:
+        if header.producer_id >= 0:
+            found.append(_producer_batch(view, position, header))
+        position += header.size
+    return found
 
 
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:

@@ -9,8 +9,9 @@ In order, as Kafka loads a log:
    deleting every later segment;
 3. a non-compacted log is cut at the first segment that does not start where the one before it ends;
 4. the log start offset is at least the first segment's base, the recovery point is the log end, the
-   leader epoch cache is trimmed to [log start, log end), and the idempotent producers' state is rebuilt
-   (`rebuild_producer_state`, which truncation calls too).
+   leader epoch cache is trimmed to [log start, log end), and the producers' state is rebuilt
+   (`rebuild_producer_state`, which truncation calls too); the `.txnindex` of every re-validated segment is
+   rebuilt on the way, from a producer state replayed from a snapshot at or below that segment's base.
 
 Every change on disk is logged as Kafka logs it and returned as a RecoveryAction. Loading runs before the
 log serves anything, so it needs no lock.
@@ -35,10 +36,11 @@ from broker.log.files import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     fsync_dir,
 )
 from broker.log.index import CorruptIndexError
-from broker.log.producer_state import ProducerStateManager
+from broker.log.producer_state import ProducerBatch, ProducerStateManager
 from broker.log.segment import LeaderEpochCache, LogOffsetMetadata, LogSegment
 
 __all__ = ["LoadedLog", "LogLoader", "RecoveryAction", "RecoveryActionKind", "rebuild_producer_state"]
@@ -95,17 +97,26 @@ class LoadedLog:
 
 
 def rebuild_producer_state(producer_state: ProducerStateManager, segments: list[LogSegment], base_offsets: list[int],
-                           log_start_offset: int, log_end_offset: int, now: int) -> None:
+                           log_start_offset: int, log_end_offset: int, now: int,
+                           replay_from: int | None = None) -> None:
     """Bring the producer state to the log end: latest usable snapshot, then replay the batches after it
-    (Kafka's Log.rebuildProducerState). `base_offsets` are the segments' base offsets, in order."""
-    start = producer_state.truncate_and_reload(log_start_offset, log_end_offset, now)
+    (Kafka's Log.rebuildProducerState). `base_offsets` are the segments' base offsets, in order.
+
+    `replay_from` (recovery) starts from a snapshot at or below it, so every marker from there on is replayed;
+    an aborted transaction missing from its segment's `.txnindex` is appended to it (entries go in marker
+    order, so only a suffix can be missing)."""
+    start = producer_state.truncate_and_reload(log_start_offset, log_end_offset, now, replay_from)
     if start >= log_end_offset:
         return
     first = max(bisect.bisect_right(base_offsets, start) - 1, 0)
-    producer_state.replay(
-        header for segment in segments[first:] for header in segment.headers()
-        if header.producer_id >= 0 and header.last_offset >= start
+    aborted_txns = producer_state.replay(
+        ProducerBatch(header, marker) for segment in segments[first:] for header, marker in segment.producer_batches()
+        if header.last_offset >= start
     )
+    for aborted in aborted_txns:
+        txn_index = segments[bisect.bisect_right(base_offsets, aborted.last_offset) - 1].txn_index
+        if txn_index.last_offset is None or txn_index.last_offset < aborted.last_offset:
+            txn_index.append(aborted)
 
 
 class LogLoader:
@@ -163,8 +174,11 @@ class LogLoader:
         if self._leader_epoch_cache is not None:
             self._leader_epoch_cache.truncate_from_end(log_end_offset)
             self._leader_epoch_cache.truncate_from_start(log_start_offset)
+        recovered = self._segments[first_unflushed:]
+        for segment in recovered:
+            segment.txn_index.reset()
         rebuild_producer_state(self._producer_state, self._segments, self._base_offsets, log_start_offset,
-                               log_end_offset, now)
+                               log_end_offset, now, recovered[0].base_offset if recovered else None)
         logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
                     self._ident, len(self._segments), log_start_offset, log_end_offset)
         return LoadedLog(self._segments, log_start_offset, log_end_offset, next_offset_metadata, recovery.actions)
@@ -194,13 +208,20 @@ class LogLoader:
                 if _is_segment_file(old_log.name, LOG_FILE_SUFFIX) and base <= int(old_log.stem) < max(
                         next_offset, base + 1):
                     for old_file in (old_log, old_log.with_suffix(INDEX_FILE_SUFFIX),
-                                     old_log.with_suffix(TIME_INDEX_FILE_SUFFIX)):
+                                     old_log.with_suffix(TIME_INDEX_FILE_SUFFIX),
+                                     old_log.with_suffix(TXN_INDEX_FILE_SUFFIX)):
                         if old_file.exists():
                             recovery.record(RecoveryActionKind.DELETED_FILE, old_file, 0, old_file.stat().st_size,
                                             f"replaced by the committed cleaned segment {path.name}")
                             old_file.unlink()
             logger.info("%sCompleting the swap of the cleaned segment %s", self._ident, path)
             os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+            # Its aborted transactions cannot be rebuilt from the log alone (their first offsets may lie in
+            # earlier segments): the cleaner fsynced its .txnindex before the commit point, so it goes in too.
+            txn_index = path.with_name(path.name.split(".")[0] + TXN_INDEX_FILE_SUFFIX)
+            txn_swap = txn_index.with_name(txn_index.name + SWAP_FILE_SUFFIX)
+            if txn_swap.exists():
+                os.replace(txn_swap, txn_index)
         for path in self.dir.glob(f"*{SWAP_FILE_SUFFIX}"):
             # Index swaps: rebuilt from the log rather than trusted.
             recovery.record(RecoveryActionKind.DELETED_FILE, path, 0, path.stat().st_size,
@@ -227,7 +248,8 @@ class LogLoader:
                 path.unlink()
             elif _is_segment_file(name, LOG_FILE_SUFFIX):
                 base_offsets.append(int(path.stem))
-            elif _is_segment_file(name, INDEX_FILE_SUFFIX) or _is_segment_file(name, TIME_INDEX_FILE_SUFFIX):
+            elif any(_is_segment_file(name, suffix)
+                     for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
                 index_files.append(path)
         known = set(base_offsets)
         for path in index_files:

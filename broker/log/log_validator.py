@@ -7,14 +7,16 @@ rule is tested on its own. The append applies them in this order, and writes not
    its size against max.message.bytes (`analyze_and_validate_records`);
 2. a leader's append only: each batch not in the topic's compression.type (unless `producer`) recompressed
    (`recompress_to_topic_codec`, common/recompression.py) and its size checked again; then
-   (`validate_leader_append`) the request against segment.bytes, what only a broker may write (control and
-   transactional batches), and a key on every record of a compacted topic;
+   (`validate_leader_append`) the request against segment.bytes, what only a broker may write (control
+   batches: transaction markers, from the coordinator's WriteTxnMarkers), a producer id on transactional
+   batches, and a key on every record of a compacted topic;
 3. under the log's lock, at the log end: offsets, the leader epoch and LogAppendTime patched into each
    header, outside the CRC, so records are never re-encoded (`assign_offsets`).
 """
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 from broker.log.segment import BatchSpan
@@ -32,9 +34,17 @@ from proto.errors import InvalidRecordError, MessageTooLargeError, RecordListToo
 from proto.types import TopicPartition
 
 __all__ = [
-    "AssignedOffsets", "analyze_and_validate_records", "assign_offsets", "recompress_to_topic_codec",
+    "AppendOrigin", "AssignedOffsets", "analyze_and_validate_records", "assign_offsets", "recompress_to_topic_codec",
     "validate_client_batches", "validate_keys", "validate_leader_append",
 ]
+
+
+class AppendOrigin(enum.Enum):
+    """Who asks a leader to append (Kafka's AppendOrigin): a client's Produce is checked for what only a broker
+    may write; the transaction coordinator's markers (WriteTxnMarkers) are control batches."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 class AssignedOffsets(NamedTuple):
@@ -76,7 +86,7 @@ def recompress_to_topic_codec(view: memoryview, batches: list[BatchHeader], targ
 
 
 def validate_leader_append(view: memoryview, batches: list[BatchHeader], *, segment_bytes: int, compacted: bool,
-                           tp: TopicPartition) -> bool:
+                           tp: TopicPartition, origin: AppendOrigin = AppendOrigin.CLIENT) -> bool:
     """A produce request's checks beyond each batch's own; True if any batch comes from an idempotent producer."""
     if len(view) > segment_bytes:
         # Kafka's Log.append: the request must fit one segment, or no roll could ever take it.
@@ -84,7 +94,10 @@ def validate_leader_append(view: memoryview, batches: list[BatchHeader], *, segm
             f"Message batch size is {len(view)} bytes in append to partition {tp} which"
             f" exceeds the maximum configured segment size of {segment_bytes}."
         )
-    idempotent = validate_client_batches(batches, tp)
+    if origin is AppendOrigin.CLIENT:
+        idempotent = validate_client_batches(batches, tp)
+    else:
+        idempotent = any(header.producer_id >= 0 for header in batches)
     if compacted:
         validate_keys(view, batches, tp)
     return idempotent
@@ -96,8 +109,8 @@ def validate_client_batches(batches: list[BatchHeader], tp: TopicPartition) -> b
     for header in batches:
         if header.is_control:
             raise InvalidRecordError(f"Appending control records to {tp} is not allowed: only brokers write them")
-        if header.is_transactional:
-            raise InvalidRecordError(f"Transactional records for {tp} are not supported by minibroker")
+        if header.is_transactional and header.producer_id < 0:
+            raise InvalidRecordError(f"Transactional record batch for {tp} has no producerId")
         idempotent = idempotent or header.producer_id >= 0
     return idempotent
 

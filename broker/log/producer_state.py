@@ -1,4 +1,4 @@
-"""Per-partition producer state for the idempotent producer (Kafka's ProducerStateManager).
+"""Per-partition producer state of idempotent and transactional producers (Kafka's ProducerStateManager).
 
 For every producer id that wrote to the partition the broker remembers its
 epoch and the sequence/offset ranges of its last 5 batches (a producer has at
@@ -11,9 +11,16 @@ most 5 requests in flight), which is enough to
   or a producer the partition knows nothing about that does not start at
   sequence 0 (UNKNOWN_PRODUCER_ID), as Kafka 2.0-2.4 do.
 
-Idempotence only: no transactions, so no ongoing/unreplicated transaction
-tracking and no last stable offset; the coordinator epoch is kept only
-because the snapshot format has a slot for it.
+Transactions (KIP-98): a producer's first transactional batch opens its
+transaction at that batch's offset (`current_txn_first_offset`), and a marker
+(a control batch, COMMIT or ABORT) closes it, returning a CompletedTxn the log
+records (an aborted one in the segment's `.txnindex`). The first offset of the
+oldest transaction that is open, or closed by a marker not yet below the high
+watermark, is the first unstable offset; the last stable offset is that capped
+by the high watermark (`last_stable_offset`). A marker from an older
+coordinator epoch than the producer's last is refused
+(TRANSACTION_COORDINATOR_FENCED), and a producer with an open transaction never
+expires.
 
 The state is rebuilt at start-up from the latest snapshot file and the batches
 after it, and after a truncation from the latest snapshot at or below the new
@@ -30,8 +37,10 @@ hold Kafka's format, version 1, big-endian:
       lastOffset             int64
       offsetDelta            int32   lastOffset - first offset of that batch
       timestamp              int64   maxTimestamp of that batch
-      coordinatorEpoch       int32   (-1: no transactions)
-      currentTxnFirstOffset  int64   (-1: no transactions)
+      coordinatorEpoch       int32   of the producer's last marker (-1: none yet)
+      currentTxnFirstOffset  int64   its open transaction's first offset (-1: none)
+
+so a restarted or newly elected leader knows every open transaction.
 
 Like Kafka's, a snapshot keeps only the last batch of each producer: after a
 restart, a retry of one of the 4 batches before it fails the sequence check
@@ -49,11 +58,27 @@ from collections import deque
 from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from broker.log.checkpoint import atomic_write
 from broker.log.files import SNAPSHOT_SUFFIX, snapshot_file_name
-from common.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, crc32c
-from proto.errors import ErrorCode, KafkaError
+from broker.log.transaction_index import AbortedTxn
+from common.record import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    ControlRecordType,
+    EndTxnMarker,
+    crc32c,
+)
+from proto.errors import (
+    ErrorCode,
+    InvalidTxnStateError,
+    KafkaError,
+    TransactionCoordinatorFencedError,
+)
 from proto.types import TopicPartition
 
 NUM_BATCHES_TO_RETAIN = 5  # the producer's max.in.flight.requests.per.connection cap with idempotence
@@ -85,6 +110,14 @@ class InvalidProducerEpochError(KafkaError):
 
 class UnknownProducerIdError(KafkaError):
     code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class ProducerBatch(NamedTuple):
+    """A batch with a producer id as the producer state sees it: its header and, for a transaction marker,
+    what the marker says (None for a data batch or another control record)."""
+
+    header: BatchHeader
+    marker: EndTxnMarker | None = None
 
 
 class CorruptSnapshotError(KafkaError):
@@ -123,6 +156,15 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed: its producer, its first data offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 def _batch_queue(batches: Iterable[BatchMetadata] = ()) -> deque[BatchMetadata]:
     return deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
 
@@ -136,6 +178,8 @@ class ProducerStateEntry:
     batch_metadata: deque[BatchMetadata] = field(default_factory=_batch_queue)
     coordinator_epoch: int = _NO_COORDINATOR_EPOCH
     last_timestamp: int = NO_TIMESTAMP
+    # The first offset of the producer's open transaction, -1 when none is open.
+    current_txn_first_offset: int = _NO_TXN_FIRST_OFFSET
 
     @property
     def last_seq(self) -> int:
@@ -149,15 +193,38 @@ class ProducerStateEntry:
     def last_offset_delta(self) -> int:
         return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
 
-    def add_batch(self, header: BatchHeader) -> None:
-        if header.producer_epoch != self.producer_epoch:
+    @property
+    def has_open_transaction(self) -> bool:
+        return self.current_txn_first_offset != _NO_TXN_FIRST_OFFSET
+
+    def _update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
             # A new epoch restarts the sequence at 0: the old epoch's batches say nothing about it.
             self.batch_metadata.clear()
-            self.producer_epoch = header.producer_epoch
+            self.producer_epoch = epoch
+
+    def add_batch(self, header: BatchHeader) -> None:
+        """A data batch (Kafka's appendDataBatch): the first transactional one opens a transaction."""
+        self._update_epoch(header.producer_epoch)
         self.batch_metadata.append(
             BatchMetadata(header.last_sequence, header.last_offset, header.last_offset_delta, header.max_timestamp)
         )
         self.last_timestamp = header.max_timestamp
+        if header.is_transactional and not self.has_open_transaction:
+            self.current_txn_first_offset = header.base_offset
+
+    def add_marker(self, header: BatchHeader, marker: EndTxnMarker) -> CompletedTxn | None:
+        """A marker (Kafka's appendEndTxnMarker): closes the open transaction, if any (a marker of a
+        transaction without data in this partition completes nothing)."""
+        completed = None
+        if self.has_open_transaction:
+            completed = CompletedTxn(self.producer_id, self.current_txn_first_offset, header.base_offset,
+                                     marker.control_type is ControlRecordType.ABORT)
+        self._update_epoch(header.producer_epoch)
+        self.current_txn_first_offset = _NO_TXN_FIRST_OFFSET
+        self.coordinator_epoch = marker.coordinator_epoch
+        self.last_timestamp = header.max_timestamp
+        return completed
 
     def find_duplicate_batch(self, header: BatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.producer_epoch:
@@ -171,7 +238,7 @@ class ProducerStateEntry:
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(
             self.producer_id, self.producer_epoch, _batch_queue(self.batch_metadata), self.coordinator_epoch,
-            self.last_timestamp,
+            self.last_timestamp, self.current_txn_first_offset,
         )
 
 
@@ -186,7 +253,7 @@ def write_snapshot(path: str | os.PathLike[str], producers: Iterable[ProducerSta
         _SNAPSHOT_ENTRY.pack_into(
             body, _SNAPSHOT_HEADER.size + i * _SNAPSHOT_ENTRY.size,
             e.producer_id, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
-            e.last_timestamp, e.coordinator_epoch, _NO_TXN_FIRST_OFFSET,
+            e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset,
         )
     _SNAPSHOT_HEADER.pack_into(body, 0, PRODUCER_SNAPSHOT_VERSION, 0, len(entries))
     _UINT32.pack_into(body, _CRC_POS, crc32c(memoryview(body)[_CRC_START:]))
@@ -209,12 +276,13 @@ def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerStateEntry]:
         raise CorruptSnapshotError(f"snapshot {path} declares {count} entries but has {len(data)} bytes")
     entries = []
     for pos in range(_SNAPSHOT_HEADER.size, len(data), _SNAPSHOT_ENTRY.size):
-        pid, epoch, last_seq, last_offset, offset_delta, timestamp, coordinator_epoch, _txn = (
+        pid, epoch, last_seq, last_offset, offset_delta, timestamp, coordinator_epoch, txn_first_offset = (
             _SNAPSHOT_ENTRY.unpack_from(data, pos)
         )
         # lastOffset is -1 for a producer whose only record is a transaction marker.
         batches = [BatchMetadata(last_seq, last_offset, offset_delta, timestamp)] if last_offset >= 0 else []
-        entries.append(ProducerStateEntry(pid, epoch, _batch_queue(batches), coordinator_epoch, timestamp))
+        entries.append(ProducerStateEntry(pid, epoch, _batch_queue(batches), coordinator_epoch, timestamp,
+                                          max(txn_first_offset, _NO_TXN_FIRST_OFFSET)))
     return entries
 
 
@@ -234,6 +302,11 @@ class ProducerStateManager:
         # Every batch below _map_end_offset is reflected in _producers.
         self._map_end_offset = 0
         self._last_snap_offset = 0
+        # Open transactions, first offset -> producer id (Kafka's ongoingTxns).
+        self._ongoing_txns: dict[int, int] = {}
+        # Transactions a marker closed at or past the high watermark, by first offset (Kafka's unreplicatedTxns):
+        # until the marker is replicated, a new leader may not have it, so they stay unstable.
+        self._unreplicated_txns: dict[int, CompletedTxn] = {}
 
     @property
     def map_end_offset(self) -> int:
@@ -273,8 +346,31 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(header.producer_id)
                 pending[header.producer_id] = entry
             self._check(entry, header)
+            if entry.has_open_transaction and not header.is_transactional:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {header.producer_id} in partition"
+                    f" {self.topic_partition}: its transaction from offset {entry.current_txn_first_offset} is open"
+                )
             entry.add_batch(header)
         return None
+
+    def validate_marker(self, header: BatchHeader, marker: EndTxnMarker) -> None:
+        """Check a transaction marker the coordinator writes (Kafka's appendEndTxnMarker with origin
+        Coordinator): not from an older producer epoch, nor from an older coordinator epoch."""
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return
+        where = f"producerId {header.producer_id} in partition {self.topic_partition}"
+        if header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of {where} is {header.producer_epoch}, which is smaller than the last seen epoch"
+                f" {entry.producer_epoch}"
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for {where}: {marker.coordinator_epoch} (zombie),"
+                f" {entry.coordinator_epoch} (current)"
+            )
 
     def _check(self, entry: ProducerStateEntry, header: BatchHeader) -> None:
         epoch, first_seq = header.producer_epoch, header.base_sequence
@@ -300,12 +396,14 @@ class ProducerStateManager:
                 f"Out of order sequence number for {where}: {first_seq} (incoming), {last_seq} (current end)"
             )
 
-    def update(self, header: BatchHeader) -> None:
+    def update(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> AbortedTxn | None:
         """Apply one batch as written to the log, with its final offsets and timestamp.
 
         Called without checks by the leader after its append succeeded, by a
         follower after appending fetched batches, and by `replay`. Batches
-        without a producer id only move the map end offset.
+        without a producer id only move the map end offset. A marker completes
+        its producer's transaction; an aborted one is returned as the entry its
+        segment's `.txnindex` needs (Kafka's Log.append then updateTxnIndex).
         """
         if header.last_offset < self._map_end_offset:
             # Catches headers whose offsets were never assigned, and double application.
@@ -323,44 +421,119 @@ class ProducerStateManager:
                     "%s: producer %d appended with epoch %d, older than %d",
                     self.topic_partition, header.producer_id, header.producer_epoch, entry.producer_epoch,
                 )
-            entry.add_batch(header)
+            aborted = self._apply(entry, header, marker)
+        else:
+            aborted = None
         self._map_end_offset = header.next_offset
+        return aborted
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Rebuild state from the log's batches from `map_end_offset` on (after `truncate_and_reload`).
+    def _apply(self, entry: ProducerStateEntry, header: BatchHeader, marker: EndTxnMarker | None
+               ) -> AbortedTxn | None:
+        if not header.is_control:
+            opens = header.is_transactional and not entry.has_open_transaction
+            entry.add_batch(header)
+            if opens:
+                self._ongoing_txns[header.base_offset] = header.producer_id
+            return None
+        if marker is None:
+            return None
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            # Kafka's replication path only logs it: the leader already decided.
+            log.info("%s: marker of producer %d at offset %d has coordinator epoch %d, older than %d",
+                     self.topic_partition, header.producer_id, header.base_offset, marker.coordinator_epoch,
+                     entry.coordinator_epoch)
+        completed = entry.add_marker(header, marker)
+        if completed is None:
+            return None
+        last_stable_offset = self._last_stable_offset_after(completed)
+        self._ongoing_txns.pop(completed.first_offset, None)
+        self._unreplicated_txns[completed.first_offset] = completed
+        if not completed.is_aborted:
+            return None
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, last_stable_offset)
+
+    def _last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is closed, as its `.txnindex` entry records it (Kafka's
+        lastStableOffset(completedTxn)): the first offset of another producer's open transaction, else the
+        offset after the marker."""
+        others = [first for first, pid in self._ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def replay(self, batches: Iterable[ProducerBatch]) -> list[AbortedTxn]:
+        """Rebuild state from the log's batches from `map_end_offset` on (after `truncate_and_reload`);
+        returns the aborted transactions the replayed markers closed.
 
         Batches wholly below the map end offset are already reflected and skipped,
         so the caller may start at the segment that holds it.
         """
-        for header in headers:
+        aborted = []
+        for header, marker in batches:
             if header.last_offset >= self._map_end_offset:
-                self.update(header)
+                found = self.update(header, marker)
+                if found is not None:
+                    aborted.append(found)
+        return aborted
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Every open transaction: first offset -> producer id."""
+        return dict(self._ongoing_txns)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark are stable (Kafka's onHighWatermarkUpdated)."""
+        self._remove_unreplicated_txns(high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or closed by a marker not yet known to be
+        below the high watermark (Kafka's firstUnstableOffset); None if there is none."""
+        firsts = [*self._ongoing_txns, *self._unreplicated_txns]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's Log.lastStableOffset: the first unstable offset, capped by the high watermark."""
+        self.on_high_watermark_updated(high_watermark)
+        first_unstable = self.first_unstable_offset()
+        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        self._unreplicated_txns = {
+            first: txn for first, txn in self._unreplicated_txns.items() if txn.last_offset >= offset
+        }
 
     # ------------------------------------------------------------------ truncation and expiry
 
-    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int,
+                            max_snapshot_offset: int | None = None) -> int:
         """Make the state match a log spanning [log_start_offset, log_end_offset).
 
         Used at start-up and after the log end moved back. Snapshots outside
         the range are deleted; unless the state already ends at `log_end_offset`,
-        it is reloaded from the latest remaining snapshot (or emptied). Returns
-        `map_end_offset`: the caller must `replay` the batches from there to the
-        log end.
+        it is reloaded from the latest remaining snapshot (or emptied), or from
+        the latest at or below `max_snapshot_offset` when given (recovery replays
+        from there). Returns `map_end_offset`: the caller must `replay` the
+        batches from there to the log end.
         """
         for offset, path in self._snapshots():
             # Kafka also drops a snapshot at exactly the log start: it holds only
             # producers whose records are all gone.
             if offset > log_end_offset or offset <= log_start_offset:
                 _delete(path)
-        if log_end_offset != self._map_end_offset:
+        if log_end_offset != self._map_end_offset or max_snapshot_offset is not None:
             self._producers.clear()
-            self._load_from_snapshot(log_start_offset, now_ms)
+            self._ongoing_txns.clear()
+            # The log end is at most the high watermark here (Kafka's assumption): no marker is unreplicated.
+            self._unreplicated_txns.clear()
+            self._load_from_snapshot(log_start_offset, now_ms, max_snapshot_offset)
         else:
             self.truncate_head(log_start_offset)
         return self._map_end_offset
 
-    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int, max_offset: int | None) -> None:
         for offset, path in reversed(self._snapshots()):
+            if max_offset is not None and offset > max_offset:
+                continue
             try:
                 entries = read_snapshot(path)
             except CorruptSnapshotError as exc:
@@ -368,8 +541,10 @@ class ProducerStateManager:
                 _delete(path)
                 continue
             for entry in entries:
-                if entry.last_data_offset >= log_start_offset and not self._is_expired(entry, now_ms):
+                if self._is_retained(entry, log_start_offset) and not self._is_expired(entry, now_ms):
                     self._producers[entry.producer_id] = entry
+                    if entry.has_open_transaction:
+                        self._ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
             self._last_snap_offset = self._map_end_offset = offset
             return
         self._last_snap_offset = self._map_end_offset = log_start_offset
@@ -377,8 +552,9 @@ class ProducerStateManager:
     def truncate_head(self, log_start_offset: int) -> None:
         """The log start moved up (retention, DeleteRecords): forget producers whose records are all gone."""
         self._producers = {
-            pid: e for pid, e in self._producers.items() if e.last_data_offset >= log_start_offset
+            pid: e for pid, e in self._producers.items() if self._is_retained(e, log_start_offset)
         }
+        self._remove_unreplicated_txns(log_start_offset)
         self._map_end_offset = max(self._map_end_offset, log_start_offset)
         self.delete_snapshots_before(log_start_offset)
         latest = self.latest_snapshot_offset
@@ -387,13 +563,21 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log was emptied and restarts at `offset`: drop all state and all snapshots."""
         self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
         for _offset, path in self._snapshots():
             _delete(path)
         self._last_snap_offset = 0
         self._map_end_offset = offset
 
+    @staticmethod
+    def _is_retained(entry: ProducerStateEntry, log_start_offset: int) -> bool:
+        # A producer whose open transaction is still tracked stays, so the transaction can complete.
+        return entry.last_data_offset >= log_start_offset or entry.has_open_transaction
+
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
-        return now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        """Idle for producer.id.expiration.ms, and no transaction open (Kafka's isProducerExpired)."""
+        return not entry.has_open_transaction and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
 
     def remove_expired_producers(self, now_ms: int) -> None:
         """Forget producers idle for producer.id.expiration.ms (by their last batch's max timestamp, as Kafka)."""

@@ -1,4 +1,4 @@
-"""LogSegment: one `.log` file of back-to-back record batches, with its `.index` and `.timeindex`.
+"""LogSegment: one `.log` file of back-to-back record batches, with its `.index`, `.timeindex` and `.txnindex`.
 
 A segment is named by its base offset, zero-padded to 20 digits, and holds a
 contiguous run of offsets starting there (increasing, with holes, once the log
@@ -30,17 +30,21 @@ from broker.log.files import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     filename_prefix_from_offset,
 )
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
+from broker.log.transaction_index import TransactionIndex
 from common.record import (
     HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
     BatchHeader,
+    EndTxnMarker,
     decode_records,
     parse_header,
+    read_end_txn_marker,
     validate_batch,
 )
 from proto.errors import CorruptMessageError, KafkaError, KafkaStorageError
@@ -123,7 +127,7 @@ class SegmentRecovery:
 
 
 class LogSegment:
-    """A segment's three files and what the log needs from them: append, read, roll, truncate, recover."""
+    """A segment's files and what the log needs from them: append, read, roll, truncate, recover."""
 
     def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, create: bool,
                  file_suffix: str = "") -> None:
@@ -145,6 +149,9 @@ class LogSegment:
         self.size = 0 if create else self.log_file.size()
         self.offset_index = OffsetIndex(paths[1], base_offset, config.max_index_size)
         self.time_index = TimeIndex(paths[2], base_offset, config.max_index_size)
+        self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_FILE_SUFFIX + file_suffix), base_offset)
+        if create:
+            self.txn_index.reset()
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         # Both loaded lazily from the file, as Kafka does, to keep opening a log cheap.
@@ -195,6 +202,21 @@ class LogSegment:
             while position < self.size:
                 header = self._checked_header(mapped, position, position)
                 yield header
+                position += header.size
+
+    def producer_batches(self) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+        """Each batch with a producer id and, for a transaction marker, what it says: the producer state's
+        replay. Only a control batch is read past its header."""
+        if not self.size:
+            return
+        with mmap.mmap(self.log_file.fd, self.size, access=mmap.ACCESS_READ) as mapped:
+            position = 0
+            while position < self.size:
+                header = self._checked_header(mapped, position, position)
+                if header.producer_id >= 0:
+                    marker = (read_end_txn_marker(mapped[position:position + header.size], 0, header)
+                              if header.is_control else None)
+                    yield header, marker
                 position += header.size
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> tuple[int, BatchHeader] | None:
@@ -442,6 +464,7 @@ class LogSegment:
         end_offset = found[1].base_offset if found is not None else offset
         self.offset_index.truncate_to(end_offset)
         self.time_index.truncate_to(end_offset)
+        self.txn_index.truncate_to(end_offset)
         # The segment is (again) the active one: give its indexes room to grow.
         self.resize_indexes(self.config.max_index_size)
         self._bytes_since_last_index_entry = 0
@@ -479,6 +502,7 @@ class LogSegment:
         self.log_file.fsync()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         # As Kafka: the final time-index entry only if the max timestamp is already known,
@@ -491,9 +515,9 @@ class LogSegment:
         self._trim_log()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename the three files (Kafka's LogSegment.changeFileSuffixes): the indexes first, the `.log`
+        """Rename the files (Kafka's LogSegment.changeFileSuffixes): the indexes first, the `.log`
         last, because the `.log` name is what the log cleaner's swap protocol commits on."""
-        for target in (self.offset_index, self.time_index, self.log_file):
+        for target in (self.offset_index, self.time_index, self.txn_index, self.log_file):
             path = target.path
             name = path.name[: -len(old_suffix)] if old_suffix else path.name
             target.rename(path.with_name(name + new_suffix))
@@ -503,8 +527,8 @@ class LogSegment:
         files the next open discards. Open slices keep reading the unlinked file."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
-        for target in (self.log_file, self.offset_index, self.time_index):
+        for target in (self.log_file, self.offset_index, self.time_index, self.txn_index):
             path = target.path
             target.rename(path.with_name(path.name + DELETED_FILE_SUFFIX))
-        for target in (self.log_file, self.offset_index, self.time_index):
+        for target in (self.log_file, self.offset_index, self.time_index, self.txn_index):
             target.path.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.log.file_slice import FileSlice
-from broker.log.log import LogOffsetMetadata
+from broker.log.log import AbortedTxn, LogOffsetMetadata
 from broker.purgatory.purgatory import DelayedOperation
 from broker.replication.offset_metadata import UNKNOWN_OFFSET, on_older_segment, position_diff, position_known
 from broker.replication.partition import FetchIsolation, Partition
@@ -57,6 +57,9 @@ class LogReadResult:
     leader_log_end_offset: int = UNKNOWN_OFFSET
     fetch_offset_metadata: LogOffsetMetadata | None = None
     error_message: str = ""
+    last_stable_offset: int = UNKNOWN_OFFSET
+    # READ_COMMITTED fetches only (None otherwise): the aborted transactions of the fetched range.
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -93,8 +96,9 @@ class DelayedFetch(DelayedOperation):
             except KafkaError:
                 # Not the leader any more, unknown, or fenced: the re-read reports the error at once.
                 return self.force_complete()
-            end = (snapshot.log_end_offset if self._params.isolation is FetchIsolation.LOG_END
-                   else snapshot.high_watermark)
+            end = {FetchIsolation.LOG_END: snapshot.log_end_offset,
+                   FetchIsolation.TXN_COMMITTED: snapshot.last_stable_offset}.get(self._params.isolation,
+                                                                                   snapshot.high_watermark)
             if end.message_offset == start.message_offset:
                 continue
             if not position_known(end) or not position_known(start):

@@ -34,7 +34,15 @@ from dataclasses import dataclass
 from broker.config.topic_config import TopicConfig
 from broker.fetcher.protocol import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
-from broker.log.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
+from broker.log.log import (
+    AbortedTxn,
+    AppendOrigin,
+    FetchDataInfo,
+    Log,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
 from broker.log.manager import LogManager
 from broker.replication.offset_metadata import offset_only, position_known
 from broker.replication.partition_state_store import IsrUpdateResult, PartitionStateStore
@@ -58,17 +66,21 @@ from zk.paths import LeaderIsrAndControllerEpoch
 logger = logging.getLogger(__name__)
 
 UNKNOWN_LEADER_EPOCH = -1  # also the "skip the fencing check" value of current_leader_epoch (KIP-320)
+READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level (IsolationLevel.READ_COMMITTED)
 
 
 class FetchIsolation(enum.Enum):
-    """How far a read may go: replicas read to the log end, consumers to the high watermark.
-
-    READ_COMMITTED reads to the last stable offset, which without transactions
-    is the high watermark, so both isolation levels map to HIGH_WATERMARK.
-    """
+    """How far a read may go (Kafka's FetchIsolation): replicas read to the log end, READ_UNCOMMITTED
+    consumers to the high watermark, READ_COMMITTED ones to the last stable offset."""
 
     LOG_END = "log end"
     HIGH_WATERMARK = "high watermark"
+    TXN_COMMITTED = "last stable offset"
+
+    @classmethod
+    def for_consumer(cls, isolation_level: int) -> FetchIsolation:
+        """A consumer's Fetch or ListOffsets isolation_level: 0 READ_UNCOMMITTED, 1 READ_COMMITTED."""
+        return cls.TXN_COMMITTED if isolation_level == READ_COMMITTED else cls.HIGH_WATERMARK
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +105,8 @@ class LogReadInfo:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+    # READ_COMMITTED reads only: the aborted transactions overlapping the fetched range.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +114,7 @@ class LogOffsetSnapshot:
     log_start_offset: int
     log_end_offset: LogOffsetMetadata
     high_watermark: LogOffsetMetadata
+    last_stable_offset: LogOffsetMetadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +193,8 @@ class Partition:
         self.zk_version = 0
         self._pending_isr_update: _PendingIsrUpdate | None = None
         self._high_watermark = offset_only(0)
+        # (the log's truncation count, the LSO's metadata): a truncation may move what sits at that offset.
+        self._last_stable_offset_cache: tuple[int, LogOffsetMetadata] | None = None
         self._log_prefix = f"[Partition {topic_partition} broker={local_broker_id}] "
 
     def __repr__(self) -> str:
@@ -334,8 +351,10 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: appends and the high watermark
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> tuple[LogAppendInfo, bool]:
-        """Append a producer's batches; returns the append and whether the high watermark moved."""
+    def append_records_to_leader(self, records: bytes, required_acks: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[LogAppendInfo, bool]:
+        """Append a producer's batches (or the coordinator's markers); returns the append and whether the high
+        watermark moved."""
         with self._lock:
             log = self._leader_log_or_error()
             min_isr = self.min_insync_replicas
@@ -346,7 +365,7 @@ class Partition:
                     f" the min.isr requirement of {min_isr} for partition {self.topic_partition}",
                     ErrorCode.NOT_ENOUGH_REPLICAS,
                 )
-            info = log.append_as_leader(records, self.leader_epoch)
+            info = log.append_as_leader(records, self.leader_epoch, origin)
             return info, self._maybe_increment_leader_hw(log)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
@@ -512,7 +531,10 @@ class Partition:
         if new_hw is None:
             return False
         self._high_watermark = new_hw
-        return new_hw.message_offset > old_hw.message_offset
+        moved = new_hw.message_offset > old_hw.message_offset
+        if moved:
+            log.on_high_watermark_updated(new_hw.message_offset)
+        return moved
 
     def _high_watermark_metadata(self, log: Log) -> LogOffsetMetadata:
         """The high watermark with its place in the log, found by a read when only the offset is known."""
@@ -525,6 +547,21 @@ class Partition:
             full = log.read(hw.message_offset, 1, min_one_message=False).fetch_offset_metadata
         self._high_watermark = full
         return full
+
+    def _last_stable_offset_metadata(self, log: Log) -> LogOffsetMetadata:
+        """The last stable offset with its place in the log (a delayed READ_COMMITTED fetch measures bytes up
+        to it): the high watermark's when they are equal, else found by a read (Kafka's
+        fetchLastStableOffsetMetadata), remembered until the LSO moves."""
+        high_watermark = self._high_watermark_metadata(log)
+        offset = log.last_stable_offset(high_watermark.message_offset)
+        if offset == high_watermark.message_offset:
+            return high_watermark
+        cached = self._last_stable_offset_cache
+        if cached is not None and cached[0] == log.truncation_count and cached[1].message_offset == offset:
+            return cached[1]
+        found = log.read(offset, 1, min_one_message=False).fetch_offset_metadata
+        self._last_stable_offset_cache = (log.truncation_count, found)
+        return found
 
     # ------------------------------------------------------------------ follower: what the fetcher does
 
@@ -600,6 +637,7 @@ class Partition:
                                  ErrorCode.UNKNOWN_SERVER_ERROR)
             info = log.append_as_follower(records)
             self._high_watermark = offset_only(follower_high_watermark(leader_high_watermark, log.log_end_offset))
+            log.on_high_watermark_updated(self.high_watermark)
             log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
             return info
 
@@ -638,15 +676,20 @@ class Partition:
             high_watermark = self.high_watermark
             log_start_offset = log.log_start_offset
             log_end_offset = log.log_end_offset
-            max_offset = high_watermark if isolation is FetchIsolation.HIGH_WATERMARK else None
+            last_stable_offset = log.last_stable_offset(high_watermark)
+            max_offset = {FetchIsolation.HIGH_WATERMARK: high_watermark,
+                          FetchIsolation.TXN_COMMITTED: last_stable_offset}.get(isolation)
             fetched = log.read(fetch_offset, max_bytes, max_offset, min_one_message)
-            return LogReadInfo(fetched, high_watermark, log_start_offset, log_end_offset, high_watermark)
+            aborted = (log.collect_aborted_transactions(fetch_offset)
+                       if isolation is FetchIsolation.TXN_COMMITTED else None)
+            return LogReadInfo(fetched, high_watermark, log_start_offset, log_end_offset, last_stable_offset,
+                               aborted)
 
     def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool) -> LogOffsetSnapshot:
         with self._lock:
             log = self._local_log_with_epoch_or_error(current_leader_epoch, fetch_only_from_leader)
             return LogOffsetSnapshot(log.log_start_offset, log.log_end_offset_metadata,
-                                     self._high_watermark_metadata(log))
+                                     self._high_watermark_metadata(log), self._last_stable_offset_metadata(log))
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation: FetchIsolation | None,
                                    current_leader_epoch: int) -> TimestampAndOffset | None:
@@ -654,11 +697,14 @@ class Partition:
         timestamp, if below the last fetchable offset, as Kafka's Partition.fetchOffsetForTimestamp filters any
         lookup) or the first record at or after `timestamp`.
 
-        `isolation` is None for a replica, which sees the log end; consumers see the high watermark.
+        `isolation` is None for a replica, which sees the log end; READ_UNCOMMITTED consumers see the high
+        watermark, READ_COMMITTED ones the last stable offset.
         """
         with self._lock:
             log = self._local_log_with_epoch_or_error(current_leader_epoch, fetch_only_from_leader=True)
-            last_fetchable = log.log_end_offset if isolation is None else self.high_watermark
+            last_fetchable = (log.log_end_offset if isolation is None
+                              else log.last_stable_offset(self.high_watermark)
+                              if isolation is FetchIsolation.TXN_COMMITTED else self.high_watermark)
             # A new leader whose HW has not caught up with its epoch's start would answer a consumer
             # with an offset lower than what it already acknowledged as leader before: Kafka's
             # OFFSET_NOT_AVAILABLE makes the client retry instead.

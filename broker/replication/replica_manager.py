@@ -49,7 +49,7 @@ from broker.config.metrics import BrokerMetrics
 from broker.config.topic_config import TopicConfig
 from broker.fetcher.protocol import BrokerEndPoint, InitialFetchState
 from broker.fetcher.thread import PartitionLookup
-from broker.log.log import TimestampAndOffset
+from broker.log.log import AppendOrigin, TimestampAndOffset
 from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogManager
 from broker.purgatory.purgatory import DelayedOperationPurgatory
@@ -410,15 +410,17 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, timeout_ms: int, required_acks: int, entries: Sequence[tuple[TopicPartition, bytes]],
-                       response_callback: ProduceResponseCallback) -> None:
-        """Append to the leader logs; answer now, or once the high watermark passes the appends (acks=-1)."""
+                       response_callback: ProduceResponseCallback,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
+        """Append to the leader logs; answer now, or once the high watermark passes the appends (acks=-1).
+        `origin` COORDINATOR: the transaction coordinator's markers."""
         if not is_valid_required_acks(required_acks):
             response_callback({tp: ProducePartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS)
                                for tp, _ in entries})
             return
         status: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries:
-            status[tp] = self._append_to_local_log(tp, records, required_acks)
+            status[tp] = self._append_to_local_log(tp, records, required_acks, origin)
         any_appended = any(s.response.error is ErrorCode.NONE for s in status.values())
         if required_acks == -1 and any_appended:
             delayed = DelayedProduce(timeout_ms, status, self.get_partition_or_error, response_callback)
@@ -426,12 +428,13 @@ class ReplicaManager:
         else:
             response_callback({tp: s.response for tp, s in status.items()})
 
-    def _append_to_local_log(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProducePartitionStatus:
+    def _append_to_local_log(self, tp: TopicPartition, records: bytes, required_acks: int,
+                             origin: AppendOrigin) -> ProducePartitionStatus:
         try:
             if not records:
                 raise KafkaError("Produce requests must have at least one record batch", ErrorCode.INVALID_RECORD)
             partition = self.get_partition_or_error(tp)
-            info, high_watermark_moved = partition.append_records_to_leader(records, required_acks)
+            info, high_watermark_moved = partition.append_records_to_leader(records, required_acks, origin)
             log_start_offset = partition.log.log_start_offset if partition.log is not None else -1
         except KafkaError as e:
             return ProducePartitionStatus(-1, ProducePartitionResponse(e.code, error_message=str(e)))
@@ -535,7 +538,9 @@ class ReplicaManager:
                              "consumer" if info.log_start_offset < 0 else "replica", tp)
             return LogReadResult(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(e))
         return LogReadResult(ErrorCode.NONE, read.fetched_data.records, read.high_watermark, read.log_start_offset,
-                             read.log_end_offset, read.fetched_data.fetch_offset_metadata)
+                             read.log_end_offset, read.fetched_data.fetch_offset_metadata,
+                             last_stable_offset=read.last_stable_offset,
+                             aborted_transactions=read.aborted_transactions)
 
     def _update_follower_fetch_state(self, replica_id: int, results: FetchResults) -> None:
         now = self._time_ms()

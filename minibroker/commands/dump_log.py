@@ -12,7 +12,7 @@ from broker.log.dump import DumpLogError, dump_file
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("dump-log", help="print the batches of .log files and the entries of index files")
     parser.add_argument("--files", required=True,
-                        help="comma-separated .log, .index and .timeindex files to dump")
+                        help="comma-separated .log, .index, .timeindex and .txnindex files to dump")
     parser.add_argument("--print-data-log", action="store_true",
                         help="print each record's offset, key and payload")
     parser.add_argument("--index-sanity-check", action="store_true",

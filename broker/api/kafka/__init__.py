@@ -16,7 +16,8 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   CreatePartitions, configs), partitions.py (DeleteRecords; ElectLeaders, forwarded to the controller process),
   log_dirs.py (DescribeLogDirs), producer_id.py, groups.py (FindCoordinator through DeleteGroups and OffsetDelete, onto
   broker/coordinator/group/), acls.py (DescribeAcls, CreateAcls, DeleteAcls), scram_credentials.py
-  (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py);
+  (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py), txn_markers.py
+  (WriteTxnMarkers: inter-broker, served but never advertised);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 

@@ -1,7 +1,8 @@
 """The APIs and versions this broker serves on its Kafka listeners, and nothing more (ApiVersions
-advertises exactly this). librdkafka turns record batch v2 on only when Produce >= 3 and Fetch >= 4 are
-advertised, the idempotent producer only with InitProducerId, and its group consumer only with the group
-family (FindCoordinator through DeleteGroups)."""
+advertises exactly API_TABLE; INTER_BROKER_APIS are served but, as in Kafka, no client is told of them).
+librdkafka turns record batch v2 on only when Produce >= 3 and Fetch >= 4 are advertised, the idempotent
+producer only with InitProducerId, and its group consumer only with the group family (FindCoordinator
+through DeleteGroups)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from broker.api.kafka import (
     produce,
     producer_id,
     scram_credentials,
+    txn_markers,
 )
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
 from broker.api.kafka.sasl_authenticator import handle_sasl_authenticate, handle_sasl_handshake
@@ -60,4 +62,8 @@ API_TABLE: list[ApiSpec] = [
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)
-APIS = {spec.key: spec for spec in API_TABLE}
+# Sent by brokers only (a transaction coordinator to a partition's leader); v1, the first flexible version.
+INTER_BROKER_APIS: list[ApiSpec] = [
+    ApiSpec(27, "WriteTxnMarkers", 1, 1, txn_markers.handle_write_txn_markers),
+]
+APIS = {spec.key: spec for spec in (*API_TABLE, *INTER_BROKER_APIS)}

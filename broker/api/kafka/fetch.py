@@ -29,6 +29,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihq")  # partition_index, error_code, high_watermark
 _I64 = struct.Struct(">q")
+_ABORTED_TXN = struct.Struct(">qq")  # producer_id, first_offset
 
 
 def _string(text: str) -> bytes:
@@ -51,10 +52,14 @@ def frame_fetch_response(version: int, error: ErrorCode, results: list[tuple[Top
         head += _string(topic) + _I32.pack(len(partitions))
         for index, r in partitions:
             head += _PARTITION_HEAD.pack(index, r.error, r.high_watermark)
-            head += _I64.pack(r.high_watermark)  # last_stable_offset: no transactions, so the HW
+            head += _I64.pack(r.last_stable_offset)
             if version >= 5:
                 head += _I64.pack(r.log_start_offset)
-            head += _I32.pack(0)  # aborted_transactions: none
+            # Null for READ_UNCOMMITTED, as Kafka sends it; READ_COMMITTED: (producer_id, first_offset) each.
+            aborted = r.aborted_transactions
+            head += _I32.pack(-1 if aborted is None else len(aborted))
+            for txn in aborted or ():
+                head += _ABORTED_TXN.pack(txn.producer_id, txn.first_offset)
             if version >= 11:
                 head += _I32.pack(NO_PREFERRED_READ_REPLICA)
             records = r.records if r.records is not None and r.size else None
@@ -88,5 +93,6 @@ async def handle_fetch(context: KafkaContext, header: RequestHeader, request: An
     if getattr(request, "session_id", NO_SESSION) != NO_SESSION:
         return frame_fetch_response(header.api_version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
     results = await context.operations.fetch(context.session, request.replica_id, to_millis(request.max_wait),
-                                             request.min_bytes, request.max_bytes, requested)
+                                             request.min_bytes, request.max_bytes, requested,
+                                             request.isolation_level)
     return frame_fetch_response(header.api_version, ErrorCode.NONE, results)

@@ -21,7 +21,8 @@ async def handle_list_offsets(context: KafkaContext, header: RequestHeader, requ
     # Kafka clients are consumers (-1): below the HW, with Describe on each topic.
     from_consumer = request.replica_id < 0
     replica_allowed = not from_consumer and context.operations.authorize_follower(context.session)
-    isolation = FetchIsolation.HIGH_WATERMARK if from_consumer else None
+    # isolation_level (v2+) 1 is READ_COMMITTED: the latest offset is then the last stable offset.
+    isolation = FetchIsolation.for_consumer(getattr(request, "isolation_level", 0)) if from_consumer else None
     repeated = duplicates(TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []
     for t in request.topics:

@@ -31,9 +31,6 @@ async def handle_produce(context: KafkaContext, header: RequestHeader, request: 
     refusal = None
     if not is_valid_required_acks(request.acks):
         refusal = ErrorCode.INVALID_REQUIRED_ACKS
-    elif request.transactional_id is not None:
-        # Idempotence only: no transaction coordinator gave this producer a transactional id.
-        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if refusal is not None:
         results = {tp: ProducePartitionResponse(refusal) for tp, _ in order}
     else:
@@ -41,7 +38,7 @@ async def handle_produce(context: KafkaContext, header: RequestHeader, request: 
         # kio's Records is a bytes subclass holding the batch as received: handed on without a copy.
         results = await context.operations.produce(
             context.session, to_millis(request.timeout), request.acks, [(tp, b"" if records is None else records)
-                                                       for tp, records in order])
+                                                       for tp, records in order], request.transactional_id)
     if request.acks == 0:
         failed = [f"{tp}: {results[tp].error.name}" for tp, _ in order if results[tp].error is not ErrorCode.NONE]
         if failed:

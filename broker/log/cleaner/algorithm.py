@@ -13,7 +13,10 @@ One cleaning, for a log whose dirty section starts at `first_dirty_offset`:
    kept them) has passed. The last batch of every live idempotent producer keeps
    its last record even when superseded, so the producer's sequence state (base
    sequence + lastOffsetDelta) survives in the log; Kafka keeps an empty batch
-   there instead, which strict readers of RecordBatch v2 refuse.
+   there instead, which strict readers of RecordBatch v2 refuse. Aborted
+   transactions' batches go, and markers once nothing of their transaction is
+   left and their delete horizon has passed (transactions.py); the cleaned
+   segment's `.txnindex` keeps the aborted transactions whose marker stays.
 3. A batch that loses nothing is copied byte for byte; one that loses records
    is rewritten as a RecordBatch v2 with its base offset, producer fields and
    leader epoch, its records at their original offsets (so lastOffsetDelta
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 
 from broker.log.batch_scan import scan_batches
 from broker.log.cleaner.offset_map import SkimpyOffsetMap
+from broker.log.cleaner.transactions import CleanedTransactionMetadata
 from broker.log.files import CLEANED_FILE_SUFFIX
 from broker.log.log import Log
 from broker.log.segment import BatchSpan, LogSegment
@@ -48,6 +52,7 @@ from common.record import (
     assemble_batch,
     decode_record_tuples,
     encode_record,
+    read_end_txn_marker,
 )
 
 __all__ = ["CRASH_AT_ENV", "Cleaner", "CleanerStats", "LogToClean", "Throttler"]
@@ -178,8 +183,9 @@ class Cleaner:
         stats = CleanerStats()
         logger.info("Cleaner %d: Beginning cleaning of log %s.", self.id, log.topic_partition)
         logger.info("Cleaner %d: Building offset map for %s...", self.id, log.topic_partition)
-        segments = log.segments[:-1]  # never the active segment
-        end_offset = self._build_offset_map(segments, to_clean.first_dirty_offset,
+        every_segment = log.segments
+        segments = every_segment[:-1]  # never the active segment
+        end_offset = self._build_offset_map(log, segments, to_clean.first_dirty_offset,
                                             to_clean.first_uncleanable_offset, stats)
         stats.map_complete = time.monotonic()
         logger.info("Cleaner %d: Offset map for log %s complete.", self.id, log.topic_partition)
@@ -191,19 +197,27 @@ class Cleaner:
             entry.last_data_offset for entry in log.producer_state.active_producers.values()
         }
         retention = _Retention(now, log.config.delete_retention_ms, live_producer_last_offsets)
-        for group in _group_segments_by_size([s for s in segments if s.base_offset < end_offset],
-                                             log.config.segment_bytes):
-            self._clean_segments(log, group, retention, stats)
+        transactions = CleanedTransactionMetadata()
+        groups = _group_segments_by_size([s for s in segments if s.base_offset < end_offset],
+                                         log.config.segment_bytes)
+        for i, group in enumerate(groups):
+            # Kafka's upper bound: the next group's base, else the active segment's.
+            upper = groups[i + 1][0].base_offset if i + 1 < len(groups) else every_segment[-1].base_offset
+            transactions.add_aborted_transactions(log.collect_aborted_transactions(group[0].base_offset, upper))
+            self._clean_segments(log, group, retention, transactions, stats)
         stats.end = time.monotonic()
         return end_offset, stats
 
     # ------------------------------------------------------------------ the map
 
-    def _build_offset_map(self, segments: tuple[LogSegment, ...], start: int, end: int,
+    def _build_offset_map(self, log: Log, segments: tuple[LogSegment, ...], start: int, end: int,
                           stats: CleanerStats) -> int:
-        """Put each key of [start, end) in the map, until it is full; return the offset the map ends at."""
+        """Put each key of [start, end) in the map, until it is full, except an aborted transaction's (Kafka's
+        buildOffsetMap); return the offset the map ends at."""
         offset_map = self.offset_map
         offset_map.clear()
+        transactions = CleanedTransactionMetadata()
+        transactions.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         reached = start
         for segment in segments:
             if segment.base_offset >= end:
@@ -221,7 +235,9 @@ class Cleaner:
                     return reached
                 stats.map_messages_read += header.record_count
                 stats.map_bytes_read += header.size
-                if not header.is_control:
+                if header.is_control:
+                    transactions.on_control_batch_read(header, read_end_txn_marker(data, 0, header))
+                elif not transactions.on_batch_read(header):
                     for record in decode_record_tuples(bytes(data), 0, header):
                         key = record[5]
                         if key is not None and record[2] >= start:
@@ -232,10 +248,12 @@ class Cleaner:
 
     # ------------------------------------------------------------------ the recopy
 
-    def _clean_segments(self, log: Log, group: list[LogSegment], retention: _Retention, stats: CleanerStats) -> None:
+    def _clean_segments(self, log: Log, group: list[LogSegment], retention: _Retention,
+                        transactions: CleanedTransactionMetadata, stats: CleanerStats) -> None:
         """Recopy `group` into one `.cleaned` segment and swap it in."""
         cleaned = LogSegment(log.dir, group[0].base_offset, log.config, retention.now, create=True,
                              file_suffix=CLEANED_FILE_SUFFIX)
+        transactions.cleaned_index = cleaned.txn_index
         buffer = bytearray()
         spans: list[BatchSpan] = []
         try:
@@ -243,7 +261,7 @@ class Cleaner:
                 for header, data in _scan(segment):
                     stats.bytes_read += header.size
                     stats.messages_read += header.record_count
-                    out = self._filter_batch(header, data, retention, stats)
+                    out = self._filter_batch(header, data, retention, transactions, stats)
                     if out is None:
                         continue
                     out_header, out_bytes = out
@@ -261,7 +279,7 @@ class Cleaner:
             cleaned.flush()
         except BaseException:
             cleaned.close()
-            for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index):
+            for target in (cleaned.log_file, cleaned.offset_index, cleaned.time_index, cleaned.txn_index):
                 target.path.unlink(missing_ok=True)
             raise
         # The cleaned segment keeps the group's age for time-based rolling and retention decisions.
@@ -276,10 +294,20 @@ class Cleaner:
         spans.clear()
 
     def _filter_batch(self, header: BatchHeader, data: memoryview, retention: _Retention,
+                      transactions: CleanedTransactionMetadata,
                       stats: CleanerStats) -> tuple[BatchHeader, bytes | memoryview] | None:
         """The batch as the cleaned log keeps it: unchanged, rewritten without some records, or None."""
         if header.is_control:
-            return header, data
+            if not transactions.on_control_batch_read(header, read_end_txn_marker(data, 0, header)):
+                return header, data
+            horizon = header.delete_horizon_ms
+            if horizon is None:
+                # KIP-534: the marker may go, but only after delete.retention.ms from now.
+                marker_records = decode_record_tuples(bytes(data), 0, header)
+                rebuilt = _rebuild(header, marker_records, retention.now + retention.delete_retention_ms)
+                return header, rebuilt
+            return None if retention.now >= horizon else (header, data)
+        aborted = transactions.on_batch_read(header)
         raw = bytes(data)
         records = decode_record_tuples(raw, 0, header)
         offset_map = self.offset_map
@@ -290,7 +318,7 @@ class Cleaner:
             if key is None:
                 stats.invalid_messages += 1
                 continue
-            if record[2] < offset_map.get(key):
+            if aborted or record[2] < offset_map.get(key):
                 continue
             if record[6] is None and horizon is not None and retention.now >= horizon:
                 continue
@@ -323,7 +351,7 @@ def _rebuild(header: BatchHeader, kept: list[tuple], delete_horizon: int | None)
         body, len(kept), base_timestamp, _max_timestamp(header, kept), base_offset=header.base_offset,
         compression=header.compression, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-        timestamp_type=header.timestamp_type, is_transactional=header.is_transactional,
+        timestamp_type=header.timestamp_type, is_transactional=header.is_transactional, is_control=header.is_control,
         last_offset_delta=kept[-1][2] - header.base_offset, has_delete_horizon=delete_horizon is not None,
     )
 

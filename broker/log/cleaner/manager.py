@@ -89,6 +89,11 @@ class LogCleanerManager:
         first_uncleanable = segments[-1].base_offset
         if high_watermark is not None:
             first_uncleanable = min(first_uncleanable, high_watermark)
+        first_unstable = log.first_unstable_offset()
+        if first_unstable is not None:
+            # Never past an open transaction (or one whose marker is not replicated yet): its outcome decides
+            # whether its records stay.
+            first_uncleanable = min(first_uncleanable, first_unstable)
         if config.min_compaction_lag_ms > 0:
             lag = config.min_compaction_lag_ms
             for segment in segments:

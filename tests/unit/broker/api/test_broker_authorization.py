@@ -22,9 +22,10 @@ from broker.api.kafka import groups as group_api
 from broker.api.kafka import metadata as metadata_api
 from broker.api.kafka import partitions as partitions_api
 from broker.api.kafka.protocol import Reply, RequestHeader, build
-from broker.api.operations import BrokerOperations
+from broker.api.operations import BrokerOperations, TxnMarker
 from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.group_metadata_manager import partition_for
+from common.record import ProducerRecord, build_batch
 from common.security.acl import (
     ANY_BINDING,
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -57,6 +58,7 @@ def topic(name: str, pattern_type: PatternType = PatternType.LITERAL) -> Resourc
 
 
 CLUSTER = ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
+TXN_ID = ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL)
 
 
 class Store:
@@ -146,6 +148,35 @@ def test_produce_to_a_topic_that_may_not_be_written_never_reaches_the_log() -> N
         ALICE, 1000, -1, [(TopicPartition("a", 0), b"batch"), (TopicPartition("b", 0), b"batch")]))
     assert {tp.topic: r.error for tp, r in results.items()} == {"a": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                                 "b": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_transactional_batches_need_the_transactional_id_and_write_on_it() -> None:
+    # No ReplicaManager: each refusal is answered for the whole request before any append (KafkaApis).
+    txn = build_batch([ProducerRecord(b"v")], producer_id=4000, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    may_write_a = {topic("a"): [allow(Op.WRITE)]}
+    for acls, transactional_id in ((may_write_a, None), (may_write_a, "tx"),
+                                   ({**may_write_a, TXN_ID: [allow(Op.DESCRIBE)]}, "tx"), (None, None)):
+        results, _ = run(acls, lambda ops, _, tid=transactional_id: ops.produce(
+            ALICE, 1000, -1, [(TopicPartition("b", 0), build_batch([ProducerRecord(b"plain")])),
+                              (TopicPartition("a", 0), txn)], tid))
+        assert {tp.topic: r.error for tp, r in results.items()} == {
+            "a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "b": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    # Write on the transactional id passes this check: the topic's own check comes next (b may not be written).
+    results, _ = run({TXN_ID: [allow(Op.WRITE)]}, lambda ops, _: ops.produce(
+        ALICE, 1000, -1, [(TopicPartition("b", 0), txn)], "tx"))
+    assert results[TopicPartition("b", 0)].error is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_write_txn_markers_needs_cluster_action_and_known_partitions() -> None:
+    # No ReplicaManager: neither answer may append anything.
+    marker = TxnMarker(4000, 0, True, 1, [TopicPartition("a", 0), TopicPartition("zz", 3)])
+    refused, _ = run({CLUSTER: [allow(Op.DESCRIBE)]}, lambda ops, _: ops.write_txn_markers(ALICE, [marker]))
+    assert refused == [{TopicPartition("a", 0): ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        TopicPartition("zz", 3): ErrorCode.CLUSTER_AUTHORIZATION_FAILED}]
+    unknown = TxnMarker(4000, 0, False, 1, [TopicPartition("zz", 3)])
+    answered, _ = run({CLUSTER: [allow(Op.CLUSTER_ACTION)]}, lambda ops, _: ops.write_txn_markers(ALICE, [unknown]))
+    assert answered == [{TopicPartition("zz", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}]
 
 
 def test_delete_topics_checks_describe_then_existence_then_delete() -> None:

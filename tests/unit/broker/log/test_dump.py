@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from broker.config.log_config import LogConfig
-from broker.log.log import Log
-from common.record import ProducerRecord, build_batch
+from broker.log.log import AppendOrigin, Log
+from common.record import ControlRecordType, ProducerRecord, build_batch, build_end_txn_marker
 from minibroker.cli import main
 
 
@@ -39,6 +39,24 @@ def test_dump_log_prints_kafka_batch_lines_and_records(tmp_path: Path, capsys: p
     assert lines[3] == ("| offset: 0 CreateTime: 1000 keysize: 1 valuesize: 2 sequence: -1 headerKeys: []"
                         " key: k payload: v0")
     assert sum(line.startswith("baseOffset:") for line in lines) == 3
+
+
+def test_markers_and_the_txnindex_are_printed_as_kafka_prints_them(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    log.append_as_leader(build_batch([ProducerRecord(b"v", b"k")], producer_id=7, producer_epoch=0, base_sequence=0,
+                                     is_transactional=True, now_ms=1000), 0)
+    log.append_as_leader(build_end_txn_marker(7, 0, ControlRecordType.ABORT, 3, 1001), 0,
+                         origin=AppendOrigin.COORDINATOR)
+    segment = log.segments[0]
+    log.close()
+    lines = run(capsys, "--files", str(segment.path), "--print-data-log")
+    assert "isTransactional: true isControl: true" in lines[4]
+    assert lines[5] == ("| offset: 1 CreateTime: 1001 keysize: 4 valuesize: 6 sequence: -1 headerKeys: []"
+                        " endTxnMarker: ABORT coordinatorEpoch: 3")
+    lines = run(capsys, "--files", str(segment.txn_index.path))
+    assert lines == [f"Dumping {segment.txn_index.path}",
+                     "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"]
 
 
 def test_flipped_byte_and_torn_tail_are_reported_with_positions(tmp_path: Path,

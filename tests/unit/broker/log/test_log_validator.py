@@ -12,6 +12,7 @@ from log_helpers import make_batch, read_all
 from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from broker.log.log_validator import (
+    AppendOrigin,
     analyze_and_validate_records,
     assign_offsets,
     recompress_to_topic_codec,
@@ -122,11 +123,21 @@ def test_a_request_of_exactly_segment_bytes_passes_and_one_byte_more_is_too_larg
     assert f"Message batch size is {len(request)} bytes in append to partition {TP}" in str(err.value)
 
 
-@pytest.mark.parametrize("flag", ["is_control", "is_transactional"])
-def test_only_a_broker_writes_control_or_transactional_batches(flag: str) -> None:
-    request = make_batch() + idempotent_batch(0, **{flag: True})
+def test_only_a_broker_writes_control_batches() -> None:
+    request = make_batch() + idempotent_batch(0, is_control=True)
     with pytest.raises(InvalidRecordError) as err:
         validate_client_batches(headers(request), TP)
+    assert err.value.code == ErrorCode.INVALID_RECORD
+    view = memoryview(request)
+    assert validate_leader_append(view, headers(request), segment_bytes=len(request), compacted=False, tp=TP,
+                                  origin=AppendOrigin.COORDINATOR) is True
+
+
+def test_a_client_writes_transactional_batches_with_a_producer_id_only() -> None:
+    assert validate_client_batches(headers(idempotent_batch(0, is_transactional=True)), TP) is True
+    without_producer = build_batch([ProducerRecord(b"v")], is_transactional=True)
+    with pytest.raises(InvalidRecordError) as err:
+        validate_client_batches(headers(without_producer), TP)
     assert err.value.code == ErrorCode.INVALID_RECORD
 
 
@@ -244,13 +255,13 @@ def test_invalid_record_count_and_unknown_codec_get_their_own_codes(open_log: Op
     assert log.log_end_offset == 0
 
 
-def test_control_and_transactional_batches_from_clients_are_invalid(tmp_path: Path) -> None:
+def test_control_batches_from_clients_are_invalid(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=400), time=lambda: 1_000)
-    for flag in ("is_control", "is_transactional"):
-        with pytest.raises(KafkaError) as err:
-            log.append_as_leader(idempotent_batch(0, **{flag: True}), 0)
-        assert err.value.code == ErrorCode.INVALID_RECORD
+    with pytest.raises(KafkaError) as err:
+        log.append_as_leader(idempotent_batch(0, is_control=True), 0)
+    assert err.value.code == ErrorCode.INVALID_RECORD
     assert log.log_end_offset == 0
+    assert log.append_as_leader(idempotent_batch(0, is_transactional=True), 0).last_offset == 1
 
 
 def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:

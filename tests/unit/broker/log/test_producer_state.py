@@ -17,6 +17,7 @@ from broker.log.producer_state import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
+    ProducerBatch,
     ProducerStateManager,
     UnknownProducerIdError,
     decrement_sequence,
@@ -275,7 +276,8 @@ def test_corrupt_snapshot_is_deleted_and_an_older_one_used(
     assert replay_from == 1
     assert not newest.exists()
     assert "deleting producer snapshot" in caplog.text
-    reloaded.replay([batch(0, 0), batch(1, 1)])  # the log from its start: offset 0 is skipped
+    # The log from its start: offset 0 is skipped.
+    reloaded.replay([ProducerBatch(batch(0, 0)), ProducerBatch(batch(1, 1))])
     entry = reloaded.last_entry(PID)
     assert entry is not None
     assert entry.last_seq == 1
@@ -285,7 +287,7 @@ def test_corrupt_snapshot_is_deleted_and_an_older_one_used(
 def test_no_snapshot_means_replay_from_log_start(tmp_path: Path) -> None:
     psm = ProducerStateManager(TP, tmp_path)
     assert psm.truncate_and_reload(5, 9, T0) == 5
-    psm.replay([batch(5, 0, 4)])
+    psm.replay([ProducerBatch(batch(5, 0, 4))])
     assert psm.map_end_offset == 9
 
 
@@ -303,7 +305,7 @@ def test_truncate_and_reload_after_log_truncation(psm: ProducerStateManager, tmp
     assert psm.truncate_and_reload(0, 20, T0) == 15
     assert sorted(p.name for p in tmp_path.iterdir()) == [snapshot_file_name(15)]
     assert set(psm.active_producers) == {PID}
-    psm.replay(log[:3])
+    psm.replay(ProducerBatch(header) for header in log[:3])
     entry = psm.last_entry(PID)
     assert entry is not None
     assert (entry.last_seq, entry.last_data_offset) == (19, 19)

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from broker.log.log import AbortedTxn, AppendOrigin, Log
 from broker.log.manager import LogManager
 from broker.replication.partition import FetchIsolation, Partition
+from common.record import ControlRecordType, build_end_txn_marker, iter_batches
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
@@ -157,3 +159,73 @@ def test_list_offsets(log_manager: LogManager) -> None:
     found = p.fetch_offset_for_timestamp(5001, FetchIsolation.HIGH_WATERMARK, -1)
     assert found is not None and (found.timestamp, found.offset) == (5001, 4)
     assert p.fetch_offset_for_timestamp(99_999, FetchIsolation.HIGH_WATERMARK, -1) is None
+
+
+# ---------------------------------------------------------------------------- transactions: the last stable offset
+
+
+def txn_batch(producer_id: int, sequence: int, records: int = 2) -> bytes:
+    return batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=True)
+
+
+def marker(producer_id: int, control_type: ControlRecordType) -> bytes:
+    return build_end_txn_marker(producer_id, 0, control_type, 0, 1_000)
+
+
+def test_read_committed_stops_at_the_open_transaction_and_lists_the_aborted_ones(log_manager: LogManager) -> None:
+    p = partition(log_manager)
+    p.make_leader(leader_state(), no_checkpoint)
+    p.append_records_to_leader(txn_batch(7, 0), required_acks=1)  # 0..1, aborted below
+    p.append_records_to_leader(marker(7, ControlRecordType.ABORT), 1, AppendOrigin.COORDINATOR)  # 2
+    p.append_records_to_leader(batch(1), required_acks=1)  # 3
+    p.append_records_to_leader(txn_batch(8, 0), required_acks=1)  # 4..5, open
+    p.append_records_to_leader(batch(1), required_acks=1)  # 6
+    assert p.high_watermark == 7
+    committed = p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True)
+    assert committed.last_stable_offset == 4
+    assert committed.aborted_transactions == [AbortedTxn(7, 0, 2, 3)]
+    assert [b.header.last_offset for b in iter_batches(committed.fetched_data.records.read())] == [1, 2, 3]
+    uncommitted = p.read_records(0, -1, 10_000, FetchIsolation.HIGH_WATERMARK, True, True)
+    assert uncommitted.last_stable_offset == 4 and uncommitted.aborted_transactions is None
+    assert [b.header.last_offset for b in iter_batches(uncommitted.fetched_data.records.read())] == [1, 2, 3, 5, 6]
+    # ListOffsets: READ_COMMITTED's latest is the LSO, READ_UNCOMMITTED's the HW, a replica's the log end.
+    assert p.fetch_offset_for_timestamp(-1, FetchIsolation.TXN_COMMITTED, -1).offset == 4  # type: ignore[union-attr]
+    assert p.fetch_offset_for_timestamp(-1, FetchIsolation.HIGH_WATERMARK, -1).offset == 7  # type: ignore[union-attr]
+    # A delayed READ_COMMITTED fetch measures the bytes up to the LSO, by position.
+    snapshot = p.fetch_offset_snapshot(-1, True)
+    assert snapshot.last_stable_offset.message_offset == 4 and snapshot.high_watermark.message_offset == 7
+    lso_position = snapshot.last_stable_offset.relative_position_in_segment
+    assert 0 < lso_position < snapshot.high_watermark.relative_position_in_segment
+    p.append_records_to_leader(marker(8, ControlRecordType.COMMIT), 1, AppendOrigin.COORDINATOR)  # 7
+    assert p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True).last_stable_offset == 8
+
+
+def test_the_lso_waits_for_the_marker_to_reach_the_high_watermark(log_manager: LogManager) -> None:
+    p = partition(log_manager)
+    p.make_leader(leader_state(isr=(1, 2)), no_checkpoint)
+    p.append_records_to_leader(txn_batch(7, 0), required_acks=1)  # 0..1
+    p.append_records_to_leader(marker(7, ControlRecordType.COMMIT), 1, AppendOrigin.COORDINATOR)  # 2
+    assert p.log is not None
+    p.update_follower_fetch_state(2, p.read_records(2, -1, 1, FetchIsolation.LOG_END, True, True)
+                                  .fetched_data.fetch_offset_metadata, 0, 10, 3)
+    assert p.high_watermark == 2  # the follower has the data, not the marker
+    assert p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True).last_stable_offset == 0
+    p.update_follower_fetch_state(2, p.log.log_end_offset_metadata, 0, 20, 3)
+    assert p.high_watermark == 3
+    assert p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True).last_stable_offset == 3
+
+
+def test_a_follower_knows_the_open_transactions_and_serves_them_once_leader(log_manager: LogManager,
+                                                                            tmp_path: Path) -> None:
+    leader_log = Log.open(tmp_path / "leader" / "orders-0", topic_config().log, time=FakeClock())
+    leader_log.append_as_leader(txn_batch(7, 0), 0)  # 0..1
+    leader_log.append_as_leader(batch(1), 0)  # 2
+    p = partition(log_manager)
+    p.make_follower(leader_state(leader=2, isr=(2, 1)), no_checkpoint)
+    p.append_records_to_follower(0, 0, leader_log.read(0, 1 << 20).records.read(), 3, 0)
+    assert p.log is not None and p.log.last_stable_offset(p.high_watermark) == 0
+    p.make_leader(leader_state(epoch=1, isr=(1,)), no_checkpoint)
+    assert p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True).last_stable_offset == 0
+    p.append_records_to_leader(marker(7, ControlRecordType.ABORT), 1, AppendOrigin.COORDINATOR)  # 3
+    committed = p.read_records(0, -1, 10_000, FetchIsolation.TXN_COMMITTED, True, True)
+    assert committed.last_stable_offset == 4 and committed.aborted_transactions == [AbortedTxn(7, 0, 3, 4)]

@@ -19,6 +19,7 @@ from broker.api.kafka import fetch
 from broker.api.kafka.connection import KafkaConnection
 from broker.api.kafka.protocol import Reply
 from broker.log.file_slice import FileSlice, SharedFile
+from broker.log.transaction_index import AbortedTxn
 from broker.replication.delayed_fetch import LogReadResult
 from common.record import ProducerRecord, build_batch
 from proto.errors import ErrorCode
@@ -34,9 +35,13 @@ def _slice(tmp_path: Path, name: str, data: bytes) -> FileSlice:
 def _results(tmp_path: Path, size: int) -> tuple[list[tuple[TopicPartition, LogReadResult]], bytes]:
     batch = build_batch([ProducerRecord(os.urandom(size), b"k")])
     return [
-        (TopicPartition("a", 0), LogReadResult(ErrorCode.NONE, _slice(tmp_path, "a0", batch), 10, 2)),
+        # A READ_COMMITTED read: its LSO and the aborted transactions of its range.
+        (TopicPartition("a", 0), LogReadResult(ErrorCode.NONE, _slice(tmp_path, "a0", batch), 10, 2,
+                                               last_stable_offset=8,
+                                               aborted_transactions=[AbortedTxn(4000, 3, 6, 8)])),
         (TopicPartition("a", 1), LogReadResult(ErrorCode.FENCED_LEADER_EPOCH, None, -1, -1)),
-        (TopicPartition("b", 0), LogReadResult(ErrorCode.NONE, _slice(tmp_path, "b0", batch), 7, 0)),
+        (TopicPartition("b", 0), LogReadResult(ErrorCode.NONE, _slice(tmp_path, "b0", batch), 7, 0,
+                                               last_stable_offset=7)),
     ], batch
 
 
@@ -59,7 +64,11 @@ def test_framing_decodes_with_kafkas_schema(tmp_path: Path, version: int, record
     topics = {t.topic: t.partitions for t in decoded.responses}
     assert list(topics) == ["a", "b"]
     a0, a1 = topics["a"]
-    assert (a0.partition_index, a0.error_code, a0.high_watermark, a0.last_stable_offset) == (0, 0, 10, 10)
+    assert (a0.partition_index, a0.error_code, a0.high_watermark, a0.last_stable_offset) == (0, 0, 10, 8)
+    assert [(t.producer_id, t.first_offset) for t in a0.aborted_transactions] == [(4000, 3)]
+    assert a1.last_stable_offset == -1
+    # READ_UNCOMMITTED: null, as Kafka sends it.
+    assert topics["b"][0].aborted_transactions is None and topics["b"][0].last_stable_offset == 7
     assert bytes(a0.records) == batch
     assert a1.error_code == ErrorCode.FENCED_LEADER_EPOCH and not a1.records
     if version >= 5:
