@@ -9,6 +9,9 @@ through the project's client, its gRPC contract and, for a local cluster, local_
                 KafkaAdminClient); replica_sizes() reads its answers
   local.py      LocalProcesses: a --data-dir cluster's processes (/proc), ZooKeeper modes, the controller's
                 address, and the faults (SIGKILL/SIGSTOP/SIGCONT/restart a broker, kill the controller)
+  zookeeper.py  zookeeper_picture(): ZooKeeper's members and their `srvr` mode, the controller and its epoch
+  remote.py     RemoteCluster: a --bootstrap-server cluster's ZooKeeper (zookeeper.connect from DescribeConfigs, or
+                --zookeeper), controller address and Kafka listeners (kafka_listeners(): the rule, no I/O)
   server.py     the aiohttp app: the page, /api/stream (server-sent events), /api/picture, /api/faults
   main.py       serve(): the collector and the server until Ctrl-C
   static/       index.html, console.js, console.css: the page, shipped as package data

@@ -25,6 +25,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from common.grpc_tls import GrpcSecurity
 from console import view
 from console.local import LocalProcesses
 from console.log_dirs import LogDirs, ReplicaSizes
+from console.remote import RemoteCluster
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 
@@ -108,8 +110,11 @@ class Pages:
 
 class Collector:
     def __init__(self, bootstrap_servers: str, security: GrpcSecurity, *, interval_ms: int = 400,
-                 local: LocalProcesses | None = None, log_dirs: LogDirs | None = None, slow_every: int = 4,
-                 configs_every: int = 5) -> None:
+                 local: LocalProcesses | None = None, log_dirs: LogDirs | None = None,
+                 remote: RemoteCluster | None = None, kafka_properties: Mapping[str, str] | None = None,
+                 slow_every: int = 4, configs_every: int = 5) -> None:
+        """`remote` (a --bootstrap-server cluster) finds ZooKeeper, the controller and, once `kafka_properties`
+        (the admin's kafka-python properties) are given, the Kafka listeners DescribeLogDirs is asked on."""
         self._interval_ms = interval_ms
         self._admin = Admin(bootstrap_servers, channel_factory=security.channel_factory,
                             request_timeout_ms=max(interval_ms * 4, 2000), default_api_timeout_ms=5000)
@@ -117,7 +122,10 @@ class Collector:
         self._local = local
         self._log_dirs = log_dirs
         self._sizes: ReplicaSizes = {}
-        self._controller_endpoint = local.controller_endpoint if local is not None else None
+        self._remote = remote
+        self._kafka_properties = kafka_properties
+        source = local or remote
+        self._controller_endpoint = source.controller_endpoint if source is not None else None
         self._slow_every = slow_every
         self._configs_every = configs_every
         self._events_after: dict[str, int] = {}
@@ -156,6 +164,8 @@ class Collector:
             if thread.is_alive():
                 thread.join(10)
         self._admin.close()
+        if self._remote is not None:
+            self._remote.close()
         if self._log_dirs is not None:
             self._log_dirs.close()
         if self._controller is not None:
@@ -185,11 +195,13 @@ class Collector:
                 continue
             errors: list[str] = []
             try:
+                self._learn_remote(metadata, errors)
                 self._poll_controller(errors)
                 groups = self._poll_groups(metadata, answers, errors)
                 configs = self._poll_configs(metadata, errors) if self._slow_rounds % self._configs_every == 0 \
                     else self._configs
-                zookeeper = self._local.zookeeper() if self._local is not None else {}
+                source = self._local or self._remote
+                zookeeper = source.zookeeper() if source is not None else {}
                 sizes = self._poll_log_dirs(answers, errors)
             except Exception:  # as the fast loop: the console stays up, the page keeps the last answers
                 logger.exception("console: a slow poll failed")
@@ -260,6 +272,19 @@ class Collector:
             self._seen = {(ev["source"], ev["sequence"], ev["time_ms"]) for ev in self._events}
 
     # ------------------------------------------------------------------ slower sources
+
+    def _learn_remote(self, metadata: ClusterMetadata, errors: list[str]) -> None:
+        """A --bootstrap-server cluster: its ZooKeeper (once), and its Kafka listeners until they are known."""
+        if self._remote is None:
+            return
+        try:
+            self._remote.learn(metadata, self._admin)
+            if self._log_dirs is None and self._kafka_properties is not None:
+                servers = self._remote.kafka_servers(metadata)
+                if servers:
+                    self._log_dirs = LogDirs(servers, self._kafka_properties)
+        except Exception as e:  # KafkaError, ZooKeeper away or not named: the page says so, the rest goes on
+            errors.append(f"cluster's ZooKeeper: {e}")
 
     def _poll_controller(self, errors: list[str]) -> None:
         if self._controller_endpoint is None:

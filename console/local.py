@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from console.zookeeper import zookeeper_picture
 from local_cluster.cluster import ClusterError, LocalCluster
 from local_cluster.security import zookeeper_security
 from zk.client import KafkaZkClient, connect_checked
-from zk.server import server_mode
 
 # The faults the page offers: what each does to which process.
 BROKER_FAULTS = {"sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP, "sigcont": signal.SIGCONT}
@@ -64,18 +64,7 @@ class LocalProcesses:
         """Each ZooKeeper server's mode, the active controller and the controller epoch."""
         info = self._cluster.load()
         members = [(m.name, m.connect) for m in info.zookeeper.members] or [("zookeeper", info.zookeeper.connect)]
-        modes = []
-        for name, connect in members:
-            host, _, port = connect.rpartition(":")
-            modes.append({"name": name, "connect": connect, "mode": server_mode(host, int(port), 0.3) or "none"})
-        out: dict[str, Any] = {"servers": modes}
-        try:
-            zk = self._zookeeper()
-            epoch = zk.get_controller_epoch()
-            out.update(controller_id=zk.get_controller_id(), controller_epoch=None if epoch is None else epoch[0])
-        except Exception as e:  # ZooKeeper down is a state to show, not a crash
-            out["error"] = str(e)
-        return out
+        return zookeeper_picture(members, self._zookeeper)
 
     def controller_endpoint(self) -> str | None:
         return self._zookeeper().get_controller_endpoint()

@@ -13,15 +13,23 @@ from common.grpc_tls import GrpcSecurity
 from console.collector import Collector
 from console.local import LocalProcesses
 from console.log_dirs import LogDirs
+from console.remote import RemoteCluster
 from console.server import create_app
+from zk.acl import OPEN, ZkSecurity
 
 
 def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | None, host: str, port: int,
-          interval_ms: int, allow_faults: bool, kafka: tuple[str, dict[str, str]] | None = None) -> int:
-    """`kafka`: the Kafka listeners and the admin's kafka-python properties, to ask DescribeLogDirs."""
+          interval_ms: int, allow_faults: bool, kafka: tuple[str, dict[str, str]] | None = None,
+          kafka_properties: dict[str, str] | None = None, zookeeper: str | None = None,
+          zookeeper_security: ZkSecurity = OPEN) -> int:
+    """`kafka`: a --data-dir cluster's Kafka listeners and the admin's kafka-python properties, to ask
+    DescribeLogDirs. Without a data dir the cluster tells its ZooKeeper (or `zookeeper` names it) and Kafka
+    listeners, asked with `kafka_properties`."""
     local = LocalProcesses(data_dir) if data_dir is not None else None
+    remote = RemoteCluster(zookeeper, zookeeper_security) if data_dir is None else None
     collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local,
-                          log_dirs=LogDirs(*kafka) if kafka is not None else None)
+                          log_dirs=LogDirs(*kafka) if kafka is not None else None, remote=remote,
+                          kafka_properties=kafka_properties)
     if local is not None:
         local.record = collector.record
     try:

@@ -1,0 +1,97 @@
+"""`minibroker console --bootstrap-server H:P` (no data dir: as a user points it at a compose cluster) against a
+real local cluster: from the bootstrap broker alone it finds ZooKeeper (the broker's described zookeeper.connect)
+and shows its members with their `srvr` mode and the controller epoch, the active controller's events (the
+/controller znode's address) on the timeline, and each topic's bytes from DescribeLogDirs on the Kafka listeners
+the brokers' registrations advertise. Read over the console's JSON API while an event stream keeps a page open."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
+
+import pytest
+
+from client import Admin, NewTopic, Producer
+from local_cluster.cluster import LocalCluster
+from tests.integration.conftest import StartProcess, WaitUntil
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "remote"
+
+
+@contextmanager
+def _page_open(host: str, port: int) -> Iterator[None]:
+    """An open /api/stream, read on a thread: the collector polls only while a page streams."""
+    stream = socket.create_connection((host, port), timeout=60)
+    stream.sendall(f"GET /api/stream HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    head = stream.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200"), head
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while stream.recv(65536):
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        stream.shutdown(socket.SHUT_RDWR)  # the reader's recv returns b"": the page is gone
+        reader.join(10)
+        stream.close()
+
+
+def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_bytes(
+        data_dir: Path, processes: StartProcess, wait_until: WaitUntil) -> None:
+    info = LocalCluster(data_dir).up(brokers=2, controllers=1)
+    with Admin(info.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, 2)])
+    producer = Producer(info.bootstrap_servers, acks=-1)
+    try:
+        for i in range(100):
+            producer.send(TOPIC, f"record {i}".encode())
+        producer.flush(30)
+    finally:
+        producer.close(timeout=5)
+
+    bootstrap = info.bootstrap_servers.split(",")[0]  # one broker's gRPC listener, nothing local
+    console = processes("console", [sys.executable, "-m", "minibroker.cli", "console", "--bootstrap-server",
+                                    bootstrap, "--port", "0"])
+    found: list[tuple[str, str]] = []
+
+    def console_url() -> bool:
+        found.extend(re.findall(r"http://(127\.0\.0\.1):(\d+)/", console.log()))
+        return bool(found)
+
+    wait_until(console_url, 60, "the console to print its URL")
+    host, port = found[0]
+    pictures: list[dict[str, Any]] = []
+
+    def picture() -> dict[str, Any]:
+        with urlopen(f"http://{host}:{port}/api/picture?topic={TOPIC}", timeout=10) as response:
+            pictures.append(json.load(response))
+        return pictures[-1]
+
+    with _page_open(host, int(port)):
+        wait_until(lambda: (z := picture()["zookeeper"]).get("servers")
+                   and all(s["mode"] in ("standalone", "leader", "follower") for s in z["servers"]), 60,
+                   "ZooKeeper's members and their modes")
+        assert [s["connect"] for s in pictures[-1]["zookeeper"]["servers"]] == \
+            info.zookeeper.connect.partition("/")[0].split(",")
+        wait_until(lambda: isinstance(picture()["zookeeper"].get("controller_epoch"), int)
+                   and pictures[-1]["zookeeper"]["controller_epoch"] >= 1, 60, "the controller epoch")
+        wait_until(lambda: any(e["source"].startswith("controller-") for e in picture()["events"]), 60,
+                   "a controller event on the timeline")
+        wait_until(lambda: any(t["name"] == TOPIC and (t.get("bytes") or 0) > 0 for t in picture()["topics"]), 60,
+                   "the topic's bytes from DescribeLogDirs")
