@@ -18,6 +18,8 @@ command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 # `cluster up --netns` and its partitions (chaos/netns.py): iproute2's `ip` and nftables' `nft`.
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
+# chaos's expire-session fault (chaos/zk_cut.py) drops one process's ZooKeeper traffic with iptables.
+PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || apt_missing+=(iptables)
 # kcat: the Kafka listener's tests (and the README) use it as a Kafka user would.
 command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
 # The console's browser test (tests/integration/console/test_console_browser.py): Debian's chromium and its WebDriver.
