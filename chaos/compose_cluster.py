@@ -36,10 +36,10 @@ from typing import TypeVar
 from chaos import zk_cut
 from chaos.cluster import ChaosError, ClusterView, ZooKeeperState, node_id
 from chaos.compose import ComposeError, ComposeServices
+from zk.client import ZOOKEEPER_PORT
 
 # "zookeeper" (one server) or "zookeeper-1", "zookeeper-2", ... (an ensemble)
 ZOOKEEPER_SERVICE = "zookeeper"
-ZOOKEEPER_PORT = 2181
 # The brokers' listeners for clients on the host, by the container port docker-compose.yml publishes.
 KAFKA_HOST_LISTENER_PORT = 9092  # PLAINTEXT_HOST
 GRPC_HOST_LISTENER_PORT = 9192  # GRPC_HOST

@@ -68,7 +68,7 @@ from local_cluster.network import CORE, NetworkError, broker_host
 from local_cluster.security import grpc_security, zookeeper_security
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from zk.client import KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
+from zk.client import ZOOKEEPER_PORT, KafkaZkClient, ZooKeeperUnreachableError, connect_checked, unreachable_reason
 from zk.paths import BrokerInfo
 from zk.server import (
     QUORUM_MAIN_CLASS,
@@ -394,7 +394,7 @@ class LocalCluster:
 
     def _single_server(self, network: NetworkEntry | None, port: int) -> LocalZooKeeper:
         return (LocalZooKeeper(self.zookeeper_dir, port=port) if network is None else
-                LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=cluster_network.ZOOKEEPER_PORT,
+                LocalZooKeeper(self.zookeeper_dir, host=network.addresses[CORE], port=ZOOKEEPER_PORT,
                                launcher=cluster_network.exec_prefix(network, CORE)))
 
     def _member_server(self, member: ZooKeeperMember, members: list[ZooKeeperMember],
@@ -414,7 +414,7 @@ class LocalCluster:
                                     avoid={*ports.brokers.values(), *ports.kafka.values()})
         else:
             core = info.network.addresses[CORE]
-            planned = [QuorumMember(i, core, cluster_network.ZOOKEEPER_PORT + i - 1, _NETNS_QUORUM_PORT + i,
+            planned = [QuorumMember(i, core, ZOOKEEPER_PORT + i - 1, _NETNS_QUORUM_PORT + i,
                                     _NETNS_ELECTION_PORT + i) for i in range(1, size + 1)]
         members = [ZooKeeperMember(m.id, m.host, m.client_port, m.quorum_port, m.election_port, None)
                    for m in planned]

@@ -37,7 +37,6 @@ from local_cluster.cluster_file import NetworkEntry
 CORE = "core"
 BROKER_PORT = 9092  # Kafka's default: every broker has an address of its own (its gRPC listener)
 KAFKA_BROKER_PORT = 9093  # the Kafka-protocol listener
-ZOOKEEPER_PORT = 2181
 INTERFACE = "eth0"  # the namespace's end of its veth
 _POOL = ipaddress.IPv4Network("10.200.0.0/13")
 _CORE_HOST_INDEX = 2

@@ -177,7 +177,8 @@ def _op_error(results: Sequence[Any]) -> Exception | None:
     return None
 
 
-_ZOOKEEPER_PORT = 2181
+# ZooKeeper's clientPort default: where a connect string's host without a port, and every tool, looks.
+ZOOKEEPER_PORT = 2181
 
 
 def unreachable_reason(hosts: str, timeout: float = 2.0) -> str | None:
@@ -189,7 +190,7 @@ def unreachable_reason(hosts: str, timeout: float = 2.0) -> str | None:
     for server in (s.strip() for s in servers.split(",") if s.strip()):
         host, sep, port = server.rpartition(":")
         if not sep or not port.isdigit():
-            host, port = server, str(_ZOOKEEPER_PORT)
+            host, port = server, str(ZOOKEEPER_PORT)
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
                 return None

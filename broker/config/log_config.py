@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import INT_MAX
+from common.config import INT_MAX, LONG_MAX
 from common.recompression import COMPRESSION_TYPES, PRODUCER, target_codec
 from common.record import HEADER_SIZE, CompressionType
 
 __all__ = ["COMPACT", "CREATE_TIME", "DELETE", "LOG_APPEND_TIME", "LONG_MAX", "LogConfig", "broker_key_synonyms"]
 
-LONG_MAX = (1 << 63) - 1
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"

@@ -40,6 +40,9 @@ class BrokerMetrics(MetricsEndpoint):
         self._fetcher_max_lag = Gauge("kafka_server_ReplicaFetcherManager_MaxLag",
                                       "Largest lag, in records, of a partition this broker follows",
                                       ["clientId"], registry=registry)
+        self._fetcher_failed_partitions = Gauge("kafka_server_ReplicaFetcherManager_FailedPartitionsCount",
+                                                "Followed partitions whose fetching stopped on an error",
+                                                ["clientId"], registry=registry)
         self.requests = Counter("kafka_network_RequestMetrics_RequestsPerSec", "Requests handled",
                                 ["request"], registry=registry)
         self.request_time_ms = Histogram("kafka_network_RequestMetrics_TotalTimeMs",
@@ -91,8 +94,11 @@ class BrokerMetrics(MetricsEndpoint):
                   f"GroupMetadataManager {name} of the groups this broker coordinates",
                   registry=self.registry).set_function(read)
 
-    def bind_fetcher_max_lag(self, max_lag: Callable[[], int]) -> None:
+    def bind_fetcher_manager(self, *, max_lag: Callable[[], int], failed_partitions_count: Callable[[], int]) -> None:
+        """kafka.server:type=ReplicaFetcherManager gauges: MaxLag and FailedPartitionsCount (partitions whose
+        fetching stopped on an error until the controller next hands them to a fetcher)."""
         self._fetcher_max_lag.labels(clientId="Replica").set_function(max_lag)
+        self._fetcher_failed_partitions.labels(clientId="Replica").set_function(failed_partitions_count)
 
     def record_request(self, request: str, elapsed_ms: float) -> None:
         self.requests.labels(request=request).inc()

@@ -144,3 +144,9 @@ class ReplicaFetcherManager:
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of any fetched partition."""
         return max((thread.max_lag() for thread in self.fetcher_threads().values()), default=0)
+
+    def failed_partitions_count(self) -> int:
+        """Kafka's FailedPartitionsCount: partitions a fetcher thread gave up on (a storage error, an offset it
+        could not truncate to) and that no become-follower has handed to a fetcher since."""
+        with self._failed_lock:
+            return len(self._failed_partitions)

@@ -107,6 +107,8 @@ class FetcherManager(Protocol):
 
     def max_lag(self) -> int: ...
 
+    def failed_partitions_count(self) -> int: ...
+
 
 class LeadershipListener(Protocol):
     """Told, after a LeaderAndIsr or StopReplica was applied, which partitions this broker now leads (with their
@@ -144,7 +146,8 @@ class ReplicaManager:
             under_min_isr=lambda: sum(p.is_under_min_isr for p in self.hosted_partitions()),
             leader_count=lambda: sum(p.is_leader for p in self.hosted_partitions()),
             partition_count=lambda: len(self._partitions))
-        metrics.bind_fetcher_max_lag(self.replica_fetcher_manager.max_lag)
+        metrics.bind_fetcher_manager(max_lag=self.replica_fetcher_manager.max_lag,
+                                     failed_partitions_count=self.replica_fetcher_manager.failed_partitions_count)
         self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
             "Produce", timer)
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(

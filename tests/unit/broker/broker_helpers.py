@@ -122,6 +122,9 @@ class RecordingFetcherManager:
     def max_lag(self) -> int:
         return 0
 
+    def failed_partitions_count(self) -> int:
+        return 0
+
 
 class InlineExecutor(Executor):
     """Runs submitted work at once, in the caller's thread: deterministic ISR expansion in tests."""

@@ -370,3 +370,21 @@ def test_num_replica_fetchers_changed_live_moves_partitions_with_their_positions
         assert set(manager.fetcher_threads()) == {(LEADER, 0)}
     finally:
         manager.shutdown()
+
+
+def test_failed_partitions_count_until_a_fetcher_takes_them_again(tmp_path: Path) -> None:
+    """Kafka's FailedPartitionsCount: a partition a thread gave up on counts until become-follower re-adds it."""
+    manager = ReplicaFetcherManager(LOCAL, ReplicaFetcherConfig(num_replica_fetchers=1),
+                                    lambda leader: NoLeader(),  # type: ignore[arg-type,return-value]
+                                    lambda tp: None, create_thread=IdleThread)
+    tps = [TopicPartition("t", p) for p in range(2)]
+    try:
+        manager.add_fetcher_for_partitions({tp: InitialFetchState(LEADER_END_POINT, 0, 0) for tp in tps})
+        thread = manager.fetcher_threads()[(LEADER, 0)]
+        with thread._cond:
+            thread._fail(tps[0])
+        assert manager.failed_partitions_count() == 1 and thread.partition_count == 1
+        manager.add_fetcher_for_partitions({tps[0]: InitialFetchState(LEADER_END_POINT, 1, 0)})
+        assert manager.failed_partitions_count() == 0
+    finally:
+        manager.shutdown()

@@ -83,3 +83,4 @@ def test_replication_gauges(h: Harness) -> None:
     assert "kafka_server_ReplicaManager_LeaderCount 1.0" in text
     assert "kafka_server_ReplicaManager_PartitionCount 1.0" in text
     assert 'kafka_server_ReplicaFetcherManager_MaxLag{clientId="Replica"} 0.0' in text
+    assert 'kafka_server_ReplicaFetcherManager_FailedPartitionsCount{clientId="Replica"} 0.0' in text
