@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -470,18 +470,18 @@ class LocalCluster:
     # ------------------------------------------------------------------ readiness
 
     def _wait_ready(self, info: ClusterInfo, brokers: list[BrokerEntry], deadline: float, timeout: float,
-                    whole_cluster: bool = True) -> None:
+                    whole_cluster: bool = True, watched: Sequence[str] = (), need_controller: bool = False) -> None:
         """Until `brokers` are registered with their ports, SERVING, and know the registered brokers and the
         active controller from the controller's UpdateMetadata: what a client needs before it can use them.
-        With `whole_cluster` false (one broker restarted) only those brokers are watched: another process of the
-        cluster that is down (a controller killed by a fault) is not theirs to fail, and with no controller
-        active there is no UpdateMetadata to wait for."""
+        With `whole_cluster` false (one process restarted) only those brokers and the `watched` processes are
+        watched: another process of the cluster that is down (a controller killed by a fault) is not theirs to
+        fail, and with no controller active there is no UpdateMetadata to wait for, unless `need_controller`."""
         if whole_cluster:
             # An ensemble member that is down (a chaos fault, a crash) does not matter while the others have a
             # quorum.
             processes = [p for p in self._processes(info) if not (p.kind == "zookeeper" and info.zookeeper.members)]
         else:
-            names = {f"broker-{b.id}" for b in brokers}
+            names = {f"broker-{b.id}" for b in brokers} | set(watched)
             processes = [p for p in self._processes(info) if p.name in names]
         zk = self._zookeeper(info, deadline)
         # Made before the brokers listen: without a short reconnect backoff gRPC would wait up to two minutes
@@ -494,7 +494,7 @@ class LocalCluster:
                     if not self._running(process):
                         raise ClusterError(f"{process.name} exited{self._exit_code(process)} before the cluster was"
                                            f" ready{self._log_tail(process.name)}")
-                pending = _not_ready(zk, info, brokers, channels, whole_cluster)
+                pending = _not_ready(zk, info, brokers, channels, whole_cluster or need_controller)
                 if not pending:
                     return
                 if time.monotonic() >= deadline:
@@ -593,14 +593,8 @@ class LocalCluster:
         returns once it serves again with the cluster's metadata."""
         info = self.load()
         broker = info.broker(broker_id)
-        _check_zookeeper(info)
-        process = next(p for p in self._processes(info) if p.name == f"broker-{broker_id}")
-        if self._running(process):
-            self._terminate([process], kill, _KILL_GRACE_S)
-            report(f"Stopped broker {broker_id} (pid {broker.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
-        broker.pid = self._start_broker(broker_id, info.network)
-        info.save(self.data_dir)
-        report(f"Started broker {broker_id} on {broker.address} (pid {broker.pid})")
+        self._restart(info, broker, f"broker-{broker_id}", lambda: self._start_broker(broker_id, info.network),
+                      kill, report)
         self._wait_ready(info, [broker], time.monotonic() + timeout, timeout, whole_cluster=False)
         return broker
 
@@ -609,22 +603,30 @@ class LocalCluster:
     def restart_controller(self, controller_id: int, kill: bool = False, timeout: float = 60.0,
                            report: Report = lambda _: None) -> ControllerEntry:
         """Stop one controller (SIGTERM, or SIGKILL with `kill`) and start it again on its config; returns once
-        a controller of the cluster is active (this one or another: a standby has nothing to show)."""
+        a controller of the cluster is active (this one or another: a standby has nothing to show). Another
+        process of the cluster that is down (a broker killed by a fault) is not this one's to fail."""
         info = self.load()
         entry = next((c for c in info.controllers if c.id == controller_id), None)
         if entry is None:
             raise ClusterError(f"the cluster has no controller {controller_id} (controllers: "
                                f"{', '.join(str(c.id) for c in info.controllers)})")
+        name = f"controller-{controller_id}"
+        self._restart(info, entry, name, lambda: self._start_controller(controller_id, info.network), kill, report)
+        self._wait_ready(info, [], time.monotonic() + timeout, timeout, whole_cluster=False, watched=[name],
+                         need_controller=True)
+        return entry
+
+    def _restart(self, info: ClusterInfo, entry: BrokerEntry | ControllerEntry, name: str, start: Callable[[], int],
+                 kill: bool, report: Report) -> None:
+        """Stop the broker or controller `name` if it runs, start it again and record its new pid."""
         _check_zookeeper(info)
-        process = self._process(info, f"controller-{controller_id}")
+        process = self._process(info, name)
         if self._running(process):
             self._terminate([process], kill, _KILL_GRACE_S)
-            report(f"Stopped controller {controller_id} (pid {entry.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
-        entry.pid = self._start_controller(controller_id, info.network)
+            report(f"Stopped {name} (pid {entry.pid}) with {'SIGKILL' if kill else 'SIGTERM'}")
+        entry.pid = start()
         info.save(self.data_dir)
-        report(f"Started controller {controller_id} (pid {entry.pid})")
-        self._wait_ready(info, [], time.monotonic() + timeout, timeout)
-        return entry
+        report(f"Started {name} (pid {entry.pid})")
 
     def restart_zookeeper(self, name: str, kill: bool = False, timeout: float = 60.0,
                           report: Report = lambda _: None) -> int:

@@ -153,6 +153,20 @@ def test_a_broker_restarts_while_the_only_controller_is_dead(data_dir: Path) -> 
         assert [b.id for b in zk.get_all_brokers()] == [1]
 
 
+def test_a_controller_restarts_while_a_broker_is_dead(data_dir: Path) -> None:
+    """restart_controller waits for an active controller, not for the whole cluster: a broker killed by a fault
+    does not make a controller that is active again a failed restart."""
+    cluster = LocalCluster(data_dir)
+    info = cluster.up(brokers=2, controllers=1)
+    cluster.send_signal("broker-2", signal.SIGKILL)
+
+    entry = cluster.restart_controller(1001, kill=True, timeout=60)
+
+    assert entry.pid is not None and entry.pid != info.controllers[0].pid
+    with KafkaZkClient.connect(info.zookeeper.connect, timeout=10) as zk:
+        assert zk.get_controller_id() == 1001
+
+
 def test_a_broker_starts_on_kafkas_server_properties(processes: StartProcess, zk_connect: str,
                                                       tmp_path: Path) -> None:
     port = free_port()
