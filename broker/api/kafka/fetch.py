@@ -1,6 +1,7 @@
 """Fetch 4-11 for consumers: the same ReplicaManager.fetchMessages (purgatory long poll, KIP-320 epoch
 fencing) as the gRPC door, and a response framed by hand around the log's file slices so the connection can
-sendfile them (the record bytes never pass through Python unless the response is small).
+sendfile them (the record bytes never pass through Python unless the response is small; then they are read
+into it on a disk thread, never on the event loop).
 
 No fetch sessions (KIP-227): every response has session_id 0, which tells the client none was created, so it
 keeps sending full fetches; preferred_read_replica (KIP-392) is always -1.
@@ -46,8 +47,7 @@ def frame_fetch_response(version: int, error: ErrorCode, results: list[tuple[Top
         head += _I16.pack(error) + _I32.pack(NO_SESSION)
     grouped = group_by_topic(results)
     head += _I32.pack(len(grouped))
-    records_total = sum(r.size for _, r in results)
-    inline = records_total < SENDFILE_MIN_BYTES
+    inline = sum(r.size for _, r in results) < SENDFILE_MIN_BYTES
     for topic, partitions in grouped.items():
         head += _string(topic) + _I32.pack(len(partitions))
         for index, r in partitions:
@@ -95,4 +95,13 @@ async def handle_fetch(context: KafkaContext, header: RequestHeader, request: An
     results = await context.operations.fetch(context.session, request.replica_id, to_millis(request.max_wait),
                                              request.min_bytes, request.max_bytes, requested,
                                              request.isolation_level)
+    if reads_records(results):
+        # The records are copied into the response: a read of the segments, so on a disk thread.
+        return await context.operations.pools.disk(frame_fetch_response, header.api_version, ErrorCode.NONE,
+                                                   results)
     return frame_fetch_response(header.api_version, ErrorCode.NONE, results)
+
+
+def reads_records(results: list[tuple[TopicPartition, LogReadResult]]) -> bool:
+    """Whether framing these results reads record bytes (some, but fewer than sendfile is worth)."""
+    return 0 < sum(r.size for _, r in results) < SENDFILE_MIN_BYTES

@@ -5,6 +5,7 @@ segment truncated under a send ends the connection."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
 import os
 import socket
@@ -116,3 +117,30 @@ def test_sendfile_sends_the_slices_and_a_truncated_segment_ends_the_connection(t
     frame = len(b"head" + data + b"tail") + 4
     assert received[: 4 + frame] == frame.to_bytes(4, "big") + (5).to_bytes(4, "big") + b"head" + data + b"tail"
     assert isinstance(failure, ConnectionError) and "truncated" in str(failure)
+
+
+def test_small_answers_read_their_records_on_a_disk_thread_not_the_event_loop(tmp_path: Path) -> None:
+    """Below SENDFILE_MIN_BYTES the records are copied into the response: that read of the segment happens on
+    the broker's disk pool; an answer without records (a long poll that timed out) is framed at once."""
+    results, batch = _results(tmp_path, 100)
+    framed_on: list[str] = []
+
+    class Pools:
+        async def disk(self, call: Any, *args: object) -> Any:
+            framed_on.append("disk")
+            return await asyncio.to_thread(call, *args)
+
+    async def answer(results: list[tuple[TopicPartition, LogReadResult]]) -> Reply:
+        async def fetch_records(*_: object) -> list[tuple[TopicPartition, LogReadResult]]:
+            return results
+        operations = SimpleNamespace(fetch=fetch_records, pools=Pools(), authorize_follower=lambda session: True)
+        context: Any = SimpleNamespace(operations=operations, session=None)
+        header: Any = SimpleNamespace(api_version=11)
+        request = SimpleNamespace(topics=[], replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+                                  max_bytes=1 << 20, isolation_level=0, session_id=0)
+        return await fetch.handle_fetch(context, header, request)
+
+    reply = asyncio.run(answer(results))
+    assert framed_on == ["disk"] and batch in _flatten(reply)
+    asyncio.run(answer([(TopicPartition("a", 0), LogReadResult(ErrorCode.NONE, None, 10, 0))]))
+    assert framed_on == ["disk"]
