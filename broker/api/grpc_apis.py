@@ -425,14 +425,18 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest,
                                     context: Context) -> pb.OffsetsForLeaderEpochResponse:
-        authorized = self._authorize_cluster_action(context)
+        # A follower's request needs ClusterAction on the cluster; a consumer's (KIP-320, replica_id -1) Describe on
+        # each topic, as on the Kafka door.
+        is_replica = request.replica_id >= 0
+        authorized = not is_replica or self._authorize_cluster_action(context)
+        session = None if is_replica else self._session(context)
         response = pb.OffsetsForLeaderEpochResponse()
         for t in request.topics:
             topic_response = response.topics.add(topic=t.topic)
             for p in t.partitions:
                 if authorized:
                     error, epoch, end_offset = self._operations.offset_for_leader_epoch(
-                        None, TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+                        session, TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
                 else:
                     error, epoch, end_offset = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,

@@ -413,6 +413,10 @@ def test_list_offsets_and_offsets_for_leader_epoch(start_broker: StartBroker,
     assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (ErrorCode.NONE, 4, 6)
     refused = c.cluster.OffsetsForLeaderEpoch(request).topics[0].partitions[0]
     assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # A consumer's (KIP-320) needs no cluster action: Describe on the topic, which everyone has here.
+    request.replica_id = -1
+    consumer = c.cluster.OffsetsForLeaderEpoch(request).topics[0].partitions[0]
+    assert (consumer.error_code, consumer.leader_epoch, consumer.end_offset) == (ErrorCode.NONE, 4, 6)
 
 
 # ------------------------------------------------------------------ bad input
