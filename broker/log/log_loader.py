@@ -23,6 +23,7 @@ import bisect
 import enum
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,8 @@ class LogLoader:
         self._ident = log_ident
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
+        # The first segment `segment.recover` rebuilt (an index failed its check, or it was not flushed).
+        self._first_recovered = sys.maxsize
 
     def load(self) -> LoadedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -168,17 +171,17 @@ class LogLoader:
         active.resize_indexes(self.config.max_index_size)
         next_offset_metadata = LogOffsetMetadata(log_end_offset, active.base_offset, active.size)
         log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        # What recovery validated is made durable before the recovery point moves past it.
-        for segment in self._segments[first_unflushed:]:
-            segment.flush()
         if self._leader_epoch_cache is not None:
             self._leader_epoch_cache.truncate_from_end(log_end_offset)
             self._leader_epoch_cache.truncate_from_start(log_start_offset)
-        recovered = self._segments[first_unflushed:]
-        for segment in recovered:
-            segment.txn_index.reset()
+        # Every recovered segment's `.txnindex` was emptied: the markers from the first of them on are replayed.
+        first_recovered = min(self._first_recovered, first_unflushed)
         rebuild_producer_state(self._producer_state, self._segments, self._base_offsets, log_start_offset,
-                               log_end_offset, now, recovered[0].base_offset if recovered else None)
+                               log_end_offset, now,
+                               self._base_offsets[first_recovered] if first_recovered < len(self._segments) else None)
+        # What recovery validated and rebuilt is made durable before the recovery point moves past it.
+        for segment in self._segments[first_recovered:]:
+            segment.flush()
         logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
                     self._ident, len(self._segments), log_start_offset, log_end_offset)
         return LoadedLog(self._segments, log_start_offset, log_end_offset, next_offset_metadata, recovery.actions)
@@ -269,8 +272,9 @@ class LogLoader:
             try:
                 segment.sanity_check()
             except CorruptIndexError as exc:
-                for index in (segment.offset_index, segment.time_index):
-                    recovery.record(RecoveryActionKind.REBUILT_INDEX, index.path, 0, 0, str(exc))
+                txn_index = [segment.txn_index.path] if segment.txn_index.path.exists() else []
+                for path in (segment.offset_index.path, segment.time_index.path, *txn_index):
+                    recovery.record(RecoveryActionKind.REBUILT_INDEX, path, 0, 0, str(exc))
                 if self._recover_segment(i, recovery):
                     return
 
@@ -283,6 +287,7 @@ class LogLoader:
         """Recover segment `i`; if it was cut, delete every later segment. True if it was cut."""
         segment = self._segments[i]
         result = segment.recover(cache)
+        self._first_recovered = min(self._first_recovered, i)
         if not result.truncated_bytes:
             return False
         recovery.record(RecoveryActionKind.TRUNCATED_SEGMENT, segment.path, result.valid_bytes,

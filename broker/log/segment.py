@@ -372,14 +372,16 @@ class LogSegment:
     # ------------------------------------------------------------------ recovery
 
     def sanity_check(self) -> int:
-        """Check both indexes against the log; return the segment's next offset.
+        """Check the indexes against the log; return the segment's next offset.
 
         Raises CorruptIndexError when an index is missing, inconsistent with itself
-        or with the log: the caller then rebuilds it with `recover`.
+        or with the log, or the `.txnindex` unreadable: the caller then rebuilds them with `recover`.
         """
         for index in (self.offset_index, self.time_index):
             if index.newly_created:
                 raise CorruptIndexError(f"index file {index.path} does not exist")
+        if self.txn_index.corruption is not None:
+            raise CorruptIndexError(self.txn_index.corruption)
         self.offset_index.sanity_check(self.size)
         last = self.offset_index.last_entry
         try:
@@ -398,12 +400,14 @@ class LogSegment:
 
     def recover(self, leader_epoch_cache: LeaderEpochCache | None = None) -> SegmentRecovery:
         """Re-validate every batch (structure, CRC, offsets contiguous, or increasing in a compacted log)
-        and rebuild both indexes.
+        and rebuild both indexes. The `.txnindex` is emptied: its entries come from the markers, which the loader
+        replays from this segment on (rebuild_producer_state).
 
         The file is cut at the first bad byte; the result says where and why.
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         valid = 0
         last_index_entry = 0
         max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)

@@ -75,11 +75,18 @@ class TransactionIndex:
         self.path = path
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] = []
+        # Why the file could not be read (an entry of an unknown version), for the segment's sanity check: the
+        # loader then rebuilds it from the log's markers, as Kafka's TransactionIndex.sanityCheck leads it to.
+        self.corruption: str | None = None
         if path.exists():
             data = path.read_bytes()
-            self._entries = decode_entries(data, path)
+            try:
+                self._entries = decode_entries(data, path)
+            except CorruptIndexError as exc:
+                self.corruption = str(exc)
+                return
             if len(data) != len(self._entries) * ABORTED_TXN_SIZE:
-                self._write_all()
+                self._truncate_file()
 
     @property
     def entries(self) -> tuple[AbortedTxn, ...]:
@@ -109,28 +116,34 @@ class TransactionIndex:
         keep = [entry for entry in self._entries if entry.last_offset < offset]
         if len(keep) != len(self._entries):
             self._entries = keep
-            self._write_all()
+            self._truncate_file()
 
     def reset(self) -> None:
         """Forget every entry (recovery rebuilds them from the log's markers)."""
         self._entries = []
+        self.corruption = None
         with suppress(FileNotFoundError):
             self.path.unlink()
 
-    def _write_all(self) -> None:
+    def _truncate_file(self) -> None:
+        """Cut the file to the entries kept: they are a prefix of it (entries only grow), so a crash midway
+        leaves the old file or the new one, never an empty one."""
         if not self._entries:
             self.reset()
             return
-        self.path.write_bytes(b"".join(entry.encode() for entry in self._entries))
+        os.truncate(self.path, len(self._entries) * ABORTED_TXN_SIZE)
 
     def flush(self) -> None:
         if not self._entries:
             return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # The segment may have been deleted meanwhile (truncation, retention, a cleaner swap): Log.flush fsyncs
+        # outside the log's lock on purpose, and a file that is gone needs no fsync.
+        with suppress(FileNotFoundError):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def rename(self, target: Path) -> None:
         with suppress(FileNotFoundError):

@@ -4,6 +4,7 @@ transactions a READ_COMMITTED fetch gets, on a real Log in a temp dir with a fak
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -215,6 +216,91 @@ def test_recovery_rebuilds_a_lost_txnindex_from_the_markers(tmp_path: Path) -> N
     assert txn_index_path(reopened, 2).read_bytes() == expected
     assert reopened.collect_aborted_transactions(0) == [AbortedTxn(A, 0, 4, 2)]
     assert reopened.last_stable_offset(high_watermark=6) == 6
+
+
+def test_a_segment_deleted_before_its_flush_takes_no_log_dir_offline(tmp_path: Path) -> None:
+    """Log.flush fsyncs outside the log's lock: a segment truncation, retention or a cleaner deleted meanwhile
+    has nothing left to fsync, its `.txnindex` included."""
+    log = open_log(tmp_path)
+    a = Producer(A)
+    log.append_as_leader(a.batch(), 0)
+    write_marker(log, a, ControlRecordType.ABORT)
+    segment = log.segments[0]
+    segment.delete()
+    segment.flush()
+    assert not list(log.dir.glob(f"*{TXN_INDEX_FILE_SUFFIX}*"))
+
+
+def test_a_txnindex_of_an_unknown_version_is_rebuilt_on_any_start(tmp_path: Path) -> None:
+    """Kafka's TransactionIndex.sanityCheck: an unreadable `.txnindex` is rebuilt from the markers, even on a clean
+    start, where nothing else would be recovered; the broker does not refuse to open the log."""
+    log = open_log(tmp_path)
+    a = Producer(A)
+    log.append_as_leader(a.batch(), 0)  # 0..1
+    write_marker(log, a, ControlRecordType.ABORT)  # 2
+    log.roll()
+    log.append_as_leader(build_batch([ProducerRecord(b"later")]), 0)  # 3
+    expected = txn_index_path(log).read_bytes()
+    log.close()
+    txn_index_path(log).write_bytes(struct.pack(">h", 7) + expected[2:])
+    reopened = Log.open(log.dir, log.config, time=FakeClock(T0), recovery_point=4, clean_shutdown=True)
+    assert txn_index_path(reopened).read_bytes() == expected
+    assert reopened.collect_aborted_transactions(0) == [AbortedTxn(A, 0, 2, 3)]
+    assert reopened.log_end_offset == 4
+
+
+def test_recovery_fsyncs_the_txnindex_it_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recovery point moves past what recovery rebuilt, so the rebuilt `.txnindex` reaches the disk first."""
+    log = open_log(tmp_path)
+    a = Producer(A)
+    log.append_as_leader(a.batch(), 0)
+    write_marker(log, a, ControlRecordType.ABORT)
+    log.flush()
+    log.close()
+    txn_index_path(log).unlink()
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    Log.open(log.dir, log.config, time=FakeClock(T0), recovery_point=0)
+    assert str(txn_index_path(log)) in synced
+
+
+def test_recovery_that_cuts_a_flushed_segment_cuts_its_txnindex(tmp_path: Path) -> None:
+    """A segment below the recovery point whose index fails its check is recovered and, torn, cut: it loses the
+    aborts whose markers were in the bytes it lost (else a later abort at a reused offset could not be indexed)."""
+    log = open_log(tmp_path)
+    a = Producer(A)
+    log.append_as_leader(a.batch(), 0)  # 0..1
+    marker_at = log.segments[0].size
+    write_marker(log, a, ControlRecordType.ABORT)  # 2
+    log.roll()
+    log.append_as_leader(build_batch([ProducerRecord(b"later")]), 0)  # 3
+    log.flush()
+    log.close()
+    prefix = log.dir / filename_prefix_from_offset(0)
+    prefix.with_suffix(".index").unlink()  # the index fails its check: the segment is recovered
+    with prefix.with_suffix(".log").open("r+b") as f:
+        f.truncate(marker_at + 10)  # and its marker is torn
+    reopened = Log.open(log.dir, log.config, time=FakeClock(T0), recovery_point=4)
+    assert reopened.log_end_offset == 2
+    assert not txn_index_path(reopened).exists()
+    assert reopened.collect_aborted_transactions(0) == []
+    assert reopened.producer_state.ongoing_transactions == {0: A}
+
+
+def test_truncating_the_txnindex_keeps_the_files_prefix(tmp_path: Path) -> None:
+    index = TransactionIndex(tmp_path / "00000000000000000000.txnindex", 0)
+    entries = [AbortedTxn(A, 0, 4, 2), AbortedTxn(B, 2, 5, 6), AbortedTxn(C, 6, 9, 10)]
+    for entry in entries:
+        index.append(entry)
+    index.truncate_to(6)
+    assert index.path.read_bytes() == b"".join(e.encode() for e in entries[:2])
+    assert TransactionIndex(index.path, 0).entries == tuple(entries[:2])
 
 
 # ---------------------------------------------------------------------------- snapshots and restarts
