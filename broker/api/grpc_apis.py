@@ -156,6 +156,9 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
                                 p.current_leader_epoch) for tp, p in requested], request.isolation_level)
+        if any(result.size for _, result in answered):
+            # The records are read into the response: a read of the segments, so on a disk thread.
+            return await self._operations.pools.disk(self._fetch_response, answered, ErrorCode.NONE)
         return self._fetch_response(answered, ErrorCode.NONE)
 
     @staticmethod

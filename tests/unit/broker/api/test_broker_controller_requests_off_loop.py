@@ -17,10 +17,12 @@ from typing import Any
 from broker.api.grpc_apis import KafkaApis
 from broker.api.operations import BrokerOperations
 from broker.config.kafka_config import KafkaConfig
+from broker.replication.delayed_fetch import LogReadResult
 from broker.replication.replica_manager import ControllerResponse
 from broker.security.grpc_authentication import GrpcAuthenticator
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode
+from proto.types import TopicPartition
 
 # How long the blocked request waits for the probe before giving up (only reached when the loop is blocked).
 PROBE_WAIT_S = 5.0
@@ -104,6 +106,7 @@ def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaMan
             response = await request
             if then is not None:
                 await second
+            operations.pools.shutdown()
             return response, threading.get_ident()
 
     return asyncio.run(scenario())
@@ -146,3 +149,49 @@ def test_update_metadata_is_applied_after_the_leader_and_isr_before_it() -> None
     run(lambda apis: apis.LeaderAndIsr(leader_and_isr, Context()), manager,  # type: ignore[arg-type]
         then=lambda apis: apis.UpdateMetadata(update_metadata, Context()))  # type: ignore[arg-type]
     assert [name for name, _, _ in manager.applied] == ["LeaderAndIsr", "UpdateMetadata"]
+
+
+class RecordsRead:
+    """A fetched file slice that says on which thread its bytes were read."""
+
+    size = 3
+
+    def __init__(self) -> None:
+        self.read_on: list[int] = []
+
+    def read(self) -> bytes:
+        self.read_on.append(threading.get_ident())
+        return b"abc"
+
+
+def test_a_grpc_fetch_reads_its_records_on_a_disk_thread_not_the_event_loop() -> None:
+    """Followers and gRPC consumers get their records in the protobuf response: the pread of the segment happens on
+    the broker's disk pool, never on the loop."""
+    records = RecordsRead()
+
+    async def scenario() -> tuple[pb.FetchResponse, int]:
+        config = KafkaConfig.from_props({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1"})
+        operations = BrokerOperations(config, replica_manager=None, metadata_cache=None,  # type: ignore[arg-type]
+                                      admin_manager=None, producer_ids=None,  # type: ignore[arg-type]
+                                      topic_purgatory=None, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
+
+        async def fetch(*_: object) -> list[tuple[TopicPartition, LogReadResult]]:
+            return [(TopicPartition("t", 0), LogReadResult(ErrorCode.NONE, records, 10, 0))]  # type: ignore[arg-type]
+
+        operations.fetch = fetch  # type: ignore[method-assign]
+        try:
+            apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
+                             topic_configs=TopicConfigs(), zk=Zk(), topic_purgatory=None,  # type: ignore[arg-type]
+                             broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
+                             listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),
+                             controller_requests=None)  # type: ignore[arg-type]
+            request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+            request.topics.add(topic="t").partitions.add(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+            response = await apis._fetch(request, Context())  # type: ignore[arg-type]
+        finally:
+            operations.pools.shutdown()
+        return response, threading.get_ident()
+
+    response, loop_thread = asyncio.run(scenario())
+    assert response.responses[0].partitions[0].records == b"abc"
+    assert records.read_on and loop_thread not in records.read_on
