@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import gzip
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -807,11 +807,22 @@ def read_end_txn_marker(buf: bytes | bytearray | memoryview, start: int, header:
 
 def has_transactional_batch(buf: bytes | bytearray | memoryview) -> bool:
     """Whether any batch in a produce request's records is transactional (Kafka's
-    ProduceRequest.hasTransactionalRecords), by each batch's attributes alone; malformed bytes end the walk (the
+    ProduceRequest.hasTransactionalRecords)."""
+    return _any_batch(buf, lambda attributes: bool(attributes & TRANSACTIONAL_MASK))
+
+
+def has_zstd_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether any batch in a produce request's records is zstd-compressed (ProduceRequest.validateRecords refuses
+    them below Produce v7)."""
+    return _any_batch(buf, lambda attributes: attributes & COMPRESSION_MASK == CompressionType.ZSTD)
+
+
+def _any_batch(buf: bytes | bytearray | memoryview, test: Callable[[int], bool]) -> bool:
+    """Whether any batch's attributes pass `test`, by each batch's header alone; malformed bytes end the walk (the
     log refuses them)."""
     pos = 0
     while len(buf) - pos >= HEADER_SIZE:
-        if _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0] & TRANSACTIONAL_MASK:
+        if test(_INT16.unpack_from(buf, pos + ATTRIBUTES_POS)[0]):
             return True
         _offset, length = read_offset_and_length(buf, pos)
         if length < MIN_BATCH_LENGTH:

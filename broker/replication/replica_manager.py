@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from broker.config.log_config import LogConfig
 from broker.config.metadata_cache import LiveBroker, MetadataCache, UpdateMetadataPartitionState
 from broker.config.metrics import BrokerMetrics
 from broker.config.topic_config import TopicConfig
@@ -191,6 +192,12 @@ class ReplicaManager:
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
+
+    def get_log_config(self, tp: TopicPartition) -> LogConfig | None:
+        """The config of this broker's log of `tp`; None when it hosts none (Kafka's getLogConfig)."""
+        partition = self._partitions.get(tp)
+        log = None if partition is None else partition.log
+        return None if log is None else log.config
 
     def hosted_partitions(self) -> list[Partition]:
         return list(self._partitions.values())

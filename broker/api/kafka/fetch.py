@@ -24,6 +24,8 @@ from proto.types import TopicPartition
 # below it, a sendfile per slice costs more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 NO_PREFERRED_READ_REPLICA = -1
+# zstd came with Fetch v10 (KIP-110).
+ZSTD_MIN_FETCH_VERSION = 10
 NO_SESSION = 0
 
 _I16 = struct.Struct(">h")
@@ -95,11 +97,22 @@ async def handle_fetch(context: KafkaContext, header: RequestHeader, request: An
     results = await context.operations.fetch(context.session, request.replica_id, to_millis(request.max_wait),
                                              request.min_bytes, request.max_bytes, requested,
                                              request.isolation_level)
+    if header.api_version < ZSTD_MIN_FETCH_VERSION:
+        results = [(tp, _refuse_zstd(context, tp, result)) for tp, result in results]
     if reads_records(results):
         # The records are copied into the response: a read of the segments, so on a disk thread.
         return await context.operations.pools.disk(frame_fetch_response, header.api_version, ErrorCode.NONE,
                                                    results)
     return frame_fetch_response(header.api_version, ErrorCode.NONE, results)
+
+
+def _refuse_zstd(context: KafkaContext, tp: TopicPartition, result: LogReadResult) -> LogReadResult:
+    """Kafka's maybeConvertFetchedData: a partition of a topic whose compression.type is zstd is refused to a
+    Fetch older than v10, whose client cannot decode it."""
+    config = context.operations.replica_manager.get_log_config(tp)
+    if result.error is ErrorCode.NONE and config is not None and config.compression_type == "zstd":
+        return LogReadResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    return result
 
 
 def reads_records(results: list[tuple[TopicPartition, LogReadResult]]) -> bool:

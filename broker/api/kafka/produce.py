@@ -22,23 +22,30 @@ from broker.api.kafka.protocol import (
 from broker.api.operations import group_by_topic
 from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.rules import is_valid_required_acks
+from common.record import has_zstd_batch
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
+
+# zstd came with Produce v7 and Fetch v10 (KIP-110): older clients cannot decode it.
+ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 async def handle_produce(context: KafkaContext, header: RequestHeader, request: Any) -> Reply | None:
     order = [(TopicPartition(t.name, p.index), p.records) for t in request.topic_data for p in t.partition_data]
-    refusal = None
+    results: dict[TopicPartition, ProducePartitionResponse] = {}
     if not is_valid_required_acks(request.acks):
-        refusal = ErrorCode.INVALID_REQUIRED_ACKS
-    if refusal is not None:
-        results = {tp: ProducePartitionResponse(refusal) for tp, _ in order}
-    else:
+        results = {tp: ProducePartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in order}
+    elif header.api_version < ZSTD_MIN_PRODUCE_VERSION:
+        # Kafka's ProduceRequest.validateRecords: a client that old cannot have meant zstd (KIP-110).
+        results = {tp: ProducePartitionResponse(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE) for tp, records in order
+                   if records is not None and has_zstd_batch(records)}
+    accepted = [(tp, records) for tp, records in order if tp not in results]
+    if accepted:
         # Null records are no batch at all: the log layer refuses them as it refuses any bad batch.
         # kio's Records is a bytes subclass holding the batch as received: handed on without a copy.
-        results = await context.operations.produce(
+        results |= await context.operations.produce(
             context.session, to_millis(request.timeout), request.acks, [(tp, b"" if records is None else records)
-                                                       for tp, records in order], request.transactional_id)
+                                                       for tp, records in accepted], request.transactional_id)
     if request.acks == 0:
         failed = [f"{tp}: {results[tp].error.name}" for tp, _ in order if results[tp].error is not ErrorCode.NONE]
         if failed:

@@ -6,9 +6,11 @@ connections live on through all of it."""
 from __future__ import annotations
 
 import datetime
+import importlib
 import struct
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -30,7 +32,7 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from broker.api.kafka.api_table import API_TABLE
 from broker.api.kafka.connection import MAX_QUEUED_REQUESTS
-from common.record import CRC_POS, ProducerRecord, build_batch
+from common.record import CRC_POS, CompressionType, ProducerRecord, build_batch
 from tests.integration.conftest import BrokerProcess, StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import RAW_BYTES, WireConnection, encode_request, frames_from_schemas, raw_request
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "wire"
 EMPTY_TOPIC = "wire-empty"
+ZSTD_TOPIC = "wire-zstd"
 MAX_REQUEST_BYTES = 1 << 20
 SERVED = {spec.key: (spec.min_version, spec.max_version) for spec in API_TABLE}
 
@@ -154,6 +157,50 @@ def test_more_than_one_batch_for_a_partition_is_invalid_record(cluster: KafkaClu
         conn.send(produce_request(4, 1, second))
         [next_one] = conn.receive_body(ProduceResponse)[1].responses[0].partition_responses
         assert (next_one.error_code, next_one.base_offset) == (0, appended.base_offset + 1)
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(cluster: KafkaCluster) -> None:
+    """KIP-110: a zstd batch in a Produce older than v7 is UNSUPPORTED_COMPRESSION_TYPE
+    (ProduceRequest.validateRecords), and so is a partition of a compression.type=zstd topic fetched by a Fetch
+    older than v10 (maybeConvertFetchedData): those clients cannot decode zstd. Newer versions are served."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(ZSTD_TOPIC, 1, 1, config={"compression.type": "zstd"})],
+                        operation_timeout=30)[ZSTD_TOPIC].result(timeout=60)
+    zstd = build_batch([ProducerRecord(b"v", b"k")], compression=CompressionType.ZSTD)
+
+    def produce(version: int) -> int:
+        schema: Any = importlib.import_module(f"kio.schema.produce.v{version}.request")
+        request = schema.ProduceRequest(
+            transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            topic_data=(schema.TopicProduceData(name=TopicName(ZSTD_TOPIC), partition_data=(
+                schema.PartitionProduceData(index=i32(0), records=Records(zstd)),)),))
+        response: Any = importlib.import_module(f"kio.schema.produce.v{version}.response")
+        with WireConnection(broker(cluster).kafka_address) as conn:
+            conn.send(encode_request(request, version))
+            [answer] = conn.receive_body(response.ProduceResponse)[1].responses[0].partition_responses
+        return int(answer.error_code)
+
+    def fetch(version: int) -> tuple[int, bytes]:
+        schema: Any = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+        fields = {"rack_id": ""} if version >= 11 else {}
+        request = schema.FetchRequest(
+            replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
+            min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i8(0), session_id=i32(0),
+            session_epoch=i32(-1), topics=(schema.FetchTopic(topic=TopicName(ZSTD_TOPIC), partitions=(
+                schema.FetchPartition(partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0),
+                                      log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+            forgotten_topics_data=(), **fields)
+        response: Any = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+        with WireConnection(broker(cluster).kafka_address) as conn:
+            conn.send(encode_request(request, version))
+            [answer] = conn.receive_body(response.FetchResponse)[1].responses[0].partitions
+        return int(answer.error_code), bytes(answer.records or b"")
+
+    assert produce(6) == 76  # UNSUPPORTED_COMPRESSION_TYPE
+    assert produce(7) == 0
+    assert fetch(9) == (76, b"")
+    error, records = fetch(10)
+    assert error == 0 and zstd[CRC_POS + 4:] in records
 
 
 def test_init_producer_id_with_a_transactional_id_is_refused_for_good(cluster: KafkaCluster) -> None:
