@@ -65,19 +65,21 @@ def _speaks_kafka(address: str, timeout: float) -> bool:
     return len(answer) == 8 and struct.unpack(">ii", answer)[1] == _CORRELATION_ID
 
 
-def listener_kind(address: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """GRPC, KAFKA, or None when neither answers (nothing listens, TLS, something else)."""
-    if _speaks_grpc(address, timeout):
-        return GRPC
-    if _speaks_kafka(address, timeout):
-        return KAFKA
+def listener_kind(address: str, timeout: float = PROBE_TIMEOUT_S, expected: str = GRPC) -> str | None:
+    """GRPC, KAFKA, or None when neither answers (nothing listens, TLS, something else). The `expected` kind is
+    asked first: a listener given to the tool that needs it is never sent the other protocol's probe (a Kafka
+    listener logs an HTTP/2 preface as a frame of an absurd size)."""
+    probes = {GRPC: _speaks_grpc, KAFKA: _speaks_kafka}
+    for kind in (expected, *(k for k in probes if k != expected)):
+        if probes[kind](address, timeout):
+            return kind
     return None
 
 
 def wrong_listener(servers: str, needed: str, tool: str) -> str | None:
     """What to tell the user when the first of `servers` is a listener of the other kind than `needed`."""
     address = parse_bootstrap_servers(servers)[0]
-    kind = listener_kind(address)
+    kind = listener_kind(address, expected=needed)
     if kind is None or kind == needed:
         return None
     where = other_listener(address, kind, needed)
