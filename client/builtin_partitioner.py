@@ -1,0 +1,97 @@
+"""Kafka 3.3's BuiltInPartitioner (KIP-794): where a topic's keyless records go, the uniform sticky partitioner.
+
+Pure rules; the accumulator calls them under its lock, as Kafka's RecordAccumulator
+does under the partition's queue lock. Records without a key stick to one
+partition until batch.size bytes went to it and its batches are all full or
+sent (or twice batch.size went to it, whatever the batches), then switch. So
+every partition gets batch.size bytes per turn, however slow its leader: the
+KIP-480 sticky partitioner switched only when a batch was closed, and a
+partition whose requests were slow to come back kept its open batch longest and
+got the most records (KIP-794's motivation; with 1 MB batches one partition got
+four times another's records in a run of 20 MB).
+
+The next partition (nextPartition):
+- with `partitioner.adaptive.partitioning.enable` and queue sizes that differ
+  (partitions whose leader did not drain its batches), a draw weighted by
+  (largest queue + 1 - queue size), as Kafka's cumulative frequency table:
+  partitions falling behind get fewer records;
+- otherwise every available partition once per round, in a random order. Kafka
+  draws each switch independently; at batch.size = 1 MB a run of a few dozen
+  switches then still leaves one partition with twice another's bytes, where a
+  round gives each the same number of turns (to one turn).
+`partitioner.availability.timeout.ms` (0: off) takes a partition out of the
+adaptive draw while its leader has had data ready but could not be sent to for
+longer than that (Kafka's NodeLatencyStats): the accumulator leaves it out of the
+queue sizes it passes here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Sequence
+
+
+class BuiltInPartitioner:
+    """One topic's sticky partition and what went to it since it was chosen."""
+
+    __slots__ = ("_cumulative", "_partition_ids", "_rand", "_round", "_round_of", "partition", "produced_bytes",
+                 "sticky_batch_size")
+
+    def __init__(self, sticky_batch_size: int, rand: random.Random) -> None:
+        if sticky_batch_size < 1:
+            raise ValueError(f"stickyBatchSize must be >= 1 but got {sticky_batch_size}")
+        self.sticky_batch_size = sticky_batch_size
+        self._rand = rand
+        self.partition = -1  # none chosen yet
+        self.produced_bytes = 0
+        self._round: list[int] = []  # the partitions left in this round, drawn from the end
+        self._round_of: tuple[int, ...] = ()  # the available partitions the round was dealt from
+        self._cumulative: list[int] | None = None  # the adaptive draw's table, None: no load stats
+        self._partition_ids: list[int] = []
+
+    def next_partition(self, available: Sequence[int], num_partitions: int) -> int:
+        """Switch to the next partition (Kafka's nextPartition) and start counting its bytes afresh."""
+        if self._cumulative is not None:
+            cumulative = self._cumulative
+            drawn = self._rand.randrange(cumulative[-1])
+            # The first entry strictly greater than the draw: Kafka's binary search over the table.
+            partition = self._partition_ids[bisect.bisect_right(cumulative, drawn)]
+        else:
+            partition = self._deal(tuple(available) if available else tuple(range(num_partitions)))
+        self.partition = partition
+        self.produced_bytes = 0
+        return partition
+
+    def _deal(self, candidates: tuple[int, ...]) -> int:
+        if candidates != self._round_of:
+            # Availability changed: the round goes on with the partitions still available.
+            self._round_of = candidates
+            self._round = [p for p in self._round if p in candidates]
+        if not self._round:
+            self._round = list(candidates)
+            self._rand.shuffle(self._round)
+            if len(self._round) > 1 and self._round[-1] == self.partition:
+                # A new round does not start with the partition the last one ended on.
+                self._round[0], self._round[-1] = self._round[-1], self._round[0]
+        return self._round.pop()
+
+    def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int],
+                                    num_partitions: int) -> None:
+        """Kafka's updatePartitionLoadStats: the adaptive draw's table from the queue sizes (batches waiting) of
+        the partitions that may be chosen; none (the plain round) without queue sizes, with fewer than two
+        partitions, or when all may be chosen and their queues are equal."""
+        if queue_sizes is None or not queue_sizes or num_partitions < 2:
+            self._cumulative = None
+            return
+        largest = max(queue_sizes)
+        if len(queue_sizes) == num_partitions and min(queue_sizes) == largest:
+            self._cumulative = None
+            return
+        running = 0
+        cumulative = []
+        for size in queue_sizes:
+            running += largest + 1 - size
+            cumulative.append(running)
+        self._cumulative = cumulative
+        self._partition_ids = partition_ids
