@@ -108,10 +108,11 @@ class Producer:
     one partition, then the next, so every partition gets as many bytes however
     fast its leader answers (client/builtin_partitioner.py).
     `partitioner_adaptive_partitioning_enable` (Kafka's
-    partitioner.adaptive.partitioning.enable, on) sends fewer records to the
-    partitions whose batches pile up; `partitioner_availability_timeout_ms`
-    (partitioner.availability.timeout.ms, 0: off) none to a partition whose
-    leader had records ready but could take no request for that long.
+    partitioner.adaptive.partitioning.enable, on) gives the partitions whose
+    batches pile up their turn later in each round;
+    `partitioner_availability_timeout_ms` (partitioner.availability.timeout.ms,
+    0: off) leaves out a partition whose leader had records ready but could
+    take no request for that long.
     """
 
     def __init__(
