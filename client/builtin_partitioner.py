@@ -1,9 +1,10 @@
 """Kafka 3.3's BuiltInPartitioner (KIP-794): where a topic's keyless records go, the uniform sticky partitioner.
 
-Pure rules; the accumulator calls them under its lock, as Kafka's RecordAccumulator
-does under the partition's queue lock. Records without a key stick to one
-partition until batch.size bytes went to it and its batches are all full or
-sent (or twice batch.size went to it, whatever the batches), then switch. So
+Records without a key stick to one partition until batch.size bytes went to it
+and its batches are all full or sent (or twice batch.size went to it, whatever
+the batches), then switch: RecordAccumulator.append_keyless applies that rule
+under its lock, as Kafka does under the partition's queue lock, and this class
+(pure, no I/O) keeps the count and chooses the next partition. So
 every partition gets batch.size bytes per turn, however slow its leader: the
 KIP-480 sticky partitioner switched only when a batch was closed, and a
 partition whose requests were slow to come back kept its open batch longest and
