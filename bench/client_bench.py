@@ -3,10 +3,15 @@
     .venv/bin/python bench/client_bench.py [value_size]
 
   accumulate  RecordAccumulator.append per record, then the drain's seal (header + CRC) per
-              batch: the producer's own work for each record, single-threaded.
+              batch: the producer's own work for each record, single-threaded; and
+              append_keyless, records without a key over six partitions (KIP-794's sticky
+              partitioner), as send() adds them.
   producer    Producer.send() for every record, then flush(), against an in-process stub
               broker that answers Metadata and acknowledges Produce without storing anything;
               the stub shares the process (and the GIL), so this is a lower bound.
+  baseline    confluent-kafka's produce() for every record into librdkafka's queue (no broker
+              reachable, nothing sent): the calling thread's cost of the C client, the floor
+              send() is measured against.
   decode      decode_records over 16 KiB batches.
   consume     parse_records over 1 MiB fetch answers: CRC check, decode, and the
               ConsumerRecords a consumer hands out.
@@ -20,6 +25,7 @@ threads of its own busy in the background.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +33,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from confluent_kafka import Producer as ConfluentProducer
 
 from client.accumulator import RecordAccumulator
 from client.fetcher import parse_records
@@ -55,7 +62,7 @@ def bench_accumulate(n: int, value: bytes) -> float:
     cluster = ClusterMetadata([BrokerMetadata(1, "h", 1)], [PartitionMetadata(TOPIC, 0, 1, 0, (1,), (1,), (), 0)])
 
     def run() -> None:
-        accumulator = RecordAccumulator(batch_size=16384, linger_ms=0, buffer_memory=1 << 30)
+        accumulator = RecordAccumulator(linger_ms=0, buffer_memory=1 << 40)
         append = accumulator.append
         now = int(time.time() * 1000)
         for _ in range(n):
@@ -67,6 +74,43 @@ def bench_accumulate(n: int, value: bytes) -> float:
                 accumulator.answered(batch)
 
     return best_rate(n, run)
+
+
+def bench_append_keyless(n: int, value: bytes, partitions: int = 6) -> float:
+    tps = tuple(TopicPartition(TOPIC, p) for p in range(partitions))
+    available = tuple(range(partitions))
+
+    def run() -> None:
+        accumulator = RecordAccumulator(linger_ms=0, buffer_memory=1 << 40)
+        append = accumulator.append_keyless
+        now = int(time.time() * 1000)
+        for _ in range(n):
+            append(TOPIC, tps, available, now, value, (), len(value), -1)
+
+    return best_rate(n, run)
+
+
+def bench_confluent_produce(n: int, value: bytes) -> float:
+    """confluent-kafka's produce() into librdkafka's queue, toward a port nothing listens on: the calling thread's
+    CPU per record, with nothing sent."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again before librdkafka tries it
+    producer = ConfluentProducer({"bootstrap.servers": f"127.0.0.1:{port}", "queue.buffering.max.messages": 2 * n,
+                                  "queue.buffering.max.kbytes": 2 * n * len(value) // 1024 + 1024,
+                                  "log_level": 0})
+
+    def run() -> None:
+        produce = producer.produce
+        for _ in range(n):
+            produce(TOPIC, value)
+        producer.purge()
+        producer.poll(0)  # the purged records' delivery reports: until served they hold their queue slots
+
+    try:
+        return best_rate(n, run)
+    finally:
+        producer.flush(0)
 
 
 class _StubBroker(pb_grpc.KafkaClientServicer):
@@ -152,6 +196,8 @@ def main(value_size: int) -> None:
     print(f"  decode_records                {best_rate(n, lambda: decode_all(batches)):>12,.0f}")
     print(f"  parse_records (consumer)      {best_rate(n, lambda: parse_all(responses)):>12,.0f}")
     print(f"  accumulate (append + seal)    {bench_accumulate(n, value):>12,.0f}")
+    print(f"  append_keyless, 6 partitions  {bench_append_keyless(n, value):>12,.0f}")
+    print(f"  confluent-kafka produce()     {bench_confluent_produce(n, value):>12,.0f}   (baseline)")
     send_only, with_flush = bench_producer(n, value)
     print(f"  producer send(), its thread   {send_only:>12,.0f}")
     print(f"  producer send() + flush()     {with_flush:>12,.0f}")

@@ -13,7 +13,8 @@ The public classes:
   future.py               futures for sent records
 
 The producer's machinery:
-  partitioner.py          DefaultPartitioner: murmur2 for keyed records, the sticky partitioner (KIP-480)
+  partitioner.py          murmur2 for keyed records; DefaultPartitioner (KIP-480's sticky one) when given to a Producer
+  builtin_partitioner.py  BuiltInPartitioner: keyless records' sticky partition without one (KIP-794)
   accumulator.py          RecordAccumulator: per-partition batches that send() fills and the sender drains
   sender.py               the producer's I/O thread (Kafka's Sender)
   idempotence.py          the idempotent producer's bookkeeping (TransactionManager's idempotent half)

@@ -17,12 +17,14 @@ partition's batches is in flight.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from client.builtin_partitioner import BuiltInPartitioner
 from client.errors import IllegalStateError, KafkaTimeoutError
 from client.future import FutureRecordMetadata, ProduceRequestResult
 from client.metadata import ClusterMetadata
@@ -92,34 +94,25 @@ class ProducerBatch:
         self.followed_unacked = False
         self.last_error: KafkaError | None = None
 
-    def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header],
-                   key_size: int, value_size: int, header_size: int,
-                   callback: RecordCallback | None = None) -> FutureRecordMetadata | None:
-        """Encode the record into the batch; None (and the batch is full) if it does not fit.
+    def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
+        """Encode the record into the batch: its size in bytes, or 0 (and the batch is full) if it does not fit.
 
         A batch always takes its first record, however large: a record bigger
-        than batch_size travels alone. `callback(future)` runs when the batch
-        completes; it is attached here, while the batch cannot complete, so
-        without the future's lock (the accumulator's lock is held).
+        than batch_size travels alone.
         """
         records = self.records
         mark = len(records)
         count = self.record_count
-        if mark + encode_record(records, count, timestamp - self.base_timestamp, key, value, headers) > self._limit:
+        size = encode_record(records, count, timestamp - self.base_timestamp, key, value, headers)
+        if mark + size > self._limit:
             self.is_full = True
             if count:
                 del records[mark:]
-                return None
+                return 0
         self.record_count = count + 1
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
-        result = self.result
-        future = FutureRecordMetadata(result, count, timestamp, key_size, value_size, header_size)
-        if callback is not None:
-            # ProduceRequestResult.add_record_callback, inline: this runs once per record.
-            result._record_callbacks.append(callback)
-            result._record_futures.append(future)
-        return future
+        return size
 
     @property
     def size(self) -> int:
@@ -157,8 +150,11 @@ class RecordAccumulator:
         delivery_timeout_ms: float = 120_000,
         retry_backoff_ms: float = 100,
         max_in_flight_per_partition: int = 1,
+        partitioner_adaptive_partitioning_enable: bool = True,
+        partitioner_availability_timeout_ms: float = 0,
         clock: Callable[[], float] = time.monotonic,
         wakeup: Callable[[], None] = lambda: None,
+        rand: random.Random | None = None,
     ) -> None:
         self.batch_size = batch_size
         self.linger_ms = linger_ms
@@ -180,6 +176,13 @@ class RecordAccumulator:
         self._next_batch_id = 0
         self._drain_start = 0
         self.closed = False
+        # KIP-794: each topic's sticky partition for keyless records, and what the adaptive draw knows.
+        self._sticky: dict[str, BuiltInPartitioner] = {}
+        self._rand = rand or random.Random()
+        self.adaptive_partitioning = partitioner_adaptive_partitioning_enable
+        self.availability_timeout_ms = partitioner_availability_timeout_ms
+        self._node_ready_ms: dict[int, float] = {}  # Kafka's NodeLatencyStats: last time with data to send
+        self._node_drain_ms: dict[int, float] = {}  # and last time it could be sent
 
     def _now_ms(self) -> float:
         return self._clock() * 1000
@@ -192,45 +195,86 @@ class RecordAccumulator:
         """Add a record to the partition's open batch, opening one if needed.
 
         With `abort_on_new_batch`, returns None instead of opening a batch, so
-        the sticky partitioner can choose another partition first (Kafka's
-        RecordAccumulator.append with abortOnNewBatch).
+        a partitioner given to the producer can choose another partition first
+        (Kafka's RecordAccumulator.append with abortOnNewBatch, KIP-480).
         """
+        with self._lock:
+            return self._append(tp, timestamp, key, value, headers, key_size, value_size, header_size,
+                                abort_on_new_batch, callback)[0]
+
+    def append_keyless(self, topic: str, tps: Sequence[TopicPartition], available: Sequence[int], timestamp: int,
+                       value: bytes | None, headers: Sequence[Header], value_size: int, header_size: int,
+                       callback: RecordCallback | None = None) -> FutureRecordMetadata:
+        """Add a record without key or partition to its topic's sticky partition (KIP-794, Kafka 3.3's append
+        with UNKNOWN_PARTITION and the built-in partitioner): `tps` are the topic's partitions, `available` the
+        numbers of those with a leader.
+
+        The partition is switched under the lock that orders the appends, as Kafka does under the partition's
+        queue lock: when the record would open a new batch (so the partition's batches are all full or sent)
+        after batch.size bytes went to it, the record goes to the next partition instead; once twice batch.size
+        went to it, the next record does, whatever its batches. Per record this costs two comparisons.
+        """
+        with self._lock:
+            sticky = self._sticky.get(topic)
+            if sticky is None:
+                sticky = self._sticky[topic] = BuiltInPartitioner(self.batch_size, self._rand)
+            partition = sticky.partition
+            if partition < 0 or partition >= len(tps):
+                partition = sticky.next_partition(available, len(tps))
+            future, appended = self._append(tps[partition], timestamp, None, value, headers, -1, value_size,
+                                            header_size, sticky.produced_bytes >= self.batch_size, callback)
+            if future is None:
+                partition = sticky.next_partition(available, len(tps))
+                future, appended = self._append(tps[partition], timestamp, None, value, headers, -1, value_size,
+                                                header_size, False, callback)
+                assert future is not None
+            sticky.produced_bytes += appended
+            if sticky.produced_bytes >= 2 * self.batch_size:
+                sticky.next_partition(available, len(tps))
+            return future
+
+    def _append(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
+                headers: Sequence[Header], key_size: int, value_size: int, header_size: int,
+                abort_on_new_batch: bool, callback: RecordCallback | None) -> tuple[FutureRecordMetadata | None, int]:
+        """append's work, under the lock: the record's future and its size in the batch (None and 0 when aborted
+        before a new batch). send()'s per-record path, so one call holds all of it."""
         # buffer_memory counts the bytes records take (librdkafka's queue.buffering.max.kbytes), not batch_size
         # per open batch (Java's BufferPool): with batches of up to batch_size (1 MB by default), a reservation of
         # a whole batch each would stall a producer writing to a few dozen partitions long before memory is full.
         # Nulls are -1 here, which the upper bound's overhead more than covers.
         estimate = key_size + value_size + header_size + RECORD_OVERHEAD_UPPER_BOUND
-        with self._lock:
-            if self.closed:
-                raise IllegalStateError("Cannot perform operation after producer has been closed")
-            if self._buffered + estimate > self.buffer_memory:
-                self._reserve(estimate)
-            else:
-                self._buffered += estimate
-            dq = self._batches.get(tp)
-            if dq:
-                last = dq[-1]
-                if not last.is_full:
-                    future = last.try_append(timestamp, key, value, headers, key_size, value_size, header_size,
-                                             callback)
-                    if future is not None:
-                        last.reserved += estimate
-                        if last.is_full:
-                            self._wakeup()
-                        return future
+        if self.closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        if self._buffered + estimate > self.buffer_memory:
+            self._reserve(estimate)
+        else:
+            self._buffered += estimate
+        dq = self._batches.get(tp)
+        batch = dq[-1] if dq else None
+        size = batch.try_append(timestamp, key, value, headers) if batch is not None and not batch.is_full else 0
+        if size:
+            batch.reserved += estimate  # type: ignore[union-attr]  # size > 0: a batch took the record
+        else:
             self._release(estimate)
             if abort_on_new_batch:
-                return None
+                return None, 0
             reserved = HEADER_SIZE + estimate
             self._reserve(reserved)
-            dq = self._batches.setdefault(tp, deque())
             batch = ProducerBatch(tp, self._next_batch_id, self._now_ms(), timestamp, self.batch_size, reserved)
             self._next_batch_id += 1
-            future = batch.try_append(timestamp, key, value, headers, key_size, value_size, header_size, callback)
-            dq.append(batch)
+            size = batch.try_append(timestamp, key, value, headers)
+            self._batches.setdefault(tp, deque()).append(batch)
             self._incomplete[batch.batch_id] = batch
             self._wakeup()
-            return future
+        assert batch is not None
+        result = batch.result
+        future = FutureRecordMetadata(result, batch.record_count - 1, timestamp, key_size, value_size, header_size)
+        if callback is not None:
+            # send()'s callback, attached while the batch cannot complete (the lock is held), so without the
+            # result's lock: ProduceRequestResult.add_record_callback, inline, as this runs once per record.
+            result._record_callbacks.append(callback)
+            result._record_futures.append(future)
+        return future, size
 
     def _release(self, size: int) -> None:
         self._buffered -= size
@@ -287,7 +331,47 @@ class RecordAccumulator:
                     ready_nodes.add(leader.node_id)
                 else:
                     next_delay = min(next_delay, first.created_ms + self.linger_ms - now_ms)
+            if self.adaptive_partitioning:
+                for topic, sticky in self._sticky.items():
+                    self._update_partition_load_stats(topic, sticky, cluster)
         return ReadyCheckResult(ready_nodes, max(next_delay, 0.0), unknown_leader_topics)
+
+    def _update_partition_load_stats(self, topic: str, sticky: BuiltInPartitioner, cluster: ClusterMetadata) -> None:
+        """The queue sizes the adaptive draw weighs, as Kafka's ready() collects them: once every partition of the
+        topic has had a batch, the number of batches waiting in each partition with a leader, leaving out those
+        whose leader is past partitioner.availability.timeout.ms."""
+        tps = cluster.topic_partitions(topic) or ()
+        batches = self._batches
+        if not tps or any(tp not in batches for tp in tps):
+            sticky.update_partition_load_stats(None, [], len(tps))
+            return
+        sizes: list[int] = []
+        ids: list[int] = []
+        for tp in tps:
+            leader = cluster.leader_for(tp)
+            if leader is None or self._unavailable(leader.node_id):
+                continue
+            sizes.append(len(batches[tp]))
+            ids.append(tp.partition)
+        sticky.update_partition_load_stats(sizes, ids, len(tps))
+
+    def _unavailable(self, node_id: int) -> bool:
+        timeout = self.availability_timeout_ms
+        if timeout <= 0:
+            return False
+        ready = self._node_ready_ms.get(node_id)
+        return ready is not None and ready - self._node_drain_ms[node_id] > timeout
+
+    def update_node_latency_stats(self, ready_nodes: set[int], drainable: set[int], now_ms: float) -> None:
+        """Kafka's updateNodeLatencyStats, for partitioner.availability.timeout.ms: each node with data ready was
+        ready now, and drained now if the sender could send to it (it had a free in-flight slot)."""
+        if self.availability_timeout_ms <= 0:
+            return
+        with self._lock:
+            for node in ready_nodes:
+                if node in drainable or node not in self._node_drain_ms:
+                    self._node_drain_ms[node] = now_ms
+                self._node_ready_ms[node] = now_ms
 
     def drain(self, cluster: ClusterMetadata, nodes: set[int], max_request_size: int, now_ms: float,
               can_send_unsealed: bool = True) -> dict[int, list[ProducerBatch]]:

@@ -121,7 +121,8 @@ class Metadata:
         self.metadata_max_age_ms = metadata_max_age_ms
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self._clock = clock
-        self._cluster = ClusterMetadata()
+        # The latest snapshot: an attribute, not a property, as send() reads it for every record.
+        self.cluster = ClusterMetadata()
         self._topics: frozenset[str] = frozenset()
         self._need_update = True
         self._last_refresh_ms = float("-inf")
@@ -130,10 +131,6 @@ class Metadata:
 
     def now_ms(self) -> float:
         return self._clock() * 1000
-
-    @property
-    def cluster(self) -> ClusterMetadata:
-        return self._cluster
 
     def add_topics(self, *topics: str) -> None:
         """Track more topics; metadata is then fetched for them at the next refresh."""
@@ -168,7 +165,7 @@ class Metadata:
 
     def candidate_addresses(self) -> list[str]:
         """Brokers to ask, healthy ones first: the known brokers, then the bootstrap servers."""
-        addresses = [b.address for b in self._cluster.brokers.values()]
+        addresses = [b.address for b in self.cluster.brokers.values()]
         addresses += [a for a in self.bootstrap_servers if a not in addresses]
         return sorted(addresses, key=self.pool.in_backoff)  # stable: keeps the order among equals
 
@@ -208,19 +205,19 @@ class Metadata:
         asked_at = self.now_ms()
         with self._lock:
             if self._last_refresh_ms >= asked_at and not self._need_update:
-                return self._cluster
+                return self.cluster
             self._last_attempt_ms = self.now_ms()
-            self._cluster = self.fetch(self._topics, timeout_ms, self.allow_auto_topic_creation)
+            self.cluster = self.fetch(self._topics, timeout_ms, self.allow_auto_topic_creation)
             self._last_refresh_ms = self.now_ms()
             self._need_update = False
-            return self._cluster
+            return self.cluster
 
     def wait_for(self, ready: Callable[[ClusterMetadata], bool], timeout_ms: float, what: str) -> ClusterMetadata:
         """Refresh (with backoff) until `ready(cluster)` or raise KafkaTimeoutError after `timeout_ms`."""
         deadline = self.now_ms() + timeout_ms
         last_error: KafkaError | None = None
         while True:
-            cluster = self._cluster
+            cluster = self.cluster
             if ready(cluster):
                 return cluster
             now = self.now_ms()

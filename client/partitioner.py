@@ -1,5 +1,10 @@
 """Kafka's DefaultPartitioner: murmur2 for keyed records, the sticky partitioner (KIP-480) for the rest.
 
+A Producer without a partitioner hashes keys with partition_for_key and leaves
+keyless records to the accumulator's built-in partitioner (KIP-794,
+client/builtin_partitioner.py), as Kafka 3.3 does without partitioner.class;
+a DefaultPartitioner given to it is asked for every record, KIP-480's way.
+
 Keyed records go to toPositive(murmur2(key)) % num_partitions with Kafka's
 exact murmur2, so a key lands on the same partition whether a Java, librdkafka
 (murmur2_random) or kafka-python producer wrote it.

@@ -22,7 +22,7 @@ from client.errors import IllegalStateError, KafkaTimeoutError, MessageTooLargeE
 from client.future import FutureRecordMetadata
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
-from client.partitioner import DefaultPartitioner
+from client.partitioner import DefaultPartitioner, partition_for_key
 from client.sender import Sender
 from client.structs import Header
 from common.record import HEADER_SIZE, CompressionType, serialized_header_size
@@ -102,6 +102,17 @@ class Producer:
     As with librdkafka, a topic whose max.message.bytes or segment.bytes is
     below batch_size needs a producer with a smaller batch_size: a batch the
     broker finds too large fails (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE).
+
+    Without a `partitioner`, keys are hashed with murmur2 and keyless records
+    go to Kafka 3.3's uniform sticky partitioner (KIP-794): batch_size bytes to
+    one partition, then the next, so every partition gets as many bytes however
+    fast its leader answers (client/builtin_partitioner.py).
+    `partitioner_adaptive_partitioning_enable` (Kafka's
+    partitioner.adaptive.partitioning.enable, on) gives the partitions whose
+    batches pile up their turn later in each round;
+    `partitioner_availability_timeout_ms` (partitioner.availability.timeout.ms,
+    0: off) leaves out a partition whose leader had records ready but could
+    take no request for that long.
     """
 
     def __init__(
@@ -117,6 +128,8 @@ class Producer:
         batch_size: int = 1_000_000,
         linger_ms: int = 0,
         partitioner: DefaultPartitioner | None = None,
+        partitioner_adaptive_partitioning_enable: bool = True,
+        partitioner_availability_timeout_ms: int = 0,
         buffer_memory: int = 33554432,
         max_block_ms: int = 60000,
         max_request_size: int = 1048576,
@@ -143,7 +156,9 @@ class Producer:
         self._max_request_size = max_request_size
         self._buffer_memory = buffer_memory
         self._max_record_payload = min(max_request_size, buffer_memory) - HEADER_SIZE - RECORD_OVERHEAD_UPPER_BOUND
-        self._partitioner = partitioner or DefaultPartitioner()
+        # None: Kafka 3.3's built-in partitioner (murmur2 for keys, KIP-794's uniform sticky partitioner in the
+        # accumulator for the rest); a partitioner given is asked for every record, as Kafka's partitioner.class.
+        self._partitioner = partitioner
         # Per topic, its partitions and those with a leader, as of one ClusterMetadata (a new one replaces
         # the entry): send() looks them up once per metadata update rather than once per record.
         self._topics: dict[str, tuple[ClusterMetadata, tuple[TopicPartition, ...], tuple[int, ...]]] = {}
@@ -159,6 +174,8 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight_per_partition=max_in_flight_requests_per_connection if self.enable_idempotence else 1,
+            partitioner_adaptive_partitioning_enable=partitioner_adaptive_partitioning_enable,
+            partitioner_availability_timeout_ms=partitioner_availability_timeout_ms,
             wakeup=self._wakeup,
         )
         self._sender = Sender(
@@ -215,7 +232,7 @@ class Producer:
             header_size = serialized_header_size(headers)
         else:
             headers, header_size = (), -1
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        timestamp = time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
         try:
             # Sizes of null parts are -1, which the upper bound's overhead more than covers.
             if key_size + value_size + header_size > self._max_record_payload:
@@ -236,22 +253,21 @@ class Producer:
                 tps = found
                 available = cluster.available_partitions(topic)
                 self._topics[topic] = (cluster, tps, available)
-            append = self._accumulator.append
             if partition is not None:
                 if not 0 <= partition < len(tps):
                     tps = self._wait_for_partition(topic, partition, len(tps))
-                future = append(tps[partition], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                header_size, False, callback)
+                future = self._accumulator.append(tps[partition], timestamp, key_bytes, value_bytes, headers,
+                                                  key_size, value_size, header_size, False, callback)
+            elif self._partitioner is None:
+                if key_bytes is None:
+                    return self._accumulator.append_keyless(topic, tps, available, timestamp, value_bytes, headers,
+                                                            value_size, header_size, callback)
+                future = self._accumulator.append(tps[partition_for_key(key_bytes, len(tps))], timestamp, key_bytes,
+                                                  value_bytes, headers, key_size, value_size, header_size, False,
+                                                  callback)
             else:
-                chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
-                future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                header_size, key_bytes is None, callback)
-                if future is None:
-                    # The sticky partition's batch is closed: move on before opening a new one (KIP-480).
-                    self._partitioner.on_new_batch(topic, len(tps), available, chosen)
-                    chosen = self._partitioner.partition(topic, key_bytes, len(tps), available)
-                    future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
-                                    header_size, False, callback)
+                future = self._append_partitioned(self._partitioner, topic, tps, available, timestamp, key_bytes,
+                                                  value_bytes, headers, key_size, value_size, header_size, callback)
             assert future is not None
             return future
         except IllegalStateError:
@@ -262,6 +278,24 @@ class Producer:
             if callback is not None:
                 failed.add_done_callback(callback)
             return failed
+
+    def _append_partitioned(self, partitioner: DefaultPartitioner, topic: str, tps: tuple[TopicPartition, ...],
+                            available: tuple[int, ...], timestamp: int, key_bytes: bytes | None,
+                            value_bytes: bytes | None, headers: Sequence[Header], key_size: int, value_size: int,
+                            header_size: int, callback: RecordCallback | None) -> FutureRecordMetadata | None:
+        """A record placed by the partitioner given to the producer, told of each new batch (KIP-480's onNewBatch:
+        Kafka 3.3 keeps it for a partitioner.class)."""
+        append = self._accumulator.append
+        chosen = partitioner.partition(topic, key_bytes, len(tps), available)
+        future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size, header_size,
+                        key_bytes is None, callback)
+        if future is None:
+            # The sticky partition's batch is closed: move on before opening a new one.
+            partitioner.on_new_batch(topic, len(tps), available, chosen)
+            chosen = partitioner.partition(topic, key_bytes, len(tps), available)
+            future = append(tps[chosen], timestamp, key_bytes, value_bytes, headers, key_size, value_size,
+                            header_size, False, callback)
+        return future
 
     def _wait_for_partition(self, topic: str, partition: int, known: int) -> tuple[TopicPartition, ...]:
         """Kafka's waitOnMetadata for a partition past the known count: partitions may have been added

@@ -195,6 +195,7 @@ class Sender:
             self._metadata.add_topics(*result.unknown_leader_topics)
             self._metadata.request_update()
         nodes = {n for n in result.ready_nodes if self._requests_in_flight.get(n, 0) < self._max_in_flight}
+        self._accumulator.update_node_latency_stats(result.ready_nodes, nodes, now)
         if nodes:
             drained = self._accumulator.drain(cluster, nodes, self._max_request_size, now, can_send_unsealed)
             for node_id, batches in drained.items():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import pytest
 from client_helpers import cluster
 
@@ -226,7 +229,7 @@ def test_appending_to_an_open_batch_blocks_when_buffer_memory_is_full() -> None:
 def test_sealed_batch_is_kafka_bytes_with_producer_state() -> None:
     batch = ProducerBatch(TP0, 0, 0, 1_000, 16384)
     for i in range(5):
-        batch.try_append(1_000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),) if i == 2 else (), 2, 2, 2)
+        batch.try_append(1_000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),) if i == 2 else ())
     data = batch.seal(CompressionType.GZIP, producer_id=7, producer_epoch=1, base_sequence=40)
     header = validate_batch(data)
     assert (header.producer_id, header.producer_epoch, header.base_sequence, header.record_count) == (7, 1, 40, 5)
@@ -235,3 +238,100 @@ def test_sealed_batch_is_kafka_bytes_with_producer_state() -> None:
     assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
         (i, 1_000 + i, b"k%d" % i, b"v%d" % i) for i in range(5)]
     assert records[2].headers == (("h", b"x"),)
+
+
+# ---------------------------------------------------------------- keyless records: KIP-794's uniform sticky partitioner
+
+TPS = tuple(TopicPartition("t", p) for p in range(3))
+
+
+def append_keyless(acc: RecordAccumulator, value: bytes = VALUE, available: tuple[int, ...] = (0, 1, 2)) -> int:
+    """Append a record without key or partition to topic t (three partitions); the partition it went to."""
+    future = acc.append_keyless("t", TPS, available, 1_700_000_000_000, value, (), len(value), -1)
+    return future.get(0).partition if future.done() else future._result.topic_partition.partition
+
+
+def drain_partition(acc: RecordAccumulator, clock: FakeMonotonic, partition: int) -> None:
+    """Send the partition's batches (a leader answering at once): they leave the queue and free their slot."""
+    metadata = cluster({"t": 3})
+    for batch in acc.drain(metadata, {partition + 1}, 1 << 20, clock.now_ms).get(partition + 1, []):
+        acc.answered(batch)
+
+
+def test_keyless_records_stick_until_batch_size_bytes_and_the_batch_is_sent() -> None:
+    clock = FakeMonotonic()
+    acc = make(clock, linger_ms=0, rand=random.Random(1))
+    first = append_keyless(acc)
+    partitions = [first]
+    for i in range(2, 16):
+        partitions.append(append_keyless(acc))
+        if i % 3 == 0:
+            drain_partition(acc, clock, first)
+    # A 109-byte record: the tenth makes batch.size (1024) bytes; the batch open then takes records until it is
+    # sent, after the twelfth; the thirteenth would open a new batch, so it goes to the next partition.
+    assert partitions[:12] == [first] * 12
+    assert partitions[12] != first and partitions[12:] == [partitions[12]] * 3
+
+
+def test_a_partition_whose_batches_are_not_sent_gets_between_one_and_two_batch_sizes() -> None:
+    acc = make(FakeMonotonic(), rand=random.Random(2))
+    partitions = [append_keyless(acc) for _ in range(17)]
+    # Eight records fill a batch (953 bytes); the ninth opens a second one before batch.size bytes went to the
+    # partition, the seventeenth would open a third after: it switches (Kafka: at a batch boundary, up to 2x).
+    assert partitions[:16] == [partitions[0]] * 16
+    assert partitions[16] != partitions[0]
+
+
+def test_twice_batch_size_ends_a_turn_even_in_an_open_batch() -> None:
+    acc = make(FakeMonotonic(), rand=random.Random(3))
+    first = append_keyless(acc)
+    for _ in range(8):
+        append_keyless(acc)  # 9 records: 981 bytes, under batch.size
+    assert append_keyless(acc, b"x" * 1200) == first  # a batch of its own: 2192 bytes, past twice batch.size
+    append(acc, tp=TPS[first], key=b"k")  # a keyed record opens a batch with room on the same partition
+    # Kafka's updatePartitionInfo: past 2 x batch.size the turn ends though the partition's batch is open.
+    assert append_keyless(acc) != first
+
+
+def test_keyless_bytes_spread_evenly_whatever_each_leader_drains() -> None:
+    clock = FakeMonotonic()
+    acc = make(clock, linger_ms=0, rand=random.Random(4), max_in_flight_per_partition=1000)
+    records = Counter()
+    for _ in range(3000):
+        records[append_keyless(acc)] += 1
+        drain_partition(acc, clock, 1)  # partitions 1 and 2 are sent as soon as they have a record,
+        drain_partition(acc, clock, 2)  # partition 0 never (its leader is slow)
+    # Each turn is 1 to 2 x batch.size bytes: the slow partition gets 16 records a turn, the others 10; with
+    # KIP-480's switch at every new batch the others got one record a turn and partition 0 eight times that.
+    assert sum(records.values()) == 3000
+    assert max(records.values()) / min(records.values()) < 1.7
+
+
+def test_adaptive_partitioning_leaves_out_a_leader_past_the_availability_timeout() -> None:
+    clock = FakeMonotonic()
+    acc = make(clock, linger_ms=0, rand=random.Random(5), partitioner_availability_timeout_ms=100)
+    metadata = cluster({"t": 3})
+    for tp in TPS:
+        append(acc, tp=tp)  # every partition has a queue: the adaptive draw has queue sizes
+    big = b"x" * 1500  # a batch each: every keyless record after the first switches partition
+    append_keyless(acc, big)
+    acc.update_node_latency_stats({1, 2, 3}, {2, 3}, clock.now_ms)
+    clock.advance(101)
+    acc.update_node_latency_stats({1, 2, 3}, {2, 3}, clock.now_ms)  # node 1 had data but no free slot for 101 ms
+    acc.ready(metadata, clock.now_ms)
+    assert 0 not in {append_keyless(acc, big) for _ in range(30)}
+
+
+def test_without_adaptive_partitioning_every_partition_takes_turns() -> None:
+    clock = FakeMonotonic()
+    acc = make(clock, linger_ms=0, rand=random.Random(6), partitioner_availability_timeout_ms=100,
+               partitioner_adaptive_partitioning_enable=False)
+    for tp in TPS:
+        append(acc, tp=tp)
+    big = b"x" * 1500
+    append_keyless(acc, big)
+    acc.update_node_latency_stats({1, 2, 3}, {2, 3}, clock.now_ms)
+    clock.advance(101)
+    acc.update_node_latency_stats({1, 2, 3}, {2, 3}, clock.now_ms)
+    acc.ready(cluster({"t": 3}), clock.now_ms)
+    assert {append_keyless(acc, big) for _ in range(30)} == {0, 1, 2}
