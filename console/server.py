@@ -8,6 +8,10 @@
   POST /api/faults/controller/kill
                              only with --allow-faults on a local cluster; 403 otherwise
 
+Every POST must carry `X-Requested-By: minibroker-console` and, if it has an Origin, come from the console's own
+origin: another web page open in the same browser can send a plain cross-site POST to 127.0.0.1, but not a
+custom header (that needs a CORS preflight this server never grants), so it cannot press a fault button.
+
 A picture holds every partition of the topic asked for, or with no topic the
 partitions of the cluster's own topics up to MAX_PARTITIONS (the page's topic
 list names them all): a cluster of a thousand partitions is not redrawn whole
@@ -33,6 +37,19 @@ MAX_PARTITIONS = 60
 _STREAM_POLL_S = 0.05
 
 COLLECTOR = web.AppKey("collector", Collector)
+REQUESTED_BY = ("X-Requested-By", "minibroker-console")
+
+
+@web.middleware
+async def same_origin_posts(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Refuse a POST that another site's page could have sent (see the module's docstring)."""
+    if request.method == "POST":
+        origin = request.headers.get("Origin")
+        foreign = origin is not None and origin.split("://", 1)[-1] != request.host
+        if request.headers.get(REQUESTED_BY[0]) != REQUESTED_BY[1] or foreign:
+            return web.json_response({"error": "a console action needs the console's own page"}, status=403)
+    response: web.StreamResponse = await handler(request)
+    return response
 
 
 def picture_json(picture: Picture, topic: str | None, faults: bool) -> dict[str, Any]:
@@ -49,7 +66,7 @@ def picture_json(picture: Picture, topic: str | None, faults: bool) -> dict[str,
 
 
 def create_app(collector: Collector, local: LocalProcesses | None, allow_faults: bool) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[same_origin_posts])
     app[COLLECTOR] = collector
     faults = local if allow_faults and local is not None else None
 

@@ -114,7 +114,9 @@ function drawCluster(p) {
 }
 
 async function fault(path) {
-  const response = await fetch(`/api/faults/${path}`, { method: "POST" });
+  // The header proves the request comes from this page (console/server.py refuses a POST without it).
+  const response = await fetch(`/api/faults/${path}`,
+    { method: "POST", headers: { "X-Requested-By": "minibroker-console" } });
   const body = await response.json();
   $("fault-result").textContent = body.done || body.error;
 }

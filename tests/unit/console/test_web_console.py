@@ -19,7 +19,7 @@ from common.grpc_tls import PLAINTEXT
 from console import view
 from console.collector import Collector, Picture
 from console.log_dirs import replica_sizes
-from console.server import MAX_PARTITIONS, create_app, picture_json
+from console.server import MAX_PARTITIONS, REQUESTED_BY, create_app, picture_json
 from proto import minibroker_pb2 as pb
 
 LAG_MAX_MS = 3000
@@ -155,7 +155,7 @@ def test_fault_buttons_answer_403_unless_allowed_on_a_local_cluster() -> None:
 
     async def scenario() -> tuple[int, str, int, str, int]:
         async with TestClient(TestServer(create_app(collector, None, allow_faults=True))) as client:
-            fault = await client.post("/api/faults/broker/1/sigstop")
+            fault = await client.post("/api/faults/broker/1/sigstop", headers=dict([REQUESTED_BY]))
             page = await client.get("/")
             script = await client.get("/static/console.js")
             return fault.status, (await fault.json())["error"], page.status, await page.text(), script.status
@@ -163,6 +163,23 @@ def test_fault_buttons_answer_403_unless_allowed_on_a_local_cluster() -> None:
     status, error, page_status, page, script_status = asyncio.run(scenario())
     assert (status, error) == (403, "faults are for a local cluster (--data-dir)")
     assert page_status == 200 and '<script src="/static/console.js">' in page and script_status == 200
+
+
+def test_a_post_another_site_could_send_is_refused() -> None:
+    """Another page in the user's browser can POST to 127.0.0.1 without asking, but not with a custom header, and
+    its Origin is not the console's: neither may press a fault button, even with --allow-faults."""
+    collector = Collector("127.0.0.1:1", PLAINTEXT)
+
+    async def scenario() -> list[tuple[int, str]]:
+        async with TestClient(TestServer(create_app(collector, None, allow_faults=True))) as client:
+            answers = []
+            for headers in ({}, {"Origin": "http://evil.example"},
+                            {**dict([REQUESTED_BY]), "Origin": "http://evil.example"}):
+                response = await client.post("/api/faults/controller/kill", headers=headers)
+                answers.append((response.status, (await response.json())["error"]))
+            return answers
+
+    assert asyncio.run(scenario()) == [(403, "a console action needs the console's own page")] * 3
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
