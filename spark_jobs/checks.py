@@ -445,10 +445,10 @@ def txn_index(replica: Replica) -> Iterator[Finding]:
     the marker's offset), and each entry its ABORT marker. A transaction whose batches are not in the log
     (below its start, or removed by the cleaner) may have an entry or not, but none starting after its marker."""
     unmatched = {(e["file"], e["slot"]): e for e in replica.txn_index}
+    by_marker = {(e["file"], e["producer_id"], e["last_offset"]): e for e in reversed(replica.txn_index)}
     for marker, first, exact in transactions_of(replica).aborts:
         file = _txn_index_file(marker.segment)
-        entry = next((e for e in replica.txn_index if e["file"] == file and e["producer_id"] == marker.producer_id
-                      and e["last_offset"] == marker.base_offset), None)
+        entry = by_marker.get((file, marker.producer_id, marker.base_offset))
         what = f"ABORT marker of producerId {marker.producer_id} at offset {marker.base_offset}"
         if entry is None:
             if first is not None:
@@ -456,11 +456,11 @@ def txn_index(replica: Replica) -> Iterator[Finding]:
                                  f" starts at offset {first})")
             continue
         unmatched.pop((entry["file"], entry["slot"]), None)
-        limit = marker.base_offset if first is None else first
-        if (exact and first is not None and entry["first_offset"] != first) or entry["first_offset"] > (limit or 0):
+        limit = (marker.base_offset or 0) if first is None else first
+        if (exact and first is not None and entry["first_offset"] != first) or entry["first_offset"] > limit:
+            in_log = "has no batch of it" if first is None else f"at {first}"
             yield replica.at(TXN_INDEX_MISMATCH, marker, f"{what}: {file} entry {entry['slot']} says its"
-                             f" transaction starts at offset {entry['first_offset']}, the log at"
-                             f" {'no batch' if first is None else first}")
+                             f" transaction starts at offset {entry['first_offset']}, the log {in_log}")
     for entry in unmatched.values():
         yield replica.finding(TXN_INDEX_MISMATCH, f"{entry['file']} entry {entry['slot']} (producerId"
                               f" {entry['producer_id']}, firstOffset {entry['first_offset']}, lastOffset"
