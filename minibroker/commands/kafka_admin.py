@@ -22,8 +22,8 @@ BOOTSTRAP_TIMEOUT_MS = 10_000
 
 def kafka_listeners(args: argparse.Namespace) -> str:
     """--bootstrap-server (probed: it must be a Kafka listener), else --data-dir's cluster's Kafka listeners."""
-    if args.bootstrap_server:
-        return bootstrap_servers(args, listener=KAFKA)
+    if args.bootstrap_server or args.data_dir is None:
+        return bootstrap_servers(args, listener=KAFKA)  # without either: Kafka's missing-argument error
     servers = cluster_info(args).kafka_bootstrap_servers
     if not servers:
         raise UsageError(f"the cluster of {args.data_dir} has no Kafka listener in its cluster.json")

@@ -99,8 +99,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     try:
         admin = open_kafka_admin(args, kafka_listeners(args), "minibroker-transactions")
-    except (UsageError, KafkaError) as e:
+    except UsageError as e:
         print(f"minibroker transactions: {e}", file=sys.stderr)
+        return 1
+    except KafkaError as e:  # no broker answered
+        print(f"minibroker transactions: {e.message}", file=sys.stderr)
         return 1
     try:
         args.transactions_verb.execute(admin, args, sys.stdout)
