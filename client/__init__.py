@@ -24,6 +24,7 @@ Shared by all three:
   metadata.py             which brokers exist and which one leads each partition
   retry.py                when to retry and how long to wait (pure)
   fetcher.py              the consumer's Fetcher: Fetch and ListOffsets, records out of their answers
+  read_committed.py       what a read_committed consumer drops: aborted transactions' batches (Kafka's Fetcher)
 
 The group consumer (Consumer with a group_id), rules apart from I/O:
   consumer_protocol.py    Kafka's ConsumerProtocol subscription / assignment bytes (protocol type "consumer")

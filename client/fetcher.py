@@ -23,13 +23,14 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from client.connection import ResponseFuture
 from client.errors import KafkaTimeoutError, MessageTooLargeError, OffsetOutOfRangeError
 from client.metadata import Metadata
 from client.metrics import FetchManagerMetrics
+from client.read_committed import AbortedTransactions
 from client.retry import FetchAction, fetch_action
 from client.structs import ConsumerRecord, OffsetAndTimestamp
 from client.subscription import SubscriptionState
@@ -70,16 +71,19 @@ def parse_records(
     check_crcs: bool = True,
     key_deserializer: Deserializer | None = None,
     value_deserializer: Deserializer | None = None,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records at or after `fetch_offset` in a fetch answer, and the offset to fetch next.
 
     Batches ending below `fetch_offset` are skipped without decoding; records
     below it inside the first batch are dropped. Control batches are skipped
-    but still move the next offset past them. A partial batch at the end is
+    but still move the next offset past them, and so are the batches of the
+    `aborted_transactions` ((producer id, first offset) each) when a
+    READ_COMMITTED answer names some (client/read_committed.py). A partial batch at the end is
     ignored; if it is the only thing there the broker sent less than one batch,
     which KIP-74 rules out, and that is an error rather than a silent stall.
     """
-    scanned = scan_records(tp, data, fetch_offset, check_crcs=check_crcs)
+    scanned = scan_records(tp, data, fetch_offset, check_crcs=check_crcs, aborted_transactions=aborted_transactions)
     return scanned.decode(key_deserializer, value_deserializer), scanned.next_offset
 
 
@@ -112,12 +116,14 @@ class ScannedRecords(NamedTuple):
         return records
 
 
-def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_crcs: bool = True) -> ScannedRecords:
+def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_crcs: bool = True,
+                 aborted_transactions: Sequence[tuple[int, int]] | None = None) -> ScannedRecords:
     """parse_records's per-batch half: which batches hold records at or after `fetch_offset`, and the next offset.
 
     Costs per batch, not per record, so a consumer knows where its next fetch
-    starts before it decodes anything. Raises what parse_records raises for a
-    damaged batch or an answer without one whole batch.
+    starts before it decodes anything; so does dropping `aborted_transactions`'
+    batches. Raises what parse_records raises for a damaged batch or an answer
+    without one whole batch.
     """
     if not isinstance(data, bytes):
         data = bytes(data)  # records are read (and sliced) where they are: slices must be bytes
@@ -127,6 +133,8 @@ def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_cr
     next_offset = fetch_offset
     batches: list[tuple[int, BatchHeader]] = []
     max_records = 0
+    # None when nothing can be aborted (READ_UNCOMMITTED, or no aborted transaction named): no per-batch cost.
+    aborted = AbortedTransactions(aborted_transactions) if aborted_transactions else None
     while end - pos >= LOG_OVERHEAD:
         size = read_offset_and_length(data, pos)[1] + LOG_OVERHEAD
         if pos + size > end:
@@ -136,10 +144,13 @@ def scan_records(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_cr
         header = validate_batch(view, pos, allow_gaps=True) if check_crcs else parse_header(view, pos)
         start = pos
         pos += size
+        # Every batch with a producer id goes through the filter, in order, even below the fetch offset: an
+        # ABORT marker there still ends its transaction (Kafka walks all of the answer's batches).
+        skipped = aborted is not None and aborted.skips(data, start, header)
         if header.last_offset < fetch_offset:
             continue
         next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
+        if skipped or header.is_control:
             continue
         batches.append((start, header))
         max_records += header.record_count
@@ -327,10 +338,14 @@ class Fetcher:
         if action is FetchAction.RECORDS:
             state.high_watermark = part.high_watermark
             state.log_start_offset = part.log_start_offset
+            state.last_stable_offset = part.last_stable_offset
             data = part.records  # read once: each read of a bytes field copies it out of the message
             if not data:
                 return
-            scanned = scan_records(tp, data, fetch_offset, check_crcs=self._check_crcs)
+            aborted = None
+            if self._isolation_level == READ_COMMITTED:
+                aborted = [(txn.producer_id, txn.first_offset) for txn in part.aborted_transactions]
+            scanned = scan_records(tp, data, fetch_offset, check_crcs=self._check_crcs, aborted_transactions=aborted)
             self._completed.append(CompletedFetch(tp, fetch_offset, None, scanned.next_offset, scanned,
                                                   self._key_deserializer, self._value_deserializer))
         elif action is FetchAction.RESET_OFFSET:
@@ -400,10 +415,12 @@ class Fetcher:
         return out
 
     def _record_lag(self, tp: TopicPartition) -> None:
-        """Kafka records a partition's lag as its records are handed out: high watermark - new position."""
+        """Kafka records a partition's lag as its records are handed out: the end a reader of its isolation
+        level can reach (high watermark, or last stable offset for READ_COMMITTED) - new position."""
         state = self._subscriptions.state(tp)
-        if self._metrics is not None and state.high_watermark >= 0 and state.position is not None:
-            self._metrics.record_partition_lag(tp, state.high_watermark - state.position)
+        end = state.last_stable_offset if self._isolation_level == READ_COMMITTED else state.high_watermark
+        if self._metrics is not None and end >= 0 and state.position is not None:
+            self._metrics.record_partition_lag(tp, end - state.position)
 
     def close(self) -> None:
         for pending in self._pending.values():

@@ -55,12 +55,14 @@ class ConsumerRebalanceListener:
 
 
 class TopicPartitionState:
-    __slots__ = ("high_watermark", "log_start_offset", "next_retry_ms", "position", "reset_strategy")
+    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "next_retry_ms", "position",
+                 "reset_strategy")
 
     def __init__(self) -> None:
         self.position: int | None = None
         self.reset_strategy: OffsetResetStrategy | None = None
         self.high_watermark = -1
+        self.last_stable_offset = -1
         self.log_start_offset = -1
         self.next_retry_ms = 0.0  # no fetch for this partition before then (backoff after an error)
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "minibroker.commands.topics",
     "minibroker.commands.configs",
     "minibroker.commands.acls",
+    "minibroker.commands.transactions",
     "minibroker.commands.leader_election",
     "minibroker.commands.get_offsets",
     "minibroker.commands.consumer_groups",

@@ -15,6 +15,13 @@ checks: their offsets may have gaps (they must still increase), and replicas,
 each cleaned on its own schedule, must agree on the latest value of every key
 below the cleaned point (the highest cleaner checkpoint of the replicas) and
 byte for byte (offsets, epoch, CRC) above it, where no cleaner has been yet.
+
+Transactions (KIP-98): each ABORT marker has its `.txnindex` entry in its segment (producer id, the
+transaction's first offset, the marker's offset) and each entry its marker; no transaction is left without a
+marker by its producer moving on (another epoch, a non-transactional batch); transactions still open at the end
+of the log are not findings but reported as open (`transactions_of`). Markers are batches, so the replicas'
+byte agreement covers them; their aborted ranges (`.txnindex` entries) are compared too, and aborted records
+never count as a key's latest value.
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from broker.log.files import LEADER_EPOCH_CHECKPOINT, LOG_FILE_SUFFIX, REPLICATION_OFFSET_CHECKPOINT
+from broker.log.files import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_FILE_SUFFIX,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TXN_INDEX_FILE_SUFFIX,
+)
 
 # Every check's name, as it appears in findings (the report's `check` column).
 INVALID_BYTES = "invalid_bytes"
@@ -43,6 +55,10 @@ HIGH_WATERMARK_ABOVE_LOG_END = "high_watermark_above_log_end"
 REPLICA_DIVERGENCE = "replica_divergence"
 DUPLICATE_PRODUCER_BATCH = "duplicate_producer_batch"
 SEGMENT_REPLACED = "segment_replaced"
+TXN_INDEX_MISMATCH = "txn_index_mismatch"
+TXN_WITHOUT_MARKER = "txn_without_marker"
+ABORTED_TXN_DIVERGENCE = "aborted_txn_divergence"
+ABORT = "ABORT"
 
 # What the data source (spark_jobs/files.py's file_identity) says of a segment file's identity besides its
 # device and inode: replaced while it was read, or no file under its name.
@@ -97,6 +113,8 @@ class Batch(NamedTuple):
     records: list[dict[str, Any]] | None = None
     # The generation of the segment file read (spark_jobs/files.py's file_identity), None when unknown.
     segment_id: str | None = None
+    # A marker's type (ABORT, COMMIT), None for any other batch.
+    control_type: str | None = None
 
     @property
     def whole(self) -> bool:
@@ -121,6 +139,8 @@ class Replica:
     offset_index: list[dict[str, Any]] = field(default_factory=list)
     time_index: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
+    # `.txnindex` entries: file, slot, producer_id, first_offset, last_offset, last_stable_offset.
+    txn_index: list[dict[str, Any]] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
 
     def finding(self, check: str, detail: str, file: str | None = None, position: int | None = None,
@@ -362,8 +382,104 @@ def producer_duplicates(replica: Replica) -> Iterator[Finding]:
                              f" ({earlier.segment} position {earlier.position})")
 
 
+class Abort(NamedTuple):
+    """An ABORT marker and the first offset of its transaction as the log shows it (None: no batch of it is
+    there), `exact` when the log holds the producer's history that far back, so that first offset is the one."""
+
+    marker: Batch
+    first_offset: int | None
+    exact: bool
+
+
+@dataclass
+class Transactions:
+    """A replica's transactions, walked in offset order (Kafka's ProducerStateManager, over the rows)."""
+
+    aborts: list[Abort] = field(default_factory=list)
+    # Producer id -> first offset of its transaction open at the end of the log.
+    open: dict[int, int] = field(default_factory=dict)
+    # (first batch of a transaction, the producer's batch that moved on without a marker).
+    unfinished: list[tuple[Batch, Batch]] = field(default_factory=list)
+    # (segment, position) of every batch of an aborted transaction.
+    aborted_batches: set[tuple[str, int]] = field(default_factory=set)
+
+
+def transactions_of(replica: Replica) -> Transactions:
+    """Which transactions a replica's log closes, aborts, leaves open or leaves without a marker.
+
+    A transaction opens with its producer's first transactional batch and closes with its marker. Its first
+    offset is exact when nothing of the producer's history can be missing: a log from offset 0 that no cleaner
+    touched, or after a marker of that producer in this log."""
+    found = Transactions()
+    whole_log = not replica.compacted and replica.log_start == 0
+    opened: dict[int, list[Batch]] = {}
+    closed_before: set[int] = set()
+    for batch in replica.whole_batches:
+        producer_id = batch.producer_id
+        if producer_id is None or producer_id < 0 or batch.error is not None:
+            continue
+        if batch.is_control:
+            closed = opened.pop(producer_id, [])
+            if batch.control_type == ABORT:
+                exact = not replica.compacted and (whole_log or producer_id in closed_before)
+                found.aborts.append(Abort(batch, closed[0].base_offset if closed else None, exact))
+                found.aborted_batches.update((b.segment, b.position) for b in closed)
+            closed_before.add(producer_id)
+            continue
+        txn = opened.get(producer_id)
+        if txn is not None and (not batch.is_transactional or batch.producer_epoch != txn[0].producer_epoch):
+            found.unfinished.append((txn[0], batch))
+            del opened[producer_id]
+        if batch.is_transactional:
+            opened.setdefault(producer_id, []).append(batch)
+    found.open = {producer_id: txn[0].base_offset or 0 for producer_id, txn in opened.items()}
+    return found
+
+
+def _txn_index_file(segment: str) -> str:
+    return segment.rsplit(".", 1)[0] + TXN_INDEX_FILE_SUFFIX
+
+
+def txn_index(replica: Replica) -> Iterator[Finding]:
+    """Each ABORT marker has its entry in its segment's `.txnindex` (producer id, the transaction's first offset,
+    the marker's offset), and each entry its ABORT marker. A transaction whose batches are not in the log
+    (below its start, or removed by the cleaner) may have an entry or not, but none starting after its marker."""
+    unmatched = {(e["file"], e["slot"]): e for e in replica.txn_index}
+    by_marker = {(e["file"], e["producer_id"], e["last_offset"]): e for e in reversed(replica.txn_index)}
+    for marker, first, exact in transactions_of(replica).aborts:
+        file = _txn_index_file(marker.segment)
+        entry = by_marker.get((file, marker.producer_id, marker.base_offset))
+        what = f"ABORT marker of producerId {marker.producer_id} at offset {marker.base_offset}"
+        if entry is None:
+            if first is not None:
+                yield replica.at(TXN_INDEX_MISMATCH, marker, f"{what} has no entry in {file} (its transaction"
+                                 f" starts at offset {first})")
+            continue
+        unmatched.pop((entry["file"], entry["slot"]), None)
+        limit = (marker.base_offset or 0) if first is None else first
+        if (exact and first is not None and entry["first_offset"] != first) or entry["first_offset"] > limit:
+            in_log = "has no batch of it" if first is None else f"at {first}"
+            yield replica.at(TXN_INDEX_MISMATCH, marker, f"{what}: {file} entry {entry['slot']} says its"
+                             f" transaction starts at offset {entry['first_offset']}, the log {in_log}")
+    for entry in unmatched.values():
+        yield replica.finding(TXN_INDEX_MISMATCH, f"{entry['file']} entry {entry['slot']} (producerId"
+                              f" {entry['producer_id']}, firstOffset {entry['first_offset']}, lastOffset"
+                              f" {entry['last_offset']}) names no ABORT marker of that producer in its segment",
+                              entry["file"], None, entry["first_offset"], entry["last_offset"])
+
+
+def txn_markers(replica: Replica) -> Iterator[Finding]:
+    """No transaction is left without a marker: its producer moves on (another epoch, a non-transactional batch)
+    only after one. Transactions still open at the end of the log are not findings (transactions_of)."""
+    for first, moved_on in transactions_of(replica).unfinished:
+        yield replica.at(TXN_WITHOUT_MARKER, moved_on, f"producerId {first.producer_id}'s transaction from offset"
+                         f" {first.base_offset} (producerEpoch {first.producer_epoch}) has no marker before its"
+                         f" {'transactional' if moved_on.is_transactional else 'non-transactional'} batch at"
+                         f" offset {moved_on.base_offset} (producerEpoch {moved_on.producer_epoch})")
+
+
 REPLICA_CHECKS = (file_problems, batch_integrity, consecutive_offsets, segment_replaced, offset_index, time_index,
-                  leader_epochs, high_watermark, producer_duplicates)
+                  leader_epochs, high_watermark, producer_duplicates, txn_index, txn_markers)
 
 
 # --------------------------------------------------------------------------- across replicas
@@ -373,8 +489,12 @@ def _identity(batch: Batch) -> tuple[int | None, int | None, int | None, int | N
     return batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.crc
 
 
+def _name(replica: Replica) -> str:
+    return f"broker {replica.broker}" if replica.broker is not None else replica.log_dir
+
+
 def _describe(replica: Replica, batch: Batch | None) -> str:
-    name = f"broker {replica.broker}" if replica.broker is not None else replica.log_dir
+    name = _name(replica)
     if batch is None:
         return f"{name} has no batch there"
     return (f"{name} has offsets {batch.base_offset}-{batch.last_offset} partitionLeaderEpoch"
@@ -408,14 +528,37 @@ def replica_agreement(replicas: Sequence[Replica]) -> Iterator[Finding]:
             return
         start = max(start, cleaned)
     yield from _batch_agreement(compared, start, end)
+    yield from aborted_txn_agreement(compared, start, end)
+
+
+def aborted_txn_agreement(replicas: Sequence[Replica], start: int, end: int) -> Iterator[Finding]:
+    """The replicas' `.txnindex` entries whose marker is in [start, end) name the same aborted ranges (producer
+    id, first offset, marker offset): what a READ_COMMITTED reader is told to drop, whichever replica leads."""
+    held = [{(e["producer_id"], e["first_offset"], e["last_offset"]) for e in r.txn_index
+             if start <= e["last_offset"] < end} for r in replicas]
+    if len({frozenset(h) for h in held}) <= 1:
+        return
+    # Against the majority's ranges; without a majority, against every range any replica holds.
+    majority = _outvoted([frozenset(h) for h in held])
+    reference = majority if isinstance(majority, frozenset) else frozenset(set().union(*held))
+    for replica, ranges in zip(replicas, held):
+        missing, extra = sorted(reference - ranges), sorted(ranges - reference)
+        if not missing and not extra:
+            continue
+        (pid, first, last), said = (missing[0], "lacks") if missing else (extra[0], "alone has")
+        yield replica.finding(ABORTED_TXN_DIVERGENCE, f"replicas disagree on the aborted transactions below the"
+                              f" high watermark {end}: {_name(replica)} {said} producerId {pid}'s from offset"
+                              f" {first} to its ABORT marker at {last}", None, None, first, last)
 
 
 def _latest_values(replica: Replica, start: int, end: int) -> dict[bytes | None, tuple[int, int]]:
     """Key -> (offset, value CRC) of its newest record in [start, end); tombstones count as absent, since a
     cleaner drops them once delete.retention.ms has passed, on each replica at its own time."""
     latest: dict[bytes | None, tuple[int, int | None]] = {}
+    aborted = transactions_of(replica).aborted_batches  # never a key's value: the cleaner drops them on its own time
     for batch in replica.whole_batches:
-        if batch.is_control or (batch.last_offset or 0) < start or (batch.base_offset or 0) >= end:
+        if batch.is_control or (batch.last_offset or 0) < start or (batch.base_offset or 0) >= end \
+                or (batch.segment, batch.position) in aborted:
             continue
         for record in batch.records or ():
             if start <= record["offset"] < end:

@@ -60,9 +60,11 @@ from broker.log.files import (
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
 )
-from broker.log.index import decode_offset_index, decode_time_index
+from broker.log.index import CorruptIndexError, decode_offset_index, decode_time_index
 from broker.log.manager import parse_meta_properties
+from broker.log.transaction_index import ABORTED_TXN_SIZE, decode_entries
 from common.record import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -74,6 +76,7 @@ from common.record import (
     CompressionType,
     crc32c,
     decode_records,
+    read_end_txn_marker,
     validate_batch,
 )
 from proto.errors import KafkaError
@@ -91,7 +94,7 @@ BATCH_SCHEMA = (
     " magic int, crc long, computed_crc long, partition_leader_epoch int, codec string, timestamp_type string,"
     " base_timestamp long, max_timestamp long, producer_id long, producer_epoch int, base_sequence int,"
     " is_transactional boolean, is_control boolean, error string, problem string,"
-    " records array<struct<offset: long, key: binary, value_crc: long>>, segment_id string"
+    " records array<struct<offset: long, key: binary, value_crc: long>>, segment_id string, control_type string"
 )
 RECORD_SCHEMA = (
     f"{_REPLICA}, segment string, batch_position long, offset long, timestamp long, key binary, value_size int,"
@@ -103,7 +106,9 @@ REPLICA_SCHEMA = (
     " segments array<struct<file: string, base_offset: long, size: long, id: string>>,"
     " offset_index array<struct<file: string, slot: int, offset: long, position: long, log_id: string>>,"
     " time_index array<struct<file: string, slot: int, timestamp: long, offset: long, log_id: string>>,"
-    " problems array<struct<check: string, file: string, detail: string>>"
+    " problems array<struct<check: string, file: string, detail: string>>,"
+    " txn_index array<struct<file: string, slot: int, producer_id: long, first_offset: long, last_offset: long,"
+    " last_stable_offset: long>>"
 )
 SCHEMAS = {"batches": BATCH_SCHEMA, "records": RECORD_SCHEMA, "replicas": REPLICA_SCHEMA}
 
@@ -114,7 +119,8 @@ _LOG_DIR_FILES = frozenset({META_PROPERTIES, CLEAN_SHUTDOWN_FILE, REPLICATION_OF
                             CLEANER_OFFSET_CHECKPOINT})
 # Left by a broker killed mid-write or mid-cleaning; its recovery discards or completes them.
 _LEFTOVER_SUFFIXES = (TMP_SUFFIX, DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, SNAPSHOT_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
+                     SNAPSHOT_SUFFIX)
 
 
 @dataclass
@@ -245,6 +251,18 @@ def _keyed_records(data: memoryview | None, header: BatchHeader) -> list[dict[st
             for r in records]
 
 
+def _control_type(data: memoryview | None, header: BatchHeader) -> tuple[str | None, str | None]:
+    """(ABORT or COMMIT, what is wrong with its record) of a valid control batch: its one record decoded, once per
+    marker; (None, None) for any other batch or a control record of another type."""
+    if data is None or not header.attributes & CONTROL_MASK:
+        return None, None
+    try:
+        marker = read_end_txn_marker(data, 0, header)
+    except KafkaError as exc:
+        return None, str(exc)
+    return (None if marker is None else marker.control_type.name), None
+
+
 def batch_rows(part: ReplicaDir, chunk_size: int) -> Iterator[tuple[Any, ...]]:
     """The partition's `batches` rows, in BATCH_SCHEMA's column order (checks.Batch's fields)."""
     replica = (part.broker, part.log_dir, part.topic, part.partition)
@@ -258,6 +276,8 @@ def batch_rows(part: ReplicaDir, chunk_size: int) -> Iterator[tuple[Any, ...]]:
                 generation = identity_across(location, generation)
                 for position, h, data, problem in scan_batches(read_at, size, chunk_size):
                     computed, error = _validate(data, position, h.crc, part.compacted)
+                    control_type, marker_error = _control_type(data, h) if error is None else (None, None)
+                    error = error or marker_error
                     attributes = h.attributes
                     yield (*replica, name, position, h.base_offset, h.base_offset + h.last_offset_delta,
                            h.record_count, h.batch_length + LOG_OVERHEAD, h.magic, h.crc, computed,
@@ -265,9 +285,11 @@ def batch_rows(part: ReplicaDir, chunk_size: int) -> Iterator[tuple[Any, ...]]:
                            _TIMESTAMP_TYPES[bool(attributes & TIMESTAMP_TYPE_MASK)], h.base_timestamp,
                            h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
                            bool(attributes & TRANSACTIONAL_MASK), bool(attributes & CONTROL_MASK), error, problem,
-                           _keyed_records(data, h) if part.compacted and error is None else None, generation)
+                           _keyed_records(data, h) if part.compacted and error is None else None, generation,
+                           control_type)
         except OSError as exc:
-            yield (*replica, name, 0, *([None] * 20), f"cannot read {name}: {exc}", None, None)
+            # base_offset .. error unknown; the problem; no records, generation or control type.
+            yield (*replica, name, 0, *([None] * 18), f"cannot read {name}: {exc}", None, None, None)
 
 
 def read_batches(part: ReplicaDir, schema: pa.Schema, chunk_size: int) -> Iterator[pa.RecordBatch]:
@@ -361,7 +383,7 @@ def read_log_dir(part: ReplicaDir) -> dict[str, Any]:
             problems.append(_problem("unknown_file", entry.name, f"unknown file {root.child(entry.name).uri}"))
     return {**part.key(), "high_watermark": None, "log_start_offset": None, "compacted": False,
             "cleaner_offset": None, "leader_epochs": None,
-            "segments": [], "offset_index": [], "time_index": [], "problems": problems}
+            "segments": [], "offset_index": [], "time_index": [], "problems": problems, "txn_index": []}
 
 
 def read_replica(part: ReplicaDir) -> dict[str, Any]:
@@ -380,6 +402,7 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
     segments: list[dict[str, Any]] = []
     offset_index: list[dict[str, Any]] = []
     time_index: list[dict[str, Any]] = []
+    txn_index: list[dict[str, Any]] = []
     epochs: list[dict[str, Any]] | None = None
     try:
         entries = list_dir(directory)
@@ -409,13 +432,17 @@ def read_replica(part: ReplicaDir) -> dict[str, Any]:
             segments.append({"file": name, "base_offset": base, "size": entry.size,
                              "id": file_identity(directory.child(name))})
             continue
+        if suffix == TXN_INDEX_FILE_SUFFIX:
+            _read_txn_index(directory, name, txn_index, problems)
+            continue
         _read_index(directory, name, base, suffix, offset_index, time_index, problems)
     if epochs is None and segments and not any(p["file"] == LEADER_EPOCH_CHECKPOINT for p in problems):
         problems.append(_problem("missing_checkpoint", LEADER_EPOCH_CHECKPOINT,
                                  f"{directory.child(LEADER_EPOCH_CHECKPOINT).uri} does not exist"))
     return {**part.key(), "high_watermark": hw, "log_start_offset": start, "compacted": part.compacted,
             "cleaner_offset": cleaner_offset, "leader_epochs": epochs,
-            "segments": segments, "offset_index": offset_index, "time_index": time_index, "problems": problems}
+            "segments": segments, "offset_index": offset_index, "time_index": time_index, "problems": problems,
+            "txn_index": txn_index}
 
 
 def _read_index(directory: Location, name: str, base: int, suffix: str, offset_index: list[dict[str, Any]],
@@ -442,6 +469,27 @@ def _read_index(directory: Location, name: str, base: int, suffix: str, offset_i
         time_index.extend({"file": name, "slot": slot, "timestamp": e.timestamp, "offset": e.offset,
                            "log_id": log_id}
                           for slot, e in enumerate(decode_time_index(raw, base)))
+
+
+def _read_txn_index(directory: Location, name: str, txn_index: list[dict[str, Any]],
+                    problems: list[dict[str, Any]]) -> None:
+    """A `.txnindex`'s entries (Kafka's 34-byte AbortedTxn), each slot on its own: an entry of an unknown
+    version is a problem of its slot, not of the whole file."""
+    try:
+        raw = read_file(directory.child(name))
+    except OSError as exc:
+        problems.append(_problem("unreadable_file", name, f"cannot read {directory.child(name).uri}: {exc}"))
+        return
+    if len(raw) % ABORTED_TXN_SIZE:
+        problems.append(_problem("index_size", name, f"Index file {name} is corrupt, found {len(raw)} bytes which"
+                                 f" is not a multiple of {ABORTED_TXN_SIZE}"))
+    for slot in range(len(raw) // ABORTED_TXN_SIZE):
+        try:
+            [entry] = decode_entries(raw[slot * ABORTED_TXN_SIZE:(slot + 1) * ABORTED_TXN_SIZE], name)
+        except CorruptIndexError as exc:
+            problems.append(_problem("txn_index_mismatch", name, f"entry {slot}: {exc}"))
+            continue
+        txn_index.append({"file": name, "slot": slot, **entry._asdict()})
 
 
 # --------------------------------------------------------------------------- the data source

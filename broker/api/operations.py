@@ -42,6 +42,7 @@ from broker.config.metadata_cache import MetadataCache, Node, TopicMetadata
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.fetcher.protocol import MAX_TIMESTAMP
 from broker.log.log import AppendOrigin
+from broker.log.producer_state import ActiveProducer
 from broker.purgatory.completion import Completion
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
@@ -403,6 +404,33 @@ class BrokerOperations:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, []
         return ErrorCode.NONE, await self.pools.disk(
             self.replica_manager.describe_log_dirs, None if partitions is None else set(partitions))
+
+    # ------------------------------------------------------------------ DescribeProducers
+
+    def describe_producers(self, session: Session, topics: Sequence[tuple[str, Sequence[int]]]
+                           ) -> list[tuple[str, list[tuple[int, ErrorCode, list[ActiveProducer]]]]]:
+        """Kafka's handleDescribeProducersRequest (KIP-664): each partition's active producers as this broker's
+        replica (leader or follower) knows them. A topic the principal may not Read is TOPIC_AUTHORIZATION_FAILED,
+        an unknown one UNKNOWN_TOPIC_OR_PARTITION, for each of its partitions; a partition this broker holds no
+        replica of is NOT_LEADER_OR_FOLLOWER (the ReplicaManager's getPartitionOrError)."""
+        readable = self.authorized_topics(session, AclOperation.READ, (topic for topic, _ in topics))
+        answers = []
+        for topic, partitions in topics:
+            refusal = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic not in readable
+                       else None if self.metadata_cache.contains_topic(topic) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            states: list[tuple[int, ErrorCode, list[ActiveProducer]]] = []
+            for partition in partitions:
+                if refusal is not None:
+                    states.append((partition, refusal, []))
+                    continue
+                try:
+                    producers = self.replica_manager.active_producer_state(TopicPartition(topic, partition))
+                except KafkaError as e:
+                    states.append((partition, ErrorCode(e.code), []))
+                else:
+                    states.append((partition, ErrorCode.NONE, producers))
+            answers.append((topic, states))
+        return answers
 
     # ------------------------------------------------------------------ Metadata
 

@@ -50,7 +50,12 @@ from broker.log.log_validator import (
     recompress_to_topic_codec,
     validate_leader_append,
 )
-from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerBatch, ProducerStateManager
+from broker.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ActiveProducer,
+    ProducerBatch,
+    ProducerStateManager,
+)
 from broker.log.segment import (
     BatchSpan,
     FetchDataInfo,
@@ -328,6 +333,11 @@ class Log:
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         with self._lock:
             self.producer_state.on_high_watermark_updated(high_watermark)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this log's producer state holds (Kafka's Log.activeProducers, for DescribeProducers)."""
+        with self._lock:
+            return [entry.describe() for entry in self.producer_state.active_producers.values()]
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest unstable transaction, None without one: the log cleaner stops there."""

@@ -165,6 +165,18 @@ class CompletedTxn(NamedTuple):
     is_aborted: bool
 
 
+class ActiveProducer(NamedTuple):
+    """A producer as DescribeProducers (KIP-664) describes it: Kafka's DescribeProducersResponseData.ProducerState,
+    -1 for what is unknown (no sequence, no coordinator epoch, no open transaction)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
 def _batch_queue(batches: Iterable[BatchMetadata] = ()) -> deque[BatchMetadata]:
     return deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
 
@@ -234,6 +246,10 @@ class ProducerStateEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+    def describe(self) -> ActiveProducer:
+        return ActiveProducer(self.producer_id, self.producer_epoch, self.last_seq, self.last_timestamp,
+                              self.coordinator_epoch, self.current_txn_first_offset)
 
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(

@@ -44,6 +44,7 @@ from broker.log.log import (
     TimestampAndOffset,
 )
 from broker.log.manager import LogManager
+from broker.log.producer_state import ActiveProducer
 from broker.replication.offset_metadata import offset_only, position_known
 from broker.replication.partition_state_store import IsrUpdateResult, PartitionStateStore
 from broker.replication.replica import Replica
@@ -684,6 +685,16 @@ class Partition:
                        if isolation is FetchIsolation.TXN_COMMITTED else None)
             return LogReadInfo(fetched, high_watermark, log_start_offset, log_end_offset, last_stable_offset,
                                aborted)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Kafka's Partition.activeProducerState: this replica's producers, a follower's as well as the leader's
+        (kafka-transactions.sh describe-producers --broker-id reads a follower's); NOT_LEADER_OR_FOLLOWER
+        without a local log."""
+        log = self.log
+        if log is None:
+            raise KafkaError(f"Broker {self.local_broker_id} has no log of {self.topic_partition}",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return log.active_producers()
 
     def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool) -> LogOffsetSnapshot:
         with self._lock:

@@ -53,6 +53,7 @@ from broker.fetcher.thread import PartitionLookup
 from broker.log.log import AppendOrigin, TimestampAndOffset
 from broker.log.log_dir_failure import LogDirFailedError
 from broker.log.manager import LogManager
+from broker.log.producer_state import ActiveProducer
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.purgatory.timer import Timer
 from broker.replication.delayed_delete_records import (
@@ -632,6 +633,11 @@ class ReplicaManager:
     def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[int, int]:
         return self.get_partition_or_error(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    def active_producer_state(self, tp: TopicPartition) -> list[ActiveProducer]:
+        """Kafka's ReplicaManager.activeProducerState (DescribeProducers): the producers of this broker's replica,
+        or getPartitionOrError's error (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_OR_PARTITION)."""
+        return self.get_partition_or_error(tp).active_producers()
 
     # ------------------------------------------------------------------ DescribeLogDirs
 

@@ -10,6 +10,7 @@ Kafka's tools:
   topics.py            kafka-topics.sh
   configs.py           kafka-configs.sh: topic and dynamic broker configs, users' SCRAM credentials
   acls.py              kafka-acls.sh
+  transactions.py      kafka-transactions.sh (describe-producers)
   console_producer.py  kafka-console-producer.sh
   console_consumer.py  kafka-console-consumer.sh
   consumer_groups.py   kafka-consumer-groups.sh
@@ -27,6 +28,7 @@ Tooling:
   console.py           `minibroker console`: the live web console of replication (console/)
 Shared:
   client_options.py    where the cluster is, and Kafka's key=value client settings
+  kafka_admin.py       kafka-python's KafkaAdminClient for the tools on the Kafka listeners (acls, transactions)
   listener_probe.py    whether a --bootstrap-server address is a gRPC or a Kafka listener, for a one-line refusal
   usage.py             usage errors found after argparse has parsed a command line
   extras.py            the optional extras some commands need (PySpark, matplotlib)

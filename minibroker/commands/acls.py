@@ -43,22 +43,17 @@ from common.security.authorizer import AclAuthorizer
 from common.security.principal import KafkaPrincipal
 from minibroker.commands.client_options import (
     UsageError,
-    bootstrap_servers,
-    cluster_info,
     connect_zookeeper,
-    kafka_python_admin_properties,
     parse_key_values,
     zookeeper_security,
 )
-from minibroker.commands.listener_probe import KAFKA
+from minibroker.commands.kafka_admin import kafka_error, kafka_listeners, open_kafka_admin
 from minibroker.commands.usage import CommandLineError
-from proto.errors import KafkaError, error_for
+from proto.errors import KafkaError
 from zk.acl import OPEN, ZkSecurity
 from zk.acl_store import ZkAclStore
 
 PATTERN_TYPES = ("literal", "prefixed", "match", "any")
-REQUEST_TIMEOUT_MS = 30_000
-BOOTSTRAP_TIMEOUT_MS = 10_000
 Results = list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]
 
 
@@ -239,24 +234,11 @@ class BrokerAcls:
     Not librdkafka: confluent-kafka 2.16's describe_acls drops a DescribeAcls response's top-level error (a
     principal without Describe on the cluster gets an empty list instead of CLUSTER_AUTHORIZATION_FAILED)."""
 
-    def __init__(self, servers: str, properties: dict[str, str]) -> None:
+    def __init__(self, args: argparse.Namespace, servers: str) -> None:
         import kafka.admin as kp_admin  # the CLI's other commands do not load it
-        from kafka import KafkaAdminClient
-
-        unknown = sorted(k for k in properties if k.replace(".", "_") not in KafkaAdminClient.DEFAULT_CONFIG)
-        if unknown:
-            raise UsageError(f"unknown client properties in --command-config: {', '.join(unknown)}")
-        from kafka.errors import KafkaError as KpError
 
         self._kp = kp_admin
-        try:
-            self._admin = KafkaAdminClient(bootstrap_servers=servers.split(","), client_id="minibroker-acls",
-                                           request_timeout_ms=REQUEST_TIMEOUT_MS,
-                                           bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-                                           **{k.replace(".", "_"): v for k, v in properties.items()})
-        except KpError as e:
-            # Kafka's AdminClient says it this way when no broker answers.
-            raise KafkaError(f"Timed out waiting for a node assignment ({servers}: {e})") from None
+        self._admin = open_kafka_admin(args, servers, "minibroker-acls")
 
     def _entry_args(self, principal: str | None, host: str | None, operation: AclOperation,
                     permission: AclPermissionType) -> dict[str, Any]:
@@ -287,11 +269,11 @@ class BrokerAcls:
 
     def create(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         answer = self._call(self._admin.create_acls, [self._binding(b) for b in bindings])
-        return [_kafka_error(error) for error in answer["failed"]] or [None] * len(bindings)
+        return [kafka_error(error) for error in answer["failed"]] or [None] * len(bindings)
 
     def delete(self, filters: Sequence[AclBindingFilter]) -> Results:
         answer = self._call(self._admin.delete_acls, [self._filter(f) for f in filters])
-        return [(None if error.errno == 0 else _kafka_error(error), [(self._from_kp(acl), None) for acl in acls])
+        return [(None if error.errno == 0 else kafka_error(error), [(self._from_kp(acl), None) for acl in acls])
                 for _, acls, error in answer]
 
     def describe(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
@@ -305,7 +287,7 @@ class BrokerAcls:
         try:
             return call(argument)
         except KpError as e:
-            raise _kafka_error(e) from None
+            raise kafka_error(e) from None
 
     def close(self) -> None:
         self._admin.close()
@@ -334,29 +316,13 @@ class ZooKeeperAcls:
         self._zk.close()
 
 
-def _kafka_error(error: Any) -> KafkaError:
-    """A kafka-python error (class or instance) as ours: its code, and its message when it carries one."""
-    message = str(error).partition(": ")[2] if isinstance(error, BaseException) else ""
-    code = getattr(error, "errno", None)
-    if isinstance(code, int) and code > 0:
-        return error_for(code, message or getattr(error, "description", ""))
-    return KafkaError(message or str(error))
-
-
 def _backend(args: argparse.Namespace) -> AclBackend:
     if args.authorizer_properties:
         props = parse_key_values(args.authorizer_properties)
         if not props.get("zookeeper.connect"):
             raise UsageError("--authorizer-properties needs zookeeper.connect=HOST:PORT")
         return ZooKeeperAcls(props["zookeeper.connect"], zookeeper_security(args))
-    properties = kafka_python_admin_properties(args)
-    if args.bootstrap_server:
-        servers = bootstrap_servers(args, listener=KAFKA)  # as kafka-acls.sh: a Kafka listener
-    else:
-        servers = cluster_info(args).kafka_bootstrap_servers
-        if not servers:
-            raise UsageError(f"the cluster of {args.data_dir} has no Kafka listener in its cluster.json")
-    return BrokerAcls(servers, properties)
+    return BrokerAcls(args, kafka_listeners(args))  # as kafka-acls.sh: a Kafka listener
 
 
 # ------------------------------------------------------------------ the actions

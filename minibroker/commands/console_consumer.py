@@ -2,7 +2,8 @@
 
     minibroker console-consumer (--topic T | --include REGEX) (--bootstrap-server H:P | --data-dir D)
         [--from-beginning] [--max-messages N] [--timeout-ms N] [--partition P [--offset O|earliest|latest]]
-        [--group G] [--property print.key=true --property print.timestamp=true --property key.separator=: ...]
+        [--group G] [--isolation-level read_committed|read_uncommitted]
+        [--property print.key=true --property print.timestamp=true --property key.separator=: ...]
 
 Lines are Kafka's DefaultMessageFormatter's: timestamp, partition, offset,
 headers, key, value - those asked for, in that order, joined by key.separator
@@ -21,7 +22,11 @@ names match the regular expression in full (Kafka 3's --include, formerly
 --whitelist). With --group the consumer is a member of that consumer group:
 several console consumers of one group split the partitions between them,
 start from the group's committed offsets, and hand their partitions over when
-they stop (Ctrl-C leaves the group at once).
+they stop (Ctrl-C leaves the group at once). --isolation-level read_committed
+prints only committed transactions' records and stops at the partition's last
+stable offset (an open transaction holds it there); read_uncommitted, the
+default, prints every record up to the high watermark. Given, it wins over an
+isolation.level consumer property, as in Kafka.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="Exit if no message is available for consumption for this long.")
     parser.add_argument("--group", help="The consumer group to join: its members share the topic's partitions,"
                         " and each commits what it read (enable.auto.commit).")
+    parser.add_argument("--isolation-level", metavar="LEVEL",
+                        help="Set to read_committed in order to filter out transactional messages which are not"
+                             " committed. Set to read_uncommitted to read all messages. (default: read_uncommitted)")
     parser.add_argument("--formatter", default=DEFAULT_FORMATTER, metavar="CLASS",
                         help="The message formatter: Kafka's DefaultMessageFormatter, the only one (configured with"
                              " --property).")
@@ -106,6 +114,8 @@ def consumer_props(args: argparse.Namespace) -> dict[str, str]:
     props.setdefault("client.id", "console-consumer")
     if args.group is not None:
         props["group.id"] = args.group
+    if args.isolation_level is not None:
+        props["isolation.level"] = args.isolation_level
     if args.from_beginning:
         props["auto.offset.reset"] = "earliest"
     else:

@@ -14,8 +14,9 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
 - one module per API family: api_versions.py, metadata.py, produce.py, fetch.py, offsets.py, admin.py (topics,
   CreatePartitions, configs), partitions.py (DeleteRecords; ElectLeaders, forwarded to the controller process),
-  log_dirs.py (DescribeLogDirs), producer_id.py, groups.py (FindCoordinator through DeleteGroups and OffsetDelete, onto
-  broker/coordinator/group/), acls.py (DescribeAcls, CreateAcls, DeleteAcls), scram_credentials.py
+  log_dirs.py (DescribeLogDirs), producer_id.py, producers.py (DescribeProducers, KIP-664), groups.py
+  (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls.py (DescribeAcls,
+  CreateAcls, DeleteAcls), scram_credentials.py
   (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py), txn_markers.py
   (WriteTxnMarkers: inter-broker, served but never advertised);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)

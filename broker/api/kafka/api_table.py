@@ -18,6 +18,7 @@ from broker.api.kafka import (
     partitions,
     produce,
     producer_id,
+    producers,
     scram_credentials,
     txn_markers,
 )
@@ -59,6 +60,7 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram_credentials.handle_describe_user_scram_credentials),
     ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials,
             trailing_bytes_allowed=True),
+    ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)

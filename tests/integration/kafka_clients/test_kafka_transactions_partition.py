@@ -2,14 +2,12 @@
 with isolation.level=read_committed stop at the last stable offset while a transaction is open and skip an
 aborted transaction's records once its marker is written; read_uncommitted readers see everything.
 
-There is no transaction coordinator yet, so this test plays its two parts on the wire, with the project's codec,
-against the partition leader's Kafka listener: a producer's Produce of transactional batches (a producer id from
-InitProducerId, the request carrying a transactional id, as a transactional producer's does) and the
-coordinator's WriteTxnMarkers (the inter-broker API the leader serves unadvertised)."""
+There is no transaction coordinator yet, so this test plays its two parts on the wire against the partition
+leader's Kafka listener (tests/integration/transaction_wire.py): a producer's Produce of transactional batches and
+the coordinator's WriteTxnMarkers."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import signal
 from typing import Any
@@ -20,28 +18,14 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
-from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
-from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
-from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.produce.v8.response import ProduceResponse
-from kio.schema.types import ProducerId, TopicName, TransactionalId
-from kio.schema.write_txn_markers.v1.request import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
-from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
-from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from common.record import ProducerRecord, build_batch
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
-from tests.integration.kafka_wire import WireConnection, encode_request
+from tests.integration.transaction_wire import TransactionWire
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "txn-reads"
-TRANSACTIONAL_ID = "partition-side-test"
 
 
 @pytest.fixture
@@ -51,55 +35,6 @@ def cluster(start_brokers: StartBrokers, start_controller: StartController) -> K
     admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})],
                         operation_timeout=30)[TOPIC].result(timeout=60)
     return cluster
-
-
-class Wire:
-    """A producer's and a coordinator's requests to the partition leader, made with the project's codec."""
-
-    def __init__(self, address: str) -> None:
-        self.conn = WireConnection(address)
-        self.correlation_id = 0
-        self.sequences: dict[int, int] = {}
-
-    def _call(self, request: Any, response_type: type[Any]) -> Any:
-        self.correlation_id += 1
-        self.conn.send(encode_request(request, self.correlation_id))
-        correlation_id, body = self.conn.receive_body(response_type)
-        assert correlation_id == self.correlation_id
-        return body
-
-    def init_producer_id(self) -> int:
-        answer = self._call(InitProducerIdRequest(transactional_id=None, transaction_timeout=i32Timedelta.parse(
-            datetime.timedelta(minutes=1))), InitProducerIdResponse)
-        assert answer.error_code == 0 and answer.producer_epoch == 0
-        self.sequences[answer.producer_id] = 0
-        return int(answer.producer_id)
-
-    def produce(self, values: list[bytes], producer_id: int | None = None) -> int:
-        """acks=all; transactional when from `producer_id`; returns the base offset."""
-        if producer_id is None:
-            batch = build_batch([ProducerRecord(v) for v in values])
-        else:
-            batch = build_batch([ProducerRecord(v) for v in values], producer_id=producer_id, producer_epoch=0,
-                                base_sequence=self.sequences[producer_id], is_transactional=True)
-            self.sequences[producer_id] += len(values)
-        answer = self._call(ProduceRequest(
-            transactional_id=None if producer_id is None else TransactionalId(TRANSACTIONAL_ID), acks=i16(-1),
-            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            topic_data=(TopicProduceData(name=TopicName(TOPIC), partition_data=(
-                PartitionProduceData(index=i32(0), records=Records(batch)),)),)), ProduceResponse)
-        [partition] = answer.responses[0].partition_responses
-        assert partition.error_code == 0, partition
-        return int(partition.base_offset)
-
-    def write_marker(self, producer_id: int, commit: bool) -> None:
-        answer = self._call(WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-            producer_id=ProducerId(producer_id), producer_epoch=i16(0), transaction_result=commit,
-            topics=(WritableTxnMarkerTopic(name=TopicName(TOPIC), partition_indexes=(i32(0),)),),
-            coordinator_epoch=i32(0)),)), WriteTxnMarkersResponse)
-        [marker] = answer.markers
-        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in marker.topics] == [
-            (TOPIC, [(0, 0)])]
 
 
 class ConfluentReader:
@@ -164,7 +99,7 @@ def leader_address(cluster: KafkaCluster) -> str:
 
 def test_read_committed_readers_stop_at_the_lso_and_skip_aborted_records(cluster: KafkaCluster,
                                                                          wait_until: WaitUntil) -> None:
-    wire = Wire(leader_address(cluster))
+    wire = TransactionWire(leader_address(cluster), TOPIC)
     committed = ConfluentReader(cluster.bootstrap, "read_committed")
     uncommitted = ConfluentReader(cluster.bootstrap, "read_uncommitted")
     try:
@@ -218,7 +153,7 @@ def test_read_committed_readers_stop_at_the_lso_and_skip_aborted_records(cluster
 
 def test_kafka_python_read_committed_stops_at_an_open_transaction(cluster: KafkaCluster,
                                                                   wait_until: WaitUntil) -> None:
-    wire = Wire(leader_address(cluster))
+    wire = TransactionWire(leader_address(cluster), TOPIC)
     producer_id = wire.init_producer_id()
     wire.produce([b"before"])
     wire.produce([b"open-0"], producer_id)
@@ -244,12 +179,12 @@ def test_a_new_leader_knows_the_open_transaction_and_indexes_its_abort(cluster: 
     transaction's first offset, and the abort written to the new leader hides its records."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     old_leader = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader
-    wire = Wire(cluster.brokers[old_leader].kafka_address)
+    wire = TransactionWire(cluster.brokers[old_leader].kafka_address, TOPIC)
     producer_id = wire.init_producer_id()
     assert wire.produce([b"before"]) == 0
     assert wire.produce([b"doomed-0", b"doomed-1"], producer_id) == 1  # acks=all: on every in-sync replica
     assert wire.produce([b"after"]) == 3
-    wire.conn.close()
+    wire.close()
     cluster.brokers[old_leader].process.signal(signal.SIGKILL)
 
     def new_leader() -> int | None:
@@ -268,7 +203,7 @@ def test_a_new_leader_knows_the_open_transaction_and_indexes_its_abort(cluster: 
             return len(committed.values) == values and committed.reported_offsets() == (hi, lso)
 
         wait_until(lambda: committed_at(1, 4, 1), 60, "the new leader's LSO at the open transaction")
-        coordinator = Wire(bootstrap)
+        coordinator = TransactionWire(bootstrap, TOPIC)
         coordinator.write_marker(producer_id, commit=False)  # offset 4
         wait_until(lambda: committed_at(2, 5, 5), 60, "the read_committed reader past the abort")
         assert committed.values == [b"before", b"after"]

@@ -90,3 +90,21 @@ def test_console_consumer_refuses_what_cannot_work(capsys: pytest.CaptureFixture
     ):
         assert console_consumer.run(parser.parse_args(["console-consumer", *argv])) == 1
         assert message in capsys.readouterr().err
+
+
+def test_console_consumer_isolation_level_is_kafkas_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    console_consumer.register(parser.add_subparsers())
+
+    def props(*argv: str) -> dict[str, str]:
+        return console_consumer.consumer_props(parser.parse_args(["console-consumer", "--topic", "t", *argv]))
+
+    assert "isolation.level" not in props()  # the consumer's default, read_uncommitted
+    assert props("--isolation-level", "read_committed")["isolation.level"] == "read_committed"
+    # Given, the flag wins over a consumer property (Kafka's maybeMergeOptions).
+    assert props("--consumer-property", "isolation.level=read_committed", "--isolation-level",
+                 "read_uncommitted")["isolation.level"] == "read_uncommitted"
+    assert console_consumer.run(parser.parse_args(
+        ["console-consumer", "--topic", "t", "--bootstrap-server", "h:1", "--isolation-level", "committed"])) == 1
+    assert ("Invalid value committed for configuration isolation.level: String must be one of: read_committed,"
+            " read_uncommitted") in capsys.readouterr().err

@@ -179,6 +179,18 @@ def test_write_txn_markers_needs_cluster_action_and_known_partitions() -> None:
     assert answered == [{TopicPartition("zz", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}]
 
 
+def test_describe_producers_needs_read_on_the_topic_then_a_known_topic() -> None:
+    # No ReplicaManager: a refused or unknown topic is answered for each partition asked, before any replica.
+    async def describe(ops: BrokerOperations, _: Admin) -> Any:
+        return ops.describe_producers(ALICE, [("a", [0, 1]), ("b", [0]), ("zz", [2])])
+
+    answers, _ = run({topic("a"): [allow(Op.DESCRIBE)], topic("zz"): [allow(Op.READ)]}, describe)
+    assert answers == [("a", [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, []),
+                              (1, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])]),
+                       ("b", [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])]),
+                       ("zz", [(2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])])]
+
+
 def test_delete_topics_checks_describe_then_existence_then_delete() -> None:
     acls = {topic("a"): [allow(Op.DELETE)], topic("b"): [allow(Op.DESCRIBE)], topic("gone"): [allow(Op.DELETE)]}
     results, admin = run(acls, lambda ops, _: ops.delete_topics(ALICE, ["a", "b", "c", "gone"]))
