@@ -14,4 +14,5 @@ The `minibroker` Spark source and sink (topics read and written through Kafka's 
   kafka_planning.py  which offsets a batch or micro-batch reads: ranges, minPartitions, maxOffsetsPerTrigger
   kafka_reader.py    the driver's offset lookups and the executors' bounded reads into Arrow batches
   kafka_writer.py    the sink: each task's rows produced by an idempotent producer and acknowledged
+  pipeline.py        the example pipeline (`minibroker pipeline`): counts per key per window, topic to topic
 """
