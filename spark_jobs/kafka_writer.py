@@ -10,7 +10,7 @@ written twice (at least once). The idempotent producer keeps its own retries fro
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,26 +52,28 @@ class ProducedMessage(WriterCommitMessage):
     records: int
 
 
-def producer_config(options: SinkOptions) -> dict[str, Any]:
+def producer_config(options: SinkOptions, on_failure: Callable[[KafkaError | None, Message], None]) -> dict[str, Any]:
     # Java's DefaultPartitioner hashes keys with murmur2: the same key lands where a JVM producer puts it.
-    return {"partitioner": "murmur2_random", **options.client, "enable.idempotence": True, "acks": "all"}
+    # Only failed deliveries are reported: a callback per acknowledged record would cost more than its produce.
+    return {"partitioner": "murmur2_random", **options.client, "enable.idempotence": True, "acks": "all",
+            "delivery.report.only.error": True, "on_delivery": on_failure}
 
 
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedMessage:
     """Produce every row and wait until each is acknowledged; the first delivery error fails the task."""
-    producer = Producer(producer_config(options))
     failures: list[KafkaError] = []
 
-    def delivered(error: KafkaError | None, _message: Message) -> None:
+    def failed(error: KafkaError | None, _message: Message) -> None:
         if error is not None:
             failures.append(error)
 
+    producer = Producer(producer_config(options, failed))
     written = 0
     for batch in batches:
         for topic, key, value, partition, headers in _rows(batch, options.topic):
             if topic is None:
                 raise OptionError("Null topic present in the data. Use the topic option for setting a topic.")
-            _produce(producer, topic, key, value, partition, headers, delivered)
+            _produce(producer, topic, key, value, partition, headers)
             written += 1
         producer.poll(0)
         if failures:
@@ -84,15 +86,15 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
-             headers: list[tuple[str, bytes | None]] | None, delivered: Any) -> None:
-    kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-    if partition is not None:
-        kwargs["partition"] = partition
-    if headers:
-        kwargs["headers"] = headers
+             headers: list[tuple[str, str | bytes | None]] | None) -> None:
+    # confluent-kafka's -1 is RD_KAFKA_PARTITION_UA: the partitioner chooses.
+    where = -1 if partition is None else partition
     while True:
         try:
-            producer.produce(topic, **kwargs)
+            if headers:
+                producer.produce(topic, value, key, where, headers=headers)
+            else:
+                producer.produce(topic, value, key, where)
             return
         except BufferError:  # queue.buffering.max.messages reached: let deliveries drain it
             producer.poll(0.1)
