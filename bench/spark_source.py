@@ -4,7 +4,8 @@ Starts a one-broker cluster (local_cluster, as `minibroker cluster up`), or uses
 
 - producer alone: confluent-kafka's idempotent Producer (acks=all) writes the records (the topic the reads
   use); the sink: `df.write.format("minibroker")` writes the same records, from a cached DataFrame, to
-  another topic (each task an idempotent producer);
+  another topic (each task an idempotent producer); and the sink's task code alone, in this process, on
+  Arrow batches of the same records (what is left of df.write's time is Spark's);
 - consumer alone: one confluent-kafka Consumer assigned every partition reads the topic to its end, touching
   each record's key, value, offset and timestamp; the source: `spark.read.format("minibroker")` into Spark's
   `noop` sink (every row built, nothing kept), and the same as a streaming query (Trigger.AvailableNow).
@@ -28,12 +29,15 @@ from pathlib import Path
 if not __package__:  # run as a script: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from local_cluster.cluster import LocalCluster
 from spark_jobs.audit import spark_session
+from spark_jobs.kafka_options import SinkOptions
 from spark_jobs.kafka_source import FORMAT
+from spark_jobs.kafka_writer import produce_batches
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -78,6 +82,17 @@ def consume_alone(bootstrap: str, topic: str, partitions: int, records: int) -> 
     consumer.close()
     assert seen == records, (seen, records)
     return records / elapsed
+
+
+def sink_writer_alone(bootstrap: str, topic: str, records: int, size: int) -> float:
+    """The sink's task code (kafka_writer.produce_batches) on Arrow batches built here: its share of df.write."""
+    keys = pa.array([str(i % 1000).encode() for i in range(records)], pa.binary())
+    values = pa.array([b"v" * size] * records, pa.binary())
+    table = pa.RecordBatch.from_arrays([keys, values], names=["key", "value"])
+    batches = [table.slice(i, 10_000) for i in range(0, records, 10_000)]  # Spark's arrow.maxRecordsPerBatch
+    began = time.perf_counter()
+    produce_batches(SinkOptions({"bootstrap.servers": bootstrap}, topic), iter(batches))
+    return records / (time.perf_counter() - began)
 
 
 def main() -> int:
@@ -132,6 +147,7 @@ def main() -> int:
             rows.write.format(FORMAT).options(**kafka).option("topic", sunk).mode("append").save()
             sink = args.records / (time.perf_counter() - began)
             spark.stop()
+        writer_alone = sink_writer_alone(bootstrap, sunk, args.records, args.record_size)
 
         print(f"\n{args.records:,} records of {args.record_size} bytes, {args.partitions} partitions,"
               f" Spark {args.master}")
@@ -140,7 +156,8 @@ def main() -> int:
                                  ("minibroker source, spark.read -> noop", batch_read, consumed),
                                  ("minibroker source, readStream -> noop", stream_read, consumed),
                                  ("confluent-kafka Producer alone", produced, produced),
-                                 ("minibroker sink, df.write", sink, produced)]:
+                                 ("minibroker sink, df.write", sink, produced),
+                                 ("its writer alone, no Spark (one task's code)", writer_alone, produced)]:
             print(f"{name:42} {rate:12,.0f} {rate / base:9.2f}x")
         return 0
     finally:

@@ -143,12 +143,28 @@ def _read(consumer: Consumer, options: SourceOptions, offsets: OffsetRange) -> I
 
 def _checked_start(consumer: Consumer, tp: KafkaTopicPartition, start: int, fail_on_data_loss: bool) -> int:
     """Where to start reading: `start`, or the log start offset if it moved past it and losses are allowed."""
-    log_start, _ = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+    log_start = _log_start_offset(consumer, tp)
     if log_start > start:
         report_data_loss([f"Cannot fetch offset {start} of {tp.topic}-{tp.partition}: the log starts at"
                           f" {log_start}, so records {start} to {log_start - 1} are skipped"], fail_on_data_loss)
         return int(log_start)
     return start
+
+
+def _log_start_offset(consumer: Consumer, tp: KafkaTopicPartition) -> int:
+    """The partition's log start offset from its leader, asked again while the error is a retriable one (a leader
+    moving, a connection lost) until the lookup's timeout."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            log_start, _ = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+            return int(log_start)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (isinstance(error, KafkaError) and error.retriable()) or time.monotonic() > deadline:
+                raise
+            log.info("asking %s-%d's log start offset again after %s", tp.topic, tp.partition, error)
+            time.sleep(0.2)  # librdkafka refreshes the partition's leader meanwhile
 
 
 class _Rows:

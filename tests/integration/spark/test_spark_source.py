@@ -28,6 +28,8 @@ from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
 from spark_jobs.audit import spark_session
 from spark_jobs.kafka_source import FORMAT
+from tests.integration.kafka_clients.test_kafka_transactions_partition import TOPIC as TXN_TOPIC
+from tests.integration.kafka_clients.test_kafka_transactions_partition import Wire
 
 pytestmark = pytest.mark.integration
 
@@ -236,6 +238,45 @@ def test_deleted_records_fail_the_query_or_are_skipped_as_fail_on_data_loss_says
         run_available_now(stream(spark, bootstrap, "pruned"), checkpoint)
     skipped, _ = run_available_now(stream(spark, bootstrap, "pruned", failOnDataLoss="false"), checkpoint)
     assert [row.offset for row in sorted(skipped.rows, key=lambda r: r.offset)] == list(range(20, 30))
+
+
+def test_read_committed_never_yields_aborted_records(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
+    """Transactions played on the wire as the partition-side test does (no coordinator yet): a producer's
+    transactional batches and the coordinator's markers, to the one broker, which leads the partition."""
+    create_topic(bootstrap, TXN_TOPIC, 1)
+    wire = Wire(bootstrap)
+    wire.produce([b"plain-1", b"plain-2"])
+    aborted = wire.init_producer_id()
+    wire.produce([b"aborted-1", b"aborted-2"], aborted)
+    wire.write_marker(aborted, commit=False)
+    committed = wire.init_producer_id()
+    wire.produce([b"committed-1"], committed)
+    wire.write_marker(committed, commit=True)
+    wire.produce([b"plain-3"])
+    still_open = wire.init_producer_id()
+    wire.produce([b"open-1"], still_open)  # no marker: the last stable offset stays before it
+    wire.produce([b"plain-4"])
+
+    def values(df: DataFrame) -> list[bytes]:
+        return [row.value for row in sorted(df.collect(), key=lambda r: r.offset)]
+
+    def batch(**options: str) -> DataFrame:
+        reader = spark.read.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).option("subscribe", TXN_TOPIC)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    assert values(batch()) == [b"plain-1", b"plain-2", b"committed-1", b"plain-3"]
+    streamed, _ = run_available_now(stream(spark, bootstrap, TXN_TOPIC, startingOffsets="earliest"),
+                                    tmp_path / "checkpoint")
+    assert sorted(row.value for row in streamed.rows) == sorted([b"plain-1", b"plain-2", b"committed-1", b"plain-3"])
+    assert values(batch(**{"kafka.isolation.level": "read_uncommitted"})) == [
+        b"plain-1", b"plain-2", b"aborted-1", b"aborted-2", b"committed-1", b"plain-3", b"open-1", b"plain-4"]
+
+    # Once the open transaction is aborted, the stream goes on past it: plain-4, never open-1.
+    wire.write_marker(still_open, commit=False)
+    resumed, _ = run_available_now(stream(spark, bootstrap, TXN_TOPIC), tmp_path / "checkpoint")
+    assert [row.value for row in resumed.rows] == [b"plain-4"]
 
 
 def test_sink_output_read_back_equals_its_input(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
