@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from spark_jobs import kafka_planning as planning
-from spark_jobs.kafka_options import SourceOptions, sink_options, source_options
+from spark_jobs.kafka_options import OffsetSpec, SourceOptions, sink_options, source_options
 from spark_jobs.kafka_reader import KafkaOffsetReader, read_range, report_data_loss, schema
 from spark_jobs.kafka_writer import MinibrokerStreamWriter, MinibrokerWriter, check_sink_schema
 
@@ -68,7 +68,8 @@ class _Planner:
             return self.offset_reader.for_timestamp(partitions, self.options.starting_timestamp)
         return self.resolve(self.options.starting, partitions, "startingOffsets")
 
-    def resolve(self, spec: Any, partitions: Sequence[planning.TopicPartition], name: str) -> planning.PartitionOffsets:
+    def resolve(self, spec: OffsetSpec, partitions: Sequence[planning.TopicPartition],
+                name: str) -> planning.PartitionOffsets:
         reader = self.offset_reader
         earliest = reader.earliest(partitions) if spec != "latest" else {}
         latest = reader.latest(partitions) if spec != "earliest" else {}

@@ -174,6 +174,11 @@ def test_batch_read_matches_confluent_kafka(spark: SparkSession, bootstrap: str)
         .option("endingOffsets", '{"batch-read":{"0":20,"2":-1}}').load()
     assert as_records(bounded.collect()) == [r[:5] for r in expected
                                              if (r[1] == 0 and 10 <= r[2] < 20) or r[1] == 2]
+    # startingTimestamp: each partition from its first record at or after it (record i has timestamp base + i).
+    recent = spark.read.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).option("subscribe", "batch-read") \
+        .option("startingTimestamp", str(1_700_000_000_000 + 150)).load()
+    assert as_records(recent.collect()) == [r[:5] for r in expected if r[5] >= 1_700_000_000_000 + 150]
+    assert len(recent.collect()) == 150
 
 
 def test_streaming_read_matches_confluent_and_resumes_from_its_checkpoint(spark: SparkSession, bootstrap: str,
