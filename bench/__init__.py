@@ -19,6 +19,7 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   restart_bench.py       a broker restart, phase by phase
   group_rebalance.py     consumer-group rebalance times
   audit_bench.py         the Spark audit against plain Python reading the same files
+  spark_source.py        the `minibroker` Spark source and sink against confluent-kafka's consumer and producer
   console_cost.py        what an open web console costs the brokers (requests/s, CPU)
   recompression_bench.py a topic's compression.type: the leader's recompression against storing batches as sent
   free_loop.py           a Kafka connection's round trip while a wide topic is created, segments roll and

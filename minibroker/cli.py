@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "minibroker.commands.console",
     "minibroker.commands.zookeeper_security_migration",
     "minibroker.commands.audit",
+    "minibroker.commands.pipeline",
 )
 
 

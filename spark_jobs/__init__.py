@@ -6,4 +6,13 @@
   files.py       files of any filesystem the executors can reach, through pyarrow.fs
   checks.py      the checks: pure functions from one partition's rows to findings with their evidence
   report.py      per-partition summaries, the stdout table, report.json and anomalies.parquet
+
+The `minibroker` Spark source and sink (topics read and written through Kafka's protocol, confluent-kafka):
+
+  kafka_source.py    the data source registered as `minibroker`: batch and streaming readers, the writers
+  kafka_options.py   its options, with the JVM Kafka connector's names and defaults
+  kafka_planning.py  which offsets a batch or micro-batch reads: ranges, minPartitions, maxOffsetsPerTrigger
+  kafka_reader.py    the driver's offset lookups and the executors' bounded reads into Arrow batches
+  kafka_writer.py    the sink: each task's rows produced by an idempotent producer and acknowledged
+  pipeline.py        the example pipeline (`minibroker pipeline`): counts per key per window, topic to topic
 """

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from local_cluster.cluster_file import ClusterFileError, ClusterInfo
 from spark_jobs import checks
 from spark_jobs.files import Location, exists
+from spark_jobs.kafka_source import MinibrokerDataSource
 from spark_jobs.log_source import FORMAT, MinibrokerLogDataSource, broker_id_of
 from spark_jobs.options import EXIT_ANOMALIES, EXIT_CLEAN, EXIT_FAILED, EXIT_USAGE, UsageError, add_arguments
 from spark_jobs.report import (
@@ -119,8 +120,11 @@ def run_audit(spark: SparkSession, log_dirs: Sequence[str], chunk_size: int = 8 
     return sorted(summaries, key=lambda s: (s.topic is not None, s.topic or "", s.partition or 0))
 
 
-def spark_session(master: str | None, workdir: Path) -> tuple[SparkSession, bool]:
-    """The session to run in (spark-submit's or a running one, else a new one) and whether we started it."""
+def spark_session(master: str | None, workdir: Path, app_name: str = "minibroker-audit") -> tuple[SparkSession, bool]:
+    """The session to run in (spark-submit's or a running one, else a new one) and whether we started it.
+
+    The jobs' data sources are registered in it: `minibroker-log` (log dirs) and `minibroker` (topics).
+    """
     from pyspark.sql import SparkSession
 
     # Python workers must be this interpreter (with this venv's packages), not whatever `python3` is on PATH.
@@ -130,7 +134,7 @@ def spark_session(master: str | None, workdir: Path) -> tuple[SparkSession, bool
         return existing, False
     # spark-submit starts the JVM first and hands the Python driver its gateway (and its --master).
     under_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    builder = (SparkSession.builder.appName("minibroker-audit").config("spark.ui.enabled", "false")
+    builder = (SparkSession.builder.appName(app_name).config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false"))
     if master is not None:
         builder = builder.master(master)
@@ -145,6 +149,7 @@ def spark_session(master: str | None, workdir: Path) -> tuple[SparkSession, bool
     spark.sparkContext.setLogLevel("ERROR")
     ship_code(spark, workdir)
     spark.dataSource.register(MinibrokerLogDataSource)
+    spark.dataSource.register(MinibrokerDataSource)
     return spark, True
 
 

@@ -25,6 +25,7 @@ Kafka's tools:
 Tooling:
   chaos.py             `minibroker chaos run | check`
   audit.py             `minibroker audit`: the Spark log audit
+  pipeline.py          `minibroker pipeline`: the example Spark Structured Streaming job on topics
   console.py           `minibroker console`: the live web console of replication (console/)
 Shared:
   client_options.py    where the cluster is, and Kafka's key=value client settings

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 
 # What each extra of pyproject.toml brings that a command imports (distribution -> module names).
-AUDIT_MODULES = ("pyspark", "pyarrow", "pandas")
+AUDIT_MODULES = ("pyspark", "pyarrow", "pandas", "confluent_kafka")
 CHAOS_MODULES = ("matplotlib", *AUDIT_MODULES)  # a chaos run ends with the audit
 CONSOLE_MODULES = ("aiohttp",)  # `minibroker console`'s web server
 

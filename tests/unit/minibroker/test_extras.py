@@ -25,7 +25,7 @@ def test_the_core_needs_none_of_the_heavy_packages() -> None:
 
 def test_the_extras_bring_them() -> None:
     extras = PROJECT["optional-dependencies"]
-    assert _requirement_names(extras["audit"]) == {"pyspark", "pyarrow", "pandas"}
+    assert _requirement_names(extras["audit"]) == {"pyspark", "pyarrow", "pandas", "confluent-kafka"}
     assert _requirement_names(extras["chaos"]) == {"matplotlib", "minibroker"}  # minibroker[audit]: its audit
     assert _requirement_names(extras["console"]) == {"aiohttp"}
     assert extras["chaos"][1] == "minibroker[audit]" and extras["all"] == ["minibroker[audit,chaos,console]"]
@@ -47,8 +47,10 @@ def _minibroker_without(hidden: tuple[str, ...], *argv: str) -> subprocess.Compl
     (("pyspark",), ("chaos", "run", "--data-dir", "{tmp}", "--duration", "1s", "--interval", "1s"), "chaos"),
     (("matplotlib",), ("chaos", "check", "{tmp}/history.jsonl", "--output", "{tmp}/out"), "chaos"),
     (("aiohttp",), ("console", "--bootstrap-server", "127.0.0.1:1"), "console"),
+    (("confluent_kafka",), ("pipeline", "--bootstrap-server", "127.0.0.1:1", "--input", "a", "--output", "b",
+                            "--checkpoint", "{tmp}/out"), "audit"),
 ], ids=["audit-no-spark", "audit-no-arrow", "chaos-no-matplotlib", "chaos-no-spark", "chaos-check-plots",
-        "console-no-aiohttp"])
+        "console-no-aiohttp", "pipeline-no-confluent-kafka"])
 def test_a_command_names_the_extra_it_misses(tmp_path: Path, hidden: tuple[str, ...], argv: tuple[str, ...],
                                              extra: str) -> None:
     done = _minibroker_without(hidden, *(a.format(tmp=tmp_path) for a in argv))
