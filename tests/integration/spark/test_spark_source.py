@@ -28,12 +28,12 @@ from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
 from spark_jobs.audit import spark_session
 from spark_jobs.kafka_source import FORMAT
-from tests.integration.kafka_clients.test_kafka_transactions_partition import TOPIC as TXN_TOPIC
-from tests.integration.kafka_clients.test_kafka_transactions_partition import Wire
+from tests.integration.transaction_wire import TransactionWire
 
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+TXN_TOPIC = "spark-txn"
 Record = tuple[str, int, int, bytes | None, bytes | None]  # topic, partition, offset, key, value
 
 
@@ -249,7 +249,7 @@ def test_read_committed_never_yields_aborted_records(spark: SparkSession, bootst
     """Transactions played on the wire as the partition-side test does (no coordinator yet): a producer's
     transactional batches and the coordinator's markers, to the one broker, which leads the partition."""
     create_topic(bootstrap, TXN_TOPIC, 1)
-    wire = Wire(bootstrap)
+    wire = TransactionWire(bootstrap, TXN_TOPIC)
     wire.produce([b"plain-1", b"plain-2"])
     aborted = wire.init_producer_id()
     wire.produce([b"aborted-1", b"aborted-2"], aborted)
