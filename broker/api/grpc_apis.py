@@ -323,6 +323,24 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                                       self._config.replica_lag_time_max_ms, states,
                                       EVENTS.since(request.events_after), describable)
 
+    async def DescribeEvents(self, request: pb.DescribeEventsRequest, context: Context) -> pb.DescribeEventsResponse:
+        """The active controller's DescribeEvents, forwarded (broker/admin/controller_channel.py) within the call's
+        deadline; its events filtered for the caller as the controller filters them: a partition's need Describe
+        on its topic, events of no one partition go to anyone."""
+        began = time.monotonic()
+        channel = self._operations.controller_channel
+        assert channel is not None, "the broker gives its operations a ControllerChannel"
+        response = await self._operations.pools.zookeeper(channel.describe_events, request,
+                                                          self._timeout_ms(context) / 1000)
+        describable = self._operations.authorized_topics(
+            self._session(context), AclOperation.DESCRIBE, {e.topic for e in response.events if e.topic},
+            log_if_denied=False)
+        kept = [e for e in response.events if not e.topic or e.topic in describable]
+        del response.events[:]
+        response.events.extend(kept)
+        self._metrics.record_request("DescribeEvents", (time.monotonic() - began) * 1000)
+        return response
+
     async def AlterConfigs(self, request: pb.AlterConfigsRequest, context: Context) -> pb.AlterConfigsResponse:
         resources = [(r.resource_type, r.resource_name,
                       {c.name: c.value if c.HasField("value") else None for c in r.configs})
