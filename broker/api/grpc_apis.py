@@ -27,7 +27,7 @@ from broker.admin.config_admin import AlterConfigsResult
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
-from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.api.operations import INTERNAL_TOPICS, BrokerOperations, duplicates, group_by_topic
 from broker.api.replica_state import replica_state_response
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
@@ -233,7 +233,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             if node.rack is not None:
                 broker.rack = node.rack
         for name, error, metadata in found.topics:
-            topic = response.topics.add(error_code=error, name=name)
+            topic = response.topics.add(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS)
             for p in () if metadata is None else metadata.partitions:
                 topic.partitions.add(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
                                      leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,

@@ -1,8 +1,8 @@
 """`minibroker console --bootstrap-server H:P` (no data dir: as a user points it at a compose cluster) against a
-real local cluster: from the bootstrap broker alone it finds ZooKeeper (the broker's described zookeeper.connect)
-and shows its members with their `srvr` mode and the controller epoch, the active controller's events (the
-/controller znode's address) on the timeline, and each topic's bytes from DescribeLogDirs on the Kafka listeners
-the brokers' registrations advertise. Read over the console's JSON API while an event stream keeps a page open."""
+real local cluster: through the brokers alone it shows ZooKeeper's members with their `srvr` mode and the
+controller epoch and the active controller's events on the timeline (a broker's forwarded DescribeEvents), each
+topic's bytes from DescribeLogDirs on the Kafka listener a broker advertises, a group's lag, and
+__consumer_offsets as internal. Read over the console's JSON API while an event stream keeps a page open."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ from urllib.request import urlopen
 
 import pytest
 
-from client import Admin, NewTopic, Producer
+from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import StartProcess, WaitUntil
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "remote"
+GROUP = "remote-readers"
 
 
 @contextmanager
@@ -64,6 +65,10 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
         producer.flush(30)
     finally:
         producer.close(timeout=5)
+    # A group's commit: the coordinator creates __consumer_offsets, an internal topic the page keeps apart.
+    with Consumer(bootstrap_servers=info.bootstrap_servers, group_id=GROUP, enable_auto_commit=False) as consumer:
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        consumer.commit({TopicPartition(TOPIC, 0): 40}, timeout_ms=30_000)
 
     bootstrap = info.bootstrap_servers.split(",")[0]  # one broker's gRPC listener, nothing local
     console = processes("console", [sys.executable, "-m", "minibroker.cli", "console", "--bootstrap-server",
@@ -95,3 +100,8 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
                    "a controller event on the timeline")
         wait_until(lambda: any(t["name"] == TOPIC and (t.get("bytes") or 0) > 0 for t in picture()["topics"]), 60,
                    "the topic's bytes from DescribeLogDirs")
+        wait_until(lambda: any(g["group_id"] == GROUP and g["partitions"] == [
+            {"topic": TOPIC, "partition": 0, "committed": 40, "high_watermark": 100, "lag": 60}]
+            for g in picture()["groups"]), 60, "the group's lag")
+        internal = {t["name"]: t["internal"] for t in picture()["topics"]}
+        assert internal == {TOPIC: False, "__consumer_offsets": True}, internal
