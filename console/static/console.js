@@ -87,11 +87,20 @@ function drawCluster(p) {
     else if (!b.answering) state += ", not answering";
     return { name: `broker ${id}`, id, detail: b ? b.address + (b.rack ? ` rack ${b.rack}` : "") : "", state };
   });
-  for (const x of p.processes || []) {
-    if (x.name.startsWith("broker-")) continue;
+  const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-"));
+  for (const x of others) {
     const server = (zk.servers || []).find((s) => s.name === x.name);
     const role = server ? `mode ${server.mode}` : (x.name === `controller-${zk.controller_id}` ? "active" : "standby");
     rows.push({ name: x.name, detail: `pid ${x.pid || "–"}, ${role}`, state: x.state, active: role === "active" });
+  }
+  if (!others.length) {
+    // No process list (--bootstrap-server): ZooKeeper's members and the active controller, as the controller tells.
+    for (const s of zk.servers || []) {
+      rows.push({ name: s.name, detail: `mode ${s.mode}`, state: s.mode === "none" ? "not-answering" : "running" });
+    }
+    if (zk.controller_id !== undefined && zk.controller_id !== null && zk.controller_id >= 0) {
+      rows.push({ name: `controller-${zk.controller_id}`, detail: "active", state: "running" });
+    }
   }
   const key = JSON.stringify([rows, p.faults_allowed]);
   const box = $("cluster");

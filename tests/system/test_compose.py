@@ -34,8 +34,10 @@ from confluent_kafka import OFFSET_BEGINNING
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from selenium import webdriver
 
 from client import Consumer, Producer
+from tests.integration.console.console_browser import headless_chromium, screenshot
 from tests.system.compose_cluster import BROKERS, ComposeCluster, compose_cluster, log, until, wait
 
 TOPIC = "compose-heal"
@@ -143,6 +145,10 @@ def test_the_console_from_the_host_shows_the_whole_cluster(cluster: ComposeClust
         assert url is not None, log_file.read_text()
         with urlopen(f"{url.group(0)}api/stream?topic={KAFKA_TOPIC}", timeout=30) as stream:
             picture = _picture_where(stream, _shows_everything, 120)
+        with headless_chromium() as browser:
+            browser.get(f"{url.group(0)}?topic={KAFKA_TOPIC}")
+            _check_the_page(browser, picture["zookeeper"]["controller_id"])
+            screenshot(browser, tmp_path, "console-compose.png")
     finally:
         console.terminate()
         console.wait(30)
@@ -172,6 +178,41 @@ def _shows_everything(picture: dict[str, Any]) -> bool:
         and group.get("state") == "Stable" and len(group.get("members", [])) == 1
         and {row["partition"] for row in group.get("partitions", []) if row["topic"] == KAFKA_TOPIC} == {0, 1, 2}
         and not picture["errors"])
+
+
+def _check_the_page(browser: webdriver.Chrome, controller_id: int) -> None:
+    """What the page draws of it: ZooKeeper's members with their modes and the active controller in the cluster
+    panel (no process list here), the epoch in the header, the controller's elections on the timeline, the
+    topic's bytes and the group."""
+
+    def read() -> dict[str, Any]:
+        return browser.execute_script("""
+            const text = (selector) => [...document.querySelectorAll(selector)].map((e) => e.textContent);
+            const topic = document.querySelector(arguments[0]);
+            const rows = [...document.querySelectorAll("#cluster tr[data-process]")];
+            return {cluster: rows.map((r) => [r.dataset.process, r.querySelector(".hint").textContent]),
+                    summary: text("#summary span").join(" | "),
+                    elections: text('#timeline li[data-kind="Election"]').length,
+                    bytes: topic ? Number(topic.dataset.bytes) : -1, groups: text("#groups .group").join(" | ")};
+            """, f'#topics tr[data-topic="{KAFKA_TOPIC}"]') or {}
+
+    def complete(page: dict[str, Any]) -> bool:
+        rows = dict(page.get("cluster", []))  # name: detail
+        modes = sorted(rows.get(f"zookeeper-{i}:2181", "") for i in (1, 2, 3))
+        return bool(modes == ["mode follower", "mode follower", "mode leader"]
+                    and rows.get(f"controller-{controller_id}") == "active"
+                    and sum(1 for name in rows if name.startswith("broker ")) == 3
+                    and "(epoch " in page["summary"] and page["elections"] > 0 and page["bytes"] > 0
+                    and "compose-console Stable" in page["groups"])
+
+    pages: list[dict[str, Any]] = []
+
+    def shown() -> bool:
+        pages.append(read())
+        return complete(pages[-1])
+
+    if until(shown, 60) is None:
+        pytest.fail(f"the page still shows {pages[-1]}")
 
 
 def _picture_where(stream: Any, condition: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
