@@ -84,7 +84,8 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
             bar["size_bytes"] = replica_bytes[broker_id]
         if own is not None:
             bar.update(log_start_offset=own.log_start_offset, log_end_offset=own.log_end_offset,
-                       high_watermark=own.high_watermark, leader_epoch=own.leader_epoch)
+                       high_watermark=own.high_watermark, last_stable_offset=own.last_stable_offset,
+                       leader_epoch=own.leader_epoch)
         caught_up_ago = None
         if broker_id != leader_id:
             if known is not None and leader_answer is not None:
@@ -108,6 +109,7 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
         "replicas": list(replicas), "isr": list(isr),
         "offline_replicas": list(meta.offline_replicas) if meta is not None else [],
         "high_watermark": leader_state.high_watermark if leader_state is not None else None,
+        "last_stable_offset": leader_state.last_stable_offset if leader_state is not None else None,
         "log_end_offset": leader_state.log_end_offset if leader_state is not None else None,
         "replica_lag_time_max_ms": lag_max_ms,
         "epochs": [[e.epoch, e.start_offset] for e in leader_state.epoch_entries] if leader_state is not None else [],

@@ -3517,6 +3517,7 @@ class DescribeReplicaStateResponse(_message.Message):
         ISR_FIELD_NUMBER: _builtins.int
         FOLLOWERS_FIELD_NUMBER: _builtins.int
         EPOCH_ENTRIES_FIELD_NUMBER: _builtins.int
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
         topic: _builtins.str
         partition: _builtins.int
         leader: _builtins.int
@@ -3524,6 +3525,8 @@ class DescribeReplicaStateResponse(_message.Message):
         log_start_offset: _builtins.int
         log_end_offset: _builtins.int
         high_watermark: _builtins.int
+        last_stable_offset: _builtins.int
+        """Kafka's last stable offset: READ_COMMITTED reads stop here (the high watermark with no open transaction)."""
         @_builtins.property
         def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
             """the leader's; empty on a follower"""
@@ -3547,10 +3550,11 @@ class DescribeReplicaStateResponse(_message.Message):
             isr: _abc.Iterable[_builtins.int] | None = ...,
             followers: _abc.Iterable[Global___DescribeReplicaStateResponse.FollowerState] | None = ...,
             epoch_entries: _abc.Iterable[Global___DescribeReplicaStateResponse.EpochEntry] | None = ...,
+            last_stable_offset: _builtins.int = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch_entries", b"epoch_entries", "followers", b"followers", "high_watermark", b"high_watermark", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch_entries", b"epoch_entries", "followers", b"followers", "high_watermark", b"high_watermark", "isr", b"isr", "last_stable_offset", b"last_stable_offset", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 

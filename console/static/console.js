@@ -153,10 +153,10 @@ function drawPartitions(p) {
 
 function partitionCard(part) {
   // One axis for every replica: the whole log (lowest log start to highest log end offset), or its tail, where
-  // the replicas differ: from a little before the lowest high watermark or log end offset.
+  // the replicas differ: from a little before the lowest high watermark, last stable offset or log end offset.
   const starts = part.bars.filter((b) => b.log_start_offset >= 0).map((b) => b.log_start_offset);
   const ends = part.bars.filter((b) => b.log_end_offset >= 0).map((b) => b.log_end_offset);
-  const marks = part.bars.flatMap((b) => [b.log_end_offset, b.high_watermark]).filter((o) => o !== undefined && o >= 0);
+  const marks = part.bars.flatMap((b) => [b.log_end_offset, b.high_watermark, b.last_stable_offset]).filter((o) => o !== undefined && o >= 0);
   const start = starts.length ? Math.min(...starts) : 0;
   const hi = Math.max(start + 1, ...ends);
   let lo = start;
@@ -172,6 +172,8 @@ function partitionCard(part) {
     el("span", { class: "epoch" }, `epoch ${part.leader_epoch}`),
     el("span", { class: "isr" }, `ISR [${part.isr.join(",")}]`),
     el("span", {}, `HW ${fmt(part.high_watermark)}`),
+    el("span", { class: part.last_stable_offset < part.high_watermark ? "lso open" : "lso" },
+       `LSO ${fmt(part.last_stable_offset)}`),
     el("span", {}, `LEO ${fmt(part.log_end_offset)}`),
     part.replica_lag_time_max_ms ? el("span", { class: "hint" }, `replica.lag.time.max.ms ${part.replica_lag_time_max_ms}`) : null,
     el("span", { class: "hint axis" }, `axis ${fmt(lo)} → ${fmt(hi)}`));
@@ -179,7 +181,9 @@ function partitionCard(part) {
     const hasLog = b.log_end_offset !== undefined && b.log_end_offset >= 0;
     const track = el("div", { class: "track" },
       hasLog ? el("div", { class: "log", style: `left:${x(Math.max(lo, b.log_start_offset))};width:calc(${x(Math.max(lo, b.log_end_offset))} - ${x(Math.max(lo, b.log_start_offset))})` }) : null,
-      b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null);
+      b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null,
+      // The last stable offset, where an open transaction holds READ_COMMITTED readers: drawn when below the HW.
+      b.last_stable_offset !== undefined && b.last_stable_offset < b.high_watermark ? el("div", { class: "lso", style: `left:${x(Math.max(lo, b.last_stable_offset))}`, title: `LSO ${b.last_stable_offset}` }) : null);
     let lagText = "";
     let meter = null;
     if (!b.leader) {
@@ -196,19 +200,22 @@ function partitionCard(part) {
     }
     return el("div", {
       class: `replica ${b.state}`, "data-broker": b.broker, "data-state": b.state,
-      "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1, "data-in-isr": b.in_isr,
+      "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1,
+      "data-lso": b.last_stable_offset ?? -1, "data-in-isr": b.in_isr,
       "data-size": b.size_bytes ?? -1,
     },
       el("div", { class: "who" }, el("span", { class: "dot " + b.state }), `broker ${b.broker}`, b.leader ? " · leader" : ""),
       el("div", { class: "bar" }, track, meter),
       el("div", { class: "nums" },
         `${fmt(b.log_start_offset)} → ${fmt(b.log_end_offset)}, HW ${fmt(b.high_watermark)}` +
+          (b.last_stable_offset !== undefined && b.last_stable_offset < b.high_watermark ? `, LSO ${fmt(b.last_stable_offset)}` : "") +
           (b.size_bytes !== undefined ? `, ${fmtBytes(b.size_bytes)}` : ""),
         el("span", { class: "state" }, ` ${b.state}`), lagText ? el("div", { class: "lag" }, lagText) : null));
   });
   const epochs = part.epochs.length ? el("div", { class: "hint epochs" },
     "leader epochs: " + part.epochs.map(([e, s]) => `${e}@${s}`).join("  ")) : null;
   return el("div", { class: "partition", "data-partition": name, "data-hw": part.high_watermark ?? -1,
+    "data-lso": part.last_stable_offset ?? -1,
     "data-leo": part.log_end_offset ?? -1 }, head, ...rows, epochs);
 }
 

@@ -39,10 +39,11 @@ def answer(broker_id: int, *partitions: pb.DescribeReplicaStateResponse.Partitio
 
 
 def leader(isr: tuple[int, ...], followers: dict[int, tuple[int, int]]) -> pb.DescribeReplicaStateResponse:
-    """Broker 1 leads t-0 at LEO 100, HW 90; followers: broker -> (LEO, last caught up ms)."""
+    """Broker 1 leads t-0 at LEO 100, HW 90 and LSO 85 (a transaction open from 85); followers: broker -> (LEO,
+    last caught up ms)."""
     state = pb.DescribeReplicaStateResponse.PartitionState(
         topic="t", partition=0, leader=1, leader_epoch=5, log_start_offset=10, log_end_offset=100,
-        high_watermark=90, isr=isr,
+        high_watermark=90, last_stable_offset=85, isr=isr,
         epoch_entries=[pb.DescribeReplicaStateResponse.EpochEntry(epoch=5, start_offset=40)])
     for broker_id, (leo, caught_up) in followers.items():
         state.followers.add(broker_id=broker_id, log_end_offset=leo, log_start_offset=10,
@@ -97,6 +98,8 @@ def test_the_leaders_isr_comes_before_the_metadatas() -> None:
     answers = {1: leader((1, 2), {2: (100, NOW), 3: (60, NOW - 4000)})}
     [part] = view.partition_views(meta, answers, ["t"])
     assert part["isr"] == [1, 2] and part["leader_epoch"] == 5 and part["epochs"] == [[5, 40]]
+    assert (part["high_watermark"], part["last_stable_offset"]) == (90, 85)
+    assert {b["broker"]: b.get("last_stable_offset") for b in part["bars"]} == {1: 85, 2: None, 3: None}
     assert view.cluster_summary(meta, answers, [part])["under_replicated_partitions"] == 1
 
 
