@@ -42,6 +42,7 @@ from console.log_dirs import LogDirs, ReplicaSizes
 from console.remote import ControllerUnavailable, RemoteCluster
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
+from proto.types import EndPoint
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ class Collector:
         self._slow_errors: list[str] = []
         self._requests: collections.Counter[str] = collections.Counter()
         self._zookeeper: dict[str, Any] = {}
+        self._listeners: dict[int, tuple[EndPoint, ...]] = {}
         self._console_sequence = 0
         self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
         self._stop = threading.Event()
@@ -204,13 +206,14 @@ class Collector:
                     else self._configs
                 source = self._local or self._remote
                 zookeeper = source.zookeeper() if source is not None else {}
+                listeners = self._poll_listeners(metadata, errors)
                 sizes = self._poll_log_dirs(answers, errors)
             except Exception:  # as the fast loop: the console stays up, the page keeps the last answers
                 logger.exception("console: a slow poll failed")
                 continue
             with self._lock:
                 self._groups, self._configs, self._zookeeper, self._slow_errors = groups, configs, zookeeper, errors
-                self._sizes = sizes
+                self._sizes, self._listeners = sizes, listeners
             self._slow_rounds += 1
 
     def _take(self) -> Picture:
@@ -235,9 +238,11 @@ class Collector:
             self._metadata, self._answers = metadata, answers
             groups, configs, zookeeper, slow_errors = self._groups, self._configs, self._zookeeper, self._slow_errors
             sizes = self._sizes if self._log_dirs is not None else None
+            listeners = self._listeners
         partitions = view.partition_views(metadata, answers, metadata.topics, sizes)
         return Picture(
-            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions), partitions,
+            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions, listeners),
+            partitions,
             view.topic_summaries(metadata, answers, configs, sizes), groups, self._timeline(), processes, zookeeper,
             errors + slow_errors)
 
@@ -369,6 +374,18 @@ class Collector:
             errors.append(f"groups: {e}")
             return self._groups
         return out
+
+    def _poll_listeners(self, metadata: ClusterMetadata, errors: list[str]) -> dict[int, tuple[EndPoint, ...]]:
+        """Each broker's advertised listeners: a local cluster's registrations, a --bootstrap-server cluster's
+        brokers' own DescribeConfigs."""
+        source = self._local or self._remote
+        if source is None:
+            return {}
+        try:
+            return source.broker_listeners(metadata)
+        except Exception as e:  # ZooKeeper away, listeners that do not parse: the page keeps the last ones
+            errors.append(f"listeners: {e}")
+            return self._listeners
 
     def _poll_log_dirs(self, answers: dict[int, pb.DescribeReplicaStateResponse], errors: list[str]) -> ReplicaSizes:
         if self._log_dirs is None:

@@ -68,6 +68,7 @@ class RemoteCluster:
     def __init__(self, security: GrpcSecurity) -> None:
         self._security = security
         self._kafka_servers: str | None = None
+        self._listeners: dict[int, tuple[EndPoint, ...]] = {}
         self._channels: dict[str, grpc.Channel] = {}
         self._zookeeper: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -78,17 +79,25 @@ class RemoteCluster:
                 channel.close()
             self._channels.clear()
 
-    def kafka_servers(self, metadata: ClusterMetadata) -> str:
-        """A Kafka listener of the cluster ("" when no broker has one), from the first broker that describes its
-        own configs; asked again until one does."""
-        if self._kafka_servers is None:
-            for broker in sorted(metadata.brokers.values()):
+    def broker_listeners(self, metadata: ClusterMetadata) -> dict[int, tuple[EndPoint, ...]]:
+        """The listeners each broker advertises, from its own DescribeConfigs: asked once of each broker that
+        answers (a broker id seen again is asked again only if it never answered)."""
+        for broker in sorted(metadata.brokers.values()):
+            if broker.node_id not in self._listeners:
                 configs = self._own_configs(broker)
-                if configs is not None:
+                if configs is None:
+                    continue
+                endpoints = advertised_endpoints(configs)
+                self._listeners[broker.node_id] = endpoints
+                if self._kafka_servers is None:
                     self._kafka_servers = kafka_listener(
-                        advertised_endpoints(configs), (configs.get("grpc.listener.names") or "").split(","),
-                        broker.host)
-                    break
+                        endpoints, (configs.get("grpc.listener.names") or "").split(","), broker.host)
+        return {b: self._listeners[b] for b in metadata.brokers if b in self._listeners}
+
+    def kafka_servers(self, metadata: ClusterMetadata) -> str:
+        """A Kafka listener of the cluster ("" when no broker has one), from the first broker that described its
+        own configs."""
+        self.broker_listeners(metadata)
         return self._kafka_servers or ""
 
     def describe_events(self, metadata: ClusterMetadata, events_after: int,

@@ -16,12 +16,13 @@ A replica's state on the page:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from client.metadata import ClusterMetadata
+from client.structs import format_address
 from proto import minibroker_pb2 as pb
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 
 PartitionStates = Mapping[tuple[str, int], Mapping[int, pb.DescribeReplicaStateResponse.PartitionState]]
 
@@ -126,13 +127,17 @@ def partition_views(metadata: ClusterMetadata, answers: Mapping[int, pb.Describe
 
 
 def cluster_summary(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse],
-                    partitions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Brokers, the controller, and the offline and under-replicated partition counts of `partitions` (views:
-    their ISR is the leader's own, ahead of the metadata the controller propagates)."""
+                    partitions: Iterable[Mapping[str, Any]],
+                    listeners: Mapping[int, Sequence[EndPoint]] | None = None) -> dict[str, Any]:
+    """Brokers (with the listeners each advertises, where known), the controller, and the offline and
+    under-replicated partition counts of `partitions` (views: their ISR is the leader's own, ahead of the metadata
+    the controller propagates)."""
     views = list(partitions)
     return {
         "cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
-        "brokers": [{"id": b.node_id, "address": b.address, "rack": b.rack, "answering": b.node_id in answers}
+        "brokers": [{"id": b.node_id, "address": b.address, "rack": b.rack, "answering": b.node_id in answers,
+                     "listeners": [f"{e.listener_name}://{format_address(e.host, e.port)}"
+                                   for e in (listeners or {}).get(b.node_id, ())]}
                     for b in sorted(metadata.brokers.values())],
         "offline_partitions": sum(1 for v in views if v["leader"] < 0),
         "under_replicated_partitions": sum(1 for v in views if v["leader"] >= 0 and len(v["isr"]) < len(v["replicas"])),

@@ -85,7 +85,8 @@ function drawCluster(p) {
     let state = proc ? proc.state : "running";
     if (!b) state += ", not registered";
     else if (!b.answering) state += ", not answering";
-    return { name: `broker ${id}`, id, detail: b ? b.address + (b.rack ? ` rack ${b.rack}` : "") : "", state };
+    const listeners = b && b.listeners && b.listeners.length ? b.listeners.join(" ") : (b ? b.address : "");
+    return { name: `broker ${id}`, id, detail: b ? listeners + (b.rack ? ` rack ${b.rack}` : "") : "", state };
   });
   const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-"));
   for (const x of others) {

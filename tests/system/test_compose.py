@@ -144,7 +144,7 @@ def test_the_console_from_the_host_shows_the_whole_cluster(cluster: ComposeClust
         url = re.search(r"http://127\.0\.0\.1:\d+/", log_file.read_text())
         assert url is not None, log_file.read_text()
         with urlopen(f"{url.group(0)}api/stream?topic={KAFKA_TOPIC}", timeout=30) as stream:
-            picture = _picture_where(stream, _shows_everything, 120)
+            picture = _picture_where(stream, lambda p: _shows_everything(p, _advertised(cluster)), 120)
         with headless_chromium() as browser:
             browser.get(f"{url.group(0)}?topic={KAFKA_TOPIC}")
             _check_the_page(browser, picture["zookeeper"]["controller_id"])
@@ -157,7 +157,15 @@ def test_the_console_from_the_host_shows_the_whole_cluster(cluster: ComposeClust
     assert picture["errors"] == [], picture["errors"]
 
 
-def _shows_everything(picture: dict[str, Any]) -> bool:
+def _advertised(cluster: ComposeCluster) -> dict[int, list[str]]:
+    """Each broker's listeners as docker-compose.yml advertises them: in-container names, and localhost on the
+    ports published for this run."""
+    return {broker_id: [f"PLAINTEXT://{service}:29092", f"PLAINTEXT_HOST://localhost:{cluster.kafka_host_ports[broker_id]}",
+                        f"GRPC://{service}:29192", f"GRPC_HOST://localhost:{cluster.host_ports[broker_id]}"]
+            for broker_id, service in BROKERS.items()}
+
+
+def _shows_everything(picture: dict[str, Any], listeners: dict[int, list[str]]) -> bool:
     """Each part of the page the issue asks for, with the compose cluster's own figures."""
     cluster, zookeeper = picture["cluster"], picture["zookeeper"]
     topic: dict[str, Any] = next((t for t in picture["topics"] if t["name"] == KAFKA_TOPIC), {})
@@ -165,6 +173,7 @@ def _shows_everything(picture: dict[str, Any]) -> bool:
     controllers = {e["source"] for e in picture["events"] if e["source"].startswith("controller-")}
     return bool(
         sorted(b["id"] for b in cluster.get("brokers", []) if b["answering"]) == sorted(BROKERS)
+        and {b["id"]: b["listeners"] for b in cluster["brokers"]} == listeners
         and cluster.get("controller_id") in (1001, 1002)
         and sorted(s["mode"] for s in zookeeper.get("servers", [])) == ["follower", "follower", "leader"]
         and [s["connect"] for s in zookeeper["servers"]] == [f"zookeeper-{i}:2181" for i in (1, 2, 3)]

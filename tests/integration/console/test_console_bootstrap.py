@@ -111,6 +111,10 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
         wait_until(lambda: any(g["group_id"] == GROUP and g["partitions"] == [
             {"topic": TOPIC, "partition": 0, "committed": 40, "high_watermark": 100, "lag": 60}]
             for g in picture()["groups"]), 60, "the group's lag")
+        # Each broker's listeners, as it advertises them (its own DescribeConfigs).
+        wait_until(lambda: {b["id"]: b["listeners"] for b in picture()["cluster"]["brokers"]} == {
+            b.id: [f"GRPC://{b.address}", f"PLAINTEXT://{b.kafka_address}"] for b in info.brokers},
+            60, "each broker's listeners")
         internal = {t["name"]: t["internal"] for t in picture()["topics"]}
         assert internal == {TOPIC: False, TXN_TOPIC: False, "__consumer_offsets": True}, internal
 

@@ -21,6 +21,7 @@ from console.collector import Collector, Picture
 from console.log_dirs import replica_sizes
 from console.server import MAX_PARTITIONS, REQUESTED_BY, create_app, picture_json
 from proto import minibroker_pb2 as pb
+from proto.types import EndPoint
 
 LAG_MAX_MS = 3000
 NOW = 1_000_000
@@ -106,6 +107,15 @@ def test_the_leaders_isr_comes_before_the_metadatas() -> None:
 def test_a_dead_broker_is_offline() -> None:
     shown = bars(metadata(isr=(1, 2), live=(1, 2)), leader((1, 2), {2: (100, NOW)}), follower(2, 100))
     assert shown[3]["state"] == view.OFFLINE
+
+
+def test_each_broker_shows_the_listeners_it_advertises() -> None:
+    listeners = {1: (EndPoint("GRPC", "broker-1", 29192), EndPoint("PLAINTEXT_HOST", "localhost", 9092)),
+                 2: (EndPoint("GRPC", "::1", 9193),)}
+    summary = view.cluster_summary(metadata(live=(1, 2, 3)), {1: leader((1, 2, 3), {})}, [], listeners)
+    assert [(b["id"], b["listeners"], b["answering"]) for b in summary["brokers"]] == [
+        (1, ["GRPC://broker-1:29192", "PLAINTEXT_HOST://localhost:9092"], True), (2, ["GRPC://[::1]:9193"], False),
+        (3, [], False)]
 
 
 def test_group_lag_is_the_high_watermark_minus_the_committed_offset() -> None:
