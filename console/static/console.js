@@ -85,8 +85,9 @@ function drawCluster(p) {
     let state = proc ? proc.state : "running";
     if (!b) state += ", not registered";
     else if (!b.answering) state += ", not answering";
-    const listeners = b && b.listeners && b.listeners.length ? b.listeners.join(" ") : (b ? b.address : "");
-    return { name: `broker ${id}`, id, detail: b ? listeners + (b.rack ? ` rack ${b.rack}` : "") : "", state };
+    // One line per listener it advertises (the address this console reached it at until they are known).
+    const listeners = b ? (b.listeners && b.listeners.length ? b.listeners : [b.address]) : [];
+    return { name: `broker ${id}`, id, detail: b && b.rack ? `rack ${b.rack}` : "", lines: listeners, state };
   });
   const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-"));
   for (const x of others) {
@@ -118,7 +119,8 @@ function drawCluster(p) {
       title: "SIGKILL the active controller", onclick: () => fault("controller/kill") }, "KILL")) : null;
   };
   box.replaceChildren(el("table", { class: "cluster" }, ...rows.map((r) => el("tr", { "data-process": r.name },
-    el("td", {}, el("div", {}, r.name), el("div", { class: "hint" }, r.detail)),
+    el("td", {}, el("div", {}, r.name), r.detail ? el("div", { class: "hint" }, r.detail) : null,
+      ...(r.lines || []).map((line) => el("div", { class: "hint listener" }, line))),
     el("td", { class: `proc ${r.state.split(",")[0]}` }, r.state), el("td", {}, buttons(r))))));
   $("faults-hint").hidden = !p.faults_allowed;
 }

@@ -147,7 +147,7 @@ def test_the_console_from_the_host_shows_the_whole_cluster(cluster: ComposeClust
             picture = _picture_where(stream, lambda p: _shows_everything(p, _advertised(cluster)), 120)
         with headless_chromium() as browser:
             browser.get(f"{url.group(0)}?topic={KAFKA_TOPIC}")
-            _check_the_page(browser, picture["zookeeper"]["controller_id"])
+            _check_the_page(browser, picture["zookeeper"]["controller_id"], _advertised(cluster))
             screenshot(browser, tmp_path, "console-compose.png")
     finally:
         console.terminate()
@@ -189,10 +189,10 @@ def _shows_everything(picture: dict[str, Any], listeners: dict[int, list[str]]) 
         and not picture["errors"])
 
 
-def _check_the_page(browser: webdriver.Chrome, controller_id: int) -> None:
-    """What the page draws of it: ZooKeeper's members with their modes and the active controller in the cluster
-    panel (no process list here), the epoch in the header, the controller's elections on the timeline, the
-    topic's bytes and the group."""
+def _check_the_page(browser: webdriver.Chrome, controller_id: int, listeners: dict[int, list[str]]) -> None:
+    """What the page draws of it: each broker's listeners, ZooKeeper's members with their modes and the active
+    controller in the cluster panel (no process list here), the epoch in the header, the controller's elections
+    on the timeline, the topic's bytes and the group."""
 
     def read() -> dict[str, Any]:
         return browser.execute_script("""
@@ -200,6 +200,8 @@ def _check_the_page(browser: webdriver.Chrome, controller_id: int) -> None:
             const topic = document.querySelector(arguments[0]);
             const rows = [...document.querySelectorAll("#cluster tr[data-process]")];
             return {cluster: rows.map((r) => [r.dataset.process, r.querySelector(".hint").textContent]),
+                    listeners: rows.map((r) => [r.dataset.process,
+                                                [...r.querySelectorAll(".listener")].map((e) => e.textContent)]),
                     summary: text("#summary span").join(" | "),
                     elections: text('#timeline li[data-kind="Election"]').length,
                     bytes: topic ? Number(topic.dataset.bytes) : -1, groups: text("#groups .group").join(" | ")};
@@ -210,7 +212,9 @@ def _check_the_page(browser: webdriver.Chrome, controller_id: int) -> None:
         modes = sorted(rows.get(f"zookeeper-{i}:2181", "") for i in (1, 2, 3))
         return bool(modes == ["mode follower", "mode follower", "mode leader"]
                     and rows.get(f"controller-{controller_id}") == "active"
-                    and sum(1 for name in rows if name.startswith("broker ")) == 3
+                    and dict(page["listeners"]) == {
+                        **{f"broker {b}": shown for b, shown in listeners.items()},
+                        **{name: [] for name in rows if not name.startswith("broker ")}}
                     and "(epoch " in page["summary"] and page["elections"] > 0 and page["bytes"] > 0
                     and "compose-console Stable" in page["groups"])
 
