@@ -7,11 +7,12 @@ as not answering, and holds up nobody), and for a local cluster reads its proces
 (cluster.json, /proc). A slow loop, on a thread of its own so that it never delays
 a picture, asks every `slow_every` intervals what changes slowly or answers slowly:
 the active controller's events (DescribeEvents, at the address the /controller
-znode advertises), the consumer groups (ListGroups, DescribeGroups, OffsetFetch),
-ZooKeeper's modes, and every `configs_every` of its rounds the topics' configs
-(DescribeConfigs). However many pages are open, the brokers see this one poller:
-the pages read its picture. With no page open (no event stream subscribed) both
-loops wait and the cluster is asked nothing; the first page to connect wakes them.
+znode advertises, or through a broker for a --bootstrap-server cluster), the consumer
+groups (ListGroups, DescribeGroups, OffsetFetch), ZooKeeper's modes, and every
+`configs_every` of its rounds the topics' configs (DescribeConfigs). However many
+pages are open, the brokers see this one poller: the pages read its picture. With no
+page open (no event stream subscribed) both loops wait and the cluster is asked
+nothing; the first page to connect wakes them.
 
 Events are paged by sequence number per source; a source that stops answering
 (a paused or restarted broker, whose ring starts again at 1) is asked from 0
@@ -38,9 +39,10 @@ from common.grpc_tls import GrpcSecurity
 from console import view
 from console.local import LocalProcesses
 from console.log_dirs import LogDirs, ReplicaSizes
-from console.remote import RemoteCluster
+from console.remote import ControllerUnavailable, RemoteCluster
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
+from proto.types import EndPoint
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +115,9 @@ class Collector:
                  local: LocalProcesses | None = None, log_dirs: LogDirs | None = None,
                  remote: RemoteCluster | None = None, kafka_properties: Mapping[str, str] | None = None,
                  slow_every: int = 4, configs_every: int = 5) -> None:
-        """`remote` (a --bootstrap-server cluster) finds ZooKeeper, the controller and, once `kafka_properties`
-        (the admin's kafka-python properties) are given, the Kafka listeners DescribeLogDirs is asked on."""
+        """`remote` (a --bootstrap-server cluster) reaches the controller through the brokers and, with
+        `kafka_properties` (the admin's kafka-python properties), finds the Kafka listener DescribeLogDirs is asked
+        on."""
         self._interval_ms = interval_ms
         self._admin = Admin(bootstrap_servers, channel_factory=security.channel_factory,
                             request_timeout_ms=max(interval_ms * 4, 2000), default_api_timeout_ms=5000)
@@ -124,8 +127,6 @@ class Collector:
         self._sizes: ReplicaSizes = {}
         self._remote = remote
         self._kafka_properties = kafka_properties
-        source = local or remote
-        self._controller_endpoint = source.controller_endpoint if source is not None else None
         self._slow_every = slow_every
         self._configs_every = configs_every
         self._events_after: dict[str, int] = {}
@@ -134,6 +135,8 @@ class Collector:
         self._groups: list[dict[str, Any]] = []
         self._configs: dict[str, dict[str, str]] = {}
         self._controller: tuple[str, grpc.Channel] | None = None
+        # The controller whose ring the cursor pages (a --bootstrap-server cluster's, known by its answers).
+        self._controller_id: int | None = None
         self._slow_rounds = 0
         # The events and the slow loop's answers, shared by the two loops and the fault handlers.
         self._lock = threading.Lock()
@@ -142,6 +145,7 @@ class Collector:
         self._slow_errors: list[str] = []
         self._requests: collections.Counter[str] = collections.Counter()
         self._zookeeper: dict[str, Any] = {}
+        self._listeners: dict[int, tuple[EndPoint, ...]] = {}
         self._console_sequence = 0
         self._picture = Picture(0, 0, {}, [], [], [], [], [], {}, [])
         self._stop = threading.Event()
@@ -196,19 +200,20 @@ class Collector:
             errors: list[str] = []
             try:
                 self._learn_remote(metadata, errors)
-                self._poll_controller(errors)
+                self._poll_controller(metadata, errors)
                 groups = self._poll_groups(metadata, answers, errors)
                 configs = self._poll_configs(metadata, errors) if self._slow_rounds % self._configs_every == 0 \
                     else self._configs
                 source = self._local or self._remote
                 zookeeper = source.zookeeper() if source is not None else {}
+                listeners = self._poll_listeners(metadata, errors)
                 sizes = self._poll_log_dirs(answers, errors)
             except Exception:  # as the fast loop: the console stays up, the page keeps the last answers
                 logger.exception("console: a slow poll failed")
                 continue
             with self._lock:
                 self._groups, self._configs, self._zookeeper, self._slow_errors = groups, configs, zookeeper, errors
-                self._sizes = sizes
+                self._sizes, self._listeners = sizes, listeners
             self._slow_rounds += 1
 
     def _take(self) -> Picture:
@@ -233,9 +238,11 @@ class Collector:
             self._metadata, self._answers = metadata, answers
             groups, configs, zookeeper, slow_errors = self._groups, self._configs, self._zookeeper, self._slow_errors
             sizes = self._sizes if self._log_dirs is not None else None
+            listeners = self._listeners
         partitions = view.partition_views(metadata, answers, metadata.topics, sizes)
         return Picture(
-            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions), partitions,
+            self._picture.version + 1, _now_ms(), view.cluster_summary(metadata, answers, partitions, listeners),
+            partitions,
             view.topic_summaries(metadata, answers, configs, sizes), groups, self._timeline(), processes, zookeeper,
             errors + slow_errors)
 
@@ -274,28 +281,39 @@ class Collector:
     # ------------------------------------------------------------------ slower sources
 
     def _learn_remote(self, metadata: ClusterMetadata, errors: list[str]) -> None:
-        """A --bootstrap-server cluster: its ZooKeeper (once), and its Kafka listeners until they are known."""
-        if self._remote is None:
+        """A --bootstrap-server cluster: its Kafka listener, until a broker tells it."""
+        if self._remote is None or self._log_dirs is not None or self._kafka_properties is None:
             return
         try:
-            self._remote.learn(metadata, self._admin)
-            if self._log_dirs is None and self._kafka_properties is not None:
-                servers = self._remote.kafka_servers(metadata)
-                if servers:
-                    self._log_dirs = LogDirs(servers, self._kafka_properties)
-        except Exception as e:  # KafkaError, ZooKeeper away or not named: the page says so, the rest goes on
-            errors.append(f"cluster's ZooKeeper: {e}")
+            servers = self._remote.kafka_servers(metadata)
+        except ValueError as e:  # listeners a broker describes that cannot be read: the page says so
+            errors.append(f"Kafka listeners: {e}")
+            return
+        if servers:
+            self._log_dirs = LogDirs(servers, self._kafka_properties)
 
-    def _poll_controller(self, errors: list[str]) -> None:
-        if self._controller_endpoint is None:
+    def _poll_controller(self, metadata: ClusterMetadata, errors: list[str]) -> None:
+        timeout_s = self._interval_ms * self._slow_every / 1000
+        response = (self._forwarded_controller_events(metadata, timeout_s, errors) if self._remote is not None
+                    else self._local_controller_events(timeout_s, errors))
+        if response is None:
             return
+        self._add_events(f"controller-{response.controller_id}", response.events)
+        # One cursor for whichever controller is active: a new one starts its ring at 1.
+        self._events_after[CONTROLLER_SOURCE] = max(
+            (e.sequence for e in response.events), default=self._events_after.get(CONTROLLER_SOURCE, 0))
+
+    def _local_controller_events(self, timeout_s: float, errors: list[str]) -> pb.DescribeEventsResponse | None:
+        """A local cluster's active controller, asked at the address the /controller znode advertises."""
+        if self._local is None:
+            return None
         try:
-            endpoint = self._controller_endpoint()
+            endpoint = self._local.controller_endpoint()
         except Exception as e:  # ZooKeeper away: the picture says so, the brokers' part goes on
             errors.append(f"controller endpoint: {e}")
-            return
+            return None
         if endpoint is None:
-            return
+            return None
         if self._controller is None or self._controller[0] != endpoint:
             if self._controller is not None:
                 self._controller[1].close()
@@ -303,16 +321,30 @@ class Collector:
             self._events_after[CONTROLLER_SOURCE] = 0
         self._requests["DescribeEvents"] += 1
         try:
-            response = pb_grpc.KafkaControllerStub(self._controller[1]).DescribeEvents(
-                pb.DescribeEventsRequest(events_after=self._events_after.get(CONTROLLER_SOURCE, 0)),
-                timeout=self._interval_ms * self._slow_every / 1000)
+            return pb_grpc.KafkaControllerStub(self._controller[1]).DescribeEvents(
+                pb.DescribeEventsRequest(events_after=self._events_after.get(CONTROLLER_SOURCE, 0)), timeout=timeout_s)
         except grpc.RpcError as e:
             errors.append(f"controller at {endpoint}: {e.code().name}")
-            return
-        self._add_events(f"controller-{response.controller_id}", response.events)
-        # One cursor for whichever controller is active: a new one starts its ring at 1.
-        self._events_after[CONTROLLER_SOURCE] = max(
-            (e.sequence for e in response.events), default=self._events_after.get(CONTROLLER_SOURCE, 0))
+            return None
+
+    def _forwarded_controller_events(self, metadata: ClusterMetadata, timeout_s: float,
+                                     errors: list[str]) -> pb.DescribeEventsResponse | None:
+        """A --bootstrap-server cluster's active controller, through a broker (console/remote.py). Another
+        controller than the last (a failover) starts its ring at 1: it is asked again from the beginning."""
+        assert self._remote is not None
+        after = self._events_after.get(CONTROLLER_SOURCE, 0)
+        try:
+            self._requests["DescribeEvents"] += 1
+            response = self._remote.describe_events(metadata, after, timeout_s)
+            if response.controller_id != self._controller_id and after:
+                self._events_after[CONTROLLER_SOURCE] = 0
+                self._requests["DescribeEvents"] += 1
+                response = self._remote.describe_events(metadata, 0, timeout_s)
+        except ControllerUnavailable as e:
+            errors.append(f"controller: {e}")
+            return None
+        self._controller_id = response.controller_id
+        return response
 
     def _poll_groups(self, metadata: ClusterMetadata, answers: dict[int, pb.DescribeReplicaStateResponse],
                      errors: list[str]) -> list[dict[str, Any]]:
@@ -342,6 +374,18 @@ class Collector:
             errors.append(f"groups: {e}")
             return self._groups
         return out
+
+    def _poll_listeners(self, metadata: ClusterMetadata, errors: list[str]) -> dict[int, tuple[EndPoint, ...]]:
+        """Each broker's advertised listeners: a local cluster's registrations, a --bootstrap-server cluster's
+        brokers' own DescribeConfigs."""
+        source = self._local or self._remote
+        if source is None:
+            return {}
+        try:
+            return source.broker_listeners(metadata)
+        except Exception as e:  # ZooKeeper away, listeners that do not parse: the page keeps the last ones
+            errors.append(f"listeners: {e}")
+            return self._listeners
 
     def _poll_log_dirs(self, answers: dict[int, pb.DescribeReplicaStateResponse], errors: list[str]) -> ReplicaSizes:
         if self._log_dirs is None:

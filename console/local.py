@@ -4,7 +4,8 @@ and controller, and the faults a learner may inject with `--allow-faults`.
 Processes come from cluster.json, each checked against its command line
 (local_cluster/cluster.py) and read from /proc: a SIGSTOPped process shows as
 stopped. The controller and ZooKeeper are read, never written: the /controller
-and /controller_epoch znodes, and each ZooKeeper server's `srvr` mode.
+and /controller_epoch znodes, the brokers' registrations (their listeners), and
+each ZooKeeper server's `srvr` mode.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from client.metadata import ClusterMetadata
 from console.zookeeper import zookeeper_picture
 from local_cluster.cluster import ClusterError, LocalCluster
 from local_cluster.security import zookeeper_security
+from proto.types import EndPoint
 from zk.client import KafkaZkClient, connect_checked
 
 # The faults the page offers: what each does to which process.
@@ -68,6 +71,10 @@ class LocalProcesses:
 
     def controller_endpoint(self) -> str | None:
         return self._zookeeper().get_controller_endpoint()
+
+    def broker_listeners(self, metadata: ClusterMetadata) -> dict[int, tuple[EndPoint, ...]]:
+        """The listeners each live broker's registration (/brokers/ids) advertises."""
+        return {b.id: b.endpoints for b in self._zookeeper().get_all_brokers()}
 
     def _zookeeper(self) -> KafkaZkClient:
         with self._zk_lock:

@@ -15,18 +15,16 @@ from console.local import LocalProcesses
 from console.log_dirs import LogDirs
 from console.remote import RemoteCluster
 from console.server import create_app
-from zk.acl import OPEN, ZkSecurity
 
 
 def serve(bootstrap_servers: str, security: GrpcSecurity, *, data_dir: Path | None, host: str, port: int,
           interval_ms: int, allow_faults: bool, kafka: tuple[str, dict[str, str]] | None = None,
-          kafka_properties: dict[str, str] | None = None, zookeeper: str | None = None,
-          zookeeper_security: ZkSecurity = OPEN) -> int:
+          kafka_properties: dict[str, str] | None = None) -> int:
     """`kafka`: a --data-dir cluster's Kafka listeners and the admin's kafka-python properties, to ask
-    DescribeLogDirs. Without a data dir the cluster tells its ZooKeeper (or `zookeeper` names it) and Kafka
-    listeners, asked with `kafka_properties`."""
+    DescribeLogDirs. Without a data dir the brokers tell the controller's events, ZooKeeper and a Kafka listener,
+    asked with `kafka_properties`."""
     local = LocalProcesses(data_dir) if data_dir is not None else None
-    remote = RemoteCluster(zookeeper, zookeeper_security) if data_dir is None else None
+    remote = RemoteCluster(security) if data_dir is None else None
     collector = Collector(bootstrap_servers, security, interval_ms=interval_ms, local=local,
                           log_dirs=LogDirs(*kafka) if kafka is not None else None, remote=remote,
                           kafka_properties=kafka_properties)

@@ -1,11 +1,13 @@
-"""A cluster known by its bootstrap brokers' gRPC listeners only (`--bootstrap-server`: a compose cluster, any
-cluster not of this machine's `cluster up`): its ZooKeeper, controller and Kafka listeners, learnt from the cluster.
+"""A cluster known by its brokers' gRPC listeners only (`--bootstrap-server`: a compose cluster from the host, any
+cluster not of this machine's `cluster up`): what the console learns of the rest through the brokers alone.
 
-From one broker's DescribeConfigs: zookeeper.connect (unless --zookeeper names it, as Kafka's tools take it: a
-compose cluster's brokers name ZooKeeper by in-container names) and grpc.listener.names. From ZooKeeper, read
-only: the /controller znode (the active controller's RPC address, as local.py reads it), /controller_epoch, the
-members' `srvr` modes, and the brokers' registrations, whose Kafka-protocol listeners DescribeLogDirs is asked on.
-`kafka_listeners` chooses them, with no I/O.
+A compose cluster's controllers and ZooKeeper servers answer on in-container names (`controller-1001:9090`,
+`zookeeper-1:2181`) that do not resolve on the host, so the console asks neither directly: any broker forwards
+DescribeEvents to the active controller (as it forwards ElectLeaders, KIP-590), whose answer carries its events,
+its controller epoch and ZooKeeper's members with their `srvr` modes as the controller reaches them. Nothing is
+published or advertised for the console, and it needs no ZooKeeper credentials. The Kafka listener DescribeLogDirs
+is asked on comes from one broker's own DescribeConfigs (advertised.listeners, grpc.listener.names):
+`kafka_listener` chooses it, with no I/O; kafka-python finds the other brokers from there.
 """
 
 from __future__ import annotations
@@ -14,76 +16,131 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from client import Admin
-from client.admin import ConfigResource, ConfigResourceType
+import grpc
+
 from client.metadata import ClusterMetadata
-from client.structs import format_address
-from console.zookeeper import connect_members, zookeeper_picture
-from zk.acl import OPEN, ZkSecurity
-from zk.client import KafkaZkClient, connect_checked
-from zk.paths import BrokerInfo
+from client.structs import BrokerMetadata, format_address
+from common.config import parse_endpoints, parse_security_protocol_map
+from common.grpc_tls import GrpcSecurity
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
+from proto.errors import ErrorCode
+from proto.types import EndPoint
 
-ZOOKEEPER_TIMEOUT_S = 5.0
+# ConfigResource.Type.BROKER, as Kafka numbers it.
+BROKER_RESOURCE = 4
+DESCRIBE_CONFIGS_TIMEOUT_S = 5.0
 
 
-def kafka_listeners(registrations: Iterable[BrokerInfo], grpc_listener_names: Iterable[str],
-                    reached: Mapping[int, str]) -> str:
-    """The brokers' Kafka-protocol listeners to bootstrap from: per broker, of the endpoints its registration
-    advertises that are not gRPC ones, the one on the host the console reached it at (`reached`: Metadata's host
-    per broker; a compose broker advertises localhost beside its in-container name), else its first."""
+class ControllerUnavailable(Exception):
+    """No broker could forward DescribeEvents, or none found an active controller."""
+
+
+def kafka_listener(endpoints: Iterable[EndPoint], grpc_listener_names: Iterable[str], reached_host: str) -> str:
+    """A broker's Kafka-protocol listener to bootstrap kafka-python from: of the endpoints it advertises that are not
+    gRPC ones, the one on the host the console reached it at (a compose broker advertises localhost beside its
+    in-container name), else its first; "" when it has none."""
     grpc_names = {n.strip().upper() for n in grpc_listener_names if n.strip()}
-    servers = []
-    for broker in sorted(registrations, key=lambda b: b.id):
-        kafka = [e for e in broker.endpoints if e.listener_name.upper() not in grpc_names]
-        if kafka:
-            chosen = next((e for e in kafka if e.host == reached.get(broker.id)), kafka[0])
-            servers.append(format_address(chosen.host, chosen.port))
-    return ",".join(servers)
+    kafka = [e for e in endpoints if e.listener_name.upper() not in grpc_names]
+    if not kafka:
+        return ""
+    chosen = next((e for e in kafka if e.host == reached_host), kafka[0])
+    return format_address(chosen.host, chosen.port)
+
+
+def advertised_endpoints(configs: Mapping[str, str | None]) -> tuple[EndPoint, ...]:
+    """A broker's own described configs -> the endpoints its registration advertises (advertised.listeners, else
+    listeners, as KafkaConfig falls back)."""
+    protocols = configs.get("listener.security.protocol.map")
+    listeners = configs.get("advertised.listeners") or configs.get("listeners") or ""
+    return parse_endpoints(listeners, parse_security_protocol_map(protocols) if protocols else None)
+
+
+def zookeeper_picture(response: pb.DescribeEventsResponse) -> dict[str, Any]:
+    """The controller's answer as the page shows ZooKeeper: each member's mode, the controller and its epoch."""
+    return {"servers": [{"name": s.connect, "connect": s.connect, "mode": s.mode} for s in response.zookeeper_servers],
+            "controller_id": response.controller_id, "controller_epoch": response.controller_epoch}
 
 
 class RemoteCluster:
-    """The ZooKeeper and controller of a --bootstrap-server cluster; connects on first use, from the slow loop."""
+    """The controller (through the brokers) and the Kafka listener of a --bootstrap-server cluster."""
 
-    def __init__(self, zookeeper: str | None = None, security: ZkSecurity = OPEN) -> None:
-        self._connect = zookeeper
+    def __init__(self, security: GrpcSecurity) -> None:
         self._security = security
-        self._grpc_listener_names: list[str] | None = None
-        self._zk: KafkaZkClient | None = None
+        self._kafka_servers: str | None = None
+        self._listeners: dict[int, tuple[EndPoint, ...]] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+        self._zookeeper: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        if self._zk is not None:
-            self._zk.close()
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
 
-    def learn(self, metadata: ClusterMetadata, admin: Admin) -> None:
-        """zookeeper.connect (unless given) and grpc.listener.names, from the DescribeConfigs of one broker."""
-        if self._grpc_listener_names is not None:
-            return
-        broker = ConfigResource(ConfigResourceType.BROKER, str(min(metadata.brokers)))
-        configs = {c.name: c.value for c in admin.describe_configs([broker]).get(broker, [])}
-        if self._connect is None:
-            self._connect = configs.get("zookeeper.connect") or None
-            if self._connect is None:
-                raise RuntimeError(f"broker {broker.name} does not describe zookeeper.connect: give --zookeeper")
-        self._grpc_listener_names = (configs.get("grpc.listener.names") or "").split(",")
-
-    def zookeeper(self) -> dict[str, Any]:
-        if self._connect is None:
-            return {}
-        return zookeeper_picture(connect_members(self._connect), self._zookeeper)
-
-    def controller_endpoint(self) -> str | None:
-        return self._zookeeper().get_controller_endpoint()
+    def broker_listeners(self, metadata: ClusterMetadata) -> dict[int, tuple[EndPoint, ...]]:
+        """The listeners each broker advertises, from its own DescribeConfigs: asked once of each broker that
+        answers (a broker id seen again is asked again only if it never answered)."""
+        for broker in sorted(metadata.brokers.values()):
+            if broker.node_id not in self._listeners:
+                configs = self._own_configs(broker)
+                if configs is None:
+                    continue
+                endpoints = advertised_endpoints(configs)
+                self._listeners[broker.node_id] = endpoints
+                if self._kafka_servers is None:
+                    self._kafka_servers = kafka_listener(
+                        endpoints, (configs.get("grpc.listener.names") or "").split(","), broker.host)
+        return {b: self._listeners[b] for b in metadata.brokers if b in self._listeners}
 
     def kafka_servers(self, metadata: ClusterMetadata) -> str:
-        """The live brokers' Kafka listeners, from their registrations ("" when none has one)."""
-        return kafka_listeners(self._zookeeper().get_all_brokers(), self._grpc_listener_names or (),
-                               {b.node_id: b.host for b in metadata.brokers.values()})
+        """A Kafka listener of the cluster ("" when no broker has one), from the first broker that described its
+        own configs."""
+        self.broker_listeners(metadata)
+        return self._kafka_servers or ""
 
-    def _zookeeper(self) -> KafkaZkClient:
+    def describe_events(self, metadata: ClusterMetadata, events_after: int,
+                        timeout_s: float) -> pb.DescribeEventsResponse:
+        """The active controller's events after `events_after`, forwarded by the first broker that answers; raises
+        ControllerUnavailable when none does or none found a controller."""
+        failures = []
+        for broker in sorted(metadata.brokers.values()):
+            try:
+                response = pb_grpc.KafkaClientStub(self._channel(broker)).DescribeEvents(
+                    pb.DescribeEventsRequest(events_after=events_after), timeout=timeout_s)
+            except grpc.RpcError as e:  # a broker away: another forwards as well
+                failures.append(f"broker {broker.node_id}: {e.code().name if isinstance(e, grpc.Call) else e}")
+                continue
+            if response.error_code != ErrorCode.NONE:
+                self._zookeeper = {"servers": [], "error": "no active controller answers"}
+                raise ControllerUnavailable(f"no active controller answers ({ErrorCode(response.error_code).name})")
+            self._zookeeper = zookeeper_picture(response)
+            return response
+        self._zookeeper = {"servers": [], "error": "no broker answers"}
+        raise ControllerUnavailable("no broker forwards DescribeEvents: " + ", ".join(failures))
+
+    def zookeeper(self) -> dict[str, Any]:
+        """ZooKeeper as the last DescribeEvents answer showed it."""
+        return self._zookeeper
+
+    def _own_configs(self, broker: BrokerMetadata) -> dict[str, str | None] | None:
+        """The broker's DescribeConfigs of itself (a broker describes only its own static configs, as Kafka's)."""
+        request = pb.DescribeConfigsRequest(resources=[pb.DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name=str(broker.node_id))])
+        try:
+            response = pb_grpc.KafkaClientStub(self._channel(broker)).DescribeConfigs(
+                request, timeout=DESCRIBE_CONFIGS_TIMEOUT_S)
+        except grpc.RpcError:
+            return None
+        [result] = response.results
+        if result.error_code != ErrorCode.NONE:
+            return None
+        return {c.name: c.value if c.HasField("value") else None for c in result.configs}
+
+    def _channel(self, broker: BrokerMetadata) -> grpc.Channel:
         with self._lock:
-            if self._connect is None:
-                raise RuntimeError("ZooKeeper not known yet")
-            if self._zk is None:
-                self._zk = connect_checked(self._connect, ZOOKEEPER_TIMEOUT_S, self._security)
-            return self._zk
+            channel = self._channels.get(broker.address)
+            if channel is None:
+                channel = self._channels[broker.address] = self._security.channel(broker.address)
+            return channel

@@ -16,12 +16,13 @@ A replica's state on the page:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from client.metadata import ClusterMetadata
+from client.structs import format_address
 from proto import minibroker_pb2 as pb
-from proto.types import TopicPartition
+from proto.types import EndPoint, TopicPartition
 
 PartitionStates = Mapping[tuple[str, int], Mapping[int, pb.DescribeReplicaStateResponse.PartitionState]]
 
@@ -84,7 +85,8 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
             bar["size_bytes"] = replica_bytes[broker_id]
         if own is not None:
             bar.update(log_start_offset=own.log_start_offset, log_end_offset=own.log_end_offset,
-                       high_watermark=own.high_watermark, leader_epoch=own.leader_epoch)
+                       high_watermark=own.high_watermark, last_stable_offset=own.last_stable_offset,
+                       leader_epoch=own.leader_epoch)
         caught_up_ago = None
         if broker_id != leader_id:
             if known is not None and leader_answer is not None:
@@ -108,6 +110,7 @@ def partition_view(topic: str, partition: int, metadata: ClusterMetadata, states
         "replicas": list(replicas), "isr": list(isr),
         "offline_replicas": list(meta.offline_replicas) if meta is not None else [],
         "high_watermark": leader_state.high_watermark if leader_state is not None else None,
+        "last_stable_offset": leader_state.last_stable_offset if leader_state is not None else None,
         "log_end_offset": leader_state.log_end_offset if leader_state is not None else None,
         "replica_lag_time_max_ms": lag_max_ms,
         "epochs": [[e.epoch, e.start_offset] for e in leader_state.epoch_entries] if leader_state is not None else [],
@@ -124,13 +127,17 @@ def partition_views(metadata: ClusterMetadata, answers: Mapping[int, pb.Describe
 
 
 def cluster_summary(metadata: ClusterMetadata, answers: Mapping[int, pb.DescribeReplicaStateResponse],
-                    partitions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Brokers, the controller, and the offline and under-replicated partition counts of `partitions` (views:
-    their ISR is the leader's own, ahead of the metadata the controller propagates)."""
+                    partitions: Iterable[Mapping[str, Any]],
+                    listeners: Mapping[int, Sequence[EndPoint]] | None = None) -> dict[str, Any]:
+    """Brokers (with the listeners each advertises, where known), the controller, and the offline and
+    under-replicated partition counts of `partitions` (views: their ISR is the leader's own, ahead of the metadata
+    the controller propagates)."""
     views = list(partitions)
     return {
         "cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
-        "brokers": [{"id": b.node_id, "address": b.address, "rack": b.rack, "answering": b.node_id in answers}
+        "brokers": [{"id": b.node_id, "address": b.address, "rack": b.rack, "answering": b.node_id in answers,
+                     "listeners": [f"{e.listener_name}://{format_address(e.host, e.port)}"
+                                   for e in (listeners or {}).get(b.node_id, ())]}
                     for b in sorted(metadata.brokers.values())],
         "offline_partitions": sum(1 for v in views if v["leader"] < 0),
         "under_replicated_partitions": sum(1 for v in views if v["leader"] >= 0 and len(v["isr"]) < len(v["replicas"])),

@@ -13,12 +13,6 @@ from zk.server import server_mode
 SRVR_TIMEOUT_S = 0.3
 
 
-def connect_members(connect: str) -> list[tuple[str, str]]:
-    """zookeeper.connect ("h1:2181,h2:2181/chroot") -> each member as (name, host:port): the chroot is no member's."""
-    hosts = connect.partition("/")[0]
-    return [(h, h) for h in (h.strip() for h in hosts.split(",")) if h]
-
-
 def zookeeper_picture(members: Sequence[tuple[str, str]], zookeeper: Callable[[], KafkaZkClient]) -> dict[str, Any]:
     """Each member's mode ("none" when it does not serve), the active controller and the controller epoch."""
     modes = []

@@ -16,7 +16,8 @@
 - reassignment_manager.py    partition reassignment through /admin/reassign_partitions
 - topic_deletion_manager.py  TopicDeletionManager: topics deleted under /admin/delete_topics
 - server.py                  the controller's gRPC service: ControlledShutdown, ElectLeaders and DescribeEvents
-                             (its event ring, common/event_ring.py, for `minibroker console`)
+                             (its event ring, common/event_ring.py, its epoch and ZooKeeper's `srvr` modes, for
+                             `minibroker console`)
 - metrics.py                 Prometheus metrics named after kafka.controller:type=KafkaController's gauges
 - config.py, loggers.py      ControllerConfig; Kafka-style log prefixes
 Replica assignment, which the broker's CreateTopics shares, is common/assignment.py.

@@ -1,6 +1,6 @@
 """The controller's gRPC service: KafkaController.ControlledShutdown (Kafka's handleControlledShutdownRequest),
-ElectLeaders (an admin client's leader election, KIP-460) and the project's own DescribeEvents (its event ring, for
-`minibroker console`).
+ElectLeaders (an admin client's leader election, KIP-460) and the project's own DescribeEvents (its event ring, its
+epoch and its ZooKeeper members' `srvr` modes, for `minibroker console`).
 
 In Kafka the controller is a broker and answers ControlledShutdown on its
 broker port; here it is a process of its own, so it serves the one request
@@ -44,10 +44,13 @@ from proto import minibroker_pb2_grpc as pb_grpc
 from proto.auth import carries_cluster_credential
 from proto.errors import ErrorCode
 from proto.types import CONTROLLER_SERVICE, TopicPartition
+from zk.server import member_modes
 
 # Kafka's ElectionType ids.
 ELECTION_TYPE_PREFERRED = 0
 ELECTION_TYPE_UNCLEAN = 1
+# A ZooKeeper server that does not answer `srvr` within this holds up a DescribeEvents no longer.
+SRVR_TIMEOUT_S = 0.3
 # Brokers shut down one at a time; a few threads cover retries that overlap.
 _MAX_WORKERS = 4
 
@@ -139,14 +142,18 @@ class ControllerApis(pb_grpc.KafkaControllerServicer):
         """The controller's recent events (common/event_ring.py), read-only: a partition's need Describe on its
         topic, as a broker's DescribeReplicaState; events of no one partition go to anyone."""
         events = EVENTS.since(request.events_after)
-        if self._authorizer is not None:
+        # A broker forwarding a console's request (a cluster action) gets them all and filters for its caller.
+        if self._authorizer is not None and not self._authorize_cluster_action(context):
             session = self._session(context)
             topics = {e.topic for e in events if e.topic}
             describable = {t for t in topics if self._authorizer.authorize(
                 session, AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_if_denied=False)}
             events = [e for e in events if not e.topic or e.topic in describable]
-        return pb.DescribeEventsResponse(controller_id=self._controller.controller_id,
-                                         now_ms=int(time.time() * 1000), events=event_messages(events))
+        return pb.DescribeEventsResponse(
+            controller_id=self._controller.controller_id, now_ms=int(time.time() * 1000),
+            events=event_messages(events), controller_epoch=self._controller.context.epoch,
+            zookeeper_servers=[pb.DescribeEventsResponse.ZooKeeperServer(connect=member, mode=mode) for member, mode
+                               in member_modes(self._controller.config.zookeeper_connect, SRVR_TIMEOUT_S)])
 
 
 def bind_controller_server(config: ControllerConfig) -> tuple[grpc.Server, str]:

@@ -17,6 +17,12 @@ from collections.abc import Iterable
 CLUSTER_CREDENTIAL_METADATA_KEY = "x-cluster-credential"
 
 
+def cluster_credential_metadata(credential: str | None, tls: bool) -> tuple[tuple[str, str], ...]:
+    """The metadata a cluster action's call carries: the credential on a plaintext connection, nothing on TLS
+    (its certificate is the proof) or when none is configured."""
+    return () if credential is None or tls else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+
+
 def carries_cluster_credential(metadata: Iterable[tuple[str, str | bytes]] | None, credential: bytes | None) -> bool:
     """Whether a call's metadata carries the cluster credential; any call does when none is configured.
     Compared in constant time, so the answer's timing does not leak the secret."""

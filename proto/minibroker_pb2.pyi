@@ -3517,6 +3517,7 @@ class DescribeReplicaStateResponse(_message.Message):
         ISR_FIELD_NUMBER: _builtins.int
         FOLLOWERS_FIELD_NUMBER: _builtins.int
         EPOCH_ENTRIES_FIELD_NUMBER: _builtins.int
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
         topic: _builtins.str
         partition: _builtins.int
         leader: _builtins.int
@@ -3524,6 +3525,8 @@ class DescribeReplicaStateResponse(_message.Message):
         log_start_offset: _builtins.int
         log_end_offset: _builtins.int
         high_watermark: _builtins.int
+        last_stable_offset: _builtins.int
+        """Kafka's last stable offset: READ_COMMITTED reads stop here (the high watermark with no open transaction)."""
         @_builtins.property
         def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
             """the leader's; empty on a follower"""
@@ -3547,10 +3550,11 @@ class DescribeReplicaStateResponse(_message.Message):
             isr: _abc.Iterable[_builtins.int] | None = ...,
             followers: _abc.Iterable[Global___DescribeReplicaStateResponse.FollowerState] | None = ...,
             epoch_entries: _abc.Iterable[Global___DescribeReplicaStateResponse.EpochEntry] | None = ...,
+            last_stable_offset: _builtins.int = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch_entries", b"epoch_entries", "followers", b"followers", "high_watermark", b"high_watermark", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch_entries", b"epoch_entries", "followers", b"followers", "high_watermark", b"high_watermark", "isr", b"isr", "last_stable_offset", b"last_stable_offset", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3612,23 +3616,58 @@ Global___DescribeEventsRequest: _TypeAlias = DescribeEventsRequest  # noqa: Y015
 class DescribeEventsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ZooKeeperServer(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        CONNECT_FIELD_NUMBER: _builtins.int
+        MODE_FIELD_NUMBER: _builtins.int
+        connect: _builtins.str
+        """host:port as the controller's zookeeper.connect names it."""
+        mode: _builtins.str
+        """What `srvr` says: standalone, leader, follower; "none" when it does not serve."""
+        def __init__(
+            self,
+            *,
+            connect: _builtins.str = ...,
+            mode: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["connect", b"connect", "mode", b"mode"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CONTROLLER_ID_FIELD_NUMBER: _builtins.int
     NOW_MS_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    CONTROLLER_EPOCH_FIELD_NUMBER: _builtins.int
+    ZOOKEEPER_SERVERS_FIELD_NUMBER: _builtins.int
     controller_id: _builtins.int
     now_ms: _builtins.int
+    error_code: _builtins.int
+    controller_epoch: _builtins.int
+    """The answering controller's epoch (/controller_epoch when it won)."""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicationEvent]: ...
+    @_builtins.property
+    def zookeeper_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribeEventsResponse.ZooKeeperServer]:
+        """ZooKeeper's members as the controller reaches them."""
+
     def __init__(
         self,
         *,
         controller_id: _builtins.int = ...,
         now_ms: _builtins.int = ...,
         events: _abc.Iterable[Global___ReplicationEvent] | None = ...,
+        error_code: _builtins.int = ...,
+        controller_epoch: _builtins.int = ...,
+        zookeeper_servers: _abc.Iterable[Global___DescribeEventsResponse.ZooKeeperServer] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller_id", b"controller_id", "events", b"events", "now_ms", b"now_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller_epoch", b"controller_epoch", "controller_id", b"controller_id", "error_code", b"error_code", "events", b"events", "now_ms", b"now_ms", "zookeeper_servers", b"zookeeper_servers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

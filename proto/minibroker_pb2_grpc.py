@@ -156,6 +156,11 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.DescribeReplicaStateRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.DescribeReplicaStateResponse.FromString,
                 _registered_method=True)
+        self.DescribeEvents = channel.unary_unary(
+                '/minibroker.KafkaClient/DescribeEvents',
+                request_serializer=proto_dot_minibroker__pb2.DescribeEventsRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.DescribeEventsResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaClientServicer:
@@ -321,6 +326,15 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeEvents(self, request, context):
+        """The project's own: the active controller's DescribeEvents, forwarded to it as ElectLeaders is (KIP-590), for
+        a console that reaches only the brokers (a compose cluster from the host: its controllers and ZooKeeper
+        servers answer on in-container names). NOT_CONTROLLER when no controller is registered or answers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaClientServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -443,6 +457,11 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.DescribeReplicaState,
                     request_deserializer=proto_dot_minibroker__pb2.DescribeReplicaStateRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.DescribeReplicaStateResponse.SerializeToString,
+            ),
+            'DescribeEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeEvents,
+                    request_deserializer=proto_dot_minibroker__pb2.DescribeEventsRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.DescribeEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1095,6 +1114,33 @@ class KafkaClient:
             '/minibroker.KafkaClient/DescribeReplicaState',
             proto_dot_minibroker__pb2.DescribeReplicaStateRequest.SerializeToString,
             proto_dot_minibroker__pb2.DescribeReplicaStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/DescribeEvents',
+            proto_dot_minibroker__pb2.DescribeEventsRequest.SerializeToString,
+            proto_dot_minibroker__pb2.DescribeEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -113,6 +113,11 @@ class KafkaClientStub:
     follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
     Read-only; a partition's state needs Describe on its topic.
     """
+    DescribeEvents: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeEventsRequest, _minibroker_pb2.DescribeEventsResponse]
+    """The project's own: the active controller's DescribeEvents, forwarded to it as ElectLeaders is (KIP-590), for
+    a console that reaches only the brokers (a compose cluster from the host: its controllers and ZooKeeper
+    servers answer on in-container names). NOT_CONTROLLER when no controller is registered or answers.
+    """
 
 @_typing.type_check_only
 class KafkaClientAsyncStub(KafkaClientStub):
@@ -162,6 +167,11 @@ class KafkaClientAsyncStub(KafkaClientStub):
     """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
     follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
     Read-only; a partition's state needs Describe on its topic.
+    """
+    DescribeEvents: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeEventsRequest, _minibroker_pb2.DescribeEventsResponse]  # type: ignore[assignment]
+    """The project's own: the active controller's DescribeEvents, forwarded to it as ElectLeaders is (KIP-590), for
+    a console that reaches only the brokers (a compose cluster from the host: its controllers and ZooKeeper
+    servers answer on in-container names). NOT_CONTROLLER when no controller is registered or answers.
     """
 
 class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
@@ -353,6 +363,17 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         """The project's own, not Kafka's: the replica state only this broker knows (a leader's view of each
         follower, the leader epoch cache) and its recent replication events, for `minibroker console`.
         Read-only; a partition's state needs Describe on its topic.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeEvents(
+        self,
+        request: _minibroker_pb2.DescribeEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.DescribeEventsResponse, _abc.Awaitable[_minibroker_pb2.DescribeEventsResponse]]:
+        """The project's own: the active controller's DescribeEvents, forwarded to it as ElectLeaders is (KIP-590), for
+        a console that reaches only the brokers (a compose cluster from the host: its controllers and ZooKeeper
+        servers answer on in-container names). NOT_CONTROLLER when no controller is registered or answers.
         """
 
 def add_KafkaClientServicer_to_server(servicer: KafkaClientServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

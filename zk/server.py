@@ -126,6 +126,20 @@ def server_mode(host: str, port: int, timeout: float = 1.0) -> str | None:
     return match.group(1) if match else None
 
 
+def connect_members(connect: str) -> list[str]:
+    """zookeeper.connect ("h1:2181,h2:2181/chroot") -> each member's host:port: the chroot is no member's."""
+    return [h for h in (h.strip() for h in connect.partition("/")[0].split(",")) if h]
+
+
+def member_modes(connect: str, timeout: float) -> list[tuple[str, str]]:
+    """Each member of `connect` and its `srvr` mode, "none" when it does not serve (down, or without a quorum)."""
+    modes = []
+    for member in connect_members(connect):
+        host, _, port = member.rpartition(":")
+        modes.append((member, server_mode(host, int(port), timeout) or "none"))
+    return modes
+
+
 @dataclass(frozen=True)
 class QuorumMember:
     """One server of an ensemble, as every member's zoo.cfg lists it (`server.<id>=...`)."""

@@ -6,5 +6,6 @@
   config_admin.py           DescribeConfigs / AlterConfigs / IncrementalAlterConfigs over /config
   scram_admin.py            Describe/AlterUserScramCredentials (KIP-554): ZkAdminManager's rules over /config/users
   producer_id_manager.py    producer id blocks from ZooKeeper (idempotence)
-  controller_channel.py     what a broker forwards to the controller process: an admin client's ElectLeaders
+  controller_channel.py     what a broker forwards to the controller process: an admin client's ElectLeaders,
+                            the console's DescribeEvents
 """

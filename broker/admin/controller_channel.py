@@ -1,5 +1,6 @@
 """What a broker forwards to the controller process (Kafka's BrokerToControllerChannelManager, KIP-590): an
-admin client's ElectLeaders (KIP-460).
+admin client's ElectLeaders (KIP-460), and the console's DescribeEvents (the project's own: a console that reaches
+only the brokers, as from a compose cluster's host, sees the controller's events, epoch and ZooKeeper through them).
 
 In Kafka 2.x the controller is one of the brokers and elects in-process; here it is a process of its own, found
 through the /controller znode, serving KafkaController.ElectLeaders over gRPC (controller/server.py) as the
@@ -44,9 +45,20 @@ def election_results(response: pb.ElectLeadersResponse) -> ElectionResults:
 
 
 class ControllerChannel:
-    def __init__(self, zk: KafkaZkClient, security: GrpcSecurity) -> None:
+    def __init__(self, zk: KafkaZkClient, security: GrpcSecurity,
+                 cluster_metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        """`cluster_metadata`: what a cluster action carries (proto/auth.py), for the requests the controller
+        answers in full to a broker only."""
         self._zk = zk
         self._security = security
+        self._cluster_metadata = cluster_metadata
+
+    def _endpoint(self, request: str) -> str | None:
+        try:
+            return self._zk.get_controller_endpoint()
+        except KazooException as e:
+            logger.warning("Cannot forward %s, reading /controller failed: %r", request, e)
+            return None
 
     def elect_leaders(self, election_type: int, partitions: Sequence[TopicPartition],
                       timeout_ms: int) -> ElectionResults:
@@ -55,11 +67,7 @@ class ControllerChannel:
         after refreshing its metadata), REQUEST_TIMED_OUT when the election outlasts `timeout_ms`."""
         if not partitions:
             return {}  # an empty list asks for nothing (the controller's empty list would mean every partition)
-        try:
-            endpoint = self._zk.get_controller_endpoint()
-        except KazooException as e:
-            logger.warning("Cannot forward ElectLeaders, reading /controller failed: %r", e)
-            endpoint = None
+        endpoint = self._endpoint("ElectLeaders")
         if endpoint is None:
             return dict.fromkeys(partitions, (ErrorCode.NOT_CONTROLLER, None))
         request = elect_leaders_request(election_type, partitions, timeout_ms)
@@ -74,3 +82,18 @@ class ControllerChannel:
         if response.error_code != ErrorCode.NONE:
             return dict.fromkeys(partitions, (ErrorCode(response.error_code), None))
         return election_results(response)
+
+    def describe_events(self, request: pb.DescribeEventsRequest, timeout_s: float) -> pb.DescribeEventsResponse:
+        """The active controller's answer, every event of it (the caller filters them for its client), or
+        NOT_CONTROLLER when no controller is registered or answers within `timeout_s`."""
+        endpoint = self._endpoint("DescribeEvents")
+        if endpoint is None:
+            return pb.DescribeEventsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        try:
+            with self._security.channel(endpoint) as channel:
+                return pb_grpc.KafkaControllerStub(channel).DescribeEvents(
+                    request, metadata=self._cluster_metadata, timeout=timeout_s)
+        except grpc.RpcError as e:
+            logger.debug("DescribeEvents to the controller at %s failed: %s", endpoint,
+                         e.details() if isinstance(e, grpc.Call) else e)
+            return pb.DescribeEventsResponse(error_code=ErrorCode.NOT_CONTROLLER)

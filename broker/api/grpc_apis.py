@@ -27,7 +27,7 @@ from broker.admin.config_admin import AlterConfigsResult
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
-from broker.api.operations import BrokerOperations, duplicates, group_by_topic
+from broker.api.operations import INTERNAL_TOPICS, BrokerOperations, duplicates, group_by_topic
 from broker.api.replica_state import replica_state_response
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
@@ -233,7 +233,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             if node.rack is not None:
                 broker.rack = node.rack
         for name, error, metadata in found.topics:
-            topic = response.topics.add(error_code=error, name=name)
+            topic = response.topics.add(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS)
             for p in () if metadata is None else metadata.partitions:
                 topic.partitions.add(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
                                      leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
@@ -322,6 +322,24 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         return replica_state_response(self._config.broker_id, int(time.time() * 1000),
                                       self._config.replica_lag_time_max_ms, states,
                                       EVENTS.since(request.events_after), describable)
+
+    async def DescribeEvents(self, request: pb.DescribeEventsRequest, context: Context) -> pb.DescribeEventsResponse:
+        """The active controller's DescribeEvents, forwarded (broker/admin/controller_channel.py) within the call's
+        deadline; its events filtered for the caller as the controller filters them: a partition's need Describe
+        on its topic, events of no one partition go to anyone."""
+        began = time.monotonic()
+        channel = self._operations.controller_channel
+        assert channel is not None, "the broker gives its operations a ControllerChannel"
+        response = await self._operations.pools.zookeeper(channel.describe_events, request,
+                                                          self._timeout_ms(context) / 1000)
+        describable = self._operations.authorized_topics(
+            self._session(context), AclOperation.DESCRIBE, {e.topic for e in response.events if e.topic},
+            log_if_denied=False)
+        kept = [e for e in response.events if not e.topic or e.topic in describable]
+        del response.events[:]
+        response.events.extend(kept)
+        self._metrics.record_request("DescribeEvents", (time.monotonic() - began) * 1000)
+        return response
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest, context: Context) -> pb.AlterConfigsResponse:
         resources = [(r.resource_type, r.resource_name,

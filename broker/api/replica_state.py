@@ -29,7 +29,8 @@ def replica_state_response(broker_id: int, now_ms: int, replica_lag_time_max_ms:
         out = response.partitions.add(
             topic=state.topic_partition.topic, partition=state.topic_partition.partition, leader=state.leader,
             leader_epoch=state.leader_epoch, log_start_offset=state.log_start_offset,
-            log_end_offset=state.log_end_offset, high_watermark=state.high_watermark, isr=state.isr)
+            log_end_offset=state.log_end_offset, high_watermark=state.high_watermark,
+            last_stable_offset=state.last_stable_offset, isr=state.isr)
         for f in state.followers:
             out.followers.add(broker_id=f.broker_id, log_end_offset=f.log_end_offset,
                               log_start_offset=f.log_start_offset, last_caught_up_time_ms=f.last_caught_up_time_ms,

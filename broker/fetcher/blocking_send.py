@@ -23,7 +23,7 @@ from common.grpc_tls import PLAINTEXT, GrpcSecurity
 from common.limits import MESSAGE_SIZE_OPTIONS
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.auth import cluster_credential_metadata
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 
@@ -49,7 +49,7 @@ class ReplicaFetcherBlockingSend:
         ])
         self._client = pb_grpc.KafkaClientStub(self._channel)
         self._cluster = pb_grpc.KafkaClusterStub(self._channel)
-        self._metadata = () if credential is None or security.tls else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        self._metadata = cluster_credential_metadata(credential, security.tls)
         # The leader may hold the fetch for replica.fetch.wait.max.ms; the socket timeout bounds the rest.
         self._timeout_s = (config.socket_timeout_ms + config.fetch_wait_max_ms) / 1000
 

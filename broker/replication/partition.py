@@ -165,6 +165,7 @@ class ReplicaState:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    last_stable_offset: int  # READ_COMMITTED reads stop here: the first offset of the oldest open transaction
     isr: tuple[int, ...]
     followers: tuple[FollowerState, ...]
     epoch_entries: tuple[EpochEntry, ...]  # the leader-epoch-checkpoint's entries
@@ -246,6 +247,7 @@ class Partition:
             return ReplicaState(
                 self.topic_partition, -1 if self.leader_replica_id is None else self.leader_replica_id,
                 self.leader_epoch, log.log_start_offset, log.log_end_offset, self.high_watermark,
+                log.last_stable_offset(self.high_watermark),
                 tuple(b for b in self.assignment if b in self.in_sync_replica_ids) if is_leader else (), followers,
                 epochs)
 

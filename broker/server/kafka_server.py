@@ -102,7 +102,7 @@ from common.limits import MESSAGE_SIZE_OPTIONS
 from common.security.authorizer import AclAuthorizer, parse_super_users
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
-from proto.auth import CLUSTER_CREDENTIAL_METADATA_KEY
+from proto.auth import cluster_credential_metadata
 from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
 from zk.acl_store import ZkAclStore
@@ -261,12 +261,15 @@ class KafkaServer:
                                                            config.allow_everyone_if_no_acl_found))
             await asyncio.to_thread(self._acl_store.startup)
         # The collaborators are shared: one producer id manager, one purgatory, whatever the listener.
+        security = inter_broker_security(config)
+        controller_channel = ControllerChannel(zk, security, cluster_credential_metadata(
+            None if config.cluster_credential is None else config.cluster_credential.value, security.tls))
         operations = BrokerOperations(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache, admin_manager=admin_manager,
             producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
-            scram_admin=UserScramAdmin(zk), controller_channel=ControllerChannel(zk, inter_broker_security(config)),
+            scram_admin=UserScramAdmin(zk), controller_channel=controller_channel,
             pools=self._pools)
         groups = GroupOperations(group_coordinator, operations)
         apis = functools.partial(
@@ -570,7 +573,7 @@ class KafkaServer:
         config = self.config
         credential = None if config.cluster_credential is None else config.cluster_credential.value
         security = inter_broker_security(config)
-        metadata = () if credential is None or security.tls else ((CLUSTER_CREDENTIAL_METADATA_KEY, credential),)
+        metadata = cluster_credential_metadata(credential, security.tls)
         request = pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
         logger.info("Starting controlled shutdown")
         for attempt in range(config.controlled_shutdown_max_retries):

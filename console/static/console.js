@@ -85,13 +85,24 @@ function drawCluster(p) {
     let state = proc ? proc.state : "running";
     if (!b) state += ", not registered";
     else if (!b.answering) state += ", not answering";
-    return { name: `broker ${id}`, id, detail: b ? b.address + (b.rack ? ` rack ${b.rack}` : "") : "", state };
+    // One line per listener it advertises (the address this console reached it at until they are known).
+    const listeners = b ? (b.listeners && b.listeners.length ? b.listeners : [b.address]) : [];
+    return { name: `broker ${id}`, id, detail: b && b.rack ? `rack ${b.rack}` : "", lines: listeners, state };
   });
-  for (const x of p.processes || []) {
-    if (x.name.startsWith("broker-")) continue;
+  const others = (p.processes || []).filter((x) => !x.name.startsWith("broker-"));
+  for (const x of others) {
     const server = (zk.servers || []).find((s) => s.name === x.name);
     const role = server ? `mode ${server.mode}` : (x.name === `controller-${zk.controller_id}` ? "active" : "standby");
     rows.push({ name: x.name, detail: `pid ${x.pid || "–"}, ${role}`, state: x.state, active: role === "active" });
+  }
+  if (!others.length) {
+    // No process list (--bootstrap-server): ZooKeeper's members and the active controller, as the controller tells.
+    for (const s of zk.servers || []) {
+      rows.push({ name: s.name, detail: `mode ${s.mode}`, state: s.mode === "none" ? "not-answering" : "running" });
+    }
+    if (zk.controller_id !== undefined && zk.controller_id !== null && zk.controller_id >= 0) {
+      rows.push({ name: `controller-${zk.controller_id}`, detail: "active", state: "running" });
+    }
   }
   const key = JSON.stringify([rows, p.faults_allowed]);
   const box = $("cluster");
@@ -108,7 +119,8 @@ function drawCluster(p) {
       title: "SIGKILL the active controller", onclick: () => fault("controller/kill") }, "KILL")) : null;
   };
   box.replaceChildren(el("table", { class: "cluster" }, ...rows.map((r) => el("tr", { "data-process": r.name },
-    el("td", {}, el("div", {}, r.name), el("div", { class: "hint" }, r.detail)),
+    el("td", {}, el("div", {}, r.name), r.detail ? el("div", { class: "hint" }, r.detail) : null,
+      ...(r.lines || []).map((line) => el("div", { class: "hint listener" }, line))),
     el("td", { class: `proc ${r.state.split(",")[0]}` }, r.state), el("td", {}, buttons(r))))));
   $("faults-hint").hidden = !p.faults_allowed;
 }
@@ -144,10 +156,10 @@ function drawPartitions(p) {
 
 function partitionCard(part) {
   // One axis for every replica: the whole log (lowest log start to highest log end offset), or its tail, where
-  // the replicas differ: from a little before the lowest high watermark or log end offset.
+  // the replicas differ: from a little before the lowest high watermark, last stable offset or log end offset.
   const starts = part.bars.filter((b) => b.log_start_offset >= 0).map((b) => b.log_start_offset);
   const ends = part.bars.filter((b) => b.log_end_offset >= 0).map((b) => b.log_end_offset);
-  const marks = part.bars.flatMap((b) => [b.log_end_offset, b.high_watermark]).filter((o) => o !== undefined && o >= 0);
+  const marks = part.bars.flatMap((b) => [b.log_end_offset, b.high_watermark, b.last_stable_offset]).filter((o) => o !== undefined && o >= 0);
   const start = starts.length ? Math.min(...starts) : 0;
   const hi = Math.max(start + 1, ...ends);
   let lo = start;
@@ -163,6 +175,8 @@ function partitionCard(part) {
     el("span", { class: "epoch" }, `epoch ${part.leader_epoch}`),
     el("span", { class: "isr" }, `ISR [${part.isr.join(",")}]`),
     el("span", {}, `HW ${fmt(part.high_watermark)}`),
+    el("span", { class: part.last_stable_offset < part.high_watermark ? "lso open" : "lso" },
+       `LSO ${fmt(part.last_stable_offset)}`),
     el("span", {}, `LEO ${fmt(part.log_end_offset)}`),
     part.replica_lag_time_max_ms ? el("span", { class: "hint" }, `replica.lag.time.max.ms ${part.replica_lag_time_max_ms}`) : null,
     el("span", { class: "hint axis" }, `axis ${fmt(lo)} → ${fmt(hi)}`));
@@ -170,7 +184,9 @@ function partitionCard(part) {
     const hasLog = b.log_end_offset !== undefined && b.log_end_offset >= 0;
     const track = el("div", { class: "track" },
       hasLog ? el("div", { class: "log", style: `left:${x(Math.max(lo, b.log_start_offset))};width:calc(${x(Math.max(lo, b.log_end_offset))} - ${x(Math.max(lo, b.log_start_offset))})` }) : null,
-      b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null);
+      b.high_watermark !== undefined && b.high_watermark >= 0 ? el("div", { class: "hw", style: `left:${x(b.high_watermark)}`, title: `HW ${b.high_watermark}` }) : null,
+      // The last stable offset, where an open transaction holds READ_COMMITTED readers: drawn when below the HW.
+      b.last_stable_offset !== undefined && b.last_stable_offset < b.high_watermark ? el("div", { class: "lso", style: `left:${x(Math.max(lo, b.last_stable_offset))}`, title: `LSO ${b.last_stable_offset}` }) : null);
     let lagText = "";
     let meter = null;
     if (!b.leader) {
@@ -187,19 +203,22 @@ function partitionCard(part) {
     }
     return el("div", {
       class: `replica ${b.state}`, "data-broker": b.broker, "data-state": b.state,
-      "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1, "data-in-isr": b.in_isr,
+      "data-leo": hasLog ? b.log_end_offset : -1, "data-hw": b.high_watermark ?? -1,
+      "data-lso": b.last_stable_offset ?? -1, "data-in-isr": b.in_isr,
       "data-size": b.size_bytes ?? -1,
     },
       el("div", { class: "who" }, el("span", { class: "dot " + b.state }), `broker ${b.broker}`, b.leader ? " · leader" : ""),
       el("div", { class: "bar" }, track, meter),
       el("div", { class: "nums" },
         `${fmt(b.log_start_offset)} → ${fmt(b.log_end_offset)}, HW ${fmt(b.high_watermark)}` +
+          (b.last_stable_offset !== undefined && b.last_stable_offset < b.high_watermark ? `, LSO ${fmt(b.last_stable_offset)}` : "") +
           (b.size_bytes !== undefined ? `, ${fmtBytes(b.size_bytes)}` : ""),
         el("span", { class: "state" }, ` ${b.state}`), lagText ? el("div", { class: "lag" }, lagText) : null));
   });
   const epochs = part.epochs.length ? el("div", { class: "hint epochs" },
     "leader epochs: " + part.epochs.map(([e, s]) => `${e}@${s}`).join("  ")) : null;
   return el("div", { class: "partition", "data-partition": name, "data-hw": part.high_watermark ?? -1,
+    "data-lso": part.last_stable_offset ?? -1,
     "data-leo": part.log_end_offset ?? -1 }, head, ...rows, epochs);
 }
 

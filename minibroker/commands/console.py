@@ -1,7 +1,7 @@
 """`minibroker console`: a live web console of replication, served on 127.0.0.1.
 
     minibroker console --data-dir D [--port N] [--allow-faults]
-    minibroker console --bootstrap-server H:P [--zookeeper H:P] [--command-config FILE] [--port N]
+    minibroker console --bootstrap-server H:P [--command-config FILE] [--port N]
 
 One bar per replica of each partition on a common offset axis (log start, log
 end offset, high watermark), the leader and its epoch, the ISR, each follower's
@@ -23,12 +23,10 @@ from minibroker.commands import extras
 from minibroker.commands.client_options import (
     UsageError,
     add_cluster_options,
-    add_zookeeper_option,
     bootstrap_servers,
     client_security,
     cluster_info,
     kafka_python_admin_properties,
-    zookeeper_security,
 )
 
 
@@ -36,7 +34,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("console", help="a live web console of replicas, high watermarks, ISR and groups",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_options(parser)
-    add_zookeeper_option(parser)  # with --bootstrap-server, when the brokers' zookeeper.connect is not this host's
     parser.add_argument("--host", default="127.0.0.1",
                         help="the address to serve on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8090, help="the port to serve on (default 8090; 0: any free)")
@@ -63,24 +60,22 @@ def run(args: argparse.Namespace) -> int:
         servers = bootstrap_servers(args)
         security = client_security(args)
         kafka = _kafka_listeners(args)
-        # --bootstrap-server: the cluster's own ZooKeeper (or --zookeeper) tells the rest; asked as the admin.
+        # --bootstrap-server: the brokers tell the rest (console/remote.py); DescribeLogDirs asked as the admin.
         remote = args.bootstrap_server is not None or args.data_dir is None
         kafka_properties = kafka_python_admin_properties(args) if remote else None
-        zk_security = zookeeper_security(args)
     except UsageError as e:
         print(f"minibroker console: {e}", file=sys.stderr)
         return 1
     from console.main import serve  # aiohttp is an extra: imported once it is known to be there
     return serve(servers, security, data_dir=args.data_dir if args.bootstrap_server is None else None,
                  host=args.host, port=args.port, interval_ms=args.interval_ms, allow_faults=args.allow_faults,
-                 kafka=kafka, kafka_properties=kafka_properties, zookeeper=args.zookeeper,
-                 zookeeper_security=zk_security)
+                 kafka=kafka, kafka_properties=kafka_properties)
 
 
 def _kafka_listeners(args: argparse.Namespace) -> tuple[str, dict[str, str]] | None:
     """Where the console asks DescribeLogDirs (the replicas' bytes), with the admin's kafka-python properties: a
     --data-dir cluster's Kafka listeners, as its cluster.json names them. --bootstrap-server names gRPC
-    listeners: the console finds the Kafka ones in the brokers' registrations (console/remote.py)."""
+    listeners: the console finds a Kafka one in a broker's described advertised.listeners (console/remote.py)."""
     if args.bootstrap_server is not None or args.data_dir is None:
         return None
     servers = cluster_info(args).kafka_bootstrap_servers

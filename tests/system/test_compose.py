@@ -10,6 +10,7 @@ acknowledged is lost), run short `minibroker chaos run --compose`s (a leader
 SIGKILLed, paused, cut off the network with minibroker's client; then with confluent-kafka
 a ZooKeeper server of the three SIGKILLed, one paused, a broker's or the controller's
 session expired) to a clean verdict, and `docker-compose down -v` leaves no container, volume or network behind.
+Between them `minibroker console --bootstrap-server localhost:<port>` shows the whole cluster from the host.
 
 Needs `docker` and `docker-compose` talking to an engine (Docker, or Podman
 serving the Docker API: DOCKER_HOST); BASE_IMAGE names the image to build FROM
@@ -18,19 +19,25 @@ when no registry is reachable. Without an engine it says so and skips.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from selenium import webdriver
 
 from client import Consumer, Producer
+from tests.integration.console.console_browser import headless_chromium, screenshot
 from tests.system.compose_cluster import BROKERS, ComposeCluster, compose_cluster, log, until, wait
 
 TOPIC = "compose-heal"
@@ -108,6 +115,139 @@ def test_kafka_clients_on_the_kafka_host_listeners(cluster: ComposeCluster) -> N
             values.append(value.decode())
     consumer.close()
     assert sorted(values) == expected
+
+
+def test_the_console_from_the_host_shows_the_whole_cluster(cluster: ComposeCluster, tmp_path: Path) -> None:
+    """`minibroker console --bootstrap-server localhost:<published port>`, nothing else, as a user on the host runs
+    it: the controllers and ZooKeeper answer on in-container names only, so their events, the controller epoch
+    and ZooKeeper's modes come through the brokers (forwarded DescribeEvents); the bytes from DescribeLogDirs on
+    the Kafka listener a broker advertises on the host. Read from the page's event stream (server-sent events)
+    while a consumer group holds the topic."""
+    group = "compose-console"
+    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
+                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([KAFKA_TOPIC])
+    read = 0
+    deadline = time.monotonic() + 60
+    while read < 40 and time.monotonic() < deadline:  # every record kcat and confluent-kafka wrote, from each partition
+        read += sum(1 for m in consumer.consume(10, timeout=1) if m.error() is None)
+    assert read == 40, f"the group's consumer read {read} records of 40"
+    consumer.commit(asynchronous=False)
+    log_file = tmp_path / "console.log"
+    with log_file.open("w") as output:
+        console = subprocess.Popen(
+            [sys.executable, "-m", "minibroker.cli", "console", "--bootstrap-server",
+             f"localhost:{cluster.host_ports[1]}", "--port", "0"], stdout=output, stderr=subprocess.STDOUT)
+    try:
+        wait(lambda: "minibroker console at http://" in log_file.read_text() or console.poll() is not None, 60,
+             "the console to print its URL")
+        url = re.search(r"http://127\.0\.0\.1:\d+/", log_file.read_text())
+        assert url is not None, log_file.read_text()
+        with urlopen(f"{url.group(0)}api/stream?topic={KAFKA_TOPIC}", timeout=30) as stream:
+            picture = _picture_where(stream, lambda p: _shows_everything(p, _advertised(cluster)), 120)
+        with headless_chromium() as browser:
+            browser.get(f"{url.group(0)}?topic={KAFKA_TOPIC}")
+            _check_the_page(browser, picture["zookeeper"]["controller_id"], _advertised(cluster))
+            screenshot(browser, tmp_path, "console-compose.png")
+    finally:
+        console.terminate()
+        console.wait(30)
+        consumer.close()
+    log(f"the console's picture of the compose cluster: {json.dumps(_summary(picture))}")
+    assert picture["errors"] == [], picture["errors"]
+
+
+def _advertised(cluster: ComposeCluster) -> dict[int, list[str]]:
+    """Each broker's listeners as docker-compose.yml advertises them: in-container names, and localhost on the
+    ports published for this run."""
+    return {broker_id: [f"PLAINTEXT://{service}:29092", f"PLAINTEXT_HOST://localhost:{cluster.kafka_host_ports[broker_id]}",
+                        f"GRPC://{service}:29192", f"GRPC_HOST://localhost:{cluster.host_ports[broker_id]}"]
+            for broker_id, service in BROKERS.items()}
+
+
+def _shows_everything(picture: dict[str, Any], listeners: dict[int, list[str]]) -> bool:
+    """Each part of the page the issue asks for, with the compose cluster's own figures."""
+    cluster, zookeeper = picture["cluster"], picture["zookeeper"]
+    topic: dict[str, Any] = next((t for t in picture["topics"] if t["name"] == KAFKA_TOPIC), {})
+    group: dict[str, Any] = next((g for g in picture["groups"] if g["group_id"] == "compose-console"), {})
+    controllers = {e["source"] for e in picture["events"] if e["source"].startswith("controller-")}
+    return bool(
+        sorted(b["id"] for b in cluster.get("brokers", []) if b["answering"]) == sorted(BROKERS)
+        and {b["id"]: b["listeners"] for b in cluster["brokers"]} == listeners
+        and cluster.get("controller_id") in (1001, 1002)
+        and sorted(s["mode"] for s in zookeeper.get("servers", [])) == ["follower", "follower", "leader"]
+        and [s["connect"] for s in zookeeper["servers"]] == [f"zookeeper-{i}:2181" for i in (1, 2, 3)]
+        and (zookeeper.get("controller_epoch") or 0) >= 1
+        and controllers == {f"controller-{cluster['controller_id']}"}
+        and any(e["kind"] == "Election" and e["topic"] == KAFKA_TOPIC for e in picture["events"])
+        and any(e["source"].startswith("broker-") and e["kind"] == "LeaderEpoch" for e in picture["events"])
+        and len(picture["partitions"]) == 3
+        and all(len(p["bars"]) == 3 and (p["high_watermark"] or 0) > 0 for p in picture["partitions"])
+        and (topic.get("bytes") or 0) > 0 and topic.get("configs") == {"min.insync.replicas": "2"}
+        and group.get("state") == "Stable" and len(group.get("members", [])) == 1
+        and {row["partition"] for row in group.get("partitions", []) if row["topic"] == KAFKA_TOPIC} == {0, 1, 2}
+        and not picture["errors"])
+
+
+def _check_the_page(browser: webdriver.Chrome, controller_id: int, listeners: dict[int, list[str]]) -> None:
+    """What the page draws of it: each broker's listeners, ZooKeeper's members with their modes and the active
+    controller in the cluster panel (no process list here), the epoch in the header, the controller's elections
+    on the timeline, the topic's bytes and the group."""
+
+    def read() -> dict[str, Any]:
+        return browser.execute_script("""
+            const text = (selector) => [...document.querySelectorAll(selector)].map((e) => e.textContent);
+            const topic = document.querySelector(arguments[0]);
+            const rows = [...document.querySelectorAll("#cluster tr[data-process]")];
+            return {cluster: rows.map((r) => [r.dataset.process, r.querySelector(".hint").textContent]),
+                    listeners: rows.map((r) => [r.dataset.process,
+                                                [...r.querySelectorAll(".listener")].map((e) => e.textContent)]),
+                    summary: text("#summary span").join(" | "),
+                    elections: text('#timeline li[data-kind="Election"]').length,
+                    bytes: topic ? Number(topic.dataset.bytes) : -1, groups: text("#groups .group").join(" | ")};
+            """, f'#topics tr[data-topic="{KAFKA_TOPIC}"]') or {}
+
+    def complete(page: dict[str, Any]) -> bool:
+        rows = dict(page.get("cluster", []))  # name: detail
+        modes = sorted(rows.get(f"zookeeper-{i}:2181", "") for i in (1, 2, 3))
+        return bool(modes == ["mode follower", "mode follower", "mode leader"]
+                    and rows.get(f"controller-{controller_id}") == "active"
+                    and dict(page["listeners"]) == {
+                        **{f"broker {b}": shown for b, shown in listeners.items()},
+                        **{name: [] for name in rows if not name.startswith("broker ")}}
+                    and "(epoch " in page["summary"] and page["elections"] > 0 and page["bytes"] > 0
+                    and "compose-console Stable" in page["groups"])
+
+    pages: list[dict[str, Any]] = []
+
+    def shown() -> bool:
+        pages.append(read())
+        return complete(pages[-1])
+
+    if until(shown, 60) is None:
+        pytest.fail(f"the page still shows {pages[-1]}")
+
+
+def _picture_where(stream: Any, condition: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
+    """The first picture the event stream pushes that meets `condition` (the last one seen, at the deadline)."""
+    deadline = time.monotonic() + timeout
+    picture: dict[str, Any] = {}
+    for line in stream:
+        if line.startswith(b"data: "):
+            picture = json.loads(line[len(b"data: "):])
+            if condition(picture) or time.monotonic() > deadline:
+                break
+    if not condition(picture):
+        pytest.fail(f"after {timeout:.0f}s the console still shows {json.dumps(_summary(picture))}")
+    return picture
+
+
+def _summary(picture: dict[str, Any]) -> dict[str, Any]:
+    return {"cluster": picture.get("cluster"), "zookeeper": picture.get("zookeeper"), "errors": picture.get("errors"),
+            "event sources": sorted({e["source"] for e in picture.get("events", [])}),
+            "partitions": [(p["partition"], p["high_watermark"], len(p["bars"]))
+                           for p in picture.get("partitions", [])],
+            "topics": picture.get("topics"), "groups": picture.get("groups")}
 
 
 def test_a_killed_leader_is_replaced_and_its_broker_rejoins(cluster: ComposeCluster) -> None:

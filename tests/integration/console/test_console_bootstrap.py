@@ -1,8 +1,9 @@
 """`minibroker console --bootstrap-server H:P` (no data dir: as a user points it at a compose cluster) against a
-real local cluster: from the bootstrap broker alone it finds ZooKeeper (the broker's described zookeeper.connect)
-and shows its members with their `srvr` mode and the controller epoch, the active controller's events (the
-/controller znode's address) on the timeline, and each topic's bytes from DescribeLogDirs on the Kafka listeners
-the brokers' registrations advertise. Read over the console's JSON API while an event stream keeps a page open."""
+real local cluster: through the brokers alone it shows ZooKeeper's members with their `srvr` mode and the
+controller epoch and the active controller's events on the timeline (a broker's forwarded DescribeEvents), each
+topic's bytes from DescribeLogDirs on the Kafka listener a broker advertises, a group's lag, __consumer_offsets as
+internal, and an open transaction's last stable offset. Read over the console's JSON API while an event stream
+keeps a page open."""
 
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ from urllib.request import urlopen
 
 import pytest
 
-from client import Admin, NewTopic, Producer
+from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import StartProcess, WaitUntil
+from tests.integration.kafka_clients.test_kafka_transactions_partition import TOPIC as TXN_TOPIC
+from tests.integration.kafka_clients.test_kafka_transactions_partition import Wire
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "remote"
+GROUP = "remote-readers"
 
 
 @contextmanager
@@ -56,7 +60,7 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
         data_dir: Path, processes: StartProcess, wait_until: WaitUntil) -> None:
     info = LocalCluster(data_dir).up(brokers=2, controllers=1)
     with Admin(info.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(TOPIC, 1, 2)])
+        admin.create_topics([NewTopic(TOPIC, 1, 2), NewTopic(TXN_TOPIC, 1, 2)])
     producer = Producer(info.bootstrap_servers, acks=-1)
     try:
         for i in range(100):
@@ -64,6 +68,10 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
         producer.flush(30)
     finally:
         producer.close(timeout=5)
+    # A group's commit: the coordinator creates __consumer_offsets, an internal topic the page keeps apart.
+    with Consumer(bootstrap_servers=info.bootstrap_servers, group_id=GROUP, enable_auto_commit=False) as consumer:
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        consumer.commit({TopicPartition(TOPIC, 0): 40}, timeout_ms=30_000)
 
     bootstrap = info.bootstrap_servers.split(",")[0]  # one broker's gRPC listener, nothing local
     console = processes("console", [sys.executable, "-m", "minibroker.cli", "console", "--bootstrap-server",
@@ -78,10 +86,15 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
     host, port = found[0]
     pictures: list[dict[str, Any]] = []
 
-    def picture() -> dict[str, Any]:
-        with urlopen(f"http://{host}:{port}/api/picture?topic={TOPIC}", timeout=10) as response:
+    def picture(topic: str = TOPIC) -> dict[str, Any]:
+        with urlopen(f"http://{host}:{port}/api/picture?topic={topic}", timeout=10) as response:
             pictures.append(json.load(response))
         return pictures[-1]
+
+    def txn_offsets() -> tuple[int, int]:
+        """The transactions topic's (high watermark, last stable offset), as the page gets them."""
+        [partition] = picture(TXN_TOPIC)["partitions"]
+        return partition["high_watermark"], partition["last_stable_offset"]
 
     with _page_open(host, int(port)):
         wait_until(lambda: (z := picture()["zookeeper"]).get("servers")
@@ -95,3 +108,31 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
                    "a controller event on the timeline")
         wait_until(lambda: any(t["name"] == TOPIC and (t.get("bytes") or 0) > 0 for t in picture()["topics"]), 60,
                    "the topic's bytes from DescribeLogDirs")
+        wait_until(lambda: any(g["group_id"] == GROUP and g["partitions"] == [
+            {"topic": TOPIC, "partition": 0, "committed": 40, "high_watermark": 100, "lag": 60}]
+            for g in picture()["groups"]), 60, "the group's lag")
+        # Each broker's listeners, as it advertises them (its own DescribeConfigs).
+        wait_until(lambda: {b["id"]: b["listeners"] for b in picture()["cluster"]["brokers"]} == {
+            b.id: [f"GRPC://{b.address}", f"PLAINTEXT://{b.kafka_address}"] for b in info.brokers},
+            60, "each broker's listeners")
+        internal = {t["name"]: t["internal"] for t in picture()["topics"]}
+        assert internal == {TOPIC: False, TXN_TOPIC: False, "__consumer_offsets": True}, internal
+
+        # An open transaction holds the last stable offset at its first offset, below the high watermark, until
+        # its marker. Written as its producer and coordinator would (there is no transaction coordinator yet), on
+        # the leader's Kafka listener.
+        with Admin(info.bootstrap_servers) as admin:
+            leader = admin.describe_topics([TXN_TOPIC])[0].partitions[0].leader
+        address = info.broker(leader).kafka_address
+        assert address is not None
+        wire = Wire(address)
+        try:
+            wire.produce([b"before"])  # 0
+            producer_id = wire.init_producer_id()
+            wire.produce([b"in", b"transaction"], producer_id)  # 1..2
+            wire.produce([b"after"])  # 3
+            wait_until(lambda: txn_offsets() == (4, 1), 60, "the open transaction's last stable offset")
+            wire.write_marker(producer_id, commit=True)  # 4
+            wait_until(lambda: txn_offsets() == (5, 5), 60, "the last stable offset at the HW after the commit")
+        finally:
+            wire.conn.close()

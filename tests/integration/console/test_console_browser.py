@@ -12,9 +12,7 @@ Screenshots go to the test's tmp dir, and to $CONSOLE_SCREENSHOTS_DIR when set (
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import sys
 import threading
@@ -23,19 +21,16 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from client import Admin, NewTopic, Producer
 from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import StartProcess, WaitUntil
+from tests.integration.console.console_browser import headless_chromium, screenshot
 
 pytestmark = pytest.mark.integration
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 TOPIC = "console"
 # Small, so the test sees the shrink soon; the fetch wait must stay below it (KafkaConfig checks).
 LAG_MAX_MS = 3000
@@ -45,29 +40,8 @@ SESSION_TIMEOUT_MS = 6000
 
 @pytest.fixture
 def browser() -> Iterator[webdriver.Chrome]:
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("the browser test needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)")
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,800"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    # The page itself 1280x800, whatever the headless window's frame takes.
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-def _screenshot(driver: webdriver.Chrome, tmp_path: Path, name: str) -> None:
-    path = tmp_path / name
-    driver.save_screenshot(str(path))
-    copy_to = os.environ.get("CONSOLE_SCREENSHOTS_DIR")
-    if copy_to:
-        shutil.copy(path, Path(copy_to) / name)
 
 
 class _Load:
@@ -159,7 +133,7 @@ def test_the_console_shows_replication_and_what_each_fault_button_does(
         # DescribeLogDirs on the Kafka listeners: the bytes of the topic and of each replica.
         wait_until(lambda: topic_bytes() > 0 and int(bar(leader).get("size") or -1) > 0, 60,
                    "the topic's and the leader replica's bytes on the page")
-        _screenshot(browser, tmp_path, "console-partition-under-load.png")
+        screenshot(browser, tmp_path, "console-partition-under-load.png")
 
         browser.find_element(By.ID, f"fault-sigstop-{follower}").click()
         try:
@@ -170,7 +144,7 @@ def test_the_console_shows_replication_and_what_each_fault_button_does(
             wait_until(lambda: timeline("IsrShrink"), 30, "the ISR shrink on the timeline")
             assert f"replica.lag.time.max.ms {LAG_MAX_MS}" in timeline("IsrShrink")[0]
             wait_until(lambda: bar(followers[1]).get("state") == "in-sync", 30, "the other follower to stay in")
-            _screenshot(browser, tmp_path, "console-isr-shrink.png")
+            screenshot(browser, tmp_path, "console-isr-shrink.png")
         finally:
             browser.find_element(By.ID, f"fault-sigcont-{follower}").click()
 
@@ -216,7 +190,7 @@ def test_the_console_shows_replication_and_what_each_fault_button_does(
                             {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
     wait_until(lambda: browser.execute_script("return document.documentElement.scrollWidth") <= 390, 10,
                "the page to fit a phone's width")
-    _screenshot(browser, tmp_path, "console-phone.png")
+    screenshot(browser, tmp_path, "console-phone.png")
     console.signal(signal.SIGTERM)
     assert console.wait(30) == 0
 

@@ -472,9 +472,10 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_answer_after_the_dela
     assert all(f"user {user} on gRPC listener GRPC: invalid credentials" in log for user in answers)
 
 
-def test_the_consoles_replica_state_needs_describe_on_the_topic(secure: SecureCluster) -> None:
+def test_the_consoles_replica_state_and_forwarded_events_need_describe_on_the_topic(secure: SecureCluster) -> None:
     """DescribeReplicaState (`minibroker console`'s own request) shows a principal only the partitions, and the
-    partition events, of the topics it may Describe, as Metadata does."""
+    partition events, of the topics it may Describe, as Metadata does; so does a broker's DescribeEvents, which it
+    forwards to the controller as a broker (a cluster action: all the events) and filters for its caller."""
     data_dir = str(secure.data_dir)
     created = minibroker("topics", "--data-dir", data_dir, "--create", "--topic", "watched", "--partitions", "3",
                          "--replication-factor", "3")
@@ -487,15 +488,19 @@ def test_the_consoles_replica_state_needs_describe_on_the_topic(secure: SecureCl
                          "carol", "carol-secret")
     address = secure.info.brokers[0].address
 
-    def described(security: GrpcSecurity) -> tuple[set[str], set[str]]:
-        """(topics of the partitions, topics of the partition events) broker 1 shows `security`'s principal."""
+    def described(security: GrpcSecurity) -> tuple[set[str], set[str], set[str]]:
+        """(topics of the partitions, topics of the partition events, topics of the controller's partition events)
+        broker 1 shows `security`'s principal."""
         deadline = time.monotonic() + 30
         while True:  # a new SCRAM credential reaches the brokers through /config/changes
             try:
                 with security.channel(address) as channel:
-                    response = pb_grpc.KafkaClientStub(channel).DescribeReplicaState(
-                        pb.DescribeReplicaStateRequest(), timeout=10)
-                return {p.topic for p in response.partitions}, {e.topic for e in response.events if e.topic}
+                    stub = pb_grpc.KafkaClientStub(channel)
+                    response = stub.DescribeReplicaState(pb.DescribeReplicaStateRequest(), timeout=10)
+                    forwarded = stub.DescribeEvents(pb.DescribeEventsRequest(), timeout=10)
+                assert forwarded.error_code == ErrorCode.NONE and forwarded.controller_epoch >= 1, forwarded
+                return ({p.topic for p in response.partitions}, {e.topic for e in response.events if e.topic},
+                        {e.topic for e in forwarded.events if e.topic})
             except grpc.RpcError as e:
                 assert e.code() is grpc.StatusCode.UNAUTHENTICATED and time.monotonic() < deadline, e
                 time.sleep(0.2)
@@ -505,11 +510,12 @@ def test_the_consoles_replica_state_needs_describe_on_the_topic(secure: SecureCl
         assert time.monotonic() < deadline, "broker 1 never described its replicas of watched"
         time.sleep(0.2)
     assert "watched" in described(secure.admin)[1]
-    assert described(carol) == (set(), set())
+    assert "watched" in described(secure.admin)[2]  # the controller's Election of its partitions
+    assert described(carol) == (set(), set(), set())
     allowed = minibroker("acls", "--data-dir", data_dir, "--add", "--allow-principal", "User:carol",
                          "--operation", "Describe", "--topic", "watched")
     assert allowed.returncode == 0, allowed.stderr
     deadline = time.monotonic() + 30
-    while described(carol) != ({"watched"}, {"watched"}):
+    while described(carol) != ({"watched"}, {"watched"}, {"watched"}):
         assert time.monotonic() < deadline, f"carol still sees {described(carol)}"
         time.sleep(0.2)

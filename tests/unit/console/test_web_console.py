@@ -21,6 +21,7 @@ from console.collector import Collector, Picture
 from console.log_dirs import replica_sizes
 from console.server import MAX_PARTITIONS, REQUESTED_BY, create_app, picture_json
 from proto import minibroker_pb2 as pb
+from proto.types import EndPoint
 
 LAG_MAX_MS = 3000
 NOW = 1_000_000
@@ -39,10 +40,11 @@ def answer(broker_id: int, *partitions: pb.DescribeReplicaStateResponse.Partitio
 
 
 def leader(isr: tuple[int, ...], followers: dict[int, tuple[int, int]]) -> pb.DescribeReplicaStateResponse:
-    """Broker 1 leads t-0 at LEO 100, HW 90; followers: broker -> (LEO, last caught up ms)."""
+    """Broker 1 leads t-0 at LEO 100, HW 90 and LSO 85 (a transaction open from 85); followers: broker -> (LEO,
+    last caught up ms)."""
     state = pb.DescribeReplicaStateResponse.PartitionState(
         topic="t", partition=0, leader=1, leader_epoch=5, log_start_offset=10, log_end_offset=100,
-        high_watermark=90, isr=isr,
+        high_watermark=90, last_stable_offset=85, isr=isr,
         epoch_entries=[pb.DescribeReplicaStateResponse.EpochEntry(epoch=5, start_offset=40)])
     for broker_id, (leo, caught_up) in followers.items():
         state.followers.add(broker_id=broker_id, log_end_offset=leo, log_start_offset=10,
@@ -97,12 +99,23 @@ def test_the_leaders_isr_comes_before_the_metadatas() -> None:
     answers = {1: leader((1, 2), {2: (100, NOW), 3: (60, NOW - 4000)})}
     [part] = view.partition_views(meta, answers, ["t"])
     assert part["isr"] == [1, 2] and part["leader_epoch"] == 5 and part["epochs"] == [[5, 40]]
+    assert (part["high_watermark"], part["last_stable_offset"]) == (90, 85)
+    assert {b["broker"]: b.get("last_stable_offset") for b in part["bars"]} == {1: 85, 2: None, 3: None}
     assert view.cluster_summary(meta, answers, [part])["under_replicated_partitions"] == 1
 
 
 def test_a_dead_broker_is_offline() -> None:
     shown = bars(metadata(isr=(1, 2), live=(1, 2)), leader((1, 2), {2: (100, NOW)}), follower(2, 100))
     assert shown[3]["state"] == view.OFFLINE
+
+
+def test_each_broker_shows_the_listeners_it_advertises() -> None:
+    listeners = {1: (EndPoint("GRPC", "broker-1", 29192), EndPoint("PLAINTEXT_HOST", "localhost", 9092)),
+                 2: (EndPoint("GRPC", "::1", 9193),)}
+    summary = view.cluster_summary(metadata(live=(1, 2, 3)), {1: leader((1, 2, 3), {})}, [], listeners)
+    assert [(b["id"], b["listeners"], b["answering"]) for b in summary["brokers"]] == [
+        (1, ["GRPC://broker-1:29192", "PLAINTEXT_HOST://localhost:9092"], True), (2, ["GRPC://[::1]:9193"], False),
+        (3, [], False)]
 
 
 def test_group_lag_is_the_high_watermark_minus_the_committed_offset() -> None:

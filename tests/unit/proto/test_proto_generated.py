@@ -61,6 +61,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "AlterConfigs",
                 "IncrementalAlterConfigs",
                 "DescribeReplicaState",
+                "DescribeEvents",
             ],
         ),
         ("KafkaCluster", ["LeaderAndIsr", "UpdateMetadata", "StopReplica", "OffsetsForLeaderEpoch"]),

@@ -9,10 +9,12 @@ from pathlib import Path
 from test_broker_isr import ASSIGNMENT, LAG_MS, Leader, no_checkpoint
 
 from broker.api.replica_state import replica_state_response
+from broker.log.log import AppendOrigin
 from broker.replication.partition import FollowerState, ReplicaState
 from common.event_ring import EVENTS, ISR_EXPAND, ISR_SHRINK, LEADER_EPOCH, TRUNCATION, Event, EventRing
+from common.record import ControlRecordType, build_end_txn_marker
 from proto.types import TopicPartition
-from tests.unit.broker.broker_helpers import LOCAL, TP, leader_state
+from tests.unit.broker.broker_helpers import LOCAL, TP, batch, leader_state
 from zk.paths import LeaderIsrAndControllerEpoch
 
 
@@ -105,6 +107,20 @@ def test_a_leaders_replica_state_has_its_followers_and_epochs(tmp_path: Path) ->
     assert [tuple(e) for e in state.epoch_entries] == [(0, 0)]
 
 
+def test_a_replicas_state_has_its_last_stable_offset(tmp_path: Path) -> None:
+    leader = Leader(tmp_path, isr=(LOCAL,))  # alone in the ISR: the high watermark follows each append
+    leader.append(2)  # 0..1
+    leader.partition.append_records_to_leader(
+        batch(2, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True), required_acks=1)  # 2..3
+    leader.append(1)  # 4
+    state = leader.partition.replica_state()
+    assert state is not None and (state.high_watermark, state.last_stable_offset) == (5, 2)  # the open transaction
+    leader.partition.append_records_to_leader(build_end_txn_marker(7, 0, ControlRecordType.COMMIT, 0, 1_000), 1,
+                                              AppendOrigin.COORDINATOR)  # 5
+    state = leader.partition.replica_state()
+    assert state is not None and (state.high_watermark, state.last_stable_offset) == (6, 6)
+
+
 def test_a_followers_replica_state_has_no_isr_nor_followers(tmp_path: Path) -> None:
     leader = Leader(tmp_path)
     leader.partition.make_follower(leader_state(2, 1, (2, 3), ASSIGNMENT), no_checkpoint)
@@ -114,12 +130,14 @@ def test_a_followers_replica_state_has_no_isr_nor_followers(tmp_path: Path) -> N
 
 def test_the_answer_keeps_to_the_describable_topics() -> None:
     def state(topic: str) -> ReplicaState:
-        return ReplicaState(TopicPartition(topic, 0), 1, 4, 0, 10, 8, (1, 2), (FollowerState(2, 8, 0, 90, 95),), ())
+        return ReplicaState(TopicPartition(topic, 0), 1, 4, 0, 10, 8, 6, (1, 2), (FollowerState(2, 8, 0, 90, 95),),
+                            ())
 
     events = [Event(1, 100, ISR_SHRINK, "secret", 0, "x"), Event(2, 101, ISR_SHRINK, "open", 0, "y"),
               Event(3, 102, "BrokerFailure", "", -1, "z")]
     response = replica_state_response(1, 1000, LAG_MS, [state("secret"), state("open")], events, {"open"})
-    assert [(p.topic, p.high_watermark, list(p.isr)) for p in response.partitions] == [("open", 8, [1, 2])]
+    assert [(p.topic, p.high_watermark, p.last_stable_offset, list(p.isr)) for p in response.partitions] == [
+        ("open", 8, 6, [1, 2])]
     assert [(f.broker_id, f.log_end_offset, f.last_caught_up_time_ms) for f in response.partitions[0].followers] == [
         (2, 8, 90)]
     assert [e.sequence for e in response.events] == [2, 3]
