@@ -24,12 +24,12 @@ import pytest
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import StartProcess, WaitUntil
-from tests.integration.kafka_clients.test_kafka_transactions_partition import TOPIC as TXN_TOPIC
-from tests.integration.kafka_clients.test_kafka_transactions_partition import Wire
+from tests.integration.transaction_wire import TransactionWire
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "remote"
+TXN_TOPIC = "remote-txn"
 GROUP = "remote-readers"
 
 
@@ -125,7 +125,7 @@ def test_the_console_from_a_bootstrap_server_shows_zookeeper_the_controller_and_
             leader = admin.describe_topics([TXN_TOPIC])[0].partitions[0].leader
         address = info.broker(leader).kafka_address
         assert address is not None
-        wire = Wire(address)
+        wire = TransactionWire(address, TXN_TOPIC)
         try:
             wire.produce([b"before"])  # 0
             producer_id = wire.init_producer_id()
