@@ -1,0 +1,7 @@
+"""Kafka's transaction coordinator (core/.../coordinator/transaction in Kafka 2.8), in one module per job:
+
+  transaction_metadata.py   TransactionMetadata: Kafka's states (Empty, Ongoing, PrepareCommit, PrepareAbort,
+                            CompleteCommit, CompleteAbort, Dead, PrepareEpochFence), the transition table, and the
+                            prepare / complete pair every transition goes through (no I/O, timestamps passed in)
+  transaction_log.py        the __transaction_state record key and value, byte for byte Kafka's schemas
+"""
