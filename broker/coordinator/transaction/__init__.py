@@ -4,4 +4,9 @@
                             CompleteCommit, CompleteAbort, Dead, PrepareEpochFence), the transition table, and the
                             prepare / complete pair every transition goes through (no I/O, timestamps passed in)
   transaction_log.py        the __transaction_state record key and value, byte for byte Kafka's schemas
+  transaction_state_manager.py
+                            TransactionStateManager: partitionFor, the ids this broker coordinates (per
+                            __transaction_state partition, with its coordinator epoch), every transition appended
+                            with acks=all before it completes, loading on leadership and dropping on its loss,
+                            timed-out transactions and expired ids' tombstones
 """
