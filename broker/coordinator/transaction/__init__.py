@@ -1,5 +1,12 @@
 """Kafka's transaction coordinator (core/.../coordinator/transaction in Kafka 2.8), in one module per job:
 
+  transaction_coordinator.py
+                            TransactionCoordinator: InitProducerId with a transactional id (epochs, the fence of
+                            an open transaction, KIP-360), AddPartitionsToTxn (AddOffsetsToTxn's partition too),
+                            EndTxn, leadership of __transaction_state partitions, timed-out transactions
+  transaction_marker_channel.py
+                            TransactionMarkerChannelManager: the markers to each partition's leader, batched per
+                            broker, retried through leader changes, then the transaction's completion
   transaction_metadata.py   TransactionMetadata: Kafka's states (Empty, Ongoing, PrepareCommit, PrepareAbort,
                             CompleteCommit, CompleteAbort, Dead, PrepareEpochFence), the transition table, and the
                             prepare / complete pair every transition goes through (no I/O, timestamps passed in)
