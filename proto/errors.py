@@ -79,6 +79,7 @@ class ErrorCode(enum.IntEnum):
     TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
+    OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
     SASL_AUTHENTICATION_FAILED = 58
@@ -270,6 +271,7 @@ InvalidProducerIdMappingError = _error_class(ErrorCode.INVALID_PRODUCER_ID_MAPPI
 InvalidTransactionTimeoutError = _error_class(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
 ConcurrentTransactionsError = _error_class(ErrorCode.CONCURRENT_TRANSACTIONS)
 TransactionCoordinatorFencedError = _error_class(ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+OperationNotAttemptedError = _error_class(ErrorCode.OPERATION_NOT_ATTEMPTED)
 KafkaStorageError = _error_class(ErrorCode.KAFKA_STORAGE_ERROR)
 LogDirNotFoundError = _error_class(ErrorCode.LOG_DIR_NOT_FOUND)
 SaslAuthenticationFailedError = _error_class(ErrorCode.SASL_AUTHENTICATION_FAILED)

@@ -11,6 +11,9 @@
                             CompleteCommit, CompleteAbort, Dead, PrepareEpochFence), the transition table, and the
                             prepare / complete pair every transition goes through (no I/O, timestamps passed in)
   transaction_log.py        the __transaction_state record key and value, byte for byte Kafka's schemas
+  transaction_state_topic.py
+                            __transaction_state created on first need (transaction.state.log.* configs)
+  marker_sender.py          GrpcMarkerSender: WriteTxnMarkers on each leader's inter-broker (gRPC) listener
   transaction_state_manager.py
                             TransactionStateManager: partitionFor, the ids this broker coordinates (per
                             __transaction_state partition, with its coordinator epoch), every transition appended

@@ -29,6 +29,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from broker.coordinator.schema import RecordFormatError
+from broker.coordinator.storage import LogReader
 from broker.coordinator.transaction import transaction_log
 from broker.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_metadata import (
@@ -46,8 +47,6 @@ logger = logging.getLogger(__name__)
 
 # Appends one batch to one partition with acks=all and the given timeout (ms); the partition's produce answer.
 Append = Callable[[TopicPartition, bytes, int], Awaitable[ProducePartitionResponse]]
-# Reads whole batches from the one holding the offset, up to max_bytes (at least one batch).
-LogReader = Callable[[int, int], bytes]
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:

@@ -9,12 +9,12 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from broker.coordinator.storage import LogReader
 from broker.coordinator.transaction import transaction_log
 from broker.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_metadata import TransactionMetadata, TransactionState
 from broker.coordinator.transaction.transaction_state_manager import (
     CoordinatorEpochAndTxnMetadata,
-    LogReader,
     TransactionConfig,
     TransactionStateManager,
     partition_for,
