@@ -114,8 +114,11 @@ class TransactionCoordinator:
 
     async def _prepare_init_producer_id_transit(self, transactional_id: str, transaction_timeout_ms: int,
                                                 current: CoordinatorEpochAndTxnMetadata,
-                                                expected: tuple[int, int] | None
+                                                expected: tuple[int, int] | None,
+                                                new_producer_id: int | None = None
                                                 ) -> tuple[int, TxnTransitMetadata] | ErrorCode:
+        """The checks and the prepared transition, with no await between them (so no other request changes the
+        metadata meanwhile); a rotation's new producer id is allocated first, and the checks run again."""
         txn = current.transaction_metadata
 
         def is_valid_producer_id(producer_id: int, epoch: int) -> bool:
@@ -130,9 +133,9 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if txn.state in (_S.COMPLETE_ABORT, _S.COMPLETE_COMMIT, _S.EMPTY):
             if txn.is_producer_epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
-                new_producer_id = await self._new_producer_id()
-                if txn.pending_transition_in_progress:  # another request started one while the id was allocated
-                    return ErrorCode.CONCURRENT_TRANSACTIONS
+                if new_producer_id is None:
+                    return await self._prepare_init_producer_id_transit(
+                        transactional_id, transaction_timeout_ms, current, expected, await self._new_producer_id())
                 return current.coordinator_epoch, txn.prepare_producer_id_rotation(
                     new_producer_id, transaction_timeout_ms, self._time_ms(), expected is not None)
             result = txn.prepare_increment_producer_epoch(transaction_timeout_ms,

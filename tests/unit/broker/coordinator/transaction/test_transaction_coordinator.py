@@ -308,3 +308,19 @@ def test_a_transaction_past_its_timeout_is_aborted_with_a_bumped_epoch() -> None
         assert await h.coordinator.handle_end_transaction(TID, pid.producer_id, 0, commit=True) \
             is ErrorCode.PRODUCER_FENCED
     run(scenario())
+
+
+def test_an_exhausted_epoch_gets_a_new_producer_id_at_epoch_0() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        await h.elected()
+        first = await h.init()
+        h.state().producer_epoch = 0x7FFE  # as after 32,766 inits
+        rotated = await h.init()
+        assert (rotated.producer_id, rotated.producer_epoch, rotated.error) == (1002, 0, ErrorCode.NONE)
+        assert (h.state().last_producer_id, h.state().producer_id) == (first.producer_id, 1002)
+        # KIP-360: the old producer id with its exhausted epoch is still recognised (recorded as the last one).
+        h.state().producer_epoch = 0x7FFE
+        again = await h.init(expected=(1002, 0x7FFE))
+        assert (again.producer_id, again.producer_epoch, h.state().last_producer_epoch) == (1003, 0, 0x7FFE)
+    run(scenario())
