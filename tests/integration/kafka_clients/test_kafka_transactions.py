@@ -3,7 +3,8 @@ across partitions, and read_committed consumers see only what was committed whil
 everything; an open transaction holds read_committed readers at the last stable offset; a second producer with
 the same transactional.id fences the first and its transaction is aborted; a transaction nobody ends is aborted by
 its timeout; the coordinator SIGKILLed right after EndTxn answered, and a data partition's leader SIGKILLed
-mid-transaction, leave every read_committed reader with the transaction whole. Then kafka-python's and aiokafka's
+mid-transaction, leave every read_committed reader with the transaction whole; AddOffsetsToTxn puts the group's
+__consumer_offsets partition in the transaction (its marker lands there). Then kafka-python's and aiokafka's
 transactional producers do the same commit / abort round trip.
 
 Three brokers, __transaction_state with three partitions (replication factor 3, min.isr 2, as by default)."""
@@ -11,26 +12,42 @@ Three brokers, __transaction_state with three partitions (replication factor 3, 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import signal
 import time
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from kio.schema.add_offsets_to_txn.v1.request import AddOffsetsToTxnRequest
+from kio.schema.add_offsets_to_txn.v1.response import AddOffsetsToTxnResponse
+from kio.schema.end_txn.v1.request import EndTxnRequest
+from kio.schema.end_txn.v1.response import EndTxnResponse
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v1.response import FindCoordinatorResponse
+from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
+from kio.schema.types import GroupId, TransactionalId
+from kio.static.primitive import i8, i32Timedelta
 
+from broker.coordinator.group.group_metadata_manager import partition_for as offsets_partition_for
 from broker.coordinator.transaction.transaction_state_manager import partition_for
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
+from tests.integration.kafka_wire import WireConnection, encode_request
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "txn"
 PARTITIONS = 3
 STATE_PARTITIONS = 3
+OFFSETS_PARTITIONS = 3
 OVERRIDES = {
     "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
+    "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     # A timed-out transaction is looked for every half second (10 s by default).
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
@@ -199,6 +216,55 @@ def test_a_data_partition_leader_killed_mid_transaction(cluster: KafkaCluster) -
     produce(p, values("after", 6))  # to the partitions' new leaders
     p.commit_transaction(60)
     assert sorted(read_all(cluster, "read_committed", timeout=60)) == sorted(values("before", 6) + values("after", 6))
+
+
+def call(address: str, request: Any, response_type: type[Any]) -> Any:
+    with WireConnection(address) as conn:
+        conn.send(encode_request(request, 1))
+        return conn.receive_body(response_type)[1]
+
+
+def coordinator_address(cluster: KafkaCluster, key: str, key_type: int, wait_until: WaitUntil) -> str:
+    """FindCoordinator v1 until it names one (the internal topic is created on the first ask)."""
+    found: list[Any] = []
+
+    def ask() -> bool:
+        answer = call(cluster.brokers[1].kafka_address, FindCoordinatorRequest(key=key, key_type=i8(key_type)),
+                      FindCoordinatorResponse)
+        found[:] = [answer]
+        return answer.error_code == 0
+
+    wait_until(ask, timeout=60, message=f"a coordinator for {key}")
+    return f"{found[0].host}:{found[0].port}"
+
+
+def test_add_offsets_to_txn_puts_the_groups_offsets_partition_in_the_transaction(cluster: KafkaCluster,
+                                                                                 wait_until: WaitUntil) -> None:
+    """AddOffsetsToTxn on the wire (kio): the commit marker lands on the group's __consumer_offsets partition too
+    (TxnOffsetCommit, which would write the offsets there, is the group coordinator's)."""
+    group, transactional_id = "txn-group", "offsets-txn"
+    coordinator_address(cluster, group, 0, wait_until)  # __consumer_offsets exists, with leaders
+    address = coordinator_address(cluster, transactional_id, 1, wait_until)
+    offsets = TopicPartition("__consumer_offsets", offsets_partition_for(group, OFFSETS_PARTITIONS))
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused"})
+    try:
+        before = consumer.get_watermark_offsets(offsets, timeout=10)[1]
+        init = call(address, InitProducerIdRequest(
+            transactional_id=TransactionalId(transactional_id),
+            transaction_timeout=i32Timedelta.parse(datetime.timedelta(minutes=1))), InitProducerIdResponse)
+        assert init.error_code == 0
+        added = call(address, AddOffsetsToTxnRequest(
+            transactional_id=TransactionalId(transactional_id), producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch, group_id=GroupId(group)), AddOffsetsToTxnResponse)
+        assert added.error_code == 0
+        ended = call(address, EndTxnRequest(
+            transactional_id=TransactionalId(transactional_id), producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch, committed=True), EndTxnResponse)
+        assert ended.error_code == 0
+        wait_until(lambda: consumer.get_watermark_offsets(offsets, timeout=10)[1] == before + 1,
+                   message="the commit marker on the group's offsets partition")
+    finally:
+        consumer.close()
 
 
 def test_kafka_python_commit_and_abort(cluster: KafkaCluster) -> None:
