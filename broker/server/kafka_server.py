@@ -77,7 +77,6 @@ from broker.coordinator.group.storage import ReplicaManagerStorage
 from broker.coordinator.storage import CoordinatorStorage
 from broker.coordinator.transaction.marker_sender import GrpcMarkerSender
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
-from broker.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from broker.coordinator.transaction.transaction_state_topic import TransactionStateTopic
@@ -96,7 +95,7 @@ from broker.replication.isr_change_propagation import (
     IsrChangePropagator,
 )
 from broker.replication.partition_state_store import ZkPartitionStateStore
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replica_manager import LeadershipListener, ReplicaManager
 from broker.security.grpc_authentication import (
     GrpcAuthenticator,
     inter_broker_security,
@@ -159,6 +158,21 @@ def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
         socket_timeout_ms=config.replica_socket_timeout_ms,
         num_replica_fetchers=config.num_replica_fetchers,
     )
+
+
+def on_the_loop(loop: asyncio.AbstractEventLoop, listener: LeadershipListener) -> LeadershipListener:
+    """A coordinator's onLeadershipChange, called on the event loop whichever thread applied the change (the
+    controller-request-handler thread, or the loop itself)."""
+    loop_thread = threading.get_ident()
+
+    def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
+                             resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+        if threading.get_ident() == loop_thread:
+            listener(became_leader, resigned)
+        else:
+            loop.call_soon_threadsafe(listener, list(became_leader), list(resigned))
+
+    return on_leadership_change
 
 
 class KafkaServer:
@@ -348,16 +362,7 @@ class KafkaServer:
             manager, DelayedOperationPurgatory("Heartbeat", timer), DelayedOperationPurgatory("Rebalance", timer),
             metadata_cache, offsets_topic.ensure, self._time_ms)
         self.metrics.bind_group_metadata_manager(manager.metrics())
-        loop_thread = threading.get_ident()
-
-        def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
-                                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
-            if threading.get_ident() == loop_thread:
-                coordinator.on_leadership_change(became_leader, resigned)
-            else:
-                loop.call_soon_threadsafe(coordinator.on_leadership_change, list(became_leader), list(resigned))
-
-        replica_manager.add_leadership_listener(on_leadership_change)
+        replica_manager.add_leadership_listener(on_the_loop(loop, coordinator.on_leadership_change))
         coordinator.startup()
         return coordinator
 
@@ -396,28 +401,7 @@ class KafkaServer:
         coordinator.bind_marker_channel(TransactionMarkerChannelManager(
             leader_for, metadata_cache.contains_topic, sender.send, coordinator.is_current,
             coordinator.complete_transaction, MARKER_RETRY_BACKOFF_MS))
-        loop_thread = threading.get_ident()
-        tasks: set[asyncio.Task[None]] = set()
-
-        def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
-                                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
-            for tp, maybe_epoch in resigned:
-                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
-                    coordinator.on_resignation(tp.partition, maybe_epoch)
-            for tp, epoch in became_leader:
-                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
-                    task = loop.create_task(coordinator.on_election(tp.partition, epoch))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-
-        def listen(became_leader: Sequence[tuple[TopicPartition, int]],
-                   resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
-            if threading.get_ident() == loop_thread:
-                on_leadership_change(became_leader, resigned)
-            else:
-                loop.call_soon_threadsafe(on_leadership_change, list(became_leader), list(resigned))
-
-        replica_manager.add_leadership_listener(listen)
+        replica_manager.add_leadership_listener(on_the_loop(loop, coordinator.on_leadership_change))
         return coordinator
 
     def _start_log_cleaner(self, log_manager: LogManager, replica_manager: ReplicaManager) -> LogCleaner:
@@ -634,8 +618,8 @@ class KafkaServer:
             await self._scheduler.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
-        if self.transaction_coordinator is not None and self.transaction_coordinator.marker_channel is not None:
-            self.transaction_coordinator.marker_channel.shutdown()
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.shutdown()
         if self._marker_sender is not None:
             await self._marker_sender.close()
         if self._dynamic_config is not None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from broker.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -62,6 +63,7 @@ class TransactionCoordinator:
         # Where a producer id block is claimed from ZooKeeper (the broker's ZooKeeper threads).
         self._zookeeper_executor = zookeeper_executor
         self.marker_channel: TransactionMarkerChannelManager | None = None
+        self._loads: set[asyncio.Task[None]] = set()  # partitions being loaded on election
 
     def bind_marker_channel(self, channel: TransactionMarkerChannelManager) -> None:
         self.marker_channel = channel
@@ -277,6 +279,24 @@ class TransactionCoordinator:
         return isinstance(current, CoordinatorEpochAndTxnMetadata) and current.coordinator_epoch == coordinator_epoch
 
     # ------------------------------------------------------------------ leadership
+
+    def on_leadership_change(self, became_leader: Sequence[tuple[TopicPartition, int]],
+                             resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+        """Kafka's onLeadershipChange, for the __transaction_state partitions among those changed (on the loop)."""
+        for tp, maybe_epoch in resigned:
+            if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                self.on_resignation(tp.partition, maybe_epoch)
+        for tp, epoch in became_leader:
+            if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                task = asyncio.get_running_loop().create_task(self.on_election(tp.partition, epoch))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+
+    def shutdown(self) -> None:
+        for task in list(self._loads):
+            task.cancel()
+        if self.marker_channel is not None:
+            self.marker_channel.shutdown()
 
     async def on_election(self, partition: int, coordinator_epoch: int) -> None:
         """This broker leads the __transaction_state partition: load it, and finish the transactions it left in a

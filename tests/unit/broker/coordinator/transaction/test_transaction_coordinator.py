@@ -324,3 +324,19 @@ def test_an_exhausted_epoch_gets_a_new_producer_id_at_epoch_0() -> None:
         again = await h.init(expected=(1002, 0x7FFE))
         assert (again.producer_id, again.producer_epoch, h.state().last_producer_epoch) == (1003, 0, 0x7FFE)
     run(scenario())
+
+
+def test_leadership_of_its_state_partitions_loads_and_unloads_them_and_others_are_ignored() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        state_tp = TopicPartition("__transaction_state", PARTITION)
+        h.coordinator.on_leadership_change([(TopicPartition("__consumer_offsets", PARTITION), 3)], [])
+        await settle()
+        assert h.manager.get_transaction_state(TID) is ErrorCode.NOT_COORDINATOR
+        h.coordinator.on_leadership_change([(state_tp, 3)], [])
+        await settle()
+        assert h.manager.get_transaction_state(TID) is None  # loaded, nothing of the id in it
+        h.coordinator.on_leadership_change([], [(state_tp, 3)])
+        assert h.manager.get_transaction_state(TID) is ErrorCode.NOT_COORDINATOR
+        h.coordinator.shutdown()
+    run(scenario())
