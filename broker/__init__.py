@@ -4,7 +4,8 @@ Each layer imports only the layers below it, top to bottom (siblings on one line
 
   server/                      the process: KafkaServer wires everything; no other broker package imports it
   api/                         the two front doors (gRPC; Kafka's wire protocol in api/kafka/)
-  coordinator/                 the group coordinator on __consumer_offsets
+  coordinator/                 the group coordinator on __consumer_offsets, the transaction coordinator on
+                               __transaction_state (siblings: neither imports the other)
   admin/                       CreateTopics and the other admin requests' rules, DelayedCreateTopics
   replication/                 Partition, ReplicaManager, DelayedProduce / DelayedFetch / DelayedDeleteRecords
   fetcher/                     follower fetcher threads (a partition through its own FollowerPartition protocol)
@@ -31,6 +32,10 @@ Where the rules live:
   Group coordinator  broker/coordinator/group/group_coordinator.py  JoinGroup/SyncGroup/Heartbeat/LeaveGroup and
                      commit rules; group_metadata.py the state machine; group_metadata_manager.py partitionFor,
                      storage in __consumer_offsets, loading on leadership; records.py Kafka's record schemas
+  Transaction        broker/coordinator/transaction/transaction_coordinator.py  InitProducerId, AddPartitionsToTxn,
+  coordinator        EndTxn; transaction_metadata.py the state machine; transaction_state_manager.py partitionFor,
+                     storage in __transaction_state, loading on leadership, expiry; transaction_marker_channel.py
+                     the markers to the partitions' leaders; transaction_log.py Kafka's record schemas
   Transactions       broker/log/producer_state.py  each producer's open transaction, completed by its marker, and
   (partition side)   the last stable offset (first unstable offset capped by the HW); log/transaction_index.py
                      (.txnindex, collectAbortedTxns); log/cleaner/transactions.py (what compaction drops);
@@ -47,7 +52,8 @@ Packages:
                 Kafka's wire protocol in api/kafka/ (its API table: api/kafka/api_table.py)
   coordinator/  the group coordinator on the replicated, compacted __consumer_offsets (membership, rebalances,
                 committed offsets; loaded when this broker becomes a partition's leader), with its delayed
-                operations DelayedJoin / InitialDelayedJoin / DelayedHeartbeat
+                operations DelayedJoin / InitialDelayedJoin / DelayedHeartbeat; the transaction coordinator on
+                __transaction_state (producer ids and epochs of transactional ids, transactions, their markers)
   admin/        AdminManager (CreateTopics, CreatePartitions, DeleteTopics), DelayedCreateTopics, ConfigAdmin,
                 ScramAdmin, the producer id blocks
   replication/  Partition, Replica, the rules above, ReplicaManager (the partitions this broker hosts) and its

@@ -86,6 +86,10 @@ HOST = "127.0.0.1"
 # KafkaConfig's default offsets.topic.replication.factor (3).
 OFFSETS_TOPIC_REPLICATION_FACTOR = cast(
     int, KafkaConfig.__dataclass_fields__["offsets_topic_replication_factor"].default)
+# ... and of transaction.state.log.replication.factor (3) and .min.isr (2).
+TRANSACTION_STATE_LOG_REPLICATION_FACTOR = cast(
+    int, KafkaConfig.__dataclass_fields__["transaction_state_log_replication_factor"].default)
+TRANSACTION_STATE_LOG_MIN_ISR = cast(int, KafkaConfig.__dataclass_fields__["transaction_state_log_min_isr"].default)
 # Controller ids stay clear of broker ids (controller/config.py suggests 1000 + N).
 CONTROLLER_ID_BASE = 1000
 # An --override of a key the controller reads goes to the controllers as well as to the brokers, as it would
@@ -316,6 +320,10 @@ class LocalCluster:
                         # As Kafka's own development server.properties: a cluster smaller than the offsets topic's
                         # default replication factor could never create it, and no group consumer would work.
                         launcher["offsets.topic.replication.factor"] = str(brokers)
+                    if brokers < TRANSACTION_STATE_LOG_REPLICATION_FACTOR:
+                        # Likewise __transaction_state, or no transactional producer would find a coordinator.
+                        launcher["transaction.state.log.replication.factor"] = str(brokers)
+                        launcher["transaction.state.log.min.isr"] = str(min(brokers, TRANSACTION_STATE_LOG_MIN_ISR))
                 self._write_config(config, {**launcher, **props}, report)
                 broker = BrokerEntry(id=broker_id, host=host, port=port, pid=None,
                                      log_dir=cluster_configs.first_log_dir(config) or "", kafka_port=kafka_port)

@@ -3672,3 +3672,102 @@ class DescribeEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeEventsResponse: _TypeAlias = DescribeEventsResponse  # noqa: Y015
+
+@_typing.final
+class WriteTxnMarkersRequest(_message.Message):
+    """Kafka's WriteTxnMarkersRequest v1: one marker per transaction, each for its partitions on this broker. Needs
+    ClusterAction on the cluster (or the cluster credential on a plaintext listener), as from a broker.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class WritableTxnMarker(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PRODUCER_ID_FIELD_NUMBER: _builtins.int
+        PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+        TRANSACTION_RESULT_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        COORDINATOR_EPOCH_FIELD_NUMBER: _builtins.int
+        producer_id: _builtins.int
+        producer_epoch: _builtins.int
+        transaction_result: _builtins.bool
+        """true: COMMIT, false: ABORT."""
+        coordinator_epoch: _builtins.int
+        """The coordinator's epoch (its __transaction_state partition's leader epoch), written into the marker."""
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartition]: ...
+        def __init__(
+            self,
+            *,
+            producer_id: _builtins.int = ...,
+            producer_epoch: _builtins.int = ...,
+            transaction_result: _builtins.bool = ...,
+            partitions: _abc.Iterable[Global___TopicPartition] | None = ...,
+            coordinator_epoch: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_epoch", b"coordinator_epoch", "partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transaction_result", b"transaction_result"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MARKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def markers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteTxnMarkersRequest.WritableTxnMarker]: ...
+    def __init__(
+        self,
+        *,
+        markers: _abc.Iterable[Global___WriteTxnMarkersRequest.WritableTxnMarker] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["markers", b"markers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteTxnMarkersRequest: _TypeAlias = WriteTxnMarkersRequest  # noqa: Y015
+
+@_typing.final
+class WriteTxnMarkersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class WritableTxnMarkerResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PRODUCER_ID_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        producer_id: _builtins.int
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionError]: ...
+        def __init__(
+            self,
+            *,
+            producer_id: _builtins.int = ...,
+            partitions: _abc.Iterable[Global___TopicPartitionError] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "producer_id", b"producer_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MARKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def markers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteTxnMarkersResponse.WritableTxnMarkerResult]:
+        """In request order."""
+
+    def __init__(
+        self,
+        *,
+        markers: _abc.Iterable[Global___WriteTxnMarkersResponse.WritableTxnMarkerResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["markers", b"markers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteTxnMarkersResponse: _TypeAlias = WriteTxnMarkersResponse  # noqa: Y015

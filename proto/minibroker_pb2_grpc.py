@@ -1183,6 +1183,11 @@ class KafkaClusterStub:
                 request_serializer=proto_dot_minibroker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.OffsetsForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/minibroker.KafkaCluster/WriteTxnMarkers',
+                request_serializer=proto_dot_minibroker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaClusterServicer:
@@ -1214,6 +1219,13 @@ class KafkaClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Kafka's WriteTxnMarkers (key 27): a transaction coordinator's COMMIT or ABORT markers to a partition leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1236,6 +1248,11 @@ def add_KafkaClusterServicer_to_server(servicer, server):
                     servicer.OffsetsForLeaderEpoch,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetsForLeaderEpochRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=proto_dot_minibroker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1348,6 +1365,33 @@ class KafkaCluster:
             '/minibroker.KafkaCluster/OffsetsForLeaderEpoch',
             proto_dot_minibroker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
             proto_dot_minibroker__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaCluster/WriteTxnMarkers',
+            proto_dot_minibroker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            proto_dot_minibroker__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

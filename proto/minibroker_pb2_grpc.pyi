@@ -391,6 +391,8 @@ class KafkaClusterStub:
     UpdateMetadata: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.UpdateMetadataRequest, _minibroker_pb2.UpdateMetadataResponse]
     StopReplica: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.StopReplicaRequest, _minibroker_pb2.StopReplicaResponse]
     OffsetsForLeaderEpoch: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetsForLeaderEpochRequest, _minibroker_pb2.OffsetsForLeaderEpochResponse]
+    WriteTxnMarkers: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.WriteTxnMarkersRequest, _minibroker_pb2.WriteTxnMarkersResponse]
+    """Kafka's WriteTxnMarkers (key 27): a transaction coordinator's COMMIT or ABORT markers to a partition leader."""
 
 @_typing.type_check_only
 class KafkaClusterAsyncStub(KafkaClusterStub):
@@ -403,6 +405,8 @@ class KafkaClusterAsyncStub(KafkaClusterStub):
     UpdateMetadata: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.UpdateMetadataRequest, _minibroker_pb2.UpdateMetadataResponse]  # type: ignore[assignment]
     StopReplica: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.StopReplicaRequest, _minibroker_pb2.StopReplicaResponse]  # type: ignore[assignment]
     OffsetsForLeaderEpoch: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetsForLeaderEpochRequest, _minibroker_pb2.OffsetsForLeaderEpochResponse]  # type: ignore[assignment]
+    WriteTxnMarkers: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.WriteTxnMarkersRequest, _minibroker_pb2.WriteTxnMarkersResponse]  # type: ignore[assignment]
+    """Kafka's WriteTxnMarkers (key 27): a transaction coordinator's COMMIT or ABORT markers to a partition leader."""
 
 class KafkaClusterServicer(metaclass=_abc_1.ABCMeta):
     """The cluster API served by every broker: controller -> broker requests and the
@@ -436,6 +440,14 @@ class KafkaClusterServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.OffsetsForLeaderEpochRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.OffsetsForLeaderEpochResponse, _abc.Awaitable[_minibroker_pb2.OffsetsForLeaderEpochResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def WriteTxnMarkers(
+        self,
+        request: _minibroker_pb2.WriteTxnMarkersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.WriteTxnMarkersResponse, _abc.Awaitable[_minibroker_pb2.WriteTxnMarkersResponse]]:
+        """Kafka's WriteTxnMarkers (key 27): a transaction coordinator's COMMIT or ABORT markers to a partition leader."""
 
 def add_KafkaClusterServicer_to_server(servicer: KafkaClusterServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

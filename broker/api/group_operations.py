@@ -1,8 +1,8 @@
 """What both front doors ask of the group coordinator, with Kafka's ACL checks in front (KafkaApis'
 handle*GroupRequest / handleOffset*Request authorization, Kafka 2.8):
 
-  FindCoordinator, DescribeGroups   Describe on the group (FindCoordinator for a transactional id: refused,
-                                    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, until transactions exist)
+  FindCoordinator, DescribeGroups   Describe on the group (FindCoordinator for a transactional id: the doors
+                                    send it to transaction_operations.py)
   JoinGroup, SyncGroup, Heartbeat,  Read on the group
   LeaveGroup
   OffsetCommit                      Read on the group, then Read on each topic (only the rest is committed)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.api.operations import NO_TRANSACTIONS, NO_TRANSACTIONS_MESSAGE, BrokerOperations
+from broker.api.operations import BrokerOperations
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.results import (
     DeleteOffsetsResult,
@@ -55,10 +55,9 @@ class GroupOperations:
 
     async def find_coordinator(self, session: Session, key: str, listener_name: str,
                                key_type: int = COORDINATOR_KEY_GROUP) -> FindCoordinatorResult:
-        """The coordinator of a group; a transactional id's is refused (NO_TRANSACTIONS), any other key type is
-        INVALID_REQUEST (Kafka's "Unknown coordinator type in FindCoordinator request")."""
-        if key_type == COORDINATOR_KEY_TRANSACTION:
-            return FindCoordinatorResult(NO_TRANSACTIONS, message=NO_TRANSACTIONS_MESSAGE)
+        """The coordinator of a group; any key type but a group's or a transactional id's (which the doors send to
+        TransactionOperations) is INVALID_REQUEST (Kafka's "Unknown coordinator type in FindCoordinator
+        request")."""
         if key_type != COORDINATOR_KEY_GROUP:
             return FindCoordinatorResult(ErrorCode.INVALID_REQUEST,
                                          message=f"Unknown coordinator type {key_type} in FindCoordinator request")

@@ -27,8 +27,9 @@ from broker.admin.config_admin import AlterConfigsResult
 from broker.admin.delayed_create_topics import DelayedCreateTopics
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis
-from broker.api.operations import INTERNAL_TOPICS, BrokerOperations, duplicates, group_by_topic
+from broker.api.operations import INTERNAL_TOPICS, BrokerOperations, TxnMarker, duplicates, group_by_topic
 from broker.api.replica_state import replica_state_response
+from broker.api.transaction_operations import TransactionOperations
 from broker.config.kafka_config import KafkaConfig
 from broker.config.metadata_cache import EndPoint, LiveBroker, UpdateMetadataPartitionState
 from broker.config.metrics import BrokerMetrics
@@ -59,7 +60,7 @@ NO_BROKER_EPOCH = -1  # a request from a controller that does not know broker ep
 
 class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServicer):
     def __init__(self, config: KafkaConfig, *, operations: BrokerOperations, groups: GroupOperations,
-                 topic_configs: TopicConfigs, zk: KafkaZkClient,
+                 transactions: TransactionOperations, topic_configs: TopicConfigs, zk: KafkaZkClient,
                  topic_purgatory: DelayedOperationPurgatory[DelayedCreateTopics], broker_epoch: Callable[[], int],
                  cluster_id: str, metrics: BrokerMetrics, listener_name: str,
                  authenticator: GrpcAuthenticator, controller_requests: Executor) -> None:
@@ -75,6 +76,7 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         self._replica_manager = operations.replica_manager
         self._metadata_cache = operations.metadata_cache
         self._groups = groups
+        self._transactions = transactions
         self._topic_configs = topic_configs
         self._zk = zk
         self._topic_purgatory = topic_purgatory
@@ -281,9 +283,13 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
 
     async def InitProducerId(self, request: pb.InitProducerIdRequest,
                              context: Context) -> pb.InitProducerIdResponse:
-        error, producer_id, epoch = await self._operations.init_producer_id(
-            self._session(context), request.transactional_id if request.HasField("transactional_id") else None,
-            self._timeout_ms(context))
+        if request.HasField("transactional_id"):
+            result = await self._transactions.init_producer_id(
+                self._session(context), request.transactional_id, request.transaction_timeout_ms, -1, -1)
+            return pb.InitProducerIdResponse(error_code=result.error, producer_id=result.producer_id,
+                                             producer_epoch=result.producer_epoch)
+        error, producer_id, epoch = await self._operations.init_producer_id(self._session(context),
+                                                                            self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
@@ -463,6 +469,23 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                 topic_response.partitions.add(error_code=error, partition=p.partition, leader_epoch=epoch,
                                               end_offset=end_offset)
         return response
+
+
+    async def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest,
+                              context: Context) -> pb.WriteTxnMarkersResponse:
+        """A transaction coordinator's markers (Kafka's handleWriteTxnMarkersRequest), on the inter-broker
+        listener."""
+        markers = [TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                             [TopicPartition(p.topic_name, p.partition_index) for p in m.partitions])
+                   for m in request.markers]
+        if self._authorize_cluster_action(context):
+            answers = await self._operations.append_txn_markers(markers)
+        else:
+            answers = [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
+        return pb.WriteTxnMarkersResponse(markers=[
+            pb.WriteTxnMarkersResponse.WritableTxnMarkerResult(
+                producer_id=m.producer_id, partitions=self._partition_errors((tp, errors[tp]) for tp in m.partitions))
+            for m, errors in zip(markers, answers, strict=True)])
 
 
 def _alter_responses(results: Iterable[AlterConfigsResult]) -> list[pb.AlterConfigsResourceResponse]:

@@ -16,7 +16,8 @@ from typing import Any
 
 import grpc
 
-from broker.api.group_operations import GroupOperations
+from broker.api.group_operations import COORDINATOR_KEY_TRANSACTION, GroupOperations
+from broker.api.transaction_operations import TransactionOperations
 from broker.coordinator.group.results import NO_LEADER_EPOCH, MemberIdentity, OffsetAndMetadata
 from common.security.authorizer import Session
 from proto import minibroker_pb2 as pb
@@ -44,12 +45,17 @@ class GroupApis:
     # Who asks (KafkaApis._session: the gRPC call's authenticated principal), for the ACL checks.
     _session: Callable[[Context], Session]
     _groups: GroupOperations
+    _transactions: TransactionOperations
     _listener_name: str
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest,
                               context: Context) -> pb.FindCoordinatorResponse:
-        found = await self._groups.find_coordinator(self._session(context), request.key, self._listener_name,
-                                                    request.key_type)
+        if request.key_type == COORDINATOR_KEY_TRANSACTION:
+            found = await self._transactions.find_coordinator(self._session(context), request.key,
+                                                              self._listener_name)
+        else:
+            found = await self._groups.find_coordinator(self._session(context), request.key, self._listener_name,
+                                                        request.key_type)
         response = pb.FindCoordinatorResponse(error_code=found.error, node_id=-1, port=-1)
         if found.message is not None:
             response.error_message = found.message

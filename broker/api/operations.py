@@ -79,13 +79,6 @@ T = TypeVar("T")
 CONSUMER_REPLICA_ID = -1
 # Kafka's Topic.INTERNAL_TOPICS: written only by their coordinators, flagged internal in Metadata.
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME})
-# Until minibroker has a transaction coordinator, a transactional id is refused as a Kafka broker refuses one
-# no principal may use (KafkaApis: FindCoordinator needs Describe, InitProducerId Write on the TransactionalId):
-# TRANSACTIONAL_ID_AUTHORIZATION_FAILED. It is the one definite answer every client treats as fatal (Java's
-# TransactionManager, librdkafka's txnmgr), so init_transactions() fails at once; COORDINATOR_NOT_AVAILABLE is
-# retried until the client's timeout, and librdkafka retries a FindCoordinator answered INVALID_REQUEST too.
-NO_TRANSACTIONS = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-NO_TRANSACTIONS_MESSAGE = "minibroker has no transaction coordinator: transactional ids are refused"
 
 
 def group_by_topic(items: Iterable[tuple[TopicPartition, T]]) -> dict[str, list[tuple[int, T]]]:
@@ -555,14 +548,11 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    async def init_producer_id(self, session: Session, transactional_id: str | None,
-                               timeout_ms: float | None = None) -> tuple[ErrorCode, int, int]:
+    async def init_producer_id(self, session: Session, timeout_ms: float | None = None) -> tuple[ErrorCode, int, int]:
         """(error, producer id, producer epoch) for an idempotent producer; REQUEST_TIMED_OUT when claiming a
         block from ZooKeeper takes longer than `timeout_ms` (default request.timeout.ms). The principal needs
         IdempotentWrite on the cluster or, as Kafka 2.8 allows (KIP-679), Write on some topic. A transactional
-        id is refused (NO_TRANSACTIONS)."""
-        if transactional_id is not None:
-            return NO_TRANSACTIONS, -1, -1
+        producer's id comes from the transaction coordinator (transaction_operations.py)."""
         if self.authorizer is not None and not (
                 self.authorize_cluster(session, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
                 or self.authorizer.authorize_by_resource_type(session, AclOperation.WRITE, ResourceType.TOPIC)):
@@ -586,6 +576,11 @@ class BrokerOperations:
         request order. The sender needs ClusterAction on the cluster, as Kafka asks of a broker."""
         if not self.authorize_cluster(session, AclOperation.CLUSTER_ACTION):
             return [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
+        return await self.append_txn_markers(markers)
+
+    async def append_txn_markers(self, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, ErrorCode]]:
+        """The markers appended, for a sender already known to be a broker (the gRPC door checks ClusterAction
+        or the cluster credential itself)."""
         now = time.time_ns() // 1_000_000  # MemoryRecords.withEndTransactionMarker stamps the wall clock
         futures = []
         for marker in markers:

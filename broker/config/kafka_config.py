@@ -357,10 +357,34 @@ class KafkaConfig:
         Type.LONG, 600000, "Frequency at which to check for stale offsets", at_least(1))
     offsets_retention_minutes: int = define(Type.INT, 7 * 24 * 60, "How long committed offsets are kept", at_least(1))
 
-    # Producer ids
+    # Transaction coordinator (Kafka's TransactionLog and TransactionStateManager defaults)
+    transaction_state_log_num_partitions: int = define(
+        Type.INT, 50, "The number of partitions for the transaction topic (should not change after deployment)",
+        at_least(1))
+    transaction_state_log_replication_factor: int = define(
+        Type.INT, 3, "The replication factor for the transaction topic; its creation fails until the cluster"
+        " has this many live brokers", at_least(1))
+    transaction_state_log_min_isr: int = define(
+        Type.INT, 2, "Overridden min.insync.replicas config for the transaction topic", at_least(1))
+    transaction_state_log_segment_bytes: int = define(
+        Type.INT, 104857600, "The transaction topic segment bytes (kept small for faster compaction and loading)",
+        at_least(1))
+    transaction_state_log_load_buffer_size: int = define(
+        Type.INT, 5242880, "Batch size for reading from the transaction log segments when loading producer ids and"
+        " transactions into the cache", at_least(1))
+    transaction_max_timeout_ms: int = define(
+        Type.INT, 900000, "The maximum allowed timeout for transactions; a client asking for more gets"
+        " INVALID_TRANSACTION_TIMEOUT from InitProducerId", at_least(1))
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = define(
+        Type.INT, 10000, "The interval at which to rollback transactions that have timed out", at_least(1))
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = define(
+        Type.INT, 3600000, "The interval at which to remove transactions that have expired due to"
+        " transactional.id.expiration.ms passing", at_least(1))
     transactional_id_expiration_ms: int = define(
         Type.INT, 7 * 24 * _MS_PER_HOUR, "Idle time after which a transactional id expires", at_least(1)
     )
+
+    # Producer ids
     producer_id_expiration_ms: int = define(
         Type.INT, 24 * _MS_PER_HOUR, "Idle time after which a producer id's state expires", at_least(1)
     )

@@ -59,6 +59,7 @@ from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
 from broker.api.operations import BrokerOperations
+from broker.api.transaction_operations import TransactionOperations
 from broker.config import message_format
 from broker.config.kafka_config import KafkaConfig
 from broker.config.log_config import LogConfig
@@ -66,9 +67,19 @@ from broker.config.metadata_cache import MetadataCache
 from broker.config.metrics import BrokerMetrics
 from broker.config.topic_config import TopicConfigs
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
-from broker.coordinator.group.group_metadata_manager import GroupMetadataManager, OffsetsConfig
+from broker.coordinator.group.group_metadata_manager import (
+    GROUP_METADATA_TOPIC_NAME,
+    GroupMetadataManager,
+    OffsetsConfig,
+)
 from broker.coordinator.group.offsets_topic import OffsetsTopic
 from broker.coordinator.group.storage import ReplicaManagerStorage
+from broker.coordinator.storage import CoordinatorStorage
+from broker.coordinator.transaction.marker_sender import GrpcMarkerSender
+from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from broker.coordinator.transaction.transaction_marker_channel import TransactionMarkerChannelManager
+from broker.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
+from broker.coordinator.transaction.transaction_state_topic import TransactionStateTopic
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
 from broker.fetcher.manager import ReplicaFetcherManager
 from broker.fetcher.protocol import BrokerEndPoint, ReplicaFetcherConfig
@@ -84,7 +95,7 @@ from broker.replication.isr_change_propagation import (
     IsrChangePropagator,
 )
 from broker.replication.partition_state_store import ZkPartitionStateStore
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replica_manager import LeadershipListener, ReplicaManager
 from broker.security.grpc_authentication import (
     GrpcAuthenticator,
     inter_broker_security,
@@ -114,6 +125,9 @@ logger = logging.getLogger(__name__)
 # Kafka's KafkaServer/LogManager InitialTaskDelayMs: let start-up settle before background work.
 INITIAL_TASK_DELAY_MS = 30_000
 SHUTDOWN_GRACE_S = 5.0
+# How long the marker channel waits before sending a marker again (a leader moving, NOT_LEADER_OR_FOLLOWER, a
+# broker down): the producer's default retry.backoff.ms, Kafka's inter-broker clients' retry backoff.
+MARKER_RETRY_BACKOFF_MS = 100
 # How often to look whether a previous incarnation's registration has expired.
 _REGISTRATION_POLL_S = 0.2
 # Threads checking gRPC passwords: two keep one slow check from holding up every other login.
@@ -144,6 +158,21 @@ def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
         socket_timeout_ms=config.replica_socket_timeout_ms,
         num_replica_fetchers=config.num_replica_fetchers,
     )
+
+
+def on_the_loop(loop: asyncio.AbstractEventLoop, listener: LeadershipListener) -> LeadershipListener:
+    """A coordinator's onLeadershipChange, called on the event loop whichever thread applied the change (the
+    controller-request-handler thread, or the loop itself)."""
+    loop_thread = threading.get_ident()
+
+    def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
+                             resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
+        if threading.get_ident() == loop_thread:
+            listener(became_leader, resigned)
+        else:
+            loop.call_soon_threadsafe(listener, list(became_leader), list(resigned))
+
+    return on_leadership_change
 
 
 class KafkaServer:
@@ -180,6 +209,8 @@ class KafkaServer:
         self._registration: BrokerInfo | None = None
         self._log_dir_failure_handler: LogDirFailureHandler | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self._marker_sender: GrpcMarkerSender | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -264,23 +295,33 @@ class KafkaServer:
         security = inter_broker_security(config)
         controller_channel = ControllerChannel(zk, security, cluster_credential_metadata(
             None if config.cluster_credential is None else config.cluster_credential.value, security.tls))
+        producer_ids = ProducerIdManager(self.broker_id, zk.allocate_producer_id_block)
+        self.transaction_coordinator = transaction_coordinator = self._transaction_coordinator(
+            replica_manager, metadata_cache, producer_ids, loop)
         operations = BrokerOperations(
             config, replica_manager=replica_manager, metadata_cache=metadata_cache, admin_manager=admin_manager,
-            producer_ids=ProducerIdManager(self.broker_id, zk.allocate_producer_id_block),
+            producer_ids=producer_ids,
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
             scram_admin=UserScramAdmin(zk), controller_channel=controller_channel,
             pools=self._pools)
         groups = GroupOperations(group_coordinator, operations)
+        transactions = TransactionOperations(
+            transaction_coordinator, operations, metadata_cache,
+            TransactionStateTopic(metadata_cache, config.transaction_state_log_num_partitions,
+                                  config.transaction_state_log_replication_factor,
+                                  config.transaction_state_log_min_isr, config.transaction_state_log_segment_bytes,
+                                  admin_manager.create_topics, self._pools.zookeeper_executor),
+            lambda group_id: TopicPartition(GROUP_METADATA_TOPIC_NAME, group_coordinator.partition_for(group_id)))
         apis = functools.partial(
             KafkaApis,
-            config, operations=operations, groups=groups,
+            config, operations=operations, groups=groups, transactions=transactions,
             topic_configs=topic_configs, zk=zk, topic_purgatory=self._topic_purgatory,
             broker_epoch=lambda: self.broker_epoch, cluster_id=cluster_id, metrics=self.metrics,
             controller_requests=self._controller_requests,
         )
         kafka_context = functools.partial(
-            KafkaContext, config, operations, cluster_id, self.metrics, groups=groups)
+            KafkaContext, config, operations, cluster_id, self.metrics, groups=groups, transactions=transactions)
         health_servicer = health.aio.HealthServicer()
         self._health = health_servicer
         bound_ports = await self._start_grpc_servers(apis, health_servicer, credentials)
@@ -321,17 +362,46 @@ class KafkaServer:
             manager, DelayedOperationPurgatory("Heartbeat", timer), DelayedOperationPurgatory("Rebalance", timer),
             metadata_cache, offsets_topic.ensure, self._time_ms)
         self.metrics.bind_group_metadata_manager(manager.metrics())
-        loop_thread = threading.get_ident()
-
-        def on_leadership_change(became_leader: Sequence[tuple[TopicPartition, int]],
-                                 resigned: Sequence[tuple[TopicPartition, int | None]]) -> None:
-            if threading.get_ident() == loop_thread:
-                coordinator.on_leadership_change(became_leader, resigned)
-            else:
-                loop.call_soon_threadsafe(coordinator.on_leadership_change, list(became_leader), list(resigned))
-
-        replica_manager.add_leadership_listener(on_leadership_change)
+        replica_manager.add_leadership_listener(on_the_loop(loop, coordinator.on_leadership_change))
         coordinator.startup()
+        return coordinator
+
+    def _transaction_coordinator(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                                 producer_ids: ProducerIdManager,
+                                 loop: asyncio.AbstractEventLoop) -> TransactionCoordinator:
+        """The transaction coordinator on __transaction_state, its markers sent on the inter-broker listener; the
+        ReplicaManager tells it which of the topic's partitions this broker leads (Kafka's onLeadershipChange),
+        on the event loop whichever thread applied the change."""
+        config = self.config
+        storage = CoordinatorStorage(replica_manager, loop)
+        manager = TransactionStateManager(
+            self.broker_id,
+            TransactionConfig(num_partitions=config.transaction_state_log_num_partitions,
+                              transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+                              transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+                              load_buffer_size=config.transaction_state_log_load_buffer_size),
+            # Kafka's TransactionLog.EnforcedRequiredAcks: every transition waits for the in-sync replicas.
+            lambda tp, batch, timeout_ms: storage.append_records(tp, batch, -1, timeout_ms),
+            self._time_ms, storage.log_reader, load_executor=self._pools.disk_executor)
+        coordinator = TransactionCoordinator(self.broker_id, manager, producer_ids.generate_producer_id,
+                                             self._time_ms, self._pools.zookeeper_executor)
+        listener = config.inter_broker_listener
+
+        def endpoint_for(broker_id: int) -> tuple[str, int] | None:
+            node = next((n for n in metadata_cache.get_alive_brokers(listener) if n.id == broker_id), None)
+            return None if node is None else (node.host, node.port)
+
+        def leader_for(tp: TopicPartition) -> int | None:
+            info = metadata_cache.get_partition_info(tp)
+            return None if info is None else info.leader
+
+        credential = None if config.cluster_credential is None else config.cluster_credential.value
+        self._marker_sender = sender = GrpcMarkerSender(endpoint_for, inter_broker_security(config), credential,
+                                                        config.request_timeout_ms)
+        coordinator.bind_marker_channel(TransactionMarkerChannelManager(
+            leader_for, metadata_cache.contains_topic, sender.send, coordinator.is_current,
+            coordinator.complete_transaction, MARKER_RETRY_BACKOFF_MS))
+        replica_manager.add_leadership_listener(on_the_loop(loop, coordinator.on_leadership_change))
         return coordinator
 
     def _start_log_cleaner(self, log_manager: LogManager, replica_manager: ReplicaManager) -> LogCleaner:
@@ -484,6 +554,20 @@ class KafkaServer:
                 "delete-expired-group-metadata",
                 lambda: asyncio.run_coroutine_threadsafe(coordinator.cleanup_group_metadata(), loop).result(),
                 0, config.offsets_retention_check_interval_ms)
+        if self.transaction_coordinator is not None and self._loop is not None:
+            txn_coordinator, loop = self.transaction_coordinator, self._loop
+            abort_ms = config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            scheduler.schedule(
+                "transaction-abort",
+                lambda: asyncio.run_coroutine_threadsafe(txn_coordinator.abort_timed_out_transactions(),
+                                                         loop).result(),
+                abort_ms, abort_ms)
+            expire_ms = config.transaction_remove_expired_transaction_cleanup_interval_ms
+            scheduler.schedule(
+                "transactionalId-expiration",
+                lambda: asyncio.run_coroutine_threadsafe(
+                    txn_coordinator.txn_manager.remove_expired_transactional_ids(), loop).result(),
+                expire_ms, expire_ms)
         propagation_ms = propagator.config.check_interval_ms
         scheduler.schedule("isr-change-propagation", propagator.maybe_propagate_isr_changes, propagation_ms,
                            propagation_ms)
@@ -534,6 +618,10 @@ class KafkaServer:
             await self._scheduler.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.shutdown()
+        if self._marker_sender is not None:
+            await self._marker_sender.close()
         if self._dynamic_config is not None:
             await asyncio.to_thread(self._dynamic_config.shutdown)
         if self._acl_store is not None:

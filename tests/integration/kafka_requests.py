@@ -75,6 +75,11 @@ _BY_API: dict[int, dict[str, Any]] = {
     20: {"topic_names": (ABSENT,), "name": ABSENT},
     22: {"transaction_timeout": datetime.timedelta(minutes=1), "producer_id": -1, "producer_epoch": -1},
     23: {"replica_id": -1},
+    # The transaction APIs: an id no coordinator holds yet (NOT_COORDINATOR), no producer.
+    24: {"v3_and_below_transactional_id": "walk-txn", "v3_and_below_producer_id": -1,
+         "v3_and_below_producer_epoch": -1, "partitions": (0,)},
+    25: {"transactional_id": "walk-txn", "producer_id": -1, "producer_epoch": -1},
+    26: {"transactional_id": "walk-txn", "producer_id": -1, "producer_epoch": -1, "committed": False},
     # The ACL APIs: a filter matching anything; a creation of one literal topic ACL.
     29: {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None,
          "host_filter": None, "operation": 1, "permission_type": 1},

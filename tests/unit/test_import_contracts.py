@@ -23,6 +23,8 @@ FORBIDDEN_IMPORTS = {
     "broker-controller-independent": ("broker/replication/rules.py", "import controller.election"),
     # Upward: the ground floor's metadata cache reaching for replication, as the old server/ package did.
     "broker-layers": ("broker/config/metadata_cache.py", "import broker.replication.replica_manager"),
+    "coordinators-independent": ("broker/coordinator/transaction/transaction_coordinator.py",
+                                 "import broker.coordinator.group.group_coordinator"),
     "replication-below-coordinators": ("broker/replication/replica_manager.py",
                                        "import broker.coordinator.group.group_coordinator"),
     # Indirect: the state store reaches kazoo through zk.client and prometheus through the metrics.

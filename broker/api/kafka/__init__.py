@@ -3,7 +3,8 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
 
 - protocol.py: request header parsing, response framing; api_table.py: the APIs and versions served (what
   ApiVersions advertises);
-- context.py: what the handlers reach: the broker operations, the group coordinator, the listener, the session;
+- context.py: what the handlers reach: the broker operations, the group and transaction coordinators, the
+  listener, the session;
 - connection.py: one client connection: frames in, pipelined requests, responses out in request order,
   Fetch record bytes with sendfile (os.pread writes under TLS); first the SASL exchange on a SASL listener;
 - listener.py: the asyncio server of one listener, with Kafka's connection limits and, on SSL and SASL_SSL
@@ -14,8 +15,9 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   SaslAuthenticate or raw v0 tokens; ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED);
 - one module per API family: api_versions.py, metadata.py, produce.py, fetch.py, offsets.py, admin.py (topics,
   CreatePartitions, configs), partitions.py (DeleteRecords; ElectLeaders, forwarded to the controller process),
-  log_dirs.py (DescribeLogDirs), producer_id.py, producers.py (DescribeProducers, KIP-664), groups.py
-  (FindCoordinator through DeleteGroups and OffsetDelete, onto broker/coordinator/group/), acls.py (DescribeAcls,
+  log_dirs.py (DescribeLogDirs), producers.py (DescribeProducers, KIP-664), groups.py (FindCoordinator through
+  DeleteGroups and OffsetDelete, onto broker/coordinator/group/), transactions.py (InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, onto broker/coordinator/transaction/), acls.py (DescribeAcls,
   CreateAcls, DeleteAcls), scram_credentials.py
   (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py), txn_markers.py
   (WriteTxnMarkers: inter-broker, served but never advertised);

@@ -17,9 +17,9 @@ from broker.api.kafka import (
     offsets,
     partitions,
     produce,
-    producer_id,
     producers,
     scram_credentials,
+    transactions,
     txn_markers,
 )
 from broker.api.kafka.protocol import API_VERSIONS_KEY, ApiSpec
@@ -43,8 +43,11 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(19, "CreateTopics", 2, 4, admin.handle_create_topics),
     ApiSpec(20, "DeleteTopics", 1, 3, admin.handle_delete_topics),
     ApiSpec(21, "DeleteRecords", 0, 2, partitions.handle_delete_records),
-    ApiSpec(22, "InitProducerId", 0, 1, producer_id.handle_init_producer_id),
+    ApiSpec(22, "InitProducerId", 0, 4, transactions.handle_init_producer_id),
     ApiSpec(23, "OffsetForLeaderEpoch", 2, 3, offsets.handle_offset_for_leader_epoch),
+    ApiSpec(24, "AddPartitionsToTxn", 0, 3, transactions.handle_add_partitions_to_txn),
+    ApiSpec(25, "AddOffsetsToTxn", 0, 3, transactions.handle_add_offsets_to_txn),
+    ApiSpec(26, "EndTxn", 0, 3, transactions.handle_end_txn),
     ApiSpec(29, "DescribeAcls", 1, 2, acls.handle_describe_acls),
     ApiSpec(30, "CreateAcls", 1, 2, acls.handle_create_acls),
     ApiSpec(31, "DeleteAcls", 1, 2, acls.handle_delete_acls),

@@ -1,5 +1,6 @@
 """The group family on the Kafka listener, onto the GroupCoordinator (broker/coordinator/group/):
-FindCoordinator 0-3, JoinGroup 0-7, SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8,
+FindCoordinator 0-3 (a transactional id's coordinator from TransactionOperations), JoinGroup 0-7, SyncGroup 0-5,
+Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8,
 OffsetFetch 1-7, DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2 and OffsetDelete 0 (KIP-496).
 
 Only the wire lives here; every rule is the coordinator's. What differs by version:
@@ -16,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from broker.api.group_operations import COORDINATOR_KEY_GROUP
+from broker.api.group_operations import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
 from broker.coordinator.group.results import MemberIdentity, OffsetAndMetadata
@@ -31,8 +32,11 @@ def _schema(api: str, header: RequestHeader) -> Any:
 
 async def handle_find_coordinator(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("find_coordinator", header)
-    found = await context.groups.find_coordinator(context.session, request.key, context.listener_name,
-                                                  getattr(request, "key_type", COORDINATOR_KEY_GROUP))
+    key_type = getattr(request, "key_type", COORDINATOR_KEY_GROUP)
+    if key_type == COORDINATOR_KEY_TRANSACTION:
+        found = await context.transactions.find_coordinator(context.session, request.key, context.listener_name)
+    else:
+        found = await context.groups.find_coordinator(context.session, request.key, context.listener_name, key_type)
     error, node, message = found.error, found.node, found.message
     return encode(build(schema.FindCoordinatorResponse, throttle_time=millis(0), error_code=kio_error(error),
                         error_message=message, node_id=-1 if node is None else node.id,

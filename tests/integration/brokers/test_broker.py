@@ -543,10 +543,12 @@ def test_admin_apis(start_broker: StartBroker, connect: Callable[..., BrokerClie
     assert [r.error_code for r in deleted.responses] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert zk_client.get_topic_deletions() == {"defaults"}
 
-    # A transactional id, until transactions exist: refused for good, as a Kafka broker refuses one no principal
-    # may Write (broker/api/operations.py's NO_TRANSACTIONS).
+    # A transactional id belongs to the leader of its __transaction_state partition: none here yet. Its
+    # transaction timeout is checked first (0 is none).
     assert c.client.InitProducerId(pb.InitProducerIdRequest(transactional_id="tx")).error_code == \
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert c.client.InitProducerId(pb.InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout_ms=60_000)).error_code == ErrorCode.NOT_COORDINATOR
 
 
 def test_with_the_real_controller(start_broker: StartBroker, connect: Callable[..., BrokerClient],

@@ -11,7 +11,6 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
-    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
@@ -135,20 +134,6 @@ def test_idempotent_producer_with_acks_all_and_min_insync(cluster: KafkaCluster)
     assert producer.flush(60) == 0 and errors == []
     got = consume(cluster.bootstrap, [TopicPartition("idem", 0, OFFSET_BEGINNING)], 3000)
     assert [int(m.value()) for m in got] == list(range(3000)), "in order, none lost, none duplicated"
-
-
-def test_init_transactions_fails_fast_and_for_good(cluster: KafkaCluster) -> None:
-    """Until transactions exist, a transactional id is refused as a Kafka broker refuses one no principal may use
-    (KafkaApis: FindCoordinator needs Describe, InitProducerId Write on the TransactionalId):
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which librdkafka and Java's TransactionManager treat as fatal. It
-    answered COORDINATOR_NOT_AVAILABLE, which librdkafka retries until init_transactions' timeout (30 s here)."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-1"})
-    with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(30)
-    error = raised.value.args[0]
-    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
-    assert error.fatal() and not error.retriable(), error
-    assert "minibroker has no transaction coordinator" in error.str(), error
 
 
 def test_seek_to_latest_and_by_timestamp(cluster: KafkaCluster) -> None:

@@ -2,9 +2,10 @@
 with isolation.level=read_committed stop at the last stable offset while a transaction is open and skip an
 aborted transaction's records once its marker is written; read_uncommitted readers see everything.
 
-There is no transaction coordinator yet, so this test plays its two parts on the wire against the partition
-leader's Kafka listener (tests/integration/transaction_wire.py): a producer's Produce of transactional batches and
-the coordinator's WriteTxnMarkers."""
+This test plays the producer's and the coordinator's parts on the wire against the partition leader's Kafka
+listener (tests/integration/transaction_wire.py): a producer's Produce of transactional batches and the
+coordinator's WriteTxnMarkers, so the partition side is proven alone (the coordinator with real transactional
+producers: test_kafka_transactions.py)."""
 
 from __future__ import annotations
 

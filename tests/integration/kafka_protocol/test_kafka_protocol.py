@@ -203,16 +203,20 @@ def test_zstd_needs_produce_v7_and_fetch_v10(cluster: KafkaCluster) -> None:
     assert error == 0 and zstd[CRC_POS + 4:] in records
 
 
-def test_init_producer_id_with_a_transactional_id_is_refused_for_good(cluster: KafkaCluster) -> None:
-    """Until transactions exist: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a Kafka broker refuses a transactional id
-    no principal may Write (KafkaApis.handleInitProducerIdRequest); fatal in every client, where INVALID_REQUEST
-    was answered before. (librdkafka never gets here: test_kafka_confluent's init_transactions stops at
-    FindCoordinator.) Without one, a producer id as before."""
+def test_init_producer_id_checks_a_transactional_producers_timeout_and_id(cluster: KafkaCluster) -> None:
+    """As Kafka's TransactionCoordinator.handleInitProducerId, before any coordinator state is looked at: a
+    transaction.timeout.ms above transaction.max.timeout.ms (15 minutes) is INVALID_TRANSACTION_TIMEOUT, an empty
+    transactional id INVALID_REQUEST. Without one, an idempotent producer's id, epoch 0. (The coordinator itself:
+    tests/integration/kafka_clients/test_kafka_transactions.py.)"""
     timeout = i32Timedelta.parse(datetime.timedelta(seconds=60))
+    too_long = i32Timedelta.parse(datetime.timedelta(minutes=15, milliseconds=1))
     with WireConnection(cluster.brokers[1].kafka_address) as conn:
-        conn.send(encode_request(InitProducerIdRequest(transactional_id="tx", transaction_timeout=timeout), 7))
+        conn.send(encode_request(InitProducerIdRequest(transactional_id="tx", transaction_timeout=too_long), 6))
         correlation_id, body = conn.receive_body(InitProducerIdResponse)
-        assert (correlation_id, body.error_code, body.producer_id) == (7, 53, -1)
+        assert (correlation_id, body.error_code, body.producer_id) == (6, 50, -1)
+        conn.send(encode_request(InitProducerIdRequest(transactional_id="", transaction_timeout=timeout), 7))
+        correlation_id, body = conn.receive_body(InitProducerIdResponse)
+        assert (correlation_id, body.error_code, body.producer_id) == (7, 42, -1)
         conn.send(encode_request(InitProducerIdRequest(transactional_id=None, transaction_timeout=timeout), 8))
         _, idempotent = conn.receive_body(InitProducerIdResponse)
         assert (idempotent.error_code, idempotent.producer_epoch) == (0, 0) and idempotent.producer_id >= 0

@@ -64,7 +64,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "DescribeEvents",
             ],
         ),
-        ("KafkaCluster", ["LeaderAndIsr", "UpdateMetadata", "StopReplica", "OffsetsForLeaderEpoch"]),
+        ("KafkaCluster", ["LeaderAndIsr", "UpdateMetadata", "StopReplica", "OffsetsForLeaderEpoch", "WriteTxnMarkers"]),
         ("KafkaController", ["ControlledShutdown", "ElectLeaders", "DescribeEvents"]),
     ],
 )

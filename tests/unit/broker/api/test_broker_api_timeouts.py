@@ -89,7 +89,7 @@ def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
                                       admin_manager=blocking, producer_ids=blocking,  # type: ignore[arg-type]
                                       topic_purgatory=None, loop=loop,  # type: ignore[arg-type]
                                       config_admin=blocking)  # type: ignore[arg-type]
-        apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
+        apis = KafkaApis(config, operations=operations, groups=None, transactions=None,  # type: ignore[arg-type]
                          topic_configs=None, zk=None, topic_purgatory=None,  # type: ignore[arg-type]
                          broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
                          listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),

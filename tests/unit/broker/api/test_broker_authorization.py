@@ -213,7 +213,7 @@ def test_create_partitions_needs_alter_on_each_topic_and_refuses_a_topic_named_t
 
 def test_an_idempotent_producer_needs_idempotent_write_or_write_on_some_topic() -> None:
     def init(acls: dict[ResourcePattern, list[AccessControlEntry]]) -> tuple[ErrorCode, int, int]:
-        return run(acls, lambda ops, _: ops.init_producer_id(ALICE, None))[0]
+        return run(acls, lambda ops, _: ops.init_producer_id(ALICE))[0]
 
     assert init({topic("a"): [allow(Op.READ)]}) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
     assert init({CLUSTER: [allow(Op.IDEMPOTENT_WRITE)]}) == (ErrorCode.NONE, 4000, 0)

@@ -89,7 +89,7 @@ def run(call: Callable[[KafkaApis], Awaitable[Any]], manager: BlockingReplicaMan
                                       admin_manager=None, producer_ids=None,  # type: ignore[arg-type]
                                       topic_purgatory=None, loop=asyncio.get_running_loop())  # type: ignore[arg-type]
         with ThreadPoolExecutor(1) as controller_requests:
-            apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
+            apis = KafkaApis(config, operations=operations, groups=None, transactions=None,  # type: ignore[arg-type]
                              topic_configs=TopicConfigs(), zk=Zk(), topic_purgatory=None,  # type: ignore[arg-type]
                              broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
                              listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),
@@ -180,7 +180,7 @@ def test_a_grpc_fetch_reads_its_records_on_a_disk_thread_not_the_event_loop() ->
 
         operations.fetch = fetch  # type: ignore[method-assign]
         try:
-            apis = KafkaApis(config, operations=operations, groups=None,  # type: ignore[arg-type]
+            apis = KafkaApis(config, operations=operations, groups=None, transactions=None,  # type: ignore[arg-type]
                              topic_configs=TopicConfigs(), zk=Zk(), topic_purgatory=None,  # type: ignore[arg-type]
                              broker_epoch=lambda: 0, cluster_id="c", metrics=None,  # type: ignore[arg-type]
                              listener_name="GRPC", authenticator=GrpcAuthenticator.for_listener(config, "GRPC"),

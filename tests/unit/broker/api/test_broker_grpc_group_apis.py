@@ -12,6 +12,8 @@ import pytest
 
 from broker.api.group_operations import GroupOperations
 from broker.api.grpc_group_apis import GroupApis, client_host
+from broker.config.metadata_cache import Node
+from broker.coordinator.group.results import FindCoordinatorResult
 from common.security.authorizer import Session
 from common.security.principal import ANONYMOUS
 from proto import minibroker_pb2 as pb
@@ -47,12 +49,25 @@ def test_the_client_host_is_kafkas_inet_address_text(peer: str, host: str) -> No
     assert client_host(Peer(peer)) == host  # type: ignore[arg-type]
 
 
-def test_a_transaction_coordinator_is_refused_for_good_and_an_unknown_key_type_is_invalid() -> None:
-    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions exist (broker/api/operations.py's NO_TRANSACTIONS);
-    Kafka's InvalidRequestException for a coordinator type it does not know."""
-    answer = asyncio.run(door().FindCoordinator(pb.FindCoordinatorRequest(key="tx", key_type=1), None))  # type: ignore[arg-type]
-    assert (answer.error_code, answer.node_id) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
-    assert answer.error_message.startswith("minibroker has no transaction coordinator")
+class Transactions:
+    """The transaction side of FindCoordinator: the ids it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    async def find_coordinator(self, session: Session, key: str, listener_name: str) -> FindCoordinatorResult:
+        self.asked.append((key, listener_name))
+        return FindCoordinatorResult(ErrorCode.NONE, Node(2, "b2", 9092))
+
+
+def test_a_transactional_id_goes_to_the_transaction_coordinator_and_an_unknown_key_type_is_invalid() -> None:
+    """Key type 1 is the transaction coordinator's (broker/api/transaction_operations.py); Kafka's
+    InvalidRequestException for a coordinator type it does not know."""
+    apis = door()
+    apis._transactions = transactions = Transactions()  # type: ignore[assignment]
+    answer = asyncio.run(apis.FindCoordinator(pb.FindCoordinatorRequest(key="tx", key_type=1), None))  # type: ignore[arg-type]
+    assert (answer.error_code, answer.node_id, answer.host, answer.port) == (ErrorCode.NONE, 2, "b2", 9092)
+    assert transactions.asked == [("tx", "GRPC")]
     unknown = asyncio.run(door().FindCoordinator(pb.FindCoordinatorRequest(key="x", key_type=7), None))  # type: ignore[arg-type]
     assert (unknown.error_code, unknown.node_id) == (ErrorCode.INVALID_REQUEST, -1)
 

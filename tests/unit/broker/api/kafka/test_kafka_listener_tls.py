@@ -60,7 +60,7 @@ def test_principals_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(listener_module, "KafkaConnection", Recorded)
     Recorded.principals = []
     security = ListenerSecurity.of(config, "SSL", "SSL", CredentialCache())
-    context: Any = KafkaContext(config, None, "cluster", None, "SSL", None)  # type: ignore[arg-type]
+    context: Any = KafkaContext(config, None, "cluster", None, "SSL", None, None)  # type: ignore[arg-type]
 
     def client(certificate_subject: str | None, signer: CertificateAuthority = ca) -> ssl.SSLContext:
         tls = ssl.create_default_context(cadata=ca.certificate_pem().decode())
@@ -121,7 +121,7 @@ def test_inline_pem_stores_and_enabled_protocols(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(listener_module, "KafkaConnection", Recorded)
     Recorded.principals = []
     security = ListenerSecurity.of(config, "SSL", "SSL", CredentialCache())
-    context: Any = KafkaContext(config, None, "cluster", None, "SSL", None)  # type: ignore[arg-type]
+    context: Any = KafkaContext(config, None, "cluster", None, "SSL", None, None)  # type: ignore[arg-type]
     client = ssl.create_default_context(cadata=ca.certificate_pem().decode())
     client.load_cert_chain(ca.issue("CN=carol").write_keystore(tmp_path / "carol.pem"))
     old_client = ssl.create_default_context(cadata=ca.certificate_pem().decode())
