@@ -336,8 +336,8 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
         began = time.monotonic()
         channel = self._operations.controller_channel
         assert channel is not None, "the broker gives its operations a ControllerChannel"
-        response = await self._operations.pools.zookeeper(channel.describe_events, request,
-                                                          self._timeout_ms(context) / 1000)
+        response = await self._operations.pools.forward(channel.describe_events, request,
+                                                        self._timeout_ms(context) / 1000)
         describable = self._operations.authorized_topics(
             self._session(context), AclOperation.DESCRIBE, {e.topic for e in response.events if e.topic},
             log_if_denied=False)

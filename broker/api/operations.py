@@ -161,6 +161,18 @@ class BrokerOperations:
         wait = self._timeout_ms(timeout_ms if timeout_ms is None or timeout_ms > 0 else None)
         return min(wait, self.config.zookeeper_connection_timeout_millis)
 
+    async def _zookeeper_or(self, what: str, call: Callable[[], T], on_timeout: Callable[[KafkaError], T],
+                            timeout_ms: float | None = None) -> T:
+        """`call` bounded as `_zookeeper_bound` does (by the request's timeout, at most
+        zookeeper.connection.timeout.ms), and `on_timeout`'s answer when ZooKeeper did not answer in time: a
+        connection answers in order, so one request waiting out an outage would hold up every later one."""
+        try:
+            return await self._zookeeper_bound(what, call, self._zookeeper_wait_ms(timeout_ms))
+        except KafkaError as e:
+            if e.code is not ErrorCode.REQUEST_TIMED_OUT:
+                raise
+            return on_timeout(e)
+
     async def _zookeeper_bound(self, what: str, call: Callable[[], T], timeout_ms: float) -> T:
         """`call` (it reads or writes ZooKeeper) in a worker thread, waited for no longer than `timeout_ms`.
         During a ZooKeeper outage the call retries until reconnected; the request gets KafkaError(REQUEST_TIMED_OUT)
@@ -383,7 +395,7 @@ class BrokerOperations:
             partitions = [TopicPartition(topic, index) for topic in sorted(cache.get_all_topics())
                           for index in range(cache.partition_count(topic))]
         assert self.controller_channel is not None, "the broker gives its operations a ControllerChannel"
-        results = await self.pools.zookeeper(self.controller_channel.elect_leaders, election_type, list(partitions),
+        results = await self.pools.forward(self.controller_channel.elect_leaders, election_type, list(partitions),
                                              timeout_ms)
         return ErrorCode.NONE, results
 
@@ -535,7 +547,7 @@ class BrokerOperations:
         TOPIC_AUTHORIZATION_FAILED whether or not it exists, one it may describe but that does not exist
         UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleDeleteTopicsRequest's order)."""
         if self.authorizer is None:
-            return await self.pools.zookeeper(self._admin_manager.delete_topics, list(names))
+            return await self._delete_topics(list(names))
         describable = self.authorized_topics(session, AclOperation.DESCRIBE, names)
         deletable = self.authorized_topics(session, AclOperation.DELETE, names)
         refused: dict[str, DeleteTopicResult] = {}
@@ -543,8 +555,12 @@ class BrokerOperations:
             if name not in describable or (self.metadata_cache.contains_topic(name) and name not in deletable):
                 refused[name] = DeleteTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         allowed = [name for name in names if name not in refused]
-        done = iter(await self.pools.zookeeper(self._admin_manager.delete_topics, allowed) if allowed else [])
+        done = iter(await self._delete_topics(allowed) if allowed else [])
         return [refused[name] if name in refused else next(done) for name in names]
+
+    async def _delete_topics(self, names: list[str]) -> list[DeleteTopicResult]:
+        return await self._zookeeper_or("DeleteTopics", lambda: self._admin_manager.delete_topics(names),
+                                        lambda e: [DeleteTopicResult(name, e.code, e.message) for name in names])
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -621,7 +637,9 @@ class BrokerOperations:
                                ) -> list[DescribeConfigsResult]:
         refusals = [self._config_refusal(session, AclOperation.DESCRIBE_CONFIGS, t, n) for t, n, _ in resources]
         allowed = [r for r, refusal in zip(resources, refusals) if refusal is None]
-        done = iter(await self.pools.zookeeper(self._config_admin().describe_configs, allowed) if allowed else [])
+        done = iter(await self._zookeeper_or(
+            "DescribeConfigs", lambda: self._config_admin().describe_configs(allowed),
+            lambda e: [DescribeConfigsResult(t, n, e.code, e.message) for t, n, _ in allowed]) if allowed else [])
         return [next(done) if refusal is None else DescribeConfigsResult(t, n, refusal, "Authorization failed.")
                 for (t, n, _), refusal in zip(resources, refusals)]
 
@@ -664,12 +682,14 @@ class BrokerOperations:
 
     async def create_acls(self, session: Session, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         store = self._acl_store(session, AclOperation.ALTER)
-        return await self.pools.zookeeper(store.create_acls, list(bindings))
+        return await self._zookeeper_or("CreateAcls", lambda: store.create_acls(list(bindings)),
+                                        lambda e: [e] * len(bindings))
 
     async def delete_acls(self, session: Session, filters: Sequence[AclBindingFilter]
                           ) -> list[tuple[KafkaError | None, list[tuple[AclBinding, KafkaError | None]]]]:
         store = self._acl_store(session, AclOperation.ALTER)
-        return await self.pools.zookeeper(store.delete_acls, list(filters))
+        return await self._zookeeper_or("DeleteAcls", lambda: store.delete_acls(list(filters)),
+                                        lambda e: [(e, [])] * len(filters))
 
     # ------------------------------------------------------------------ Describe/AlterUserScramCredentials
 
@@ -684,7 +704,8 @@ class BrokerOperations:
             # Kafka's error response also repeats the code once per user asked, naming none of them.
             refused = UserResult("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             return DescribeResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[refused] * len(users or ()))
-        return await self.pools.zookeeper(self._scram_admin().describe, users)
+        return await self._zookeeper_or("DescribeUserScramCredentials", lambda: self._scram_admin().describe(users),
+                                        lambda e: DescribeResult(e.code, e.message))
 
     async def alter_user_scram_credentials(self, session: Session, upsertions: Sequence[Upsertion],
                                            deletions: Sequence[Deletion]) -> list[UserResult]:
@@ -695,7 +716,9 @@ class BrokerOperations:
         if not self.authorize_cluster(session, AclOperation.ALTER):
             return [UserResult(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for user in users]
         try:
-            return await self.pools.zookeeper(self._scram_admin().alter, upsertions, deletions)
+            return await self._zookeeper_or("AlterUserScramCredentials",
+                                            lambda: self._scram_admin().alter(upsertions, deletions),
+                                            lambda e: [UserResult(user, e.code, e.message) for user in users])
         except Exception:
             logger.exception("Error encountered while altering user SCRAM credentials")
             return [UserResult(user, ErrorCode.UNKNOWN_SERVER_ERROR) for user in users]

@@ -74,6 +74,8 @@ class Blocking:
         self.auto_create_topic = outage.block
         self.create_topics = outage.block
         self.incremental_alter_configs = outage.block
+        self.delete_topics = outage.block
+        self.describe_configs = outage.block
 
 
 def handle(call: Callable[[KafkaApis], Awaitable[Any]]) -> Any:
@@ -139,3 +141,18 @@ def test_config_changes_say_zookeeper_did_not_answer(caplog: pytest.LogCaptureFi
     assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
         ("t", ErrorCode.REQUEST_TIMED_OUT, ZOOKEEPER_AWAY)]
     assert f"IncrementalAlterConfigs: {ZOOKEEPER_AWAY}" in caplog.text
+
+
+def test_delete_topics_and_describe_configs_say_zookeeper_did_not_answer(caplog: pytest.LogCaptureFixture) -> None:
+    """Every request that waits on ZooKeeper is bounded so, not only the writes: a connection answers in order, so
+    one DescribeConfigs waiting out an outage held up every later request on it."""
+    deleted = handle(lambda apis: apis.DeleteTopics(pb.DeleteTopicsRequest(topic_names=["t"]),  # type: ignore[arg-type]
+                                                    Deadline()))
+    assert [(t.name, t.error_code, t.error_message) for t in deleted.responses] == [
+        ("t", ErrorCode.REQUEST_TIMED_OUT, ZOOKEEPER_AWAY)]
+    request = pb.DescribeConfigsRequest()
+    request.resources.add(resource_type=2, resource_name="t")
+    described = handle(lambda apis: apis.DescribeConfigs(request, Deadline()))  # type: ignore[arg-type]
+    assert [(r.resource_name, r.error_code, r.error_message) for r in described.results] == [
+        ("t", ErrorCode.REQUEST_TIMED_OUT, ZOOKEEPER_AWAY)]
+    assert f"DeleteTopics: {ZOOKEEPER_AWAY}" in caplog.text and f"DescribeConfigs: {ZOOKEEPER_AWAY}" in caplog.text
