@@ -1,9 +1,9 @@
 """Transactional offset commits on real brokers (KIP-98, KIP-447): TxnOffsetCommit and the transaction
 coordinator's WriteTxnMarkers sent over the Kafka door with the project's codec to the leader of the group's
-__consumer_offsets partition, OffsetFetch v7 with and without require_stable before and after each marker, and
-confluent-kafka's committed() reading the outcome. The pending offsets of an open transaction survive a SIGKILL
-of that leader: the new leader loads them from its replica, still pending, and the marker sent to it commits
-them."""
+__consumer_offsets partition, OffsetFetch v7 with and without require_stable before and after each marker (and
+the gRPC door's OffsetFetch agreeing), and confluent-kafka's committed() reading the outcome. The pending
+offsets of an open transaction survive a SIGKILL of that leader: the new leader loads them from its replica,
+still pending, and the marker sent to it commits them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import datetime
 import signal
 from typing import Any
 
+import grpc
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -36,6 +37,8 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
+from proto import minibroker_pb2 as pb
+from proto import minibroker_pb2_grpc as pb_grpc
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
@@ -114,6 +117,17 @@ def offset_fetch(address: str, require_stable: bool) -> tuple[int, int]:
     return int(partition.committed_offset), int(partition.error_code)
 
 
+def grpc_offset_fetch(address: str, require_stable: bool) -> tuple[int, int]:
+    """The same question on the broker's gRPC door: both doors answer through group_operations."""
+    request = pb.OffsetFetchRequest(group_id=GROUP, require_stable=require_stable)
+    request.topics.add(name=TOPIC, partition_indexes=[0])
+    with grpc.insecure_channel(address) as channel:
+        answer = pb_grpc.KafkaClientStub(channel).OffsetFetch(request, timeout=30)
+    assert answer.error_code == NONE
+    [partition] = answer.topics[0].partitions
+    return partition.committed_offset, partition.error_code
+
+
 def write_marker(address: str, pid: int, commit: bool) -> None:
     """The transaction coordinator's marker to the leader of the group's __consumer_offsets partition."""
     answer = call(address, WriteTxnMarkersRequest(markers=(WritableTxnMarker(
@@ -148,7 +162,11 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_coordinator_fail
     assert txn_offset_commit(address, pid, 5) == NONE
     assert offset_fetch(address, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
     assert offset_fetch(address, require_stable=False) == (-1, NONE)
+    grpc_address = cluster.brokers[leader].address
+    assert grpc_offset_fetch(grpc_address, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
+    assert grpc_offset_fetch(grpc_address, require_stable=False) == (-1, NONE)
     write_marker(address, pid, commit=True)
+    assert grpc_offset_fetch(grpc_address, require_stable=True) == (5, NONE)
     assert offset_fetch(address, require_stable=True) == (5, NONE)
     assert confluent_committed(cluster.bootstrap) == 5
 
