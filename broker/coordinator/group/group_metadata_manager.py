@@ -137,6 +137,8 @@ class GroupMetadataManager:
         # Kafka's openGroupsForProducer: the groups holding each producer id's pending transactional offsets,
         # so a marker finds them without a walk over every group.
         self._open_groups_for_producer: dict[int, set[str]] = {}
+        # Markers acknowledged on a partition while it loads: (producer id, commit?), applied once it is loaded.
+        self._completions_awaiting_load: dict[int, list[tuple[int, bool]]] = {}
 
     # ------------------------------------------------------------------ which groups are here
 
@@ -301,8 +303,17 @@ class GroupMetadataManager:
 
     def handle_txn_completion(self, producer_id: int, completed_partitions: Iterable[int], is_commit: bool) -> None:
         """A COMMIT or ABORT marker of `producer_id` is in these __consumer_offsets partitions (acknowledged):
-        complete the producer's pending offsets of the groups they hold (Kafka's handleTxnCompletion)."""
+        complete the producer's pending offsets of the groups they hold (Kafka's handleTxnCompletion).
+
+        A partition still loading may have been read before the marker landed: its completion waits for the
+        load's end (Kafka's one group-metadata-manager thread runs loads and completions in turn). Its producer
+        cannot have offsets of a later transaction there by then: those would need the partition loaded."""
         partitions = set(completed_partitions)
+        for partition in partitions & self.loading_partitions:
+            self._completions_awaiting_load.setdefault(partition, []).append((producer_id, is_commit))
+        self._complete_txn(producer_id, partitions - self.loading_partitions, is_commit)
+
+    def _complete_txn(self, producer_id: int, partitions: set[int], is_commit: bool) -> None:
         for group_id in [g for g in self._open_groups_for_producer.get(producer_id, ())
                          if self.partition_for(g) in partitions]:
             group = self._groups.get(group_id)
@@ -366,12 +377,15 @@ class GroupMetadataManager:
         except Exception:
             logger.exception("Error loading offsets from %s", tp)
             self.loading_partitions.discard(partition)
+            self._completions_awaiting_load.pop(partition, None)
             return []
         if partition not in self.loading_partitions or self._epoch_for_partition.get(partition) != leader_epoch:
             return []  # unloaded (or re-elected) while reading
         groups = self._install(loaded)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
+        for producer_id, is_commit in self._completions_awaiting_load.pop(partition, []):
+            self._complete_txn(producer_id, {partition}, is_commit)
         logger.info("Finished loading offsets and group metadata from %s in %d milliseconds, of which %d"
                     " groups", tp, self._time_ms() - start, len(groups))
         return groups
@@ -410,6 +424,7 @@ class GroupMetadataManager:
             self._epoch_for_partition[partition] = leader_epoch
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
+        self._completions_awaiting_load.pop(partition, None)
         removed = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
         for group in removed:
             del self._groups[group.group_id]

@@ -5,9 +5,12 @@ hand-driven clock."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 
-from broker.coordinator.group.group_metadata_manager import read_partition_log
+from broker.coordinator.group.group_metadata_manager import LoadedPartition, read_partition_log
 from broker.coordinator.group.results import OffsetAndMetadata
 from common.record import iter_batches
 from proto.errors import ErrorCode
@@ -207,5 +210,44 @@ def test_reading_a_partition_log_keeps_each_producers_offsets_apart_until_its_ma
         loaded = read_partition_log(reader, 0, log.next_offset[PARTITION], 1 << 20)
         assert loaded.pending == {}
         assert {k: (o, v.offset if v else None) for k, (o, v) in loaded.offsets.items()} == {(GROUP, TOPIC_TP): (2, 3)}
+
+    run(scenario)
+
+
+class GatedLog(MemoryLog):
+    """A log whose load read waits, after reading, until the test lets it finish: a marker can land between
+    the read and the install."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        super().__init__()
+        self.batches, self.next_offset = log.batches, log.next_offset
+        self.read = threading.Event()
+        self.release = threading.Event()
+
+    def read_log(self, tp: TopicPartition, buffer_size: int) -> LoadedPartition:
+        loaded = super().read_log(tp, buffer_size)
+        self.read.set()
+        assert self.release.wait(30), "the test never released the load"
+        return loaded
+
+
+def test_a_marker_acknowledged_while_the_partition_loads_completes_the_loaded_offsets() -> None:
+    """The new leader read the log before the marker landed: the completion waits for the load's end, as Kafka
+    runs loads and completions on one thread (else the offsets stayed pending for good)."""
+    async def scenario() -> None:
+        old = Harness()
+        await old.own_partition()
+        assert await txn_commit(old, 10) == {TOPIC_TP: ErrorCode.NONE}
+        log = GatedLog(old.log)
+        new = Harness(log, old.clock)
+        new.coordinator.on_election(PARTITION, 1)
+        while not log.read.is_set():
+            await asyncio.sleep(0.001)  # the load reads in a worker thread
+        marker(new, PRODUCER, commit=True)
+        assert (await new.coordinator.fetch_offsets(GROUP, [TOPIC_TP])).error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        log.release.set()
+        while new.manager.is_loading():
+            await asyncio.sleep(0.001)
+        assert await fetched(new, require_stable=True) == {TOPIC_TP: (10, ErrorCode.NONE)}
 
     run(scenario)
