@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from broker.coordinator.group.group_metadata_manager import LoadedPartition, read_partition_log
+from broker.coordinator.group.group_metadata_manager import LoadedPartition
 from broker.coordinator.group.results import OffsetAndMetadata
 from common.record import iter_batches
 from proto.errors import ErrorCode
@@ -202,12 +202,7 @@ def test_reading_a_partition_log_keeps_each_producers_offsets_apart_until_its_ma
             == {PRODUCER: {(GROUP, TOPIC_TP): 2}, OTHER_PRODUCER: {(GROUP, TOPIC_TP): 3}}
         log.write_marker(PARTITION, OTHER_PRODUCER, commit=True)
         log.write_marker(PARTITION, PRODUCER, commit=True)  # older than the other's: loses, as Kafka's olderThan
-        batches = log.batches[PARTITION]
-
-        def reader(offset: int, max_bytes: int) -> bytes:
-            return b"".join(data for data in batches if next(iter_batches(data)).header.next_offset > offset)
-
-        loaded = read_partition_log(reader, 0, log.next_offset[PARTITION], 1 << 20)
+        loaded = log.read_log(TopicPartition("__consumer_offsets", PARTITION), 1 << 20)
         assert loaded.pending == {}
         assert {k: (o, v.offset if v else None) for k, (o, v) in loaded.offsets.items()} == {(GROUP, TOPIC_TP): (2, 3)}
 
