@@ -7,7 +7,6 @@ still pending, and the marker sent to it commits them."""
 
 from __future__ import annotations
 
-import datetime
 import signal
 from typing import Any
 
@@ -18,8 +17,6 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v0.response import FindCoordinatorResponse
-from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
-from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
 from kio.schema.txn_offset_commit.v3.request import (
@@ -29,19 +26,14 @@ from kio.schema.txn_offset_commit.v3.request import (
 )
 from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse
 from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
-from kio.schema.write_txn_markers.v1.request import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
-from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.static.primitive import i16, i32, i64
 
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
+from tests.integration.transaction_wire import TransactionWire
 
 pytestmark = pytest.mark.integration
 
@@ -87,13 +79,6 @@ def coordinator(cluster: KafkaCluster, alive: list[int], wait_until: WaitUntil) 
     return found[-1]
 
 
-def producer_id(address: str) -> int:
-    answer = call(address, InitProducerIdRequest(transactional_id=None, transaction_timeout=i32Timedelta.parse(
-        datetime.timedelta(minutes=1))), InitProducerIdResponse)
-    assert answer.error_code == NONE
-    return int(answer.producer_id)
-
-
 def txn_offset_commit(address: str, pid: int, offset: int) -> int:
     answer = call(address, TxnOffsetCommitRequest(
         transactional_id=TransactionalId(TRANSACTIONAL_ID), group_id=GroupId(GROUP), producer_id=ProducerId(pid),
@@ -128,17 +113,6 @@ def grpc_offset_fetch(address: str, require_stable: bool) -> tuple[int, int]:
     return partition.committed_offset, partition.error_code
 
 
-def write_marker(address: str, pid: int, commit: bool) -> None:
-    """The transaction coordinator's marker to the leader of the group's __consumer_offsets partition."""
-    answer = call(address, WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-        producer_id=ProducerId(pid), producer_epoch=i16(0), transaction_result=commit, coordinator_epoch=i32(0),
-        topics=(WritableTxnMarkerTopic(name=TopicName(OFFSETS_TOPIC), partition_indexes=(i32(0),)),)),)),
-        WriteTxnMarkersResponse)
-    [marker] = answer.markers
-    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in marker.topics] == [
-        (OFFSETS_TOPIC, [(0, NONE)])]
-
-
 def confluent_committed(bootstrap: str) -> int:
     """The group's committed offset as librdkafka's committed() reads it."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
@@ -156,7 +130,9 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_coordinator_fail
     leader = coordinator(cluster, brokers, wait_until)
     address = cluster.brokers[leader].kafka_address
     wait_until(lambda: offset_fetch(address, False)[1] == NONE, 60, "the coordinator's load of its partition")
-    pid = producer_id(address)
+    # The transaction coordinator's part: a producer id, and markers to the group's __consumer_offsets partition.
+    coordinator_wire = TransactionWire(address, OFFSETS_TOPIC)
+    pid = coordinator_wire.init_producer_id()
 
     # Commit: pending (unstable to a require_stable reader, invisible to the others) until the COMMIT marker.
     assert txn_offset_commit(address, pid, 5) == NONE
@@ -165,7 +141,7 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_coordinator_fail
     grpc_address = cluster.brokers[leader].address
     assert grpc_offset_fetch(grpc_address, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
     assert grpc_offset_fetch(grpc_address, require_stable=False) == (-1, NONE)
-    write_marker(address, pid, commit=True)
+    coordinator_wire.write_marker(pid, commit=True)
     assert grpc_offset_fetch(grpc_address, require_stable=True) == (5, NONE)
     assert offset_fetch(address, require_stable=True) == (5, NONE)
     assert confluent_committed(cluster.bootstrap) == 5
@@ -173,12 +149,13 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_coordinator_fail
     # Abort: the next transaction's offsets go with its ABORT marker.
     assert txn_offset_commit(address, pid, 9) == NONE
     assert offset_fetch(address, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
-    write_marker(address, pid, commit=False)
+    coordinator_wire.write_marker(pid, commit=False)
     assert offset_fetch(address, require_stable=True) == (5, NONE)
 
     # An open transaction's offsets, then its coordinator SIGKILLed: the new leader of the partition loads them
     # from its own replica, pending still, and the marker written there commits them.
     assert txn_offset_commit(address, pid, 12) == NONE  # acks=all: on every in-sync replica
+    coordinator_wire.close()
     cluster.brokers[leader].process.signal(signal.SIGKILL)
     alive = [b for b in brokers if b != leader]
     new_leader = coordinator(cluster, alive, wait_until)
@@ -187,7 +164,9 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_a_coordinator_fail
                "the new coordinator's load")
     assert offset_fetch(new_address, require_stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
     assert offset_fetch(new_address, require_stable=False) == (5, NONE)
-    write_marker(new_address, pid, commit=True)
+    new_coordinator_wire = TransactionWire(new_address, OFFSETS_TOPIC)
+    new_coordinator_wire.write_marker(pid, commit=True)
+    new_coordinator_wire.close()
     assert offset_fetch(new_address, require_stable=True) == (12, NONE)
     bootstrap = ",".join(cluster.brokers[b].kafka_address for b in alive)
     assert confluent_committed(bootstrap) == 12
