@@ -581,16 +581,16 @@ class BrokerOperations:
                                 ) -> list[dict[TopicPartition, ErrorCode]]:
         """Kafka's handleWriteTxnMarkersRequest: each marker appended to each of its partitions with acks=all as
         the coordinator's (AppendOrigin.COORDINATOR, internal topics allowed); each marker's partition errors, in
-        request order. The sender needs ClusterAction on the cluster, as Kafka asks of a broker. Once a marker is
-        acknowledged on __consumer_offsets partitions, the group coordinator completes the producer's pending
-        offsets there before the answer goes, so an OffsetFetch after it sees them."""
+        request order. The sender needs ClusterAction on the cluster, as Kafka asks of a broker."""
         if not self.authorize_cluster(session, AclOperation.CLUSTER_ACTION):
             return [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
         return await self.append_txn_markers(markers)
 
     async def append_txn_markers(self, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, ErrorCode]]:
         """The markers appended, for a sender already known to be a broker (the gRPC door checks ClusterAction
-        or the cluster credential itself)."""
+        or the cluster credential itself). Once a marker is acknowledged on __consumer_offsets partitions, the
+        group coordinator completes the producer's pending offsets there before the answer goes, so an
+        OffsetFetch after it sees them."""
         now = time.time_ns() // 1_000_000  # MemoryRecords.withEndTransactionMarker stamps the wall clock
         futures = []
         for marker in markers:
