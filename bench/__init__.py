@@ -3,6 +3,7 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
 
   log_bench.py           the log's append and read paths against the raw system calls
   read_committed_bench.py  READ_COMMITTED's read path (LSO, aborted transactions) against READ_UNCOMMITTED
+  offsets_load_bench.py  loading __consumer_offsets with transactional offsets and markers against plain ones
   cleaner_bench.py       one cleaning of a compacted log against a plain copy of the same bytes
   compaction_size.py     a compacted topic's bounded size under endless updates to a fixed key set
   client_bench.py        client CPU per record (send path, decode path), no broker

@@ -30,8 +30,9 @@ Where the rules live:
                      KIP-279, or its HW); the epoch cache it asks: broker/log/leader_epoch.py
   Leader election    controller/election.py (the controller decides; a broker never elects)
   Group coordinator  broker/coordinator/group/group_coordinator.py  JoinGroup/SyncGroup/Heartbeat/LeaveGroup and
-                     commit rules; group_metadata.py the state machine; group_metadata_manager.py partitionFor,
-                     storage in __consumer_offsets, loading on leadership; records.py Kafka's record schemas
+                     commit rules; group_metadata.py the state machine and the pending (transactional)
+                     offsets; group_metadata_manager.py partitionFor, storage in __consumer_offsets, loading on
+                     leadership, markers completing offsets; records.py Kafka's record schemas
   Transaction        broker/coordinator/transaction/transaction_coordinator.py  InitProducerId, AddPartitionsToTxn,
   coordinator        EndTxn; transaction_metadata.py the state machine; transaction_state_manager.py partitionFor,
                      storage in __transaction_state, loading on leadership, expiry; transaction_marker_channel.py

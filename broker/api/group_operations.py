@@ -6,6 +6,8 @@ handle*GroupRequest / handleOffset*Request authorization, Kafka 2.8):
   JoinGroup, SyncGroup, Heartbeat,  Read on the group
   LeaveGroup
   OffsetCommit                      Read on the group, then Read on each topic (only the rest is committed)
+  TxnOffsetCommit                   Write on the TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                    Read on the group, then Read on each topic
   OffsetFetch                       Describe on the group, then Describe on each topic
   ListGroups                        Describe on the cluster, else only the groups the principal may describe
   DeleteGroups                      Delete on each group
@@ -95,23 +97,45 @@ class GroupOperations:
             return LeaveGroupResult(REFUSED_GROUP)
         return await self.coordinator.leave_group(group_id, members)
 
+    def _readable_offsets(self, session: Session, offsets: dict[TopicPartition, OffsetAndMetadata]
+                          ) -> tuple[dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, ErrorCode]]:
+        """The commits of topics the principal may Read, and TOPIC_AUTHORIZATION_FAILED for the others."""
+        readable = self._operations.authorized_topics(session, AclOperation.READ, (tp.topic for tp in offsets))
+        refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp.topic not in readable}
+        return {tp: offset for tp, offset in offsets.items() if tp.topic in readable}, refused
+
     async def commit_offsets(self, session: Session, group_id: str, member_id: str,
                              group_instance_id: str | None, generation_id: int,
                              offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
         if not self._group_allowed(session, AclOperation.READ, group_id):
             return dict.fromkeys(offsets, REFUSED_GROUP)
-        readable = self._operations.authorized_topics(session, AclOperation.READ, (tp.topic for tp in offsets))
-        refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp.topic not in readable}
-        allowed = {tp: offset for tp, offset in offsets.items() if tp.topic in readable}
+        allowed, refused = self._readable_offsets(session, offsets)
         committed = await self.coordinator.commit_offsets(group_id, member_id, group_instance_id, generation_id,
                                                           allowed) if allowed else {}
         return {**committed, **refused}
 
-    async def fetch_offsets(self, session: Session, group_id: str,
-                            partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
+    async def txn_commit_offsets(self, session: Session, transactional_id: str, group_id: str, producer_id: int,
+                                 producer_epoch: int, member_id: str, group_instance_id: str | None,
+                                 generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka 2.8's handleTxnOffsetCommitRequest: the producer id's authorization is implied by the
+        transactional id's."""
+        if not self._operations.authorize(session, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                          transactional_id):
+            return dict.fromkeys(offsets, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self._group_allowed(session, AclOperation.READ, group_id):
+            return dict.fromkeys(offsets, REFUSED_GROUP)
+        allowed, refused = self._readable_offsets(session, offsets)
+        committed = await self.coordinator.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id,
+            allowed) if allowed else {}
+        return {**committed, **refused}
+
+    async def fetch_offsets(self, session: Session, group_id: str, partitions: Sequence[TopicPartition] | None,
+                            require_stable: bool = False) -> OffsetFetchResult:
         if not self._group_allowed(session, AclOperation.DESCRIBE, group_id):
             return OffsetFetchResult(REFUSED_GROUP)
-        result = await self.coordinator.fetch_offsets(group_id, partitions)
+        result = await self.coordinator.fetch_offsets(group_id, partitions, require_stable)
         named = partitions if partitions is not None else list(result.offsets)
         describable = self._operations.authorized_topics(session, AclOperation.DESCRIBE, (tp.topic for tp in named))
         if partitions is None:  # "all of the group's partitions": those on undescribable topics are left out

@@ -135,7 +135,8 @@ class GroupApis:
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:
         partitions = ([TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
                       if request.topics else None)
-        result = await self._groups.fetch_offsets(self._session(context), request.group_id, partitions)
+        result = await self._groups.fetch_offsets(self._session(context), request.group_id, partitions,
+                                                  request.require_stable)
         response = pb.OffsetFetchResponse(error_code=result.error)
         topics: dict[str, pb.OffsetFetchResponse.OffsetFetchResponseTopic] = {}
         for tp, offset in result.offsets.items():

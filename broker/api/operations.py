@@ -107,6 +107,11 @@ class OffsetForTimestamp:
     leader_epoch: int = -1
 
 
+# (producer id, the __consumer_offsets partitions its marker is now in, commit?): what the group coordinator
+# hears once a marker on its partitions is acknowledged.
+OffsetsTxnCompletion = Callable[[int, list[int], bool], None]
+
+
 @dataclass(frozen=True, slots=True)
 class TxnMarker:
     """One marker of a WriteTxnMarkers request: a transaction's outcome for each of its partitions here."""
@@ -131,8 +136,11 @@ class BrokerOperations:
                  loop: asyncio.AbstractEventLoop, config_admin: ConfigAdmin | None = None,
                  acl_store: ZkAclStore | None = None, scram_admin: UserScramAdmin | None = None,
                  controller_channel: ControllerChannel | None = None,
-                 pools: HandlerPools | None = None) -> None:
+                 pools: HandlerPools | None = None,
+                 on_offsets_txn_completion: OffsetsTxnCompletion | None = None) -> None:
         self.config = config
+        # The group coordinator's handleTxnCompletion: told of each marker acknowledged on __consumer_offsets.
+        self._on_offsets_txn_completion = on_offsets_txn_completion
         self.controller_channel = controller_channel
         # Where ZooKeeper calls and disk work of requests run (broker/api/handler_pools.py).
         self.pools = pools or HandlerPools(config.zookeeper_max_in_flight_requests, config.num_io_threads)
@@ -596,7 +604,9 @@ class BrokerOperations:
 
     async def append_txn_markers(self, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, ErrorCode]]:
         """The markers appended, for a sender already known to be a broker (the gRPC door checks ClusterAction
-        or the cluster credential itself)."""
+        or the cluster credential itself). Once a marker is acknowledged on __consumer_offsets partitions, the
+        group coordinator completes the producer's pending offsets there before the answer goes, so an
+        OffsetFetch after it sees them."""
         now = time.time_ns() // 1_000_000  # MemoryRecords.withEndTransactionMarker stamps the wall clock
         futures = []
         for marker in markers:
@@ -615,7 +625,15 @@ class BrokerOperations:
             else:
                 completion({})
             futures.append((unknown, completion.future))
-        return [{**unknown, **{tp: r.error for tp, r in (await future).items()}} for unknown, future in futures]
+        answers = []
+        for marker, (unknown, future) in zip(markers, futures, strict=True):
+            appended = await future
+            answers.append({**unknown, **{tp: r.error for tp, r in appended.items()}})
+            offsets_partitions = [tp.partition for tp, r in appended.items()
+                                  if tp.topic == GROUP_METADATA_TOPIC_NAME and r.error is ErrorCode.NONE]
+            if offsets_partitions and self._on_offsets_txn_completion is not None:
+                self._on_offsets_txn_completion(marker.producer_id, offsets_partitions, marker.commit)
+        return answers
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
 

@@ -9,6 +9,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from broker.log.log import AppendOrigin
 from broker.purgatory.completion import Completion
 from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.replica_manager import ReplicaManager
@@ -29,7 +30,10 @@ class CoordinatorStorage:
                              timeout_ms: int) -> ProducePartitionResponse:
         completion: Completion[dict[TopicPartition, ProducePartitionResponse]] = Completion(self._loop,
                                                                                              self._loop_thread)
-        self._replica_manager.append_records(timeout_ms, required_acks, [(tp, batch)], completion)
+        # The coordinator's origin, as Kafka's appendForGroup and TransactionStateManager: a TxnOffsetCommit's
+        # transactional batch (sequence 0 each time) is checked for its producer epoch, not for a client's sequence.
+        self._replica_manager.append_records(timeout_ms, required_acks, [(tp, batch)], completion,
+                                             AppendOrigin.COORDINATOR)
         return (await completion.future)[tp]
 
     def log_reader(self, tp: TopicPartition) -> tuple[LogReader, int, int]:

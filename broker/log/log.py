@@ -375,7 +375,7 @@ class Log:
         """Validate a produce request's batches, assign offsets and the leader epoch, append them.
 
         `origin` COORDINATOR is the transaction coordinator writing markers (control batches), which a
-        client may not.
+        client may not, or the group coordinator writing a TxnOffsetCommit's transactional batch.
 
         Offsets and epoch are patched into each batch header (outside the CRC), so
         records are never re-encoded. A writable buffer is patched in place (as
@@ -387,9 +387,9 @@ class Log:
         batches = analyze_and_validate_records(view, self.config.max_message_bytes, self.topic_partition)
         if not batches:
             return _nothing_appended()
-        # Kafka's LogValidator: the topic's compression.type wins over the producer's codec; but markers (the only
-        # batches of the coordinator's origin here) stay uncompressed ("Do not compress control records").
-        if origin is AppendOrigin.CLIENT:
+        # Kafka's LogValidator: the topic's compression.type wins over the producer's codec; but markers (the
+        # transaction coordinator's batches) stay uncompressed ("Do not compress control records").
+        if not any(header.is_control for header in batches):
             view, batches = recompress_to_topic_codec(view, batches, self.config.compression_codec,
                                                       self.config.max_message_bytes, self.topic_partition)
         idempotent = validate_leader_append(view, batches, segment_bytes=self.config.segment_bytes,
@@ -402,6 +402,8 @@ class Log:
                 for header, marker in _producer_batches(view, batches):
                     if marker is not None:
                         self.producer_state.validate_marker(header, marker)
+                    else:
+                        self.producer_state.validate_coordinator_batch(header)
             elif idempotent:
                 duplicate = self.producer_state.validate_append(batches)
                 if duplicate is not None:

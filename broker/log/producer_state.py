@@ -388,6 +388,16 @@ class ProducerStateManager:
                 f" {entry.coordinator_epoch} (current)"
             )
 
+    def validate_coordinator_batch(self, header: BatchHeader) -> None:
+        """Check a data batch a coordinator writes for a producer (the group coordinator's TxnOffsetCommit):
+        its epoch only, as Kafka's ProducerAppendInfo checks sequences for the client's origin alone."""
+        entry = self._producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Producer epoch {header.producer_epoch} of producerId {header.producer_id} in partition"
+                f" {self.topic_partition} is older than the last seen epoch {entry.producer_epoch}"
+            )
+
     def _check(self, entry: ProducerStateEntry, header: BatchHeader) -> None:
         epoch, first_seq = header.producer_epoch, header.base_sequence
         where = f"producerId {header.producer_id} in partition {self.topic_partition}"

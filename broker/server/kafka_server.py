@@ -304,7 +304,7 @@ class KafkaServer:
             topic_purgatory=self._topic_purgatory, loop=loop,
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
             scram_admin=UserScramAdmin(zk), controller_channel=controller_channel,
-            pools=self._pools)
+            pools=self._pools, on_offsets_txn_completion=group_coordinator.handle_txn_completion)
         groups = GroupOperations(group_coordinator, operations)
         transactions = TransactionOperations(
             transaction_coordinator, operations, metadata_cache,

@@ -48,6 +48,7 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(24, "AddPartitionsToTxn", 0, 3, transactions.handle_add_partitions_to_txn),
     ApiSpec(25, "AddOffsetsToTxn", 0, 3, transactions.handle_add_offsets_to_txn),
     ApiSpec(26, "EndTxn", 0, 3, transactions.handle_end_txn),
+    ApiSpec(28, "TxnOffsetCommit", 0, 3, groups.handle_txn_offset_commit),
     ApiSpec(29, "DescribeAcls", 1, 2, acls.handle_describe_acls),
     ApiSpec(30, "CreateAcls", 1, 2, acls.handle_create_acls),
     ApiSpec(31, "DeleteAcls", 1, 2, acls.handle_delete_acls),

@@ -1,13 +1,16 @@
 """The group family on the Kafka listener, onto the GroupCoordinator (broker/coordinator/group/):
 FindCoordinator 0-3 (a transactional id's coordinator from TransactionOperations), JoinGroup 0-7, SyncGroup 0-5,
-Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8,
-OffsetFetch 1-7, DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2 and OffsetDelete 0 (KIP-496).
+Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8, OffsetFetch 1-7, DescribeGroups 0-5, ListGroups 0-4,
+DeleteGroups 0-2, OffsetDelete 0 (KIP-496) and TxnOffsetCommit 0-3 (KIP-98, KIP-447).
 
 Only the wire lives here; every rule is the coordinator's. What differs by version:
 - JoinGroup v0 has no rebalance timeout (the session timeout stands in, as in Kafka); from v4 a member
   without an id is given one first (MEMBER_ID_REQUIRED, KIP-394); v5+ carry group.instance.id.
 - OffsetCommit v2-v4 carry a retention time (an explicit expire timestamp); v6+ a leader epoch; v7+
-  group.instance.id. OffsetFetch v2+ answer a group-level error, and null topics (v2+) mean all partitions.
+  group.instance.id. OffsetFetch v2+ answer a group-level error, and null topics (v2+) mean all partitions;
+  v7 may require stable offsets (UNSTABLE_OFFSET_COMMIT while a commit of the partition is pending, KIP-447).
+- TxnOffsetCommit v2+ carry a leader epoch; v3 the member, its group.instance.id and generation (KIP-447);
+  v0-v1 clients predate KAFKA-7296 and are answered COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS.
 - LeaveGroup v0-v2 name one member; v3+ a batch of members.
 - DescribeGroups v3+ answer, when asked, each group's authorized operations (KIP-430).
 """
@@ -120,11 +123,34 @@ async def handle_offset_commit(context: KafkaContext, header: RequestHeader, req
     return encode(build(schema.OffsetCommitResponse, throttle_time=millis(0), topics=topics))
 
 
+async def handle_txn_offset_commit(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = _schema("txn_offset_commit", header)
+    now = context.groups.coordinator.now_ms()
+    offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+        p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
+        for t in request.topics for p in t.partitions}
+    errors = await context.groups.txn_commit_offsets(
+        context.session, request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
+        getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
+        getattr(request, "generation_id", -1), offsets)
+    if header.api_version < 2:
+        errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                  for tp, e in errors.items()}
+    topics = tuple(
+        build(schema.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+            build(schema.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+                  error_code=kio_error(errors[TopicPartition(t.name, p.partition_index)]))
+            for p in t.partitions))
+        for t in request.topics)
+    return encode(build(schema.TxnOffsetCommitResponse, throttle_time=millis(0), topics=topics))
+
+
 async def handle_offset_fetch(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
     schema = _schema("offset_fetch", header)
     requested = None if request.topics is None else [
         TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
-    result = await context.groups.fetch_offsets(context.session, request.group_id, requested)
+    result = await context.groups.fetch_offsets(context.session, request.group_id, requested,
+                                                getattr(request, "require_stable", False))
     group_error = result.error
     by_topic: dict[str, list[Any]] = {}
     if group_error is ErrorCode.NONE or (header.api_version < 2 and requested is not None):

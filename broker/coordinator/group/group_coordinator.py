@@ -15,6 +15,11 @@ The rebalance, as a Kafka consumer sees it:
  5. OffsetCommit from a member of the current generation, or standalone (generation -1, no member id) for a
     group without members; OffsetFetch; LeaveGroup removes members at once.
 
+Transactions (KIP-98, KIP-447): TxnOffsetCommit stores a transactional producer's offsets pending until its
+transaction's marker reaches the group's partition (handle_txn_completion); from v3 it names the member and
+generation, which are checked when given. OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
+partition with a pending commit.
+
 Administration: DescribeGroups, ListGroups, DeleteGroups (Empty groups only) and OffsetDelete (KIP-496: an
 Empty group's offsets, or a consumer group's offsets of topics its members do not subscribe to); deleted and
 expired offsets share the manager's cleanupGroupMetadata.
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from broker.config.metadata_cache import MetadataCache
@@ -707,12 +712,41 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return _member_error(group, member_id, group_instance_id, generation_id)
 
-    async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
-        """The committed offsets of `partitions` (None: every partition the group has committed)."""
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka 2.8's handleTxnCommitOffsets): per partition, NONE once the offsets are in
+        __consumer_offsets as the producer's transactional batch; they count as committed only after the
+        transaction's COMMIT marker. A member id and a generation are checked only when given (v3+)."""
+        error = self._validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        unknown = {tp for tp in offsets if not self._metadata_cache.contains(tp)}
+        known = {tp: o for tp, o in offsets.items() if tp not in unknown}
+        answers = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not known:
+            return answers
+        group = self.manager.get_group(group_id) or self.manager.add_group(
+            GroupMetadata(group_id, current_state_timestamp=self._time_ms()))
+        error = _txn_offset_commit_error(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return {**answers, **dict.fromkeys(known, error)}
+        answers.update(await self.manager.store_offsets(group, known, producer_id, producer_epoch))
+        return answers
+
+    def handle_txn_completion(self, producer_id: int, completed_partitions: Iterable[int], is_commit: bool) -> None:
+        """A transaction marker of `producer_id` is acknowledged on these __consumer_offsets partitions: its
+        pending offsets there become committed (COMMIT) or go (ABORT). On the event loop, in memory only."""
+        self.manager.handle_txn_completion(producer_id, completed_partitions, is_commit)
+
+    async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                            require_stable: bool = False) -> OffsetFetchResult:
+        """The committed offsets of `partitions` (None: every partition the group has committed); with
+        `require_stable`, UNSTABLE_OFFSET_COMMIT for those with a commit pending (KIP-447)."""
         error = self._validate_group_status(group_id)
         if error is not None:
             return OffsetFetchResult(error)
-        return OffsetFetchResult(ErrorCode.NONE, self.manager.get_offsets(group_id, partitions))
+        return OffsetFetchResult(ErrorCode.NONE, self.manager.get_offsets(group_id, partitions, require_stable))
 
     # ------------------------------------------------------------------ DescribeGroups / ListGroups / DeleteGroups
 
@@ -817,6 +851,21 @@ class GroupCoordinator:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _txn_offset_commit_error(group: GroupMetadata, member_id: str, group_instance_id: str | None,
+                             generation_id: int) -> ErrorCode | None:
+    """Kafka 2.8's doTxnCommitOffsets checks, in its order: the member and the generation only when given
+    (a producer that is no group member sends neither)."""
+    if group.is_(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if group.is_static_member_fenced(member_id, group_instance_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id >= 0 and generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return None
 
 
 def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None,

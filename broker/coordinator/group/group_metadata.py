@@ -12,6 +12,12 @@ The state machine, with the states each one may be entered from (Kafka's validPr
 
 The protocol (the consumer's assignor) is chosen by vote: among the protocols every member supports, each
 member votes for the first of its own list that is a candidate, and the most votes win.
+
+Offsets (KIP-98, KIP-447): an OffsetCommit is pending from its append until the in-sync replicas have it; a
+TxnOffsetCommit is pending per producer id from its append until its transaction's marker reaches the group's
+__consumer_offsets partition: COMMIT makes its offsets the committed ones (unless a newer record got there
+first), ABORT drops them. Either kind of pending commit makes OffsetFetch with require_stable answer
+UNSTABLE_OFFSET_COMMIT for the partition.
 """
 
 from __future__ import annotations
@@ -113,6 +119,12 @@ class CommitRecordMetadataAndOffset:
     append_offset: int | None
     offset_and_metadata: OffsetAndMetadata
 
+    def older_than(self, other: CommitRecordMetadataAndOffset) -> bool:
+        """Kafka's olderThan: by where the records are in the log (both must be appended)."""
+        if self.append_offset is None or other.append_offset is None:
+            raise ValueError("only appended commits are ordered")
+        return self.append_offset < other.append_offset
+
 
 @dataclass(eq=False)
 class GroupMetadata:
@@ -131,6 +143,12 @@ class GroupMetadata:
     offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # a consumer group's topics (KIP-496), set with each generation
     pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # Kafka's pendingTransactionalOffsetCommits: per producer id, the offsets of its open transaction (the
+    # append offset None until the record is in the log).
+    pending_transactional_offset_commits: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = field(
+        default_factory=dict)
+    received_consumer_offset_commits: bool = False
+    received_transactional_offset_commits: bool = False
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
@@ -286,10 +304,16 @@ class GroupMetadata:
         return None if found is None else found.offset_and_metadata
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) \
+            or bool(self.pending_transactional_offset_commits)
 
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.received_consumer_offset_commits = True
         self.pending_offset_commits.update(offsets)
+
+    def has_received_consistent_offset_commits(self) -> bool:
+        """False once both consumers and transactional producers committed offsets here: Kafka warns of it."""
+        return not (self.received_consumer_offset_commits and self.received_transactional_offset_commits)
 
     def on_offset_commit_append(self, tp: TopicPartition, committed: CommitRecordMetadataAndOffset) -> None:
         """The commit's record is in the log (acks=all): it becomes the committed offset unless a newer record
@@ -305,10 +329,64 @@ class GroupMetadata:
         if self.pending_offset_commits.get(tp) == offset:
             del self.pending_offset_commits[tp]
 
+    # ------------------------------------------------------------------ transactional offsets (KIP-98)
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """A TxnOffsetCommit is about to be appended: its offsets are pending for the producer's transaction."""
+        self.received_transactional_offset_commits = True
+        pending = self.pending_transactional_offset_commits.setdefault(producer_id, {})
+        for tp, offset in offsets.items():
+            pending[tp] = CommitRecordMetadataAndOffset(None, offset)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition,
+                                    appended: CommitRecordMetadataAndOffset) -> None:
+        """The record is in the log: remember where, so the COMMIT marker can order it against other commits.
+        A later TxnOffsetCommit of the same partition in the same transaction replaced it: nothing to do."""
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        if pending is not None and tp in pending \
+                and pending[tp].offset_and_metadata == appended.offset_and_metadata:
+            pending[tp] = appended
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        """The append failed: the client is told and retries, maybe at another coordinator."""
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        if pending is None:
+            return  # the partition emigrated meanwhile
+        pending.pop(tp, None)
+        if not pending:
+            del self.pending_transactional_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's marker is in the log: COMMIT moves its offsets into the committed ones unless a newer
+        record of the partition is there already; ABORT drops them (Kafka's completePendingTxnOffsetCommit)."""
+        pending = self.pending_transactional_offset_commits.pop(producer_id, None)
+        if pending is None or not is_commit:
+            return
+        for tp, committed in pending.items():
+            if committed.append_offset is None:
+                # A client commits only after its TxnOffsetCommit was answered: a coordinator bug (Kafka's
+                # IllegalStateException).
+                raise RuntimeError(
+                    f"Trying to complete a transactional offset commit for producerId {producer_id} and groupId"
+                    f" {self.group_id} even though the offset commit record itself hasn't been appended to the log.")
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(committed):
+                self.offsets[tp] = committed
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_transactional_offset_commits
+
+    def has_pending_offset_commits_for_topic_partition(self, tp: TopicPartition) -> bool:
+        """Whether a commit of `tp`, plain or transactional, is not yet complete (KIP-447's unstable offset)."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_transactional_offset_commits.values())
+
     def remove_offsets(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         removed = []
         for tp in tps:
             self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_transactional_offset_commits.values():
+                pending.pop(tp, None)
             if self.offsets.pop(tp, None) is not None:
                 removed.append(tp)
         return removed

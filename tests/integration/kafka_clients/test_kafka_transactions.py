@@ -75,17 +75,18 @@ def produce(p: Producer, values: list[str], partitions: int = PARTITIONS) -> Non
     assert p.flush(30) == 0
 
 
-def read_all(cluster: KafkaCluster, isolation: str, timeout: float = 30.0, settled: bool = True) -> list[str]:
+def read_all(cluster: KafkaCluster, isolation: str, timeout: float = 30.0, settled: bool = True,
+             topic: str = TOPIC) -> list[str]:
     """Every data record of the topic a consumer of `isolation` reads, up to the partitions' (stable) ends; when
     `settled`, once no transaction is open (EndTxn is answered before its markers are written)."""
     deadline = time.monotonic() + timeout
-    while settled and stable_ends(cluster, "read_committed") != stable_ends(cluster, "read_uncommitted"):
+    while settled and stable_ends(cluster, "read_committed", topic) != stable_ends(cluster, "read_uncommitted", topic):
         assert time.monotonic() < deadline, "a transaction stayed open"
         time.sleep(0.1)  # a condition polled under a deadline: the markers of the last EndTxn
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "isolation.level": isolation, "enable.partition.eof": True})
     try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         values, at_end = [], set()
         while len(at_end) < PARTITIONS:
             assert time.monotonic() < deadline, f"{isolation}: only {at_end} reached their end: {values}"
@@ -104,12 +105,12 @@ def read_all(cluster: KafkaCluster, isolation: str, timeout: float = 30.0, settl
         consumer.close()
 
 
-def stable_ends(cluster: KafkaCluster, isolation: str) -> list[int]:
+def stable_ends(cluster: KafkaCluster, isolation: str, topic: str = TOPIC) -> list[int]:
     """ListOffsets(latest) per partition as a consumer of `isolation` asks it: the LSO for read_committed."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
                          "isolation.level": isolation})
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)]
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
     finally:
         consumer.close()
 

@@ -44,7 +44,14 @@ class Coordinator:
         self.calls.append(("commit", sorted(offsets)))
         return dict.fromkeys(offsets, ErrorCode.NONE)
 
-    async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 instance_id: str | None, generation: int,
+                                 offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        self.calls.append(("txn_commit", sorted(offsets)))
+        return dict.fromkeys(offsets, ErrorCode.NONE)
+
+    async def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                            require_stable: bool = False) -> OffsetFetchResult:
         held = {A0: PartitionOffset(5), B0: PartitionOffset(7)}
         return OffsetFetchResult(ErrorCode.NONE, held if partitions is None else
                                  {tp: held.get(tp, PartitionOffset()) for tp in partitions})
@@ -99,6 +106,28 @@ def test_a_commit_needs_read_on_the_group_and_commits_only_the_readable_topics()
         {A0: ErrorCode.GROUP_AUTHORIZATION_FAILED, B0: ErrorCode.GROUP_AUTHORIZATION_FAILED}, [])
     assert commit({group("g"): [allow(Op.READ)], topic("a"): [allow(Op.READ)], topic("b"): [allow(Op.WRITE)]}) == (
         {A0: ErrorCode.NONE, B0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}, [("commit", [A0])])
+
+
+def transactional_id(name: str) -> ResourcePattern:
+    return ResourcePattern(ResourceType.TRANSACTIONAL_ID, name, PatternType.LITERAL)
+
+
+def txn_commit(acls: dict[ResourcePattern, list[AccessControlEntry]] | None) -> tuple[Any, list[tuple[str, Any]]]:
+    return groups_call(acls, "txn_commit_offsets", "t", "g", 4000, 0, "", None, -1,
+                       {A0: OffsetAndMetadata(1), B0: OffsetAndMetadata(2)})
+
+
+def test_a_txn_offset_commit_needs_write_on_the_transactional_id_read_on_the_group_and_the_topics() -> None:
+    """KafkaApis.handleTxnOffsetCommitRequest's order: the TransactionalId, the group, then each topic."""
+    group_and_topics = {group("g"): [allow(Op.READ)], topic("a"): [allow(Op.READ)], topic("b"): [allow(Op.WRITE)]}
+    refused = dict.fromkeys([A0, B0], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    assert txn_commit(group_and_topics) == (refused, [])
+    assert txn_commit({**group_and_topics, transactional_id("t"): [allow(Op.DESCRIBE)]}) == (refused, [])
+    writer = {transactional_id("t"): [allow(Op.WRITE)]}
+    assert txn_commit({**writer, topic("a"): [allow(Op.READ)]}) == (
+        dict.fromkeys([A0, B0], ErrorCode.GROUP_AUTHORIZATION_FAILED), [])
+    assert txn_commit({**writer, **group_and_topics}) == (
+        {A0: ErrorCode.NONE, B0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}, [("txn_commit", [A0])])
 
 
 def test_offset_fetch_hides_or_refuses_the_undescribable_topics() -> None:

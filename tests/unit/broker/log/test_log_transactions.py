@@ -365,6 +365,28 @@ def test_a_marker_from_an_older_coordinator_or_producer_epoch_is_refused(tmp_pat
     assert log.producer_state.ongoing_transactions == {3: A}
 
 
+def test_a_coordinators_transactional_batches_are_checked_for_their_epoch_not_their_sequence(tmp_path: Path) -> None:
+    """The group coordinator writes each TxnOffsetCommit as a transactional batch of sequence 0 (as Kafka's
+    storeOffsets): the second is no duplicate of the first, the transaction is open from the first, and a batch
+    of an older producer epoch is INVALID_PRODUCER_EPOCH."""
+    log = open_log(tmp_path)
+
+    def offsets_batch(epoch: int) -> bytes:
+        return build_batch([ProducerRecord(b"offset", b"key")], producer_id=A, producer_epoch=epoch,
+                           base_sequence=0, is_transactional=True, now_ms=T0)
+
+    assert log.append_as_leader(offsets_batch(1), 0, origin=AppendOrigin.COORDINATOR).first_offset == 0
+    second = log.append_as_leader(offsets_batch(1), 0, origin=AppendOrigin.COORDINATOR)
+    assert (second.first_offset, second.duplicate) == (1, False)
+    assert log.producer_state.ongoing_transactions == {0: A}
+    with pytest.raises(KafkaError) as err:
+        log.append_as_leader(offsets_batch(0), 0, origin=AppendOrigin.COORDINATOR)
+    assert err.value.code is ErrorCode.INVALID_PRODUCER_EPOCH
+    write_marker(log, Producer(A, epoch=1), ControlRecordType.COMMIT)
+    assert log.producer_state.ongoing_transactions == {}
+    assert log.log_end_offset == 3
+
+
 def test_a_follower_applies_the_leaders_markers_and_indexes_its_aborts(tmp_path: Path) -> None:
     leader = open_log(tmp_path / "leader")
     a = Producer(A)

@@ -1,8 +1,9 @@
 """The group family on the Kafka listener (broker/api/kafka/groups.py), every served version: a member's whole
 life (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups,
-ListGroups, LeaveGroup, DeleteGroups) as kio-encoded requests through the handlers onto a real GroupCoordinator, each
-response decoded with kio's reader for its version (generated from Kafka's JSON schemas). Real clients use a
-few versions each (tests/integration/groups/test_kafka_groups.py); this walks all of them."""
+ListGroups, LeaveGroup, DeleteGroups) and a transactional producer's TxnOffsetCommit as kio-encoded requests
+through the handlers onto a real GroupCoordinator, each response decoded with kio's reader for its version
+(generated from Kafka's JSON schemas). Real clients use a few versions each
+(tests/integration/groups/test_kafka_groups.py); this walks all of them."""
 
 from __future__ import annotations
 
@@ -27,17 +28,17 @@ from tests.unit.broker.coordinator.group.test_group_coordinator import INITIAL_D
 
 KEYS = {"OffsetCommit": 8, "OffsetFetch": 9, "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12,
         "LeaveGroup": 13, "SyncGroup": 14, "DescribeGroups": 15, "ListGroups": 16, "DeleteGroups": 42,
-        "OffsetDelete": 47}
+        "OffsetDelete": 47, "TxnOffsetCommit": 28}
 MODULES = {"OffsetCommit": "offset_commit", "OffsetFetch": "offset_fetch", "FindCoordinator": "find_coordinator",
            "JoinGroup": "join_group", "Heartbeat": "heartbeat", "LeaveGroup": "leave_group",
            "SyncGroup": "sync_group", "DescribeGroups": "describe_groups", "ListGroups": "list_groups",
-           "DeleteGroups": "delete_groups", "OffsetDelete": "offset_delete"}
+           "DeleteGroups": "delete_groups", "OffsetDelete": "offset_delete", "TxnOffsetCommit": "txn_offset_commit"}
 HANDLERS = {"OffsetCommit": groups.handle_offset_commit, "OffsetFetch": groups.handle_offset_fetch,
             "FindCoordinator": groups.handle_find_coordinator, "JoinGroup": groups.handle_join_group,
             "Heartbeat": groups.handle_heartbeat, "LeaveGroup": groups.handle_leave_group,
             "SyncGroup": groups.handle_sync_group, "DescribeGroups": groups.handle_describe_groups,
             "ListGroups": groups.handle_list_groups, "DeleteGroups": groups.handle_delete_groups,
-            "OffsetDelete": groups.handle_offset_delete}
+            "OffsetDelete": groups.handle_offset_delete, "TxnOffsetCommit": groups.handle_txn_offset_commit}
 # Flow n uses version n of each API, or the nearest one served: together the flows cover every served version.
 FLOWS = range(max(APIS[key].max_version for key in KEYS.values()) + 1)
 
@@ -191,5 +192,61 @@ def test_offset_fetch_errors_where_each_version_has_them(version: int) -> None:
             assert [p.error_code for p in fetched.topics[0].partitions] == [ErrorCode.NOT_COORDINATOR]
         else:
             assert (fetched.error_code, fetched.topics) == (ErrorCode.NOT_COORDINATOR, ())
+
+    asyncio.run(scenario())
+
+
+async def txn_offset_commit(wire: Wire, group: str) -> list[tuple[int, int]]:
+    mod = wire.module("TxnOffsetCommit")
+    committed = await wire.call("TxnOffsetCommit", build(
+        mod.TxnOffsetCommitRequest, transactional_id="t", group_id=group, producer_id=4000, producer_epoch=0,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=(build(mod.TxnOffsetCommitRequestTopic, name=TOPIC_TP.topic, partitions=(
+            build(mod.TxnOffsetCommitRequestPartition, partition_index=0, committed_offset=5,
+                  committed_leader_epoch=2, committed_metadata="meta"),
+            build(mod.TxnOffsetCommitRequestPartition, partition_index=9, committed_offset=1,
+                  committed_leader_epoch=-1, committed_metadata=None))),)))
+    return [(p.partition_index, p.error_code) for p in committed.topics[0].partitions]
+
+
+async def stable_offset(wire: Wire, group: str) -> tuple[int, int, int]:
+    """(offset, leader epoch, error) of orders-0 from OffsetFetch v7 with require_stable."""
+    wire = Wire(wire.harness, 7)
+    mod = wire.module("OffsetFetch")
+    fetched = await wire.call("OffsetFetch", build(
+        mod.OffsetFetchRequest, group_id=group, require_stable=True,
+        topics=(build(mod.OffsetFetchRequestTopic, name=TOPIC_TP.topic, partition_indexes=(0,)),)))
+    [p] = fetched.topics[0].partitions
+    return p.committed_offset, p.committed_leader_epoch, p.error_code
+
+
+@pytest.mark.parametrize("version", range(APIS[KEYS["TxnOffsetCommit"]].min_version,
+                                          APIS[KEYS["TxnOffsetCommit"]].max_version + 1))
+def test_every_served_version_of_txn_offset_commit(version: int) -> None:
+    """Pending until the marker (OffsetFetch v7 require_stable: UNSTABLE_OFFSET_COMMIT), then committed with the
+    leader epoch v2+ carries."""
+    async def scenario() -> None:
+        h = Harness()
+        await h.own_partition()
+        group = group_here(f"txn-{version}")
+        wire = Wire(h, version)
+        assert await txn_offset_commit(wire, group) == [(0, ErrorCode.NONE), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        assert await stable_offset(wire, group) == (-1, -1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        h.coordinator.handle_txn_completion(4000, [h.coordinator.partition_for(group)], True)
+        assert await stable_offset(wire, group) == (5, 2 if version >= 2 else -1, ErrorCode.NONE)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("version", range(APIS[KEYS["TxnOffsetCommit"]].min_version,
+                                          APIS[KEYS["TxnOffsetCommit"]].max_version + 1))
+def test_txn_offset_commit_v0_v1_hear_coordinator_not_available_for_a_load_in_progress(version: int) -> None:
+    """Kafka's KafkaApis: clients before KAFKA-7296 (TxnOffsetCommit v0-v1) crash on COORDINATOR_LOAD_IN_PROGRESS."""
+    async def scenario() -> None:
+        h = Harness()
+        group = group_here(f"loading-{version}")
+        h.manager.begin_loading(h.coordinator.partition_for(group), 0)
+        expected = ErrorCode.COORDINATOR_NOT_AVAILABLE if version < 2 else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert await txn_offset_commit(Wire(h, version), group) == [(0, expected), (9, expected)]
 
     asyncio.run(scenario())

@@ -32,7 +32,7 @@ from broker.coordinator.group.results import (
 )
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_produce import ProducePartitionResponse
-from common.record import ProducerRecord, build_batch, iter_batches
+from common.record import ControlRecordType, ProducerRecord, build_batch, build_end_txn_marker, iter_batches
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
@@ -64,10 +64,22 @@ class MemoryLog:
         if self.fail_with is not None:
             return ProducePartitionResponse(self.fail_with)
         base = self.next_offset.get(tp.partition, 0)
-        records = [ProducerRecord(r.value, r.key, r.timestamp) for b in iter_batches(batch) for r in b.records]
-        self.batches.setdefault(tp.partition, []).append(build_batch(records, base_offset=base))
+        [appended] = iter_batches(batch)
+        header = appended.header
+        records = [ProducerRecord(r.value, r.key, r.timestamp) for r in appended.records]
+        self.batches.setdefault(tp.partition, []).append(build_batch(
+            records, base_offset=base, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence, is_transactional=header.is_transactional,
+            is_control=header.is_control))
         self.next_offset[tp.partition] = base + len(records)
         return ProducePartitionResponse(ErrorCode.NONE, base)
+
+    def write_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction coordinator's COMMIT or ABORT marker, as WriteTxnMarkers appends it."""
+        base = self.next_offset.get(partition, 0)
+        self.batches.setdefault(partition, []).append(build_end_txn_marker(
+            producer_id, 0, ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, 0, 0, base_offset=base))
+        self.next_offset[partition] = base + 1
 
     def records(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
         return [(r.key, r.value) for data in self.batches.get(partition, []) for b in iter_batches(data)
