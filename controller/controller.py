@@ -370,7 +370,7 @@ class KafkaController:
         assignments = self._zk.get_topic_assignments(self._zk.get_all_topics())
         self.context.set_all_topics(assignments)
         # Known before the state machines start, so that no leader is elected for a topic being deleted.
-        self.context.topics_to_be_deleted = self._zk.get_topic_deletions() & self.context.all_topics
+        self.context.queue_topic_deletion(self._zk.get_topic_deletions() & self.context.all_topics)
         for assignment in assignments.values():
             for partition, replicas in assignment.partitions.items():
                 self.context.update_partition_full_replica_assignment(
@@ -384,7 +384,8 @@ class KafkaController:
         self._log.info("Current list of topics in the cluster: %s", sorted(self.context.all_topics))
 
     def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
-        self.context.partition_leadership_info.update(self._zk.get_partition_states(partitions))
+        for tp, state in self._zk.get_partition_states(partitions).items():
+            self.context.put_partition_leadership_info(tp, state)
 
     def _send_update_metadata_request(self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
         self._batch.add_update_metadata_request_for_brokers(broker_ids, partitions)

@@ -50,7 +50,7 @@ class TopicDeletionManager:
         self._log = log
 
     def enqueue_topics_for_deletion(self, topics: Iterable[str]) -> None:
-        self._context.topics_to_be_deleted.update(topics)
+        self._context.queue_topic_deletion(topics)
         self.resume_deletions()
 
     def resume_deletion_for_topics(self, topics: Iterable[str]) -> None:
