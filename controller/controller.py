@@ -367,7 +367,9 @@ class KafkaController:
     def _initialize_controller_context(self) -> None:
         brokers = self._zk.get_all_brokers()
         self.context.add_live_brokers(brokers)
-        assignments = self._zk.get_topic_assignments(self._zk.get_all_topics())
+        topics = self._zk.get_all_topics()
+        self._watches.register_partition_modifications_handlers(topics)
+        assignments = self._zk.get_topic_assignments(topics)
         self.context.set_all_topics(assignments)
         # Known before the state machines start, so that no leader is elected for a topic being deleted.
         self.context.queue_topic_deletion(self._zk.get_topic_deletions() & self.context.all_topics)
@@ -377,7 +379,6 @@ class KafkaController:
                     TopicPartition(assignment.topic, partition), replicas
                 )
         self._update_leader_and_isr_cache(self.context.all_partitions())
-        self._watches.register_partition_modifications_handlers(self.context.all_topics)
         for broker in brokers:
             self._channel_manager.add_broker(broker)
         self._log.info("Currently active brokers in the cluster: %s", sorted(self.context.live_broker_ids))
@@ -721,12 +722,13 @@ class KafkaController:
         topics = self._zk.get_all_topics()
         new_topics = topics - self.context.all_topics
         deleted_topics = self.context.all_topics - topics
+        self._watches.register_partition_modifications_handlers(new_topics)
         added = self._zk.get_topic_assignments(new_topics)
         for topic in deleted_topics:
             self.context.remove_topic(topic)
-        self._watches.unregister_partition_modifications_handlers(deleted_topics)
+        # A topic deleted between the listing and the read has no assignment: no watch either.
+        self._watches.unregister_partition_modifications_handlers(deleted_topics | (new_topics - added.keys()))
         self.context.set_all_topics(self.context.all_topics | added.keys())
-        self._watches.register_partition_modifications_handlers(added.keys())
         new_partitions = []
         for assignment in added.values():
             for partition, replicas in assignment.partitions.items():
