@@ -64,6 +64,8 @@ REPLICATION_FACTOR = 3
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 _POLL_S = 0.1
 _STEP_TIMEOUT_S = 600.0
+# librdkafka's socket.timeout.ms (60 s by default) bounds every request, CreateTopics' operation timeout or not.
+ADMIN_TIMEOUT_MS = 300_000
 STEPS = ("create", "idle", "traffic", "metadata", "controlled", "kill", "controller")
 
 Figures = dict[str, float]
@@ -284,7 +286,7 @@ def measure_partitions(count: int, args: argparse.Namespace) -> Figures:
     stalls: Figures = {}
     with scratch_cluster("minibroker-partitions-bench-", brokers=3, controllers=2, timeout=120) as (cluster, info):
         bootstrap = info.kafka_bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": ADMIN_TIMEOUT_MS})
         zk = KafkaZkClient.connect(info.zookeeper.connect)
         probe = Probe(bootstrap.split(",")[PROBED - 1])
         probe.start()
@@ -343,7 +345,7 @@ def measure_topics(count: int, batch: int) -> Figures:
     names = [f"{prefix}{i:06d}" for i in range(count)]
     with scratch_cluster("minibroker-topics-bench-", brokers=3, controllers=2, timeout=120) as (cluster, info):
         bootstrap = info.kafka_bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": ADMIN_TIMEOUT_MS})
         zk = KafkaZkClient.connect(info.zookeeper.connect)
         controller_pid = cluster.pid(f"controller-{zk.get_controller_id()}")
         zk.close()
