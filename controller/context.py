@@ -4,6 +4,11 @@ Loaded from ZooKeeper when a controller takes over and kept current by its
 events; ZooKeeper stays the source of truth, this is the cache decisions are
 made from. Plain data with no I/O, touched only by the controller's event
 thread, so it needs no locks.
+
+Partition states, leaderships, assignments and deletions are written through its methods, which keep the
+counts the controller's gauges show (offline partitions, preferred-replica imbalance, partitions) as each
+partition changes, as Kafka's putPartitionState and updatePreferredReplicaImbalanceMetric do: the gauges are
+read after every event, and a count over 10,000 partitions after each was most of the controller's CPU.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ class ControllerContext:
         self.topics_ineligible_for_deletion: set[str] = set()
         # Partitions whose topic znode records adding/removing replicas (Kafka's partitionsBeingReassigned).
         self.partitions_being_reassigned: set[TopicPartition] = set()
+        # The gauges' counts, kept per change. Topics queued for deletion are left out of the first two.
+        self.offline_partition_count = 0
+        self.preferred_replica_imbalance_count = 0
+        self.partition_count = 0
 
     # --- brokers ---
 
@@ -93,11 +102,14 @@ class ControllerContext:
         self.all_topics = set(topics)
 
     def remove_topic(self, topic: str) -> None:
+        if not self.is_topic_queued_up_for_deletion(topic):  # a queued topic's partitions left the counts then
+            self._uncount_partitions_of(topic)
         self.all_topics.discard(topic)
         self.topics_to_be_deleted.discard(topic)
         self.topics_with_deletion_started.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)
         partitions = self.partition_assignments.pop(topic, {})
+        self.partition_count -= len(partitions)
         for partition, assignment in partitions.items():
             tp = TopicPartition(topic, partition)
             self.partition_leadership_info.pop(tp, None)
@@ -107,7 +119,14 @@ class ControllerContext:
                 self.replica_states.pop(PartitionAndReplica(tp, replica), None)
 
     def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        self.partition_assignments.setdefault(tp.topic, {})[tp.partition] = assignment
+        assignments = self.partition_assignments.setdefault(tp.topic, {})
+        previous = assignments.get(tp.partition)
+        assignments[tp.partition] = assignment
+        if previous is None:
+            self.partition_count += 1
+        leadership = self.partition_leadership_info.get(tp)
+        self._update_preferred_replica_imbalance_count(
+            tp, () if previous is None else previous.replicas, leadership, assignment.replicas, leadership)
 
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         return self.partition_assignments.get(tp.topic, {}).get(tp.partition, ReplicaAssignment(()))
@@ -120,6 +139,12 @@ class ControllerContext:
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted
+
+    def queue_topic_deletion(self, topics: Iterable[str]) -> None:
+        """Kafka's queueTopicDeletion: a topic queued twice leaves the counts once."""
+        for topic in set(topics) - self.topics_to_be_deleted:
+            self._uncount_partitions_of(topic)
+            self.topics_to_be_deleted.add(topic)
 
     def is_topic_being_reassigned(self, topic: str) -> bool:
         return any(tp.topic == topic for tp in self.partitions_being_reassigned)
@@ -148,6 +173,41 @@ class ControllerContext:
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         return self.partition_states.get(tp, PartitionState.NonExistentPartition)
 
+    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
+        """Kafka's putPartitionState (NonExistentPartition forgets the partition's state)."""
+        previous = self.partition_state(tp)
+        if state is PartitionState.NonExistentPartition:
+            self.partition_states.pop(tp, None)
+        else:
+            self.partition_states[tp] = state
+        if not self.is_topic_queued_up_for_deletion(tp.topic):
+            offline = PartitionState.OfflinePartition
+            self.offline_partition_count += (state is offline) - (previous is offline)
+
+    def put_partition_leadership_info(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch) -> None:
+        previous = self.partition_leadership_info.get(tp)
+        self.partition_leadership_info[tp] = leadership
+        replicas = self.partition_replica_assignment(tp)
+        self._update_preferred_replica_imbalance_count(tp, replicas, previous, replicas, leadership)
+
+    def _update_preferred_replica_imbalance_count(
+        self, tp: TopicPartition, old_replicas: tuple[int, ...], old: LeaderIsrAndControllerEpoch | None,
+        new_replicas: tuple[int, ...], new: LeaderIsrAndControllerEpoch | None,
+    ) -> None:
+        if not self.is_topic_queued_up_for_deletion(tp.topic):
+            self.preferred_replica_imbalance_count += (
+                _not_led_by_preferred(new_replicas, new) - _not_led_by_preferred(old_replicas, old))
+
+    def _uncount_partitions_of(self, topic: str) -> None:
+        """Take a topic's partitions out of the offline and imbalance counts (Kafka's
+        cleanPreferredReplicaImbalanceMetric): it is queued for deletion, or gone."""
+        for partition, assignment in self.partition_assignments.get(topic, {}).items():
+            tp = TopicPartition(topic, partition)
+            if self.partition_states.get(tp) is PartitionState.OfflinePartition:
+                self.offline_partition_count -= 1
+            if _not_led_by_preferred(assignment.replicas, self.partition_leadership_info.get(tp)):
+                self.preferred_replica_imbalance_count -= 1
+
     def replica_state(self, replica: PartitionAndReplica) -> ReplicaState:
         return self.replica_states.get(replica, ReplicaState.NonExistentReplica)
 
@@ -158,3 +218,8 @@ class ControllerContext:
 
     def partitions_with_leaders(self) -> list[TopicPartition]:
         return sorted(self.partition_leadership_info)
+
+
+def _not_led_by_preferred(replicas: tuple[int, ...], leadership: LeaderIsrAndControllerEpoch | None) -> bool:
+    """A partition with a leader other than its preferred (first assigned) replica."""
+    return leadership is not None and bool(replicas) and leadership.leader != replicas[0]

@@ -367,24 +367,26 @@ class KafkaController:
     def _initialize_controller_context(self) -> None:
         brokers = self._zk.get_all_brokers()
         self.context.add_live_brokers(brokers)
-        assignments = self._zk.get_topic_assignments(self._zk.get_all_topics())
+        topics = self._zk.get_all_topics()
+        self._watches.register_partition_modifications_handlers(topics)
+        assignments = self._zk.get_topic_assignments(topics)
         self.context.set_all_topics(assignments)
         # Known before the state machines start, so that no leader is elected for a topic being deleted.
-        self.context.topics_to_be_deleted = self._zk.get_topic_deletions() & self.context.all_topics
+        self.context.queue_topic_deletion(self._zk.get_topic_deletions() & self.context.all_topics)
         for assignment in assignments.values():
             for partition, replicas in assignment.partitions.items():
                 self.context.update_partition_full_replica_assignment(
                     TopicPartition(assignment.topic, partition), replicas
                 )
         self._update_leader_and_isr_cache(self.context.all_partitions())
-        self._watches.register_partition_modifications_handlers(self.context.all_topics)
         for broker in brokers:
             self._channel_manager.add_broker(broker)
         self._log.info("Currently active brokers in the cluster: %s", sorted(self.context.live_broker_ids))
         self._log.info("Current list of topics in the cluster: %s", sorted(self.context.all_topics))
 
     def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
-        self.context.partition_leadership_info.update(self._zk.get_partition_states(partitions))
+        for tp, state in self._zk.get_partition_states(partitions).items():
+            self.context.put_partition_leadership_info(tp, state)
 
     def _send_update_metadata_request(self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
         self._batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
@@ -720,12 +722,13 @@ class KafkaController:
         topics = self._zk.get_all_topics()
         new_topics = topics - self.context.all_topics
         deleted_topics = self.context.all_topics - topics
+        self._watches.register_partition_modifications_handlers(new_topics)
         added = self._zk.get_topic_assignments(new_topics)
         for topic in deleted_topics:
             self.context.remove_topic(topic)
-        self._watches.unregister_partition_modifications_handlers(deleted_topics)
+        # A topic deleted between the listing and the read has no assignment: no watch either.
+        self._watches.unregister_partition_modifications_handlers(deleted_topics | (new_topics - added.keys()))
         self.context.set_all_topics(self.context.all_topics | added.keys())
-        self._watches.register_partition_modifications_handlers(added.keys())
         new_partitions = []
         for assignment in added.values():
             for partition, replicas in assignment.partitions.items():

@@ -71,7 +71,8 @@ def update_leader_and_isr(
         result = zk.update_partition_states(to_write, context.epoch_zk_version)
         for tp, error in result.failed.items():
             log.error("Failed to %s for partition %s: %s", transition, tp, error)
-        context.partition_leadership_info.update(result.finished)
+        for tp, state in result.finished.items():
+            context.put_partition_leadership_info(tp, state)
         written.update(result.finished)
         remaining = result.to_retry
         if remaining:

@@ -1,9 +1,10 @@
 """The controller's Prometheus metrics, named after Kafka's `kafka.controller:type=KafkaController` gauges
 (`name=OfflinePartitionsCount` becomes `kafka_controller_KafkaController_OfflinePartitionsCount`).
 
-As in Kafka, the values are computed on the event thread after every event
-(KafkaController.updateMetrics) and only read by a scrape, which never touches
-the controller's context. A standby controller reports 0 for all of them.
+As in Kafka, the values are set on the event thread after every event
+(KafkaController.updateMetrics) from the counts the context keeps as partitions
+change, never by a walk over the partitions; a scrape only reads them and never
+touches the controller's context. A standby controller reports 0 for all of them.
 `metrics.port` serves them over HTTP (0: off), as a broker's do.
 """
 
@@ -13,7 +14,6 @@ from prometheus_client import Gauge
 
 from common.metrics import MetricsEndpoint
 from controller.context import ControllerContext
-from controller.states import PartitionState
 
 _PREFIX = "kafka_controller_KafkaController_"
 
@@ -38,11 +38,7 @@ class ControllerMetrics(MetricsEndpoint):
             for gauge in (self._offline, self._imbalance, self._partitions, self._topics):
                 gauge.set(0)
             return
-        kept = [tp for tp in context.all_partitions() if not context.is_topic_queued_up_for_deletion(tp.topic)]
-        self._offline.set(sum(1 for tp in kept if context.partition_state(tp) is PartitionState.OfflinePartition))
-        self._imbalance.set(sum(
-            1 for tp in kept
-            if (state := context.partition_leadership_info.get(tp)) is not None
-            and state.leader != context.partition_replica_assignment(tp)[0]))
-        self._partitions.set(len(context.all_partitions()))
+        self._offline.set(context.offline_partition_count)
+        self._imbalance.set(context.preferred_replica_imbalance_count)
+        self._partitions.set(context.partition_count)
         self._topics.set(len(context.all_topics))

@@ -98,7 +98,7 @@ class PartitionStateMachine:
                 state = PartitionState.OnlinePartition
             else:
                 state = PartitionState.OfflinePartition
-            self._context.partition_states[tp] = state
+            self._context.put_partition_state(tp, state)
 
     def trigger_online_partition_state_change(self) -> None:
         """Move every partition that can go online: New ones get their first state, Offline ones a leader
@@ -125,10 +125,7 @@ class PartitionStateMachine:
         if target_state is not PartitionState.OnlinePartition:
             for tp in valid:
                 self._log_transition(tp, self._context.partition_state(tp), target_state)
-                if target_state is PartitionState.NonExistentPartition:
-                    self._context.partition_states.pop(tp, None)
-                else:
-                    self._context.partition_states[tp] = target_state
+                self._context.put_partition_state(tp, target_state)
             return set(valid)
         previous = {tp: self._context.partition_state(tp) for tp in valid}
         online = self._initialize_leader_and_isr_for_partitions(
@@ -139,7 +136,7 @@ class PartitionStateMachine:
         )
         for tp in sorted(online):
             self._log_transition(tp, previous[tp], PartitionState.OnlinePartition)
-            self._context.partition_states[tp] = PartitionState.OnlinePartition
+            self._context.put_partition_state(tp, PartitionState.OnlinePartition)
         return online
 
     def _is_valid_transition(self, tp: TopicPartition, target_state: PartitionState) -> bool:
@@ -279,7 +276,7 @@ class PartitionStateMachine:
                     describe(existing),
                 )
         for tp, state in written.items():
-            self._context.partition_leadership_info[tp] = state
+            self._context.put_partition_leadership_info(tp, state)
             self._batch.add_leader_and_isr_request_for_brokers(
                 state.isr, tp, state, self._context.partition_full_replica_assignment(tp), is_new=True
             )

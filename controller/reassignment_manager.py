@@ -221,7 +221,7 @@ class PartitionReassignmentManager:
         state = self._zk.get_partition_states([tp]).get(tp)
         if state is None:
             return False
-        self._context.partition_leadership_info[tp] = state
+        self._context.put_partition_leadership_info(tp, state)
         return is_reassignment_complete(assignment, state.isr)
 
     def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:

@@ -58,12 +58,11 @@ class ControllerZkWatches:
         ]
 
     def register_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
-        for topic in topics:
-            if topic not in self._topic_watches:
-                self._topic_watches[topic] = self._zk.watch_topic_assignment(topic, self._on_topic_change(topic))
-
-    def _on_topic_change(self, topic: str) -> Callable[[object], None]:
-        return lambda _: self._put(PartitionModifications(topic))
+        """Armed for all the topics at once, before the controller reads their assignments: a change after
+        the read fires, and the registration itself fires nothing."""
+        new = [topic for topic in topics if topic not in self._topic_watches]
+        self._topic_watches.update(
+            self._zk.watch_topic_assignments(new, lambda topic: self._put(PartitionModifications(topic))))
 
     def unregister_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
         for topic in topics:

@@ -312,8 +312,8 @@ class FakeZk:
     def watch_topics(self, callback: Any) -> Any:
         return self._watch("topics", callback)
 
-    def watch_topic_assignment(self, topic: str, callback: Any) -> Any:
-        return self._watch(f"topics/{topic}", callback)
+    def watch_topic_assignments(self, topics: Any, callback: Any) -> dict[str, Watch]:
+        return {topic: self._watch(f"topics/{topic}", lambda topic=topic: callback(topic)) for topic in topics}
 
     def watch_isr_change_notifications(self, callback: Any) -> Any:
         return self._watch("isr_change_notification", callback)

@@ -42,8 +42,7 @@ class LeaderEpochFileCache:
             self._assign(entry)
         # Kafka's CheckpointFile creates the file with the log, so every partition dir has one, even a
         # follower's that never appended (the audit checks for it).
-        if not os.path.exists(self._checkpoint.path):
-            self._flush()
+        self._checkpoint.create_if_missing()
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self._checkpoint.path!r}, {self._epochs})"

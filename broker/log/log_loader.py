@@ -158,6 +158,8 @@ class LogLoader:
         self._recover_segments(first_unflushed, recovery)
         self._cut_at_first_gap(recovery)
         log_start_offset = self._log_start_offset_checkpoint
+        # Segments this load creates hold nothing to make durable (a new log's first, above all).
+        existing = len(self._segments)
         if not self._segments:
             self._add_segment(log_start_offset, now)
         log_end_offset = self._segments[-1].read_next_offset()
@@ -165,6 +167,7 @@ class LogLoader:
             # Kafka: "This could happen if segment files were deleted from the file system."
             self._delete_segments_from(0, recovery, f"log end offset {log_end_offset} is smaller than log start"
                                                     f" offset {log_start_offset}")
+            existing = 0
             self._add_segment(log_start_offset, now)
             log_end_offset = log_start_offset
         active = self._segments[-1]
@@ -180,7 +183,7 @@ class LogLoader:
                                log_end_offset, now,
                                self._base_offsets[first_recovered] if first_recovered < len(self._segments) else None)
         # What recovery validated and rebuilt is made durable before the recovery point moves past it.
-        for segment in self._segments[first_recovered:]:
+        for segment in self._segments[first_recovered:existing]:
             segment.flush()
         logger.info("%sCompleted load of log with %d segments, log start offset %d and log end offset %d",
                     self._ident, len(self._segments), log_start_offset, log_end_offset)

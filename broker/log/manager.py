@@ -286,6 +286,9 @@ class LogManager:
         if not self._live_log_dirs:
             raise LogDirFailedError(f"Can not create log for {tp} because all log directories"
                                     f" {', '.join(map(str, self.log_dirs))} are offline")
+        if len(self._live_log_dirs) == 1:
+            # As Kafka: nothing to choose, so no count over every log (per creation, it made creating N logs N²).
+            return self._live_log_dirs[0]
         counts = {d: 0 for d in self._live_log_dirs}
         for log in self._logs.values():
             counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1

@@ -108,6 +108,10 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             if start.message_offset < end.message_offset:
                 accumulated += min(position_diff(end, start), info.max_bytes)
+                # Enough already: a follower's poll names every partition it follows, and every append to any
+                # of them checks it; the rest would be asked for nothing (the answer reads them all anyway).
+                if accumulated >= self._params.min_bytes:
+                    return self.force_complete()
         if accumulated >= self._params.min_bytes:
             return self.force_complete()
         return False

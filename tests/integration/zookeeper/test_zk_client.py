@@ -450,3 +450,24 @@ def test_a_request_longer_than_jute_maxbuffer_fails_at_once_and_the_session_live
     zk_client.set_topic_config("big", {"retention.ms": "1"})  # the same session serves the next write
     assert zk_client.get_topic_config("big") == {"retention.ms": "1"}
     assert zk_client.get_partition_reassignment() == {}
+
+
+def test_topic_assignment_watches_fire_on_each_change_never_at_registration(zk_client: KafkaZkClient) -> None:
+    """The controller arms them for every topic at once (one pipelined round) before reading the assignments: a
+    registration that fired would be an event per topic that changes nothing."""
+    zk_client.create_topic(TopicAssignment.of("orders", {0: [1]}))
+    changed: queue.Queue[str] = queue.Queue()
+    watches = zk_client.watch_topic_assignments(["orders", "not-yet"], changed.put)
+    with pytest.raises(queue.Empty):
+        changed.get(timeout=1)  # a second for a fire at registration to arrive: none may
+    zk_client.set_topic_partitions(TopicAssignment.of("orders", {0: [1], 1: [1]}))
+    assert changed.get(timeout=30) == "orders"
+    zk_client.set_topic_partitions(TopicAssignment.of("orders", {0: [1], 1: [1], 2: [1]}))
+    assert changed.get(timeout=30) == "orders"  # re-armed by the first fire
+    zk_client.create_topic(TopicAssignment.of("not-yet", {0: [1]}))
+    assert changed.get(timeout=30) == "not-yet"  # a topic armed before its znode existed
+    watches["orders"].cancel()
+    zk_client.set_topic_partitions(TopicAssignment.of("orders", {0: [1], 1: [1], 2: [1], 3: [1]}))
+    zk_client.set_topic_partitions(TopicAssignment.of("not-yet", {0: [1], 1: [1]}))
+    assert changed.get(timeout=30) == "not-yet"  # the cancelled one stayed quiet, this one came after it
+    assert changed.empty()

@@ -54,7 +54,8 @@ def context_with(
     for tp, replicas in (assignments or {}).items():
         context.update_partition_full_replica_assignment(tp, ReplicaAssignment(tuple(replicas)))
         context.all_topics.add(tp.topic)
-    context.partition_leadership_info.update(states or {})
+    for tp, leadership in (states or {}).items():
+        context.put_partition_leadership_info(tp, leadership)
     return context
 
 

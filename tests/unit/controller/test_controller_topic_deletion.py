@@ -149,3 +149,29 @@ def test_a_new_controller_finishes_a_deletion_and_elects_no_leader_for_it(
     assert sorted(b for b, _ in channels.sent.stop_replica()) == [1, 2]
     answer_stop_replicas(controller, channels)
     assert "doomed" not in zk.topics and zk.topic_deletions == set()
+
+
+def test_a_stop_replica_answer_looks_only_at_the_topics_it_answers_for(
+    zk: FakeZk, channels: FakeChannelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting 10,000 topics brings an answer per broker per batch: each looked at every queued topic."""
+    zk.add_topic("waiting", {0: [3]})  # its broker is down: its deletion waits for it
+    controller = KafkaController(
+        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
+    )
+    controller.process(Startup())
+    channels.sent.clear()
+    zk.topic_deletions = {"doomed", "waiting"}
+    controller.process(TopicDeletion())
+    assert "waiting" in controller.context.topics_ineligible_for_deletion
+    looked_at: list[str] = []
+    partitions_for_topic = controller.context.partitions_for_topic
+
+    def spy(topic: str) -> list[TopicPartition]:
+        looked_at.append(topic)
+        return partitions_for_topic(topic)
+
+    monkeypatch.setattr(controller.context, "partitions_for_topic", spy)
+    answer_stop_replicas(controller, channels)
+    assert "doomed" not in zk.topics and "waiting" in zk.topics
+    assert "waiting" not in looked_at

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.log import index as index_module
 from broker.log.index import CorruptIndexError, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 
 BASE = 100
@@ -114,6 +115,27 @@ def test_reopen_after_unclean_stop_ignores_zero_filled_preallocated_tail(tmp_pat
     reopened.trim_to_valid_size()
     reopened.sanity_check(log_size=1000)
 
+
+def test_reopening_a_preallocated_index_reads_only_its_data_not_its_holes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An active segment's index is preallocated sparse to segment.index.bytes; after an unclean stop every
+    partition opens two. Its entries are found in the pages that hold data, not by reading the whole file."""
+    index = OffsetIndex(tmp_path / "00000000000000000100.index", base_offset=100, max_index_size=10 << 20)
+    index.append(105, 400)
+    index.append(110, 900)
+    index.close_handler()
+    scanned: list[int] = []
+    real = index_module._length_before_zero_tail
+
+    def spy(data: bytes, end: int | None = None) -> int:
+        scanned.append(len(data) if end is None else min(end, len(data)))
+        return real(data) if end is None else real(data, end)
+
+    monkeypatch.setattr(index_module, "_length_before_zero_tail", spy)
+    reopened = OffsetIndex(tmp_path / "00000000000000000100.index", base_offset=100, max_index_size=10 << 20)
+    assert reopened.entries == 2 and reopened.lookup(200) == OffsetPosition(110, 900)
+    assert scanned and max(scanned) <= 1 << 16, f"read {max(scanned)} bytes of a 10 MiB index to find 2 entries"
 
 def test_time_index_of_one_zero_entry_is_kept_when_trimmed(tmp_path: Path) -> None:
     index = time_index(tmp_path)

@@ -38,9 +38,9 @@ def test_empty_cache(tmp_path: Path) -> None:
     assert cache.earliest_entry is None
     assert cache.end_offset_for(0, 10) == UNDEFINED
     assert cache.end_offset_for(UNDEFINED_EPOCH, 10) == UNDEFINED
-    # Created with the cache, as Kafka's CheckpointFile is: every partition dir has one, even a follower's that
-    # never appended.
-    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n0\n"
+    # Created with the cache, empty, as Kafka's CheckpointFile is (Files.createFile): every partition dir has one,
+    # even a follower's that never appended.
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == ""
     assert on_disk(tmp_path) == []
 
 
@@ -257,7 +257,8 @@ def test_cache_matches_model(data: st.DataObject) -> None:
         saved[:] = entries
 
     # The file format and write-through have their own tests; here the disk would only cost time.
-    with mock.patch.object(LeaderEpochCheckpointFile, "write", write):
+    with (mock.patch.object(LeaderEpochCheckpointFile, "write", write),
+          mock.patch.object(LeaderEpochCheckpointFile, "create_if_missing", lambda _self: None)):
         cache, model = LeaderEpochFileCache("/nonexistent/" + LEADER_EPOCH_CHECKPOINT), Model()
         for _ in range(data.draw(st.integers(0, 20))):
             op = data.draw(st.sampled_from(["assign", "assign", "truncate_from_end", "truncate_from_start", "query"]))

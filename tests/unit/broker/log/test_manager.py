@@ -14,6 +14,7 @@ from broker.config.log_config import LogConfig
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -185,3 +186,26 @@ def test_a_rolled_segment_is_flushed_by_the_flush_log_task_not_by_the_appending_
     assert log.recovery_point == 40
     assert fsyncs and all(name.startswith("flush-log") for name in fsyncs), fsyncs
     lm.shutdown()
+
+
+def test_creating_a_new_log_fsyncs_nothing_and_counts_no_logs_with_one_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 1,000-partition topic makes 1,000 logs on each replica's broker at once: a new log holds nothing to make
+    durable (its leader-epoch-checkpoint is created empty, as Kafka's CheckpointFile), and with one log dir there
+    is no dir to choose by counting every log (Kafka's nextLogDirs)."""
+    logs = manager([tmp_path / "d1"])
+    for p in range(3):
+        logs.get_or_create_log(TopicPartition("warm", p), is_new=True)
+    fsyncs: list[int] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd))
+
+    class Uncountable(dict):  # type: ignore[type-arg]
+        def values(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("counted every log to choose the only dir")
+
+    monkeypatch.setattr(logs, "_logs", Uncountable(logs._logs))
+    log = logs.get_or_create_log(TopicPartition("wide", 0), is_new=True)
+    assert fsyncs == []
+    assert (log.dir / LEADER_EPOCH_CHECKPOINT).exists()
+    assert log.log_end_offset == 0
