@@ -34,6 +34,7 @@ from chaos.txn_workload import (
     output_topic,
     read_output,
     read_txn_committed,
+    transactional_id,
     txn_group,
 )
 from chaos.workload import Reader, WorkloadConfig, Writer, create_topic, end_offsets, final_read
@@ -124,7 +125,8 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
         for writer in writers:
             writer.start()
         nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report,
-                          group=workload.group if workload.group_members else None)
+                          group=workload.group if workload.group_members else None,
+                          transactional_ids=[transactional_id(p.name) for p in processors])
         nemesis.start()
         # Slow heals (restarts) push the schedule back; the run then goes on until every planned fault has
         # happened, up to one more `duration`.
@@ -180,6 +182,9 @@ def group_unsupported(config: RunConfig) -> str | None:
     """Why the run's consumer group (or kill-coordinator) cannot be, or None."""
     if "kill-coordinator" in config.faults and not config.workload.group_members:
         return "kill-coordinator kills the broker coordinating the workload's consumer group: give --group-members N"
+    if "kill-txn-coordinator" in config.faults and not config.workload.txn_processors:
+        return ("kill-txn-coordinator kills the broker coordinating the processors' transactions: give"
+                " --txn-processors N")
     client = library(config.client)
     if config.workload.group_members and (client.group_member is None or client.committed is None):
         return (f"--client {config.client} has no group consumer in the chaos workload yet: give --client"
