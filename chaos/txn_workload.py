@@ -124,9 +124,10 @@ class TxnProcessor:
                     except KafkaException:
                         time.sleep(0.5)  # no coordinator yet (failing over): ask again
                         continue
-                records, _ = consume(self._consumer, 0.2)
+                # No more than a transaction takes: the consumer's position moves past everything it hands out.
+                records, _ = consume(self._consumer, 0.2, self._txn_records)
                 if records:
-                    self._transaction(self._producer, records[:self._txn_records])
+                    self._transaction(self._producer, records)
         except BaseException as e:
             self.error = e
 
