@@ -27,6 +27,8 @@ A consumer group's members (group-poll, commit and final-committed events) are h
     group-unsettled       after the run, a partition no member of the group had been assigned (the last
                           rebalance did not complete), or one two members both held
 
+The transactional workload's records (txn and txn-output events) are held to exactly-once: chaos/txn_checker.py.
+
 Reported but never failing: `acks1-lost` and `acks1-duplicate` (acks=1 promises neither).
 A value is "<process>-<seq>": each writer's sequence numbers rise in the order it sends.
 """
@@ -39,9 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.history import ASSIGNED, OK, Commit, GroupPoll, History, Poll, Send
+from chaos.txn_checker import TXN_FAILING, check_transactions
 
 FAILING = ("lost-write", "duplicate", "inconsistent-offsets", "nonmonotonic-send", "nonmonotonic-poll", "poll-skip",
-           "unseen", "lost-read", "commit-backwards", "lost-commit", "group-unseen", "group-unsettled")
+           "unseen", "lost-read", "commit-backwards", "lost-commit", "group-unseen", "group-unsettled", *TXN_FAILING)
 REPORTED = ("acks1-lost", "acks1-duplicate")
 _EXAMPLES = 8
 
@@ -119,6 +122,7 @@ def check(history: History) -> CheckResult:
     else:
         result.notes.append("no consumer read along: unseen cannot be checked")
     _groups(result, history, final)
+    check_transactions(result, history)
     return result
 
 

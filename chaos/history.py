@@ -28,6 +28,17 @@ A group consumer's events (members of one consumer group sharing the topic's par
     {"type": "final-committed", "group": "chaos-group", "time": t, "offsets": [[partition, offset], ...]}
           the group's committed offsets read back with OffsetFetch after the run (-1: none)
 
+The transactional workload's events (chaos/txn_workload.py: processors copying the topic to `<topic>-out` in
+transactions that commit the group's offsets too):
+
+    {"type": "txn", "process": "t0", "txn": 12, "invoke": t, "complete": t, "outcome": "ok",
+     "inputs": [[partition, offset], ...]}
+          one transaction of a processor: the input records it copied; outcome "ok" (committed), "fail"
+          (aborted) or "info" (a failed commit whose fate is open), "error" when not "ok"
+    {"type": "txn-output", "isolation": "read_committed", "partition": 2, "time": t, "records": [[offset, value],
+     ...]}
+          the output topic's partition read from its start after the run, with that isolation level
+
 Times are seconds since the epoch (time.time()), so a history read back later still lines up with the
 cluster's own logs. A send is written when it completes; sends still pending when the run ends are
 written as "info".
@@ -126,7 +137,26 @@ class FinalCommitted:
     offsets: tuple[tuple[int, int], ...]  # (partition, committed offset; -1 when none)
 
 
-Event = Send | Poll | FinalRead | Fault | Recovered | GroupPoll | Commit | Assignment | FinalCommitted
+@dataclass(frozen=True)
+class Txn:
+    process: str
+    txn: int  # the processor's transaction number, from 1
+    invoke: float
+    complete: float
+    outcome: str
+    inputs: tuple[tuple[int, int], ...]  # (input partition, input offset) of each record it copied
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TxnOutput:
+    isolation: str  # "read_committed" or "read_uncommitted"
+    partition: int
+    time: float
+    records: tuple[tuple[int, str], ...]  # (offset, value), in offset order
+
+
+Event = Send | Poll | FinalRead | Fault | Recovered | GroupPoll | Commit | Assignment | FinalCommitted | Txn | TxnOutput
 
 
 @dataclass
@@ -141,6 +171,8 @@ class History:
     commits: list[Commit] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
     final_committed: list[FinalCommitted] = field(default_factory=list)
+    txns: list[Txn] = field(default_factory=list)
+    txn_outputs: list[TxnOutput] = field(default_factory=list)
 
 
 class HistoryError(Exception):
@@ -168,6 +200,16 @@ def encode(event: Event) -> dict[str, Any]:
                 "end": event.end, "detail": event.detail}
     if isinstance(event, Recovered):
         return {"type": "recovered", "time": event.time, "full_isr": event.full_isr, "detail": event.detail}
+    if isinstance(event, Txn):
+        txn: dict[str, Any] = {"type": "txn", "process": event.process, "txn": event.txn, "invoke": event.invoke,
+                               "complete": event.complete, "outcome": event.outcome,
+                               "inputs": [list(i) for i in event.inputs]}
+        if event.outcome != OK:
+            txn["error"] = event.error
+        return txn
+    if isinstance(event, TxnOutput):
+        return {"type": "txn-output", "isolation": event.isolation, "partition": event.partition,
+                "time": event.time, "records": [list(r) for r in event.records]}
     return _encode_group(event)
 
 
@@ -223,6 +265,12 @@ def _decode(history: History, data: dict[str, Any]) -> None:
             raise KeyError(f"unknown assignment event {data['event']!r}")
         history.assignments.append(Assignment(data["process"], data["group"], float(data["time"]), data["event"],
                                               tuple(int(p) for p in data["partitions"])))
+    elif kind == "txn":
+        history.txns.append(Txn(data["process"], int(data["txn"]), float(data["invoke"]), float(data["complete"]),
+                                data["outcome"], _pairs(data["inputs"]), data.get("error", "")))
+    elif kind == "txn-output":
+        history.txn_outputs.append(TxnOutput(data["isolation"], int(data["partition"]), float(data["time"]),
+                                             tuple((int(o), str(v)) for o, v in data["records"])))
     elif kind == "final-committed":
         history.final_committed.append(FinalCommitted(data["group"], float(data["time"]), _pairs(data["offsets"])))
     else:

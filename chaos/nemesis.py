@@ -9,6 +9,9 @@
     bounce            SIGTERM the leader of a random partition (a controlled shutdown) and start it again at once
     kill-coordinator  SIGKILL the broker coordinating the workload's consumer group (the leader of its
                       __consumer_offsets partition); start it again
+    kill-txn-coordinator
+                      SIGKILL the broker coordinating a transactional processor's transactions (the leader of its
+                      transactional id's __transaction_state partition); start it again
     kill-zookeeper    SIGKILL one ZooKeeper server, the leader or a follower (a coin toss, then each server's mode
                       asked); start it again (it rejoins the quorum). The one server of a single-node ZooKeeper:
                       nothing can change (no election, no ISR change) until it is back, nothing acknowledged is lost
@@ -33,11 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME, partition_for
+from broker.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
+from broker.coordinator.transaction.transaction_state_manager import partition_for as txn_partition_for
 from chaos.cluster import ChaosCluster, ChaosError, broker_name
 from chaos.history import Fault
 
 FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "partition-leader",
-          "bounce", "kill-coordinator", "kill-zookeeper", "pause-zookeeper", "expire-session")
+          "bounce", "kill-coordinator", "kill-txn-coordinator", "kill-zookeeper", "pause-zookeeper", "expire-session")
 # Longest suffix first: "ms" before "s" and "m".
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_FAULTS = ("kill-leader", "kill-controller", "kill-random", "pause-leader", "pause-controller", "bounce")
@@ -68,6 +73,17 @@ def coordinator(cluster: ChaosCluster, group: str) -> str | None:
     partition count, as ZooKeeper has it (None while that partition has no leader)."""
     states = cluster.partition_state(GROUP_METADATA_TOPIC_NAME)
     leader = states[partition_for(group, len(states))][0]
+    return broker_name(leader) if leader >= 0 else None
+
+
+def txn_coordinator(cluster: ChaosCluster, transactional_id: str) -> str | None:
+    """The broker coordinating `transactional_id`: the leader of __transaction_state partition
+    abs(hashCode(id)) % its partition count (None while it has none, or the topic does not exist yet)."""
+    try:
+        states = cluster.partition_state(TRANSACTION_STATE_TOPIC_NAME)
+    except ChaosError:  # not created yet: no processor has initialized
+        return None
+    leader = states[txn_partition_for(transactional_id, len(states))][0]
     return broker_name(leader) if leader >= 0 else None
 
 
@@ -112,8 +128,9 @@ def parse_duration(text: str) -> float:
 class Nemesis:
     def __init__(self, cluster: ChaosCluster, topic: str, plan: Sequence[Planned], rng: random.Random,
                  record: Callable[[Fault], None], quiet: float, report: Callable[[str], None] = lambda _: None,
-                 group: str | None = None) -> None:
+                 group: str | None = None, transactional_ids: Sequence[str] = ()) -> None:
         self._group = group
+        self._transactional_ids = list(transactional_ids)
         self._quiet = quiet
         self._cluster = cluster
         self._topic = topic
@@ -197,9 +214,10 @@ class Nemesis:
     def _begin(self, fault: str) -> Injected:
         """Inject `fault`; returns its target and how to undo it."""
         cluster = self._cluster
-        if fault in ("kill-leader", "kill-controller", "kill-random", "kill-coordinator"):
+        if fault in ("kill-leader", "kill-controller", "kill-random", "kill-coordinator", "kill-txn-coordinator"):
             target = {"kill-leader": self._leader, "kill-controller": self._controller,
-                      "kill-random": self._any_process, "kill-coordinator": self._coordinator}[fault]()
+                      "kill-random": self._any_process, "kill-coordinator": self._coordinator,
+                      "kill-txn-coordinator": self._txn_coordinator}[fault]()
             cluster.kill(target, signal.SIGKILL)
             return Injected(target, lambda: cluster.start(target))
         if fault in ("pause-leader", "pause-controller"):
@@ -238,6 +256,12 @@ class Nemesis:
         if self._group is None:
             raise ChaosError("kill-coordinator needs the workload's consumer group")
         return coordinator(self._cluster, self._group) or self._rng.choice(self._cluster.brokers)
+
+    def _txn_coordinator(self) -> str:
+        if not self._transactional_ids:
+            raise ChaosError("kill-txn-coordinator needs the workload's transactional processors")
+        transactional_id = self._rng.choice(self._transactional_ids)
+        return txn_coordinator(self._cluster, transactional_id) or self._rng.choice(self._cluster.brokers)
 
     def _controller(self) -> str:
         return self._cluster.active_controller() or self._rng.choice(self._cluster.controllers)

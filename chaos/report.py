@@ -17,6 +17,7 @@ from typing import Any
 from chaos.audit import AuditResult
 from chaos.checker import FAILING, CheckResult
 from chaos.history import FAIL, INFO, OK, History, Send
+from chaos.txn_checker import TXN_FAILING
 
 RESULT_FILE = "result.json"
 PNG_FILE = "chaos.png"
@@ -121,6 +122,7 @@ def summarize(history: History, check: CheckResult, audit: AuditResult | None) -
         "final_records": check.final_records,
         "polled_records": check.polled_records,
         "group": _group_summary(history),
+        "transactions": _txn_summary(history),
         "recovery": None if recovered is None else {"full_isr": recovered.full_isr, "detail": recovered.detail},
         "audit": None if audit is None else audit.to_json(),
         "notes": check.notes + list(history.meta.get("notes", [])),
@@ -136,6 +138,15 @@ def _group_summary(history: History) -> dict[str, Any] | None:
             "commits": dict(Counter(c.outcome for c in history.commits)),
             "polled_records": sum(len(p.records) for p in history.group_polls),
             "assignments": sum(1 for a in history.assignments if a.event == "assigned")}
+
+
+def _txn_summary(history: History) -> dict[str, Any] | None:
+    """The transactional processors' side of the run, when it had them: their transactions' outcomes."""
+    if not history.txns and not history.meta.get("txn_processors"):
+        return None
+    return {"group": history.meta.get("txn_group"), "processors": history.meta.get("txn_processors"),
+            "transactions": dict(Counter(t.outcome for t in history.txns)),
+            "records": sum(len(t.inputs) for t in history.txns if t.outcome == OK)}
 
 
 def _round(value: float | None) -> float | None:
@@ -170,9 +181,17 @@ def verdict(summary: dict[str, Any]) -> str:
                      f" {group['polled_records']} records, {commits.get(OK, 0)} commits acknowledged"
                      f" ({commits.get(FAIL, 0)} failed, {commits.get(INFO, 0)} unknown),"
                      f" {group['assignments']} assignments")
+    transactions = summary.get("transactions")
+    if transactions:
+        outcomes = transactions["transactions"]
+        lines.append(f"  transactions         {transactions['processors']} processors: {outcomes.get(OK, 0)} committed"
+                     f" ({transactions['records']} records), {outcomes.get(FAIL, 0)} aborted,"
+                     f" {outcomes.get(INFO, 0)} unknown")
     lines.append("  checks")
     anomalies = summary["anomalies"]
     for name in FAILING:
+        if name in TXN_FAILING and not transactions:
+            continue  # no transactional workload in this run
         count = anomalies.get(name, 0)
         lines.append(f"    {name:<22} {'ok' if count == 0 else f'FAIL ({count})'}")
     recovery = summary["recovery"]

@@ -4,14 +4,16 @@
     2. the nemesis injects its schedule while the writers write
     3. at `duration`: the nemesis heals its fault, writers stop and wait for their answers
     4. restore (SIGCONT, start what is down, heal cuts), wait for a full ISR on every partition
-    5. readers (and the group's members) read on to the end offsets; a final read of every partition from the
-       beginning, and the group's committed offsets read back
+    5. readers (and the group's members, and the transactional processors) read on to the end offsets; a final
+       read of every partition from the beginning, the group's committed offsets read back, and the
+       transactional output read with read_committed and read_uncommitted
     6. check the history (chaos/checker.py), run the Spark audit (chaos/audit.py), write the report
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import time
 from collections.abc import Callable
@@ -24,6 +26,17 @@ from chaos.cluster import ChaosCluster, ChaosError
 from chaos.group_workload import GroupMember, GroupProgress, read_final_committed
 from chaos.history import HistoryWriter, Recovered
 from chaos.nemesis import Nemesis, schedule
+from chaos.txn_workload import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TxnProcessor,
+    TxnProgress,
+    output_topic,
+    read_output,
+    read_txn_committed,
+    transactional_id,
+    txn_group,
+)
 from chaos.workload import Reader, WorkloadConfig, Writer, create_topic, end_offsets, final_read
 
 HISTORY_FILE = "history.jsonl"
@@ -73,8 +86,11 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
     nemesis: Nemesis | None = None
     restored: list[str] | None = None
     members: list[GroupMember] = []
+    processors: list[TxnProcessor] = []
     try:
         create_topic(bootstrap, workload)
+        if workload.txn_processors:
+            create_topic(bootstrap, dataclasses.replace(workload, topic=output_topic(workload.topic)))
         started = time.time()
         history.meta(topic=workload.topic, partitions=workload.partitions,
                      replication_factor=workload.replication_factor,
@@ -83,7 +99,8 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
                      faults=list(config.faults), interval=config.interval, duration=config.duration,
                      seed=config.seed, bootstrap_servers=bootstrap, client=config.client,
                      group=workload.group if workload.group_members else None, group_members=workload.group_members,
-                     client_bootstrap_servers=client_bootstrap,
+                     client_bootstrap_servers=client_bootstrap, txn_processors=workload.txn_processors,
+                     txn_group=txn_group(workload.group) if workload.txn_processors else None,
                      data_dir=None if cluster.data_dir is None else str(cluster.data_dir), start=started)
         report(f"chaos: topic {workload.topic!r} ({workload.partitions} partitions, RF {workload.replication_factor},"
                f" min.insync.replicas {workload.min_insync_replicas}); {len(plan)} faults over"
@@ -99,10 +116,17 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
             reader.start()
         for member in members:
             member.start()
+        txn_progress = TxnProgress()
+        processors = [TxnProcessor(f"t{i}", cluster.kafka_bootstrap_servers, workload.topic, txn_group(workload.group),
+                                   workload.txn_records, workload.session_timeout_ms, txn_progress, history)
+                      for i in range(workload.txn_processors)]
+        for processor in processors:
+            processor.start()
         for writer in writers:
             writer.start()
         nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report,
-                          group=workload.group if workload.group_members else None)
+                          group=workload.group if workload.group_members else None,
+                          transactional_ids=[transactional_id(p.name) for p in processors])
         nemesis.start()
         # Slow heals (restarts) push the schedule back; the run then goes on until every planned fault has
         # happened, up to one more `duration`.
@@ -125,6 +149,10 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
             reader.finish(targets, timeout=60)
         notes, member_errors = _finish_group(members, client, client_bootstrap, group, targets, workload.partitions,
                                              history)
+        notes_txn, processor_errors = _finish_transactions(processors, cluster.kafka_bootstrap_servers, workload,
+                                                           targets, history)
+        notes += notes_txn
+        member_errors += processor_errors
         unread = final_read(bootstrap, workload, targets, history, timeout=60)
         notes += [f"{r.name} did not read up to the end offsets" for r in readers if not r.caught_up]
         notes += [f"final read could not reach the end of partition {p}" for p in unread]
@@ -143,6 +171,9 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
         for member in members:
             with contextlib.suppress(Exception):
                 member.close()
+        for processor in processors:
+            with contextlib.suppress(Exception):
+                processor.close()
         history.close()
     return history.path
 
@@ -151,6 +182,9 @@ def group_unsupported(config: RunConfig) -> str | None:
     """Why the run's consumer group (or kill-coordinator) cannot be, or None."""
     if "kill-coordinator" in config.faults and not config.workload.group_members:
         return "kill-coordinator kills the broker coordinating the workload's consumer group: give --group-members N"
+    if "kill-txn-coordinator" in config.faults and not config.workload.txn_processors:
+        return ("kill-txn-coordinator kills the broker coordinating the processors' transactions: give"
+                " --txn-processors N")
     client = library(config.client)
     if config.workload.group_members and (client.group_member is None or client.committed is None):
         return (f"--client {config.client} has no group consumer in the chaos workload yet: give --client"
@@ -181,6 +215,26 @@ def _finish_group(members: list[GroupMember], client: ClientLibrary, bootstrap: 
     members.clear()  # closed: run()'s cleanup has nothing left to do
     read_final_committed(client, bootstrap, group, partitions, history)
     return notes, failed
+
+
+def _finish_transactions(processors: list[TxnProcessor], bootstrap: str, workload: WorkloadConfig,
+                         targets: dict[int, int], history: HistoryWriter) -> tuple[list[str], list[BaseException]]:
+    """The processors run on until their group has committed `targets`; then the output is read both ways and the
+    group's committed offsets read back. Returns notes on what did not happen, and the processors' errors."""
+    if not processors:
+        return [], []
+    for processor in processors:
+        processor.finish(targets, timeout=120)
+    notes = [] if all(p.error is None for p in processors) and processors[0].progress_done(targets) else [
+        "the transactional processors did not commit up to the end offsets within 120 s"]
+    errors: list[BaseException] = [p.error for p in processors if p.error is not None]
+    for processor in processors:
+        processor.close()
+    processors.clear()
+    for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
+        read_output(bootstrap, workload.topic, workload.partitions, isolation, history, timeout=60)
+    read_txn_committed(bootstrap, workload.topic, workload.group, workload.partitions, history)
+    return notes, errors
 
 
 def _wait_full_isr(cluster: ChaosCluster, topic: str, timeout: float) -> tuple[bool, str]:

@@ -44,6 +44,8 @@ class WorkloadConfig:
     group_members: int = 0  # members of a consumer group sharing the topic (chaos/group_workload.py)
     group: str = "chaos-group"
     session_timeout_ms: int = 6000
+    txn_processors: int = 0  # consume-transform-produce processors, exactly once (chaos/txn_workload.py)
+    txn_records: int = 100  # at most this many records a transaction
     # How minibroker's client reaches the gRPC listeners: TLS as the admin on a `cluster up --security` cluster.
     channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel
 

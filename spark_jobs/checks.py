@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC_NAME
 from broker.log.files import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_FILE_SUFFIX,
@@ -367,11 +368,14 @@ def high_watermark(replica: Replica) -> Iterator[Finding]:
 
 
 def producer_duplicates(replica: Replica) -> Iterator[Finding]:
-    """No idempotent batch (producer id, epoch, base sequence) written at two offsets."""
+    """No idempotent batch (producer id, epoch, base sequence) written at two offsets. The group coordinator's
+    transactional offset commits in __consumer_offsets are not sequenced: each carries base sequence 0, as Kafka's
+    GroupMetadataManager writes them, and the log checks them by epoch alone."""
     first: dict[tuple[int, int, int], Batch] = {}
+    unsequenced = replica.topic == GROUP_METADATA_TOPIC_NAME
     for batch in replica.whole_batches:
         if batch.producer_id is None or batch.producer_id < 0 or batch.base_sequence is None \
-                or batch.base_sequence < 0:
+                or batch.base_sequence < 0 or (unsequenced and batch.is_transactional):
             continue
         key = (batch.producer_id, batch.producer_epoch or 0, batch.base_sequence)
         earlier = first.setdefault(key, batch)

@@ -78,11 +78,11 @@ class ConfluentProducer:
         self._poller.join()
 
 
-def consume(consumer: Consumer, timeout: float) -> tuple[list[Record], list[str]]:
-    """What one consume() call hands out: its records, and its error events as text."""
+def consume(consumer: Consumer, timeout: float, max_records: int = 1000) -> tuple[list[Record], list[str]]:
+    """What one consume() call hands out (at most `max_records`): its records, and its error events as text."""
     records: list[Record] = []
     errors: list[str] = []
-    for message in consumer.consume(1000, timeout):
+    for message in consumer.consume(max_records, timeout):
         error = message.error()
         if error is not None:
             errors.append(str(error))

@@ -107,6 +107,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run_parser.add_argument("--group-members", type=int, default=0, metavar="N",
                             help="members of one consumer group sharing the topic, committing what they read"
                                  " (--client confluent-kafka; default 0); kill-coordinator needs them")
+    run_parser.add_argument("--txn-processors", type=int, default=0, metavar="N",
+                            help="consume-transform-produce processors copying the topic to <topic>-out exactly once"
+                                 " in transactions with confluent-kafka (default 0); kill-txn-coordinator needs them")
+    run_parser.add_argument("--txn-records", type=int, default=100, metavar="N",
+                            help="at most this many records a transaction (default 100)")
     run_parser.add_argument("--acks1-writer", action=argparse.BooleanOptionalAction, default=True,
                             help="also an acks=1 writer, whose losses are reported, not failed (default on)")
     run_parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -175,7 +180,8 @@ def _run(args: argparse.Namespace) -> int:
                        client=args.client,
                        workload=WorkloadConfig(topic=args.topic, partitions=args.partitions, writers=args.writers,
                                                rate=args.rate, acks1_writer=args.acks1_writer,
-                                               readers=args.readers, group_members=args.group_members))
+                                               readers=args.readers, group_members=args.group_members,
+                                               txn_processors=args.txn_processors, txn_records=args.txn_records))
     why = group_unsupported(config)
     if why is not None:
         return _fail(why)

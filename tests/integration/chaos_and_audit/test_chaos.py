@@ -77,6 +77,25 @@ def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None
     assert meta["client"] == "confluent-kafka" and meta["client_bootstrap_servers"] == cluster.kafka_bootstrap_servers
 
 
+def test_a_transactional_chaos_run_is_exactly_once_and_its_log_audits_clean(output: Path) -> None:
+    """Consume-transform-produce processors copy the topic in transactions through SIGKILLs of their transaction
+    coordinator and of a leader: every input record is in the read_committed output once, nothing of an aborted
+    transaction is, the group's offsets end at the end offsets, and the Spark audit finds the transactional layout
+    on disk (markers, .txnindex, aborted ranges) whole and the same on every replica."""
+    faults = ("kill-txn-coordinator", "kill-leader")
+    run = minibroker("chaos", "run", "--client", "confluent-kafka", "--txn-processors", "2", "--faults",
+                     ",".join(faults), "--interval", "8s", "--duration", "32s", "--seed", str(SEED), "--output",
+                     str(output), "--partitions", "3", "--writers", "2", "--rate", "40", "--readers", "1", "--audit",
+                     timeout=420)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr[-4000:]}"
+    assert "VERDICT: every safety check held" in run.stdout
+    result = json.loads((output / "result.json").read_text())
+    assert result["valid"] and all(n == 0 for name, n in result["anomalies"].items() if name.startswith("txn-"))
+    assert "kill-txn-coordinator" in result["faults"] and result["audit"]["status"] == "clean"
+    transactions = result["transactions"]
+    assert transactions["processors"] == 2 and transactions["transactions"]["ok"] > 10
+
+
 # librdkafka's own format on stderr: `%3|1700000000.123|FAIL|w1#producer-1| [thrd:...]: ...`.
 LIBRDKAFKA_STDERR_LINE = re.compile(r"^%\d\|\d+\.\d+\|", re.MULTILINE)
 _DEAD_BROKER_PRODUCER = """

@@ -23,6 +23,7 @@ from chaos.nemesis import (
     parse_duration,
     parse_faults,
     schedule,
+    txn_coordinator,
 )
 
 
@@ -180,10 +181,11 @@ def test_stop_heals_the_fault_under_way() -> None:
 
 
 def test_every_fault_is_known() -> None:
-    # partition-leader needs network namespaces, kill-coordinator a workload with a consumer group; the
-    # ZooKeeper faults are asked for by name (expire-session, like partition-leader, needs root).
-    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader", "kill-coordinator", "kill-zookeeper",
-                                                 "pause-zookeeper", "expire-session"}
+    # partition-leader needs network namespaces, kill-coordinator a workload with a consumer group,
+    # kill-txn-coordinator one with transactional processors; the ZooKeeper faults are asked for by name
+    # (expire-session, like partition-leader, needs root).
+    assert set(DEFAULT_FAULTS) == set(FAULTS) - {"partition-leader", "kill-coordinator", "kill-txn-coordinator",
+                                                 "kill-zookeeper", "pause-zookeeper", "expire-session"}
 
 
 def _run_one(cluster: RecordingCluster, fault: str, seed: int = 1,
@@ -218,6 +220,43 @@ def test_kill_coordinator_kills_the_leader_of_the_groups_offsets_partition(group
     assert nemesis.error is None
     assert cluster.calls == [("kill", "broker-1", "SIGKILL"), ("start", "broker-1")]
     assert [(f.fault, f.target) for f in recorded] == [("kill-coordinator", "broker-1")]
+
+
+class TransactionStateCluster(RecordingCluster):
+    """__transaction_state has 50 partitions: broker-3 leads partition 22, broker-1 all others; it does not exist
+    until `created`."""
+
+    created = True
+
+    def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        if topic != "__transaction_state":
+            return super().partition_state(topic)
+        if not self.created:
+            raise ChaosError(f"topic {topic!r} does not exist")
+        return {p: (3 if p == 22 else 1, (1, 2, 3), (1, 2, 3)) for p in range(50)}
+
+
+def test_kill_txn_coordinator_kills_the_leader_of_the_ids_transaction_state_partition() -> None:
+    cluster = TransactionStateCluster()
+    assert txn_coordinator(cluster, "hello") == "broker-3"  # "hello".hashCode() % 50 == 22
+    recorded: list[Fault] = []
+    nemesis = Nemesis(cluster, "t", [Planned(0.0, "kill-txn-coordinator", 0.05)], random.Random(1), recorded.append,
+                      quiet=0.0, transactional_ids=["hello"])
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while not nemesis.finished and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert nemesis.error is None
+    assert cluster.calls == [("kill", "broker-3", "SIGKILL"), ("start", "broker-3")]
+    assert [(f.fault, f.target) for f in recorded] == [("kill-txn-coordinator", "broker-3")]
+    cluster.created = False
+    assert txn_coordinator(cluster, "hello") is None
+
+
+def test_kill_txn_coordinator_without_processors_is_an_error() -> None:
+    nemesis = Nemesis(TransactionStateCluster(), "t", [], random.Random(1), lambda _: None, quiet=0.0)
+    with pytest.raises(ChaosError, match="kill-txn-coordinator needs the workload's transactional processors"):
+        nemesis._begin("kill-txn-coordinator")
 
 
 def test_kill_coordinator_without_a_group_is_an_error() -> None:

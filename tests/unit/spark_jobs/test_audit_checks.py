@@ -126,6 +126,15 @@ def test_duplicate_idempotent_batch() -> None:
     assert "already written at offsets 0-1" in findings[0].detail
 
 
+def test_the_group_coordinators_transactional_offset_commits_are_not_sequenced() -> None:
+    """Each TxnOffsetCommit of a producer is a transactional batch with base sequence 0 (Kafka's
+    GroupMetadataManager): in __consumer_offsets that is no duplicate; anywhere else it would be."""
+    rows = [{**batch(0, pid=7, seq=0), "is_transactional": True}, {**batch(2, pid=7, seq=0), "is_transactional": True}]
+    offsets_topic = [{**row, "topic": "__consumer_offsets"} for row in rows]
+    assert list(checks.producer_duplicates(replica(offsets_topic, topic="__consumer_offsets"))) == []
+    assert [f.check for f in checks.producer_duplicates(replica(rows))] == ["duplicate_producer_batch"]
+
+
 def test_first_divergence_below_the_lowest_high_watermark_names_the_odd_replica() -> None:
     rows = [*clean_log(1), batch(0, broker=2), batch(2, broker=2, crc=99), batch(4, broker=2, crc=98)]
     rows += [batch(0, broker=3), batch(2, broker=3)]  # broker 3 lags: its HW is 4
