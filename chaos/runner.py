@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chaos.client_logs import CLIENT_LOG_FILE, client_logs
 from chaos.clients import ClientLibrary, GroupSettings, library
@@ -26,18 +26,10 @@ from chaos.cluster import ChaosCluster, ChaosError
 from chaos.group_workload import GroupMember, GroupProgress, read_final_committed
 from chaos.history import HistoryWriter, Recovered
 from chaos.nemesis import Nemesis, schedule
-from chaos.txn_workload import (
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
-    TxnProcessor,
-    TxnProgress,
-    output_topic,
-    read_output,
-    read_txn_committed,
-    transactional_id,
-    txn_group,
-)
 from chaos.workload import Reader, WorkloadConfig, Writer, create_topic, end_offsets, final_read
+
+if TYPE_CHECKING:
+    from chaos.txn_workload import TxnStage
 
 HISTORY_FILE = "history.jsonl"
 
@@ -86,11 +78,12 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
     nemesis: Nemesis | None = None
     restored: list[str] | None = None
     members: list[GroupMember] = []
-    processors: list[TxnProcessor] = []
+    stage: TxnStage | None = None
     try:
         create_topic(bootstrap, workload)
         if workload.txn_processors:
-            create_topic(bootstrap, dataclasses.replace(workload, topic=output_topic(workload.topic)))
+            from chaos.txn_workload import TxnStage  # confluent-kafka (an extra): only for a run that needs it
+            stage = TxnStage(bootstrap, cluster.kafka_bootstrap_servers, workload, history)
         started = time.time()
         history.meta(topic=workload.topic, partitions=workload.partitions,
                      replication_factor=workload.replication_factor,
@@ -100,7 +93,7 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
                      seed=config.seed, bootstrap_servers=bootstrap, client=config.client,
                      group=workload.group if workload.group_members else None, group_members=workload.group_members,
                      client_bootstrap_servers=client_bootstrap, txn_processors=workload.txn_processors,
-                     txn_group=txn_group(workload.group) if workload.txn_processors else None,
+                     txn_group=None if stage is None else stage.group,
                      data_dir=None if cluster.data_dir is None else str(cluster.data_dir), start=started)
         report(f"chaos: topic {workload.topic!r} ({workload.partitions} partitions, RF {workload.replication_factor},"
                f" min.insync.replicas {workload.min_insync_replicas}); {len(plan)} faults over"
@@ -116,17 +109,13 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
             reader.start()
         for member in members:
             member.start()
-        txn_progress = TxnProgress()
-        processors = [TxnProcessor(f"t{i}", cluster.kafka_bootstrap_servers, workload.topic, txn_group(workload.group),
-                                   workload.txn_records, workload.session_timeout_ms, txn_progress, history)
-                      for i in range(workload.txn_processors)]
-        for processor in processors:
-            processor.start()
+        if stage is not None:
+            stage.start()
         for writer in writers:
             writer.start()
         nemesis = Nemesis(cluster, workload.topic, plan, rng, history.write, config.interval / 2, report,
                           group=workload.group if workload.group_members else None,
-                          transactional_ids=[transactional_id(p.name) for p in processors])
+                          transactional_ids=[] if stage is None else stage.transactional_ids)
         nemesis.start()
         # Slow heals (restarts) push the schedule back; the run then goes on until every planned fault has
         # happened, up to one more `duration`.
@@ -149,10 +138,10 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
             reader.finish(targets, timeout=60)
         notes, member_errors = _finish_group(members, client, client_bootstrap, group, targets, workload.partitions,
                                              history)
-        notes_txn, processor_errors = _finish_transactions(processors, cluster.kafka_bootstrap_servers, workload,
-                                                           targets, history)
-        notes += notes_txn
-        member_errors += processor_errors
+        if stage is not None:
+            notes_txn, processor_errors = stage.finish(targets)
+            notes += notes_txn
+            member_errors += processor_errors
         unread = final_read(bootstrap, workload, targets, history, timeout=60)
         notes += [f"{r.name} did not read up to the end offsets" for r in readers if not r.caught_up]
         notes += [f"final read could not reach the end of partition {p}" for p in unread]
@@ -171,9 +160,9 @@ def _run(cluster: ChaosCluster, config: RunConfig, output: Path, report: Callabl
         for member in members:
             with contextlib.suppress(Exception):
                 member.close()
-        for processor in processors:
+        if stage is not None:
             with contextlib.suppress(Exception):
-                processor.close()
+                stage.close()
         history.close()
     return history.path
 
@@ -215,26 +204,6 @@ def _finish_group(members: list[GroupMember], client: ClientLibrary, bootstrap: 
     members.clear()  # closed: run()'s cleanup has nothing left to do
     read_final_committed(client, bootstrap, group, partitions, history)
     return notes, failed
-
-
-def _finish_transactions(processors: list[TxnProcessor], bootstrap: str, workload: WorkloadConfig,
-                         targets: dict[int, int], history: HistoryWriter) -> tuple[list[str], list[BaseException]]:
-    """The processors run on until their group has committed `targets`; then the output is read both ways and the
-    group's committed offsets read back. Returns notes on what did not happen, and the processors' errors."""
-    if not processors:
-        return [], []
-    for processor in processors:
-        processor.finish(targets, timeout=120)
-    notes = [] if all(p.error is None for p in processors) and processors[0].progress_done(targets) else [
-        "the transactional processors did not commit up to the end offsets within 120 s"]
-    errors: list[BaseException] = [p.error for p in processors if p.error is not None]
-    for processor in processors:
-        processor.close()
-    processors.clear()
-    for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
-        read_output(bootstrap, workload.topic, workload.partitions, isolation, history, timeout=60)
-    read_txn_committed(bootstrap, workload.topic, workload.group, workload.partitions, history)
-    return notes, errors
 
 
 def _wait_full_isr(cluster: ChaosCluster, topic: str, timeout: float) -> tuple[bool, str]:

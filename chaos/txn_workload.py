@@ -23,11 +23,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from chaos.clients.confluent import _LOG, committed, consume
 from chaos.history import FAIL, INFO, OK, FinalCommitted, HistoryWriter, Txn, TxnOutput
+from chaos.workload import WorkloadConfig, create_topic
 
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 _TIMEOUT_S = 30.0
@@ -208,9 +210,6 @@ class TxnProcessor:
             # The partitions moved meanwhile: whoever holds them next starts at the group's committed offsets.
             pass
 
-    def progress_done(self, targets: Mapping[int, int]) -> bool:
-        return self._progress.done(targets)
-
     def finish(self, targets: Mapping[int, int], timeout: float) -> None:
         self._targets = dict(targets)
         self._deadline = time.monotonic() + timeout
@@ -222,6 +221,52 @@ class TxnProcessor:
         self._consumer.close()
         if self._producer is not None:
             self._producer.flush(5)
+
+
+class TxnStage:
+    """The processors of one run, start to finish (chaos/runner.py imports this module only for a run that has
+    them: confluent-kafka is an extra)."""
+
+    def __init__(self, bootstrap: str, kafka_bootstrap: str, workload: WorkloadConfig,
+                 history: HistoryWriter) -> None:
+        self._bootstrap = kafka_bootstrap
+        self._workload = workload
+        self._history = history
+        self.group = txn_group(workload.group)
+        create_topic(bootstrap, replace(workload, topic=output_topic(workload.topic)))
+        self._progress = TxnProgress()
+        self._processors = [TxnProcessor(f"t{i}", kafka_bootstrap, workload.topic, self.group, workload.txn_records,
+                                         workload.session_timeout_ms, self._progress, history)
+                            for i in range(workload.txn_processors)]
+
+    @property
+    def transactional_ids(self) -> list[str]:
+        return [transactional_id(p.name) for p in self._processors]
+
+    def start(self) -> None:
+        for processor in self._processors:
+            processor.start()
+
+    def finish(self, targets: Mapping[int, int], timeout: float = 120) -> tuple[list[str], list[BaseException]]:
+        """The processors run on until their group has committed `targets`; then the output is read both ways and
+        the group's committed offsets read back. Returns notes on what did not happen, and the processors'
+        errors."""
+        for processor in self._processors:
+            processor.finish(targets, timeout)
+        errors: list[BaseException] = [p.error for p in self._processors if p.error is not None]
+        notes = [] if not errors and self._progress.done(targets) else [
+            f"the transactional processors did not commit up to the end offsets within {timeout:g} s"]
+        self.close()
+        workload = self._workload
+        for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
+            read_output(self._bootstrap, workload.topic, workload.partitions, isolation, self._history, timeout=60)
+        read_txn_committed(self._bootstrap, workload.topic, workload.group, workload.partitions, self._history)
+        return notes, errors
+
+    def close(self) -> None:
+        for processor in self._processors:
+            processor.close()
+        self._processors.clear()
 
 
 def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, history: HistoryWriter,

@@ -49,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if not extras.require("minibroker pipeline", "audit", extras.AUDIT_MODULES):
         return 2
     try:
-        servers = bootstrap_servers(args, listener=KAFKA) if args.bootstrap_server else \
-            cluster_info(args).kafka_bootstrap_servers
+        if args.bootstrap_server or args.data_dir is None:
+            servers = bootstrap_servers(args, listener=KAFKA)  # no address at all: Kafka's missing-argument line
+        else:
+            servers = cluster_info(args).kafka_bootstrap_servers
         if not servers:
             raise UsageError(f"the cluster of {args.data_dir} has no Kafka listener in its cluster.json")
         client = load_config_file(args.command_config) if args.command_config else {}

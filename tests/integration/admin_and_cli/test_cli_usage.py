@@ -260,6 +260,9 @@ CASES = [
          "--allow-faults needs --data-dir: faults are for a local cluster only"),
     Case(("console", "--bootstrap-server", "{nobody}", "--port", "{silent_port}"), 1,
          "cannot serve on 127.0.0.1:{silent_port}: "),
+    Case(("pipeline",), 2, "the following arguments are required: --input, --output, --checkpoint"),
+    Case(("pipeline", "--input", "a", "--output", "b", "--checkpoint", "{missing}"), 1,
+         'pipeline: Missing required argument "[bootstrap-server]"'),
     Case(("audit",), 2, "one of the arguments --log-dirs --data-dir is required"),
     Case(("audit", "--log-dirs", "{missing}"), 2, "no such log dir: {missing}"),
 ]
