@@ -65,6 +65,8 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials,
             trailing_bytes_allowed=True),
     ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
+    ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
+    ApiSpec(66, "ListTransactions", 0, 0, transactions.handle_list_transactions),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)
