@@ -108,6 +108,7 @@ class ErrorCode(enum.IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 # Kafka's RetriableException subclasses (InvalidMetadataException ones included).
@@ -300,6 +301,7 @@ ProducerFencedError = _error_class(ErrorCode.PRODUCER_FENCED)
 ResourceNotFoundError = _error_class(ErrorCode.RESOURCE_NOT_FOUND)
 DuplicateResourceError = _error_class(ErrorCode.DUPLICATE_RESOURCE)
 UnacceptableCredentialError = _error_class(ErrorCode.UNACCEPTABLE_CREDENTIAL)
+TransactionalIdNotFoundError = _error_class(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
 
 
 def error_class(code: ErrorCode) -> type[KafkaError]:

@@ -9,20 +9,29 @@ handleAddOffsetsToTxnRequest, handleEndTxnRequest):
   AddOffsetsToTxn                Write on the TransactionalId, then Read on the group; the group's
                                  __consumer_offsets partition joins the transaction
   EndTxn                         Write on the TransactionalId
+  DescribeTransactions (KIP-664) Describe on each TransactionalId; only the partitions of topics the caller may
+                                 Describe are shown
+  ListTransactions (KIP-664)     only the ids the caller may Describe are listed (Kafka 3.0's KafkaApis)
 
 A refused id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED. With no authorizer every check passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 
 from broker.api.operations import BrokerOperations
 from broker.config.metadata_cache import MetadataCache
 from broker.coordinator.group.results import FindCoordinatorResult
 from broker.coordinator.internal_topic import InternalTopic
-from broker.coordinator.transaction.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
+from broker.coordinator.transaction.transaction_coordinator import (
+    DescribedTransaction,
+    InitProducerIdResult,
+    TransactionCoordinator,
+)
 from broker.coordinator.transaction.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from broker.coordinator.transaction.transaction_state_manager import ListTransactionsResult
 from common.security.acl import AclOperation, ResourceType
 from common.security.authorizer import Session
 from proto.errors import ErrorCode
@@ -94,3 +103,22 @@ class TransactionOperations:
         if not self._id_allowed(session, AclOperation.WRITE, transactional_id):
             return REFUSED_ID
         return await self.coordinator.handle_end_transaction(transactional_id, producer_id, producer_epoch, commit)
+
+    def describe_transactions(self, session: Session, transactional_ids: Sequence[str]) -> list[DescribedTransaction]:
+        answers = []
+        for transactional_id in transactional_ids:
+            if not self._id_allowed(session, AclOperation.DESCRIBE, transactional_id):
+                answers.append(DescribedTransaction(transactional_id, REFUSED_ID))
+                continue
+            found = self.coordinator.handle_describe_transactions(transactional_id)
+            described = self._operations.authorized_topics(session, AclOperation.DESCRIBE,
+                                                           {tp.topic for tp in found.topic_partitions})
+            answers.append(replace(found, topic_partitions=tuple(
+                tp for tp in found.topic_partitions if tp.topic in described)))
+        return answers
+
+    def list_transactions(self, session: Session, state_filters: Collection[str],
+                          producer_id_filters: Collection[int]) -> ListTransactionsResult:
+        found = self.coordinator.txn_manager.list_transaction_states(producer_id_filters, state_filters)
+        return replace(found, transactions=[txn for txn in found.transactions
+                                            if self._id_allowed(session, AclOperation.DESCRIBE, txn.transactional_id)])

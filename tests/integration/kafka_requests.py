@@ -83,6 +83,7 @@ _BY_API: dict[int, dict[str, Any]] = {
     # TxnOffsetCommit: a producer's offsets, pending in the walk's group until a marker nobody sends.
     28: {"transactional_id": "walk-txn", "producer_id": 1000, "producer_epoch": 0, "committed_offset": 0,
          "committed_metadata": ""},
+    65: {"transactional_ids": ("walk-txn",)},  # DescribeTransactions: NOT_COORDINATOR or a known id's state
     # The ACL APIs: a filter matching anything; a creation of one literal topic ACL.
     29: {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None,
          "host_filter": None, "operation": 1, "permission_type": 1},

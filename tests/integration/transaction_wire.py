@@ -1,7 +1,7 @@
 """A transactional producer's and a transaction coordinator's requests to a partition leader's Kafka listener,
 made with the project's codec, for the tests that need transactions before the project has a coordinator:
 InitProducerId, Produce of transactional batches (the request carrying a transactional id, as a transactional
-producer's does) and WriteTxnMarkers (the inter-broker API a leader serves unadvertised)."""
+producer's does) and WriteTxnMarkers (a coordinator's markers, ClusterAction)."""
 
 from __future__ import annotations
 

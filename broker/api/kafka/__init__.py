@@ -17,10 +17,11 @@ ReplicaManager as the gRPC one (broker/api/operations.py holds what both call).
   CreatePartitions, configs), partitions.py (DeleteRecords; ElectLeaders, forwarded to the controller process),
   log_dirs.py (DescribeLogDirs), producers.py (DescribeProducers, KIP-664), groups.py (FindCoordinator through
   DeleteGroups and OffsetDelete, onto broker/coordinator/group/), transactions.py (InitProducerId,
-  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, onto broker/coordinator/transaction/), acls.py (DescribeAcls,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, KIP-664's DescribeTransactions and ListTransactions, onto
+  broker/coordinator/transaction/), acls.py (DescribeAcls,
   CreateAcls, DeleteAcls), scram_credentials.py
   (DescribeUserScramCredentials, AlterUserScramCredentials, onto broker/admin/scram_admin.py), txn_markers.py
-  (WriteTxnMarkers: inter-broker, served but never advertised);
+  (WriteTxnMarkers: a coordinator's markers, and KIP-664's administrative abort, with ClusterAction);
   metadata (v8) and groups (DescribeGroups v3+) answer, when asked, the principal's authorized operations (KIP-430)
   from BrokerOperations.authorized_operations.
 

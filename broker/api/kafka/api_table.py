@@ -1,5 +1,5 @@
 """The APIs and versions this broker serves on its Kafka listeners, and nothing more (ApiVersions
-advertises exactly API_TABLE; INTER_BROKER_APIS are served but, as in Kafka, no client is told of them).
+advertises exactly API_TABLE).
 librdkafka turns record batch v2 on only when Produce >= 3 and Fetch >= 4 are advertised, the idempotent
 producer only with InitProducerId, and its group consumer only with the group family (FindCoordinator
 through DeleteGroups)."""
@@ -48,6 +48,8 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(24, "AddPartitionsToTxn", 0, 3, transactions.handle_add_partitions_to_txn),
     ApiSpec(25, "AddOffsetsToTxn", 0, 3, transactions.handle_add_offsets_to_txn),
     ApiSpec(26, "EndTxn", 0, 3, transactions.handle_end_txn),
+    # A coordinator's markers and KIP-664's abort; v1, the first flexible version.
+    ApiSpec(27, "WriteTxnMarkers", 1, 1, txn_markers.handle_write_txn_markers),
     ApiSpec(28, "TxnOffsetCommit", 0, 3, groups.handle_txn_offset_commit),
     ApiSpec(29, "DescribeAcls", 1, 2, acls.handle_describe_acls),
     ApiSpec(30, "CreateAcls", 1, 2, acls.handle_create_acls),
@@ -65,11 +67,9 @@ API_TABLE: list[ApiSpec] = [
     ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram_credentials.handle_alter_user_scram_credentials,
             trailing_bytes_allowed=True),
     ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
+    ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
+    ApiSpec(66, "ListTransactions", 0, 0, transactions.handle_list_transactions),
 ]
 API_TABLE.append(ApiSpec(API_VERSIONS_KEY, "ApiVersions", 0, 3, api_versions.make_handler(API_TABLE)))
 API_TABLE.sort(key=lambda spec: spec.key)
-# Sent by brokers only (a transaction coordinator to a partition's leader); v1, the first flexible version.
-INTER_BROKER_APIS: list[ApiSpec] = [
-    ApiSpec(27, "WriteTxnMarkers", 1, 1, txn_markers.handle_write_txn_markers),
-]
-APIS = {spec.key: spec for spec in (*API_TABLE, *INTER_BROKER_APIS)}
+APIS = {spec.key: spec for spec in API_TABLE}

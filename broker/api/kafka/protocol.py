@@ -135,6 +135,14 @@ def response_frame_header(correlation_id: int, reply: Reply) -> bytes:
 
 
 
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def datetime_of(ms: int) -> datetime.datetime:
+    """A timestamp field kio types as a datetime, exact to the millisecond (-1 stays -1 on the wire)."""
+    return EPOCH + datetime.timedelta(milliseconds=ms)
+
+
 def datetime_or_none(ms: int) -> datetime.datetime | None:
     """A timestamp field kio types as a nullable datetime: -1 (none) is null on the wire."""
-    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return None if ms < 0 else datetime_of(ms)

@@ -1,6 +1,7 @@
 """The transaction family on the Kafka listener, onto the TransactionCoordinator (broker/coordinator/transaction/):
 InitProducerId 0-4 (with or without a transactional id), AddPartitionsToTxn 0-3, AddOffsetsToTxn 0-3, EndTxn 0-3,
-and FindCoordinator's key type 1 (groups.py routes it here).
+FindCoordinator's key type 1 (groups.py routes it here), and KIP-664's DescribeTransactions v0 and ListTransactions
+v0, which each broker answers for the ids it coordinates.
 
 Only the wire lives here; every rule is the coordinator's. What differs by version: InitProducerId v3+ carries
 KIP-360's current producer id and epoch; PRODUCER_FENCED (KIP-588) is answered only from InitProducerId v4 and
@@ -14,7 +15,16 @@ import importlib
 from typing import Any
 
 from broker.api.kafka.context import KafkaContext
-from broker.api.kafka.protocol import Reply, RequestHeader, build, encode, kio_error, millis, to_millis
+from broker.api.kafka.protocol import (
+    Reply,
+    RequestHeader,
+    build,
+    datetime_of,
+    encode,
+    kio_error,
+    millis,
+    to_millis,
+)
 from broker.api.operations import group_by_topic
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -76,3 +86,28 @@ async def handle_end_txn(context: KafkaContext, header: RequestHeader, request: 
                                                request.producer_epoch, request.committed)
     return encode(build(schema.EndTxnResponse, throttle_time=millis(0),
                         error_code=kio_error(producer_fenced_for(error, header.api_version, 2))))
+
+
+async def handle_describe_transactions(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = _schema("describe_transactions", header)
+    answers = context.transactions.describe_transactions(context.session, list(request.transactional_ids))
+    return encode(build(schema.DescribeTransactionsResponse, throttle_time=millis(0), transaction_states=tuple(
+        build(schema.TransactionState, error_code=kio_error(txn.error), transactional_id=txn.transactional_id,
+              transaction_state="" if txn.state is None else txn.state.kafka_name,
+              transaction_timeout=millis(txn.txn_timeout_ms),
+              transaction_start_time=datetime_of(txn.txn_start_timestamp),
+              producer_id=txn.producer_id, producer_epoch=txn.producer_epoch, topics=tuple(
+                  build(schema.TopicData, topic=topic, partitions=tuple(index for index, _ in partitions))
+                  for topic, partitions in group_by_topic((tp, None) for tp in txn.topic_partitions).items()))
+        for txn in answers)))
+
+
+async def handle_list_transactions(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
+    schema = _schema("list_transactions", header)
+    found = context.transactions.list_transactions(context.session, list(request.state_filters),
+                                                   [int(p) for p in request.producer_id_filters])
+    return encode(build(schema.ListTransactionsResponse, throttle_time=millis(0), error_code=kio_error(found.error),
+                        unknown_state_filters=tuple(found.unknown_state_filters), transaction_states=tuple(
+                            build(schema.TransactionState, transactional_id=txn.transactional_id,
+                                  producer_id=txn.producer_id, transaction_state=txn.state.kafka_name)
+                            for txn in found.transactions)))

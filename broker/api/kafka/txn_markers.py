@@ -1,6 +1,7 @@
 """WriteTxnMarkers v1 (key 27): a transaction coordinator writing COMMIT or ABORT markers to the partitions a
-transaction touched. Inter-broker only, as in Kafka: served so a coordinator can reach a leader's Kafka door,
-never advertised by ApiVersions (no client sends it), and authorized as ClusterAction on the cluster."""
+transaction touched, or an administrator aborting a hanging transaction (KIP-664: kafka-transactions.sh abort,
+AdminClient.abortTransaction). Advertised by ApiVersions as Kafka's brokers do (the admin client picks its version
+from it), and authorized as ClusterAction on the cluster."""
 
 from __future__ import annotations
 

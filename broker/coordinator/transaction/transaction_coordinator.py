@@ -1,5 +1,6 @@
 """TransactionCoordinator: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-leadership of __transaction_state partitions, and the abort of timed-out transactions (Kafka 2.8's
+DescribeTransactions (KIP-664; ListTransactions is the state manager's listing), leadership of
+__transaction_state partitions, and the abort of timed-out transactions (Kafka 2.8's
 coordinator/transaction/TransactionCoordinator.scala).
 
 Every answer follows Kafka's: a transition is prepared on the metadata (its pending state set, so no second one
@@ -45,6 +46,21 @@ class InitProducerIdResult:
     producer_id: int
     producer_epoch: int
     error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransaction:
+    """One transaction of DescribeTransactions; with an error, the id and the error alone."""
+
+    transactional_id: str
+    error: ErrorCode
+    state: TransactionState | None = None
+    producer_id: int = 0
+    producer_epoch: int = 0
+    txn_timeout_ms: int = 0
+    txn_start_timestamp: int = 0
+    # The partitions whose markers are still to be written (all of them while Ongoing).
+    topic_partitions: tuple[TopicPartition, ...] = ()
 
 
 def _init_error(error: ErrorCode) -> InitProducerIdResult:
@@ -272,6 +288,23 @@ class TransactionCoordinator:
             logger.debug("Completed transaction of %s: %s", txn.transactional_id, txn.state)
         else:
             logger.info("Completing the transaction of %s failed: %s", txn.transactional_id, error.name)
+
+    # ------------------------------------------------------------------ KIP-664
+
+    def handle_describe_transactions(self, transactional_id: str) -> DescribedTransaction:
+        """Kafka 3.0's handleDescribeTransactions: the id's state as this coordinator holds it;
+        COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR as any request, TRANSACTIONAL_ID_NOT_FOUND for an id it does
+        not know or is expiring (Dead), INVALID_REQUEST for the empty id."""
+        if not transactional_id:
+            return DescribedTransaction(transactional_id, ErrorCode.INVALID_REQUEST)
+        found = self.txn_manager.get_transaction_state(transactional_id)
+        if isinstance(found, ErrorCode):
+            return DescribedTransaction(transactional_id, found)
+        if found is None or found.transaction_metadata.state is _S.DEAD:
+            return DescribedTransaction(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        txn = found.transaction_metadata
+        return DescribedTransaction(transactional_id, ErrorCode.NONE, txn.state, txn.producer_id, txn.producer_epoch,
+                                    txn.txn_timeout_ms, txn.txn_start_timestamp, tuple(sorted(txn.topic_partitions)))
 
     def is_current(self, transactional_id: str, coordinator_epoch: int) -> bool:
         """This broker still coordinates the id at that epoch (the marker channel asks before each round)."""

@@ -63,6 +63,11 @@ class TransactionState(enum.Enum):
                 return state
         raise ValueError(f"Unknown transaction state byte {byte} from the transaction status message")
 
+    @classmethod
+    def from_name(cls, name: str) -> TransactionState | None:
+        """Kafka's TransactionState.fromName: the state printed as `name` (ListTransactions' state filters)."""
+        return next((state for state in cls if state.kafka_name == name), None)
+
     def __str__(self) -> str:
         return self.kafka_name
 

@@ -13,6 +13,8 @@
   meanwhile, NOT_COORDINATOR for a partition not held here. The loaded transactions in PrepareCommit or
   PrepareAbort are handed back: their markers must still go out.
 - Unloading (emigration): the partition's ids are dropped.
+- Listing (KIP-664's ListTransactions): the ids held here, filtered by producer id and state, never a Dead one;
+  COORDINATOR_LOAD_IN_PROGRESS while any partition loads, as Kafka 3.0's listTransactionStates.
 - Expiry: transactions open longer than their timeout (timed_out_transactions) and ids idle in Empty /
   CompleteCommit / CompleteAbort longer than transactional.id.expiration.ms (their tombstones:
   remove_expired_transactional_ids).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -64,6 +66,22 @@ def append_error(error: ErrorCode) -> ErrorCode:
     if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return error
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """One row of ListTransactions."""
+
+    transactional_id: str
+    producer_id: int
+    state: TransactionState
+
+
+@dataclass(frozen=True, slots=True)
+class ListTransactionsResult:
+    error: ErrorCode
+    transactions: list[ListedTransaction]
+    unknown_state_filters: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +161,27 @@ class TransactionStateManager:
     def list_transactions(self) -> list[CoordinatorEpochAndTxnMetadata]:
         """Every id held here (what DescribeTransactions / ListTransactions read)."""
         return [CoordinatorEpochAndTxnMetadata(epoch, m) for epoch, ids in self._cache.values() for m in ids.values()]
+
+    def list_transaction_states(self, producer_ids: Collection[int], state_names: Collection[str]
+                                ) -> ListTransactionsResult:
+        """Kafka 3.0's listTransactionStates: the ids held here whose producer id is among `producer_ids` and whose
+        state is named in `state_names` (an empty filter passes all); unknown state names are handed back. Dead ids
+        are being expired and never listed."""
+        if self.loading_partitions:
+            return ListTransactionsResult(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], [])
+        states = {name: TransactionState.from_name(name) for name in state_names}
+        wanted = {state for state in states.values() if state is not None}
+        unknown = [name for name, state in states.items() if state is None]
+
+        def included(txn: TransactionMetadata) -> bool:
+            return (txn.state is not TransactionState.DEAD
+                    and (not producer_ids or txn.producer_id in producer_ids)
+                    and (not state_names or txn.state in wanted))
+
+        return ListTransactionsResult(ErrorCode.NONE, [
+            ListedTransaction(entry.transaction_metadata.transactional_id, entry.transaction_metadata.producer_id,
+                              entry.transaction_metadata.state)
+            for entry in self.list_transactions() if included(entry.transaction_metadata)], unknown)
 
     # ------------------------------------------------------------------ storing
 

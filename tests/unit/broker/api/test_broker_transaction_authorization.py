@@ -1,15 +1,20 @@
 """The transaction family's ACL checks (broker/api/transaction_operations.py, Kafka 2.8's KafkaApis): Describe on
 the TransactionalId for FindCoordinator, Write on it for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and
 EndTxn, Write on each topic added (a refused or unknown one fails the whole request, the rest
-OPERATION_NOT_ATTEMPTED), Read on the group for AddOffsetsToTxn; what reaches the coordinator and what does not."""
+OPERATION_NOT_ATTEMPTED), Read on the group for AddOffsetsToTxn; KIP-664's Describe on each TransactionalId for
+DescribeTransactions (and Describe on each topic shown) and ListTransactions (only the ids the caller may
+Describe); what reaches the coordinator and what does not."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from inspect import isawaitable
 from typing import Any
 
 from broker.api.transaction_operations import TransactionOperations
-from broker.coordinator.transaction.transaction_coordinator import InitProducerIdResult
+from broker.coordinator.transaction.transaction_coordinator import DescribedTransaction, InitProducerIdResult
+from broker.coordinator.transaction.transaction_metadata import TransactionState
+from broker.coordinator.transaction.transaction_state_manager import ListedTransaction, ListTransactionsResult
 from common.security.acl import AccessControlEntry, AclOperation, PatternType, ResourcePattern, ResourceType
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -30,6 +35,18 @@ class Coordinator:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.txn_manager = self
+
+    def list_transaction_states(self, producer_ids: Collection[int], state_names: Collection[str]
+                                ) -> ListTransactionsResult:
+        self.calls.append(("list", (list(producer_ids), list(state_names))))
+        return ListTransactionsResult(ErrorCode.NONE, [ListedTransaction("tx", 4000, TransactionState.ONGOING),
+                                                       ListedTransaction("other", 4001, TransactionState.EMPTY)], [])
+
+    def handle_describe_transactions(self, transactional_id: str) -> DescribedTransaction:
+        self.calls.append(("describe", transactional_id))
+        return DescribedTransaction(transactional_id, ErrorCode.NONE, TransactionState.ONGOING, 4000, 0, 60_000, 1,
+                                    (A0, B0))
 
     def partition_for(self, transactional_id: str) -> int:
         return 0
@@ -56,7 +73,8 @@ def txn_call(acls: Acls, name: str, *args: Any) -> tuple[Any, list[tuple[str, An
     async def call(operations: Any, _: Any) -> Any:
         transactions = TransactionOperations(coordinator, operations, operations.metadata_cache,  # type: ignore[arg-type]
                                              None, lambda group_id: OFFSETS_7)  # type: ignore[arg-type]
-        return await getattr(transactions, name)(ALICE, *args)
+        answer = getattr(transactions, name)(ALICE, *args)
+        return await answer if isawaitable(answer) else answer
 
     answer, _ = run(acls, call)
     return answer, coordinator.calls
@@ -106,3 +124,26 @@ def test_end_txn_needs_write_on_the_id_and_find_coordinator_describe() -> None:
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, [])
     found, _ = txn_call({TXN_ID: [allow(Op.WRITE)]}, "find_coordinator", "other", "PLAINTEXT")
     assert found.error is ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_describe_transactions_needs_describe_on_each_id_and_shows_only_described_topics() -> None:
+    answers, calls = txn_call({TXN_ID: [allow(Op.DESCRIBE)], topic("a"): [allow(Op.DESCRIBE)]},
+                              "describe_transactions", ["tx", "other"])
+    assert [(a.transactional_id, a.error) for a in answers] == [
+        ("tx", ErrorCode.NONE), ("other", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+    assert (answers[0].topic_partitions, calls) == ((A0,), [("describe", "tx")])  # b is not described
+    # Write on the id implies Describe on it, as in Kafka; no topic may be described, so no partition shows.
+    written, _ = txn_call({TXN_ID: [allow(Op.WRITE)]}, "describe_transactions", ["tx"])
+    assert (written[0].error, written[0].topic_partitions) == (ErrorCode.NONE, ())
+    everything, _ = txn_call(None, "describe_transactions", ["tx"])
+    assert everything[0].topic_partitions == (A0, B0)
+
+
+def test_list_transactions_lists_only_the_ids_the_caller_may_describe() -> None:
+    found, calls = txn_call({TXN_ID: [allow(Op.DESCRIBE)]}, "list_transactions", ["Ongoing"], [4000])
+    assert (found.error, [t.transactional_id for t in found.transactions]) == (ErrorCode.NONE, ["tx"])
+    assert calls == [("list", ([4000], ["Ongoing"]))]
+    nothing, _ = txn_call({topic("a"): [allow(Op.DESCRIBE)]}, "list_transactions", [], [])
+    assert nothing.transactions == []
+    everything, _ = txn_call(None, "list_transactions", [], [])
+    assert [t.transactional_id for t in everything.transactions] == ["tx", "other"]
