@@ -81,6 +81,21 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/AddPartitionsToTxn',
+                request_serializer=proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/AddOffsetsToTxn',
+                request_serializer=proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/EndTxn',
+                request_serializer=proto_dot_minibroker__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/minibroker.KafkaClient/FindCoordinator',
                 request_serializer=proto_dot_minibroker__pb2.FindCoordinatorRequest.SerializeToString,
@@ -218,6 +233,28 @@ class KafkaClientServicer:
         raise NotImplementedError('Method not implemented!')
 
     def InitProducerId(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+        Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+        (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+        __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -382,6 +419,21 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=proto_dot_minibroker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.EndTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.EndTxnResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -709,6 +761,87 @@ class KafkaClient:
             '/minibroker.KafkaClient/InitProducerId',
             proto_dot_minibroker__pb2.InitProducerIdRequest.SerializeToString,
             proto_dot_minibroker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/AddPartitionsToTxn',
+            proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/AddOffsetsToTxn',
+            proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/EndTxn',
+            proto_dot_minibroker__pb2.EndTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.EndTxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,14 @@ class KafkaClientStub:
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]
+    AddPartitionsToTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AddPartitionsToTxnRequest, _minibroker_pb2.AddPartitionsToTxnResponse]
+    """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+    Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+    (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+    __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    AddOffsetsToTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AddOffsetsToTxnRequest, _minibroker_pb2.AddOffsetsToTxnResponse]
+    EndTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.EndTxnRequest, _minibroker_pb2.EndTxnResponse]
     FindCoordinator: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]
     """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
     call but FindCoordinator and ListGroups goes to the group's coordinator,
@@ -136,6 +144,14 @@ class KafkaClientAsyncStub(KafkaClientStub):
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    AddPartitionsToTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AddPartitionsToTxnRequest, _minibroker_pb2.AddPartitionsToTxnResponse]  # type: ignore[assignment]
+    """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+    Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+    (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+    __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    AddOffsetsToTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AddOffsetsToTxnRequest, _minibroker_pb2.AddOffsetsToTxnResponse]  # type: ignore[assignment]
+    EndTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.EndTxnRequest, _minibroker_pb2.EndTxnResponse]  # type: ignore[assignment]
     FindCoordinator: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
     """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
     call but FindCoordinator and ListGroups goes to the group's coordinator,
@@ -242,6 +258,32 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
         request: _minibroker_pb2.InitProducerIdRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_minibroker_pb2.InitProducerIdResponse, _abc.Awaitable[_minibroker_pb2.InitProducerIdResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddPartitionsToTxn(
+        self,
+        request: _minibroker_pb2.AddPartitionsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.AddPartitionsToTxnResponse, _abc.Awaitable[_minibroker_pb2.AddPartitionsToTxnResponse]]:
+        """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+        Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+        (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+        __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+
+    @_abc_1.abstractmethod
+    def AddOffsetsToTxn(
+        self,
+        request: _minibroker_pb2.AddOffsetsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.AddOffsetsToTxnResponse, _abc.Awaitable[_minibroker_pb2.AddOffsetsToTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EndTxn(
+        self,
+        request: _minibroker_pb2.EndTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.EndTxnResponse, _abc.Awaitable[_minibroker_pb2.EndTxnResponse]]: ...
 
     @_abc_1.abstractmethod
     def FindCoordinator(
