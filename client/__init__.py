@@ -18,6 +18,8 @@ The producer's machinery:
   accumulator.py          RecordAccumulator: per-partition batches that send() fills and the sender drains
   sender.py               the producer's I/O thread (Kafka's Sender)
   idempotence.py          the idempotent producer's bookkeeping (TransactionManager's idempotent half)
+  transaction_manager.py  the transactional producer's rules: states, partitions in the transaction, answers (pure)
+  transactional_requests.py  FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn to the coordinator
 
 Shared by all three:
   connection.py           one gRPC channel per broker address, deadlines on every call

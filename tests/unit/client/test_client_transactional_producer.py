@@ -1,0 +1,96 @@
+"""The transactional Producer's I/O against the in-memory broker (tests/unit/client/fake_broker.py): a partition
+joins the transaction (AddPartitionsToTxn) before its first batch goes, batches carry the transactional bit and
+the epoch, commit flushes before EndTxn, the coordinator is looked up again after NOT_COORDINATOR and asked again
+after CONCURRENT_TRANSACTIONS, and an abort after a failed batch bumps the epoch (KIP-360). Real brokers:
+tests/integration/kafka_clients/test_client_transactions.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_broker import FakeBroker
+
+from client import KafkaError, Producer
+from common.record import parse_header
+from proto.errors import ErrorCode
+from proto.types import TopicPartition
+
+A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
+
+
+@pytest.fixture
+def broker() -> Iterator[FakeBroker]:
+    with FakeBroker() as b:
+        b.create("a", 2)
+        yield b
+
+
+def producer(broker: FakeBroker) -> Producer:
+    p = Producer(broker.address, transactional_id="tx", retry_backoff_ms=1, max_block_ms=10000)
+    p.init_transactions()
+    return p
+
+
+def test_partitions_join_before_their_batches_and_commit_flushes_before_end_txn(broker: FakeBroker) -> None:
+    with producer(broker) as p:
+        p.begin_transaction()
+        p.send("a", b"x", partition=0)
+        p.send("a", b"y", partition=1)
+        p.commit_transaction()
+    calls = [c for c in broker.txn_calls if c[0] != "FindCoordinator"]
+    assert calls[0] == ("InitProducerId", -1)
+    # Each partition's Produce comes after the AddPartitionsToTxn that named it, and EndTxn after both.
+    for tp in (A0, A1):
+        added = next(i for i, c in enumerate(calls) if c[0] == "AddPartitionsToTxn" and tp in c[2])
+        assert added < calls.index(("Produce", tp))
+    assert calls[-1] == ("EndTxn", 0, True)
+    for tp in (A0, A1):
+        header = parse_header(broker.logs[tp][0])
+        assert header.is_transactional and (header.producer_id, header.producer_epoch) == (4000, 0)
+
+
+def test_the_coordinator_is_looked_up_again_and_a_busy_one_asked_again(broker: FakeBroker) -> None:
+    broker.txn_errors["InitProducerId"].extend([ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS])
+    broker.txn_errors["EndTxn"].append(ErrorCode.CONCURRENT_TRANSACTIONS)
+    with producer(broker) as p:
+        p.begin_transaction()
+        p.send("a", b"x", partition=0)
+        p.commit_transaction()
+    names = [c[0] for c in broker.txn_calls]
+    # NOT_COORDINATOR: FindCoordinator again before the next try; LOAD_IN_PROGRESS: the same one, again.
+    assert names[:5] == ["FindCoordinator", "InitProducerId", "FindCoordinator", "InitProducerId", "InitProducerId"]
+    assert names.count("EndTxn") == 2
+
+
+def test_a_fenced_commit_is_fatal(broker: FakeBroker) -> None:
+    broker.txn_errors["EndTxn"].append(ErrorCode.PRODUCER_FENCED)
+    with producer(broker) as p:
+        p.begin_transaction()
+        p.send("a", b"x", partition=0)
+        with pytest.raises(KafkaError) as fenced:
+            p.commit_transaction()
+        assert fenced.value.code is ErrorCode.PRODUCER_FENCED
+        with pytest.raises(KafkaError):
+            p.abort_transaction()
+
+
+def test_a_failed_send_makes_the_commit_fail_and_the_abort_bumps_the_epoch(broker: FakeBroker) -> None:
+    broker.fail_produce[A0].append(ErrorCode.INVALID_RECORD)  # not retriable: the batch fails
+    with producer(broker) as p:
+        p.begin_transaction()
+        failed = p.send("a", b"x", partition=0)
+        with pytest.raises(KafkaError) as refused:
+            p.commit_transaction()
+        assert refused.value.code is ErrorCode.INVALID_RECORD
+        with pytest.raises(KafkaError):
+            failed.get(0)
+        p.abort_transaction()
+        # The abort, then InitProducerId with the current id and epoch: the next transaction is epoch 1.
+        assert [c for c in broker.txn_calls if c[0] in ("EndTxn", "InitProducerId")][-2:] == [
+            ("EndTxn", 0, False), ("InitProducerId", 4000)]
+        p.begin_transaction()
+        p.send("a", b"y", partition=0)
+        p.commit_transaction()
+    header = parse_header(broker.logs[A0][-1])
+    assert (header.producer_epoch, header.base_sequence) == (1, 0)
