@@ -126,6 +126,11 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/minibroker.KafkaClient/TxnOffsetCommit',
+                request_serializer=proto_dot_minibroker__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/minibroker.KafkaClient/OffsetFetch',
                 request_serializer=proto_dot_minibroker__pb2.OffsetFetchRequest.SerializeToString,
@@ -302,6 +307,14 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+        transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetFetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -464,6 +477,11 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetCommitRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=proto_dot_minibroker__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -1004,6 +1022,33 @@ class KafkaClient:
             '/minibroker.KafkaClient/OffsetCommit',
             proto_dot_minibroker__pb2.OffsetCommitRequest.SerializeToString,
             proto_dot_minibroker__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/TxnOffsetCommit',
+            proto_dot_minibroker__pb2.TxnOffsetCommitRequest.SerializeToString,
+            proto_dot_minibroker__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,6 +103,10 @@ class KafkaClientStub:
     """Group members commit with their generation and member id; a standalone
     consumer commits with generation -1 and an empty member id.
     """
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.TxnOffsetCommitRequest, _minibroker_pb2.TxnOffsetCommitResponse]
+    """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+    transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
+    """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]
     ListGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.ListGroupsRequest, _minibroker_pb2.ListGroupsResponse]
@@ -165,6 +169,10 @@ class KafkaClientAsyncStub(KafkaClientStub):
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Group members commit with their generation and member id; a standalone
     consumer commits with generation -1 and an empty member id.
+    """
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.TxnOffsetCommitRequest, _minibroker_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+    transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
@@ -333,6 +341,16 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_minibroker_pb2.OffsetCommitResponse, _abc.Awaitable[_minibroker_pb2.OffsetCommitResponse]]:
         """Group members commit with their generation and member id; a standalone
         consumer commits with generation -1 and an empty member id.
+        """
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _minibroker_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_minibroker_pb2.TxnOffsetCommitResponse]]:
+        """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+        transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
         """
 
     @_abc_1.abstractmethod

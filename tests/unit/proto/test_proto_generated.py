@@ -55,6 +55,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
                 "Heartbeat",
                 "LeaveGroup",
                 "OffsetCommit",
+                "TxnOffsetCommit",
                 "OffsetFetch",
                 "DescribeGroups",
                 "ListGroups",

@@ -87,3 +87,29 @@ def test_init_producer_id_passes_kip_360s_current_producer_or_none() -> None:
     asyncio.run(apis.InitProducerId(first, None))  # type: ignore[arg-type]
     assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.NONE, 7, 3)
     assert transactions.calls == [("init", SESSION, "tx", 1000, 7, 2), ("init", SESSION, "tx", 1000, -1, -1)]
+
+
+class Groups:
+    """GroupOperations' txn_commit_offsets as the door calls it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def txn_commit_offsets(self, session: Session, *args: Any) -> Any:
+        self.calls.append(("txn_commit", session, *args))
+        return dict.fromkeys(args[-1], ErrorCode.ILLEGAL_GENERATION)
+
+
+def test_txn_offset_commit_carries_the_producer_and_the_generation_to_the_group_operations() -> None:
+    apis, _ = door(None)
+    apis._groups = groups = Groups()  # type: ignore[assignment]
+    topic = pb.OffsetCommitRequest.OffsetCommitRequestTopic(name="in", partitions=[
+        pb.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
+    answer = asyncio.run(apis.TxnOffsetCommit(pb.TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="g", producer_id=7, producer_epoch=2, generation_id=3, member_id="m",
+        topics=[topic]), None))  # type: ignore[arg-type]
+    [(name, session, *args)] = groups.calls
+    assert (name, session, args[:7]) == ("txn_commit", SESSION, ["tx", "g", 7, 2, "m", None, 3])
+    assert args[7][TopicPartition("in", 0)].offset == 5
+    assert [(t.name, p.partition_index, p.error_code) for t in answer.topics for p in t.partitions] == [
+        ("in", 0, ErrorCode.ILLEGAL_GENERATION)]
