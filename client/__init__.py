@@ -77,6 +77,7 @@ from client.partitioner import DefaultPartitioner, murmur2
 from client.producer import Producer
 from client.structs import (
     BrokerMetadata,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -98,6 +99,7 @@ __all__ = [
     "Consumer",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CorruptMessageError",

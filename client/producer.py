@@ -11,7 +11,7 @@ only misuse (a closed producer, a partition that does not exist) raises.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -24,7 +24,7 @@ from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.partitioner import DefaultPartitioner, partition_for_key
 from client.sender import Sender
-from client.structs import Header
+from client.structs import ConsumerGroupMetadata, Header, OffsetAndMetadata
 from client.transaction_manager import TransactionalState, TransactionState
 from client.transactional_requests import TransactionalRequests
 from common.record import HEADER_SIZE, CompressionType, serialized_header_size
@@ -350,6 +350,17 @@ class Producer:
         state, _ = self._transaction()
         state.begin()
 
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                    group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer's offsets with the transaction (consume-transform-produce): they count only if
+        it commits. `offsets`: the next offset to read per partition; `group_metadata`: the consumer's
+        Consumer.group_metadata() (KIP-447: a member whose generation has passed is refused) or a bare group
+        id. Blocks up to max_block_ms; a refused group or a stale member makes the transaction abortable."""
+        state, requests = self._transaction()
+        state.begin_send_offsets()
+        group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        requests.send_offsets(offsets, group, self._max_block_ms)
+
     def commit_transaction(self) -> None:
         """Flush every record sent in the transaction, then commit it (EndTxn). If a record failed, the
         transaction cannot commit: this raises that error and the application calls abort_transaction().
@@ -360,7 +371,7 @@ class Producer:
         if state.state is TransactionState.ABORTABLE_ERROR or state.state is TransactionState.FATAL_ERROR:
             assert state.last_error is not None
             raise state.last_error
-        if state.partitions_in_transaction:
+        if state.transaction_started:
             requests.end_txn(True, self._max_block_ms)
         state.transition_to(TransactionState.READY)
 
@@ -372,7 +383,7 @@ class Producer:
         state.begin_abort()
         self._sender.wakeup()
         self._flush_ignoring_errors()
-        if state.partitions_in_transaction:
+        if state.transaction_started:
             requests.end_txn(False, self._max_block_ms)
         if state.epoch_bump_required:
             state.transition_to(TransactionState.INITIALIZING)

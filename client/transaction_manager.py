@@ -68,33 +68,39 @@ _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT
 # abort's epoch bump).
 _ADD_PARTITIONS_ABORTABLE = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_PRODUCER_ID,
                                        ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+# AddOffsetsToTxn's and TxnOffsetCommit's answers that cost the transaction only (Java's AddOffsetsToTxnHandler
+# and TxnOffsetCommitHandler: a refused group or topic; KIP-447's stale member, its CommitFailedException).
+_OFFSETS_ABORTABLE = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                                ErrorCode.FENCED_INSTANCE_ID})
 
 
-def classify_answer(code: int, *, add_partitions: bool = False) -> TxnAction:
+def classify_answer(code: int, *, add_partitions: bool = False, offsets: bool = False) -> TxnAction:
     """How InitProducerId, AddPartitionsToTxn or EndTxn's error `code` is handled (`add_partitions` for the
-    partition-level errors of AddPartitionsToTxn, where an unknown topic is retried as Java does)."""
+    partition-level errors of AddPartitionsToTxn, where an unknown topic is retried as Java does; `offsets` for
+    AddOffsetsToTxn's and TxnOffsetCommit's)."""
     if code == ErrorCode.NONE:
         return TxnAction.DONE
     if code in _FIND_COORDINATOR:
         return TxnAction.FIND_COORDINATOR
-    if code in _RETRY or (add_partitions and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+    if code in _RETRY or ((add_partitions or offsets) and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         return TxnAction.RETRY
-    if add_partitions and code in _ADD_PARTITIONS_ABORTABLE:
+    if (add_partitions and code in _ADD_PARTITIONS_ABORTABLE) or (offsets and code in _OFFSETS_ABORTABLE):
         return TxnAction.ABORTABLE
     # PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE,
     # and anything unexpected: Java's handlers end in fatalError for each.
     return TxnAction.FATAL
 
 
-def add_partitions_outcome(errors: dict[TopicPartition, int]) -> tuple[TxnAction, int]:
-    """One action for a whole AddPartitionsToTxn answer, and the code behind it: the worst partition's
-    (OPERATION_NOT_ATTEMPTED only says another partition failed the request)."""
+def partitions_outcome(errors: dict[TopicPartition, int], *, offsets: bool = False) -> tuple[TxnAction, int]:
+    """One action for a whole AddPartitionsToTxn (or, `offsets`, TxnOffsetCommit) answer, and the code behind
+    it: the worst partition's (OPERATION_NOT_ATTEMPTED only says another partition failed the request)."""
     worst, worst_code = TxnAction.DONE, int(ErrorCode.NONE)
     order = [TxnAction.DONE, TxnAction.RETRY, TxnAction.FIND_COORDINATOR, TxnAction.ABORTABLE, TxnAction.FATAL]
     for code in errors.values():
         if code == ErrorCode.OPERATION_NOT_ATTEMPTED:
             continue
-        action = classify_answer(code, add_partitions=True)
+        action = classify_answer(code, add_partitions=not offsets, offsets=offsets)
         if order.index(action) > order.index(worst):
             worst, worst_code = action, code
     return worst, worst_code
@@ -117,6 +123,8 @@ class TransactionalState(TransactionManager):
         # abort is followed by an InitProducerId that bumps the epoch (KIP-360) and starts sequences at 0.
         self.epoch_bump_required = False
         self._in_transaction: set[TopicPartition] = set()
+        # Partitions or offsets were added: the coordinator knows of the transaction, so it ends with EndTxn.
+        self.transaction_started = False
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ transitions
@@ -137,6 +145,7 @@ class TransactionalState(TransactionManager):
             self.last_error = None
         if target is TransactionState.READY:
             self._in_transaction.clear()
+            self.transaction_started = False
         self.state = target
 
     def _fatal(self) -> KafkaError:
@@ -244,6 +253,20 @@ class TransactionalState(TransactionManager):
         with self._lock:
             if self.can_add_partitions:
                 self._in_transaction.update(partitions)
+                self.transaction_started = True
+
+    def begin_send_offsets(self) -> None:
+        """send_offsets_to_transaction(): only into an open transaction that has not failed."""
+        with self._lock:
+            self._raise_if_error("send_offsets_to_transaction")
+            if self.state is not TransactionState.IN_TRANSACTION:
+                raise IllegalStateError("Cannot send offsets if a transaction is not in progress (currentState="
+                                        f"{self.state.name})")
+
+    def offsets_added(self) -> None:
+        """AddOffsetsToTxn succeeded: the group's __consumer_offsets partition is in the transaction."""
+        with self._lock:
+            self.transaction_started = True
 
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
         return tp in self._in_transaction

@@ -208,6 +208,22 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
                 for i in t.partitions])
         return response
 
+    def AddOffsetsToTxn(self, request: pb.AddOffsetsToTxnRequest, context: Any) -> pb.AddOffsetsToTxnResponse:
+        return pb.AddOffsetsToTxnResponse(error_code=self._txn_error("AddOffsetsToTxn", request.group_id))
+
+    def TxnOffsetCommit(self, request: pb.TxnOffsetCommitRequest, context: Any) -> pb.TxnOffsetCommitResponse:
+        offsets = {TopicPartition(t.name, p.partition_index): p.committed_offset
+                   for t in request.topics for p in t.partitions}
+        error = self._txn_error("TxnOffsetCommit", request.group_id, request.generation_id, request.member_id,
+                                offsets)
+        response = pb.TxnOffsetCommitResponse()
+        for t in request.topics:
+            response.topics.add(name=t.name, partitions=[
+                pb.OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                      error_code=error)
+                for p in t.partitions])
+        return response
+
     def EndTxn(self, request: pb.EndTxnRequest, context: Any) -> pb.EndTxnResponse:
         return pb.EndTxnResponse(error_code=self._txn_error("EndTxn", request.producer_epoch, request.committed))
 

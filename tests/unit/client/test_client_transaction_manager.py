@@ -11,9 +11,9 @@ from client.transaction_manager import (
     TransactionalState,
     TransactionState,
     TxnAction,
-    add_partitions_outcome,
     classify_answer,
     is_transition_valid,
+    partitions_outcome,
 )
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
@@ -66,13 +66,13 @@ def test_a_coordinator_answer_is_handled_as_javas_handlers_do(code: ErrorCode, a
 def test_add_partitions_refused_topic_is_abortable_unknown_retried_and_not_attempted_ignored() -> None:
     assert classify_answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED, add_partitions=True) is TxnAction.ABORTABLE
     assert classify_answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, add_partitions=True) is TxnAction.RETRY
-    assert add_partitions_outcome({A0: ErrorCode.OPERATION_NOT_ATTEMPTED,
+    assert partitions_outcome({A0: ErrorCode.OPERATION_NOT_ATTEMPTED,
                                    A1: ErrorCode.TOPIC_AUTHORIZATION_FAILED}) == (
         TxnAction.ABORTABLE, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     # The worst partition decides: a fenced producer is fatal whatever the others say.
-    assert add_partitions_outcome({A0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, A1: ErrorCode.PRODUCER_FENCED}) == (
+    assert partitions_outcome({A0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, A1: ErrorCode.PRODUCER_FENCED}) == (
         TxnAction.FATAL, ErrorCode.PRODUCER_FENCED)
-    assert add_partitions_outcome({A0: ErrorCode.NONE, A1: ErrorCode.NONE}) == (TxnAction.DONE, ErrorCode.NONE)
+    assert partitions_outcome({A0: ErrorCode.NONE, A1: ErrorCode.NONE}) == (TxnAction.DONE, ErrorCode.NONE)
 
 
 def test_send_needs_init_and_an_open_transaction() -> None:
@@ -131,3 +131,24 @@ def test_init_transactions_is_called_once() -> None:
     state = in_transaction()
     with pytest.raises(IllegalStateError, match="once"):
         state.begin_init()
+
+
+@pytest.mark.parametrize(("code", "action"), [
+    (ErrorCode.GROUP_AUTHORIZATION_FAILED, TxnAction.ABORTABLE),
+    (ErrorCode.ILLEGAL_GENERATION, TxnAction.ABORTABLE),  # KIP-447: a member whose generation has passed
+    (ErrorCode.UNKNOWN_MEMBER_ID, TxnAction.ABORTABLE),
+    (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, TxnAction.RETRY),
+    (ErrorCode.NOT_COORDINATOR, TxnAction.FIND_COORDINATOR),
+    (ErrorCode.PRODUCER_FENCED, TxnAction.FATAL),
+])
+def test_offsets_answers_as_javas_add_offsets_and_txn_offset_commit_handlers(code: ErrorCode,
+                                                                           action: TxnAction) -> None:
+    assert classify_answer(code, offsets=True) is action
+
+
+def test_offsets_alone_start_the_transaction() -> None:
+    state = in_transaction()
+    state.begin_send_offsets()
+    assert not state.transaction_started
+    state.offsets_added()
+    assert state.transaction_started

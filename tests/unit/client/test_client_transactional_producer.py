@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fake_broker import FakeBroker
 
-from client import KafkaError, Producer
+from client import ConsumerGroupMetadata, IllegalStateError, KafkaError, OffsetAndMetadata, Producer
 from common.record import parse_header
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
@@ -94,3 +94,32 @@ def test_a_failed_send_makes_the_commit_fail_and_the_abort_bumps_the_epoch(broke
         p.commit_transaction()
     header = parse_header(broker.logs[A0][-1])
     assert (header.producer_epoch, header.base_sequence) == (1, 0)
+
+
+def test_offsets_join_the_transaction_then_go_to_the_group_coordinator(broker: FakeBroker) -> None:
+    """Java's sendOffsetsToTransaction: AddOffsetsToTxn, then TxnOffsetCommit with the member's generation; a
+    transaction with offsets alone still ends with EndTxn."""
+    broker.txn_errors["TxnOffsetCommit"].append(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    with producer(broker) as p:
+        p.begin_transaction()
+        p.send_offsets_to_transaction({A0: OffsetAndMetadata(5)}, ConsumerGroupMetadata("g", 3, "m-1"))
+        p.commit_transaction()
+    calls = [c for c in broker.txn_calls if c[0] not in ("FindCoordinator", "InitProducerId")]
+    assert calls == [("AddOffsetsToTxn", "g"), ("TxnOffsetCommit", "g", 3, "m-1", {A0: 5}),
+                     ("TxnOffsetCommit", "g", 3, "m-1", {A0: 5}), ("EndTxn", 0, True)]
+
+
+def test_a_stale_member_makes_the_transaction_abortable(broker: FakeBroker) -> None:
+    broker.txn_errors["TxnOffsetCommit"].append(ErrorCode.ILLEGAL_GENERATION)
+    with producer(broker) as p:
+        with pytest.raises(IllegalStateError, match="not in progress"):
+            p.send_offsets_to_transaction({A0: OffsetAndMetadata(5)}, "g")
+        p.begin_transaction()
+        with pytest.raises(KafkaError) as stale:
+            p.send_offsets_to_transaction({A0: OffsetAndMetadata(5)}, "g")
+        assert stale.value.code is ErrorCode.ILLEGAL_GENERATION
+        with pytest.raises(KafkaError):
+            p.commit_transaction()
+        p.abort_transaction()
+        p.begin_transaction()  # recovered: the next transaction starts
+    assert [c for c in broker.txn_calls if c[0] == "EndTxn"] == [("EndTxn", 0, False)]
