@@ -275,6 +275,8 @@ class Sender:
             error = KafkaError(f"Failing batch since transaction was aborted: {reason}",
                                reason.code if reason is not None else None)
             for batch in self._accumulator.abort_undrained():
+                if batch.base_sequence >= 0:
+                    state.sequence_lost()  # a retry the abort drops: its sequence was given out
                 self._settle(batch, error=error)
             return False
         to_add = state.partitions_to_add(self._accumulator.partitions_with_batches())

@@ -166,10 +166,14 @@ class TransactionalState(TransactionManager):
         """Java's Sender: a failed send makes the transaction abortable (a fenced producer is fatal)."""
         fatal = error.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
                                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        with self._lock:
-            if sequenced:
-                self.epoch_bump_required = True
+        if sequenced:
+            self.sequence_lost()
         self.fail_transaction(error, fatal=fatal)
+
+    def sequence_lost(self) -> None:
+        """A batch that was given a sequence will never be appended: the broker would see a gap."""
+        with self._lock:
+            self.epoch_bump_required = True
 
     # ------------------------------------------------------------------ the application's calls
 

@@ -6,6 +6,7 @@ tests/integration/kafka_clients/test_client_transactions.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -123,3 +124,21 @@ def test_a_stale_member_makes_the_transaction_abortable(broker: FakeBroker) -> N
         p.abort_transaction()
         p.begin_transaction()  # recovered: the next transaction starts
     assert [c for c in broker.txn_calls if c[0] == "EndTxn"] == [("EndTxn", 0, False)]
+
+
+def test_an_abort_that_drops_a_retry_with_a_sequence_bumps_the_epoch(broker: FakeBroker) -> None:
+    """A batch waiting to be retried already holds a sequence: the abort fails it unsent, so the broker's next
+    expected sequence is past a gap and the producer must start over at a new epoch (KIP-360)."""
+    broker.fail_produce[A0].extend([ErrorCode.NOT_ENOUGH_REPLICAS] * 10_000)
+    with producer(broker) as p:
+        p.begin_transaction()
+        retried = p.send("a", b"x", partition=0)
+        deadline = time.monotonic() + 10
+        while not broker.produce_requests:
+            assert time.monotonic() < deadline, "the batch was never sent"
+            time.sleep(0.01)  # a condition polled under a deadline: the first attempt reaching the broker
+        p.abort_transaction()
+        with pytest.raises(KafkaError):
+            retried.get(0)
+    assert [c for c in broker.txn_calls if c[0] in ("EndTxn", "InitProducerId")][-2:] == [
+        ("EndTxn", 0, False), ("InitProducerId", 4000)]
