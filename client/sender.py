@@ -29,7 +29,7 @@ from client.errors import KafkaTimeoutError
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.retry import ProduceAction, produce_decision
-from client.transaction_manager import TransactionalState, TxnAction
+from client.transaction_manager import TransactionalState, TxnAction, add_partitions_retry_backoff_ms
 from client.transactional_requests import TransactionalRequests
 from common.record import CompressionType
 from proto import minibroker_pb2 as pb
@@ -282,9 +282,11 @@ class Sender:
         to_add = state.partitions_to_add(self._accumulator.partitions_with_batches())
         if to_add and now >= self._next_add_partitions_attempt_ms:
             assert self._txn_requests is not None
-            action = self._txn_requests.add_partitions(to_add)
+            first = not state.transaction_started
+            action, code = self._txn_requests.add_partitions(to_add)
             if action in (TxnAction.RETRY, TxnAction.FIND_COORDINATOR):
-                self._next_add_partitions_attempt_ms = self._now_ms() + self._retry_backoff_ms
+                self._next_add_partitions_attempt_ms = self._now_ms() + add_partitions_retry_backoff_ms(
+                    code, first, self._retry_backoff_ms)
         return state.has_producer_id
 
     def _reset_producer_id(self, txn: TransactionManager) -> None:

@@ -106,6 +106,19 @@ def partitions_outcome(errors: dict[TopicPartition, int], *, offsets: bool = Fal
     return worst, worst_code
 
 
+# Java's TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS: the first AddPartitionsToTxn of a transaction
+# answered CONCURRENT_TRANSACTIONS (the previous one's markers are still being written) is retried this soon.
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
+
+
+def add_partitions_retry_backoff_ms(code: int, first_of_transaction: bool, retry_backoff_ms: int) -> int:
+    """How long before AddPartitionsToTxn is tried again (Java's AddPartitionsToTxnHandler): the previous
+    transaction completes within milliseconds, so the first add of the next one does not wait retry_backoff_ms."""
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS and first_of_transaction:
+        return min(ADD_PARTITIONS_RETRY_BACKOFF_MS, retry_backoff_ms)
+    return retry_backoff_ms
+
+
 class TransactionalState(TransactionManager):
     """A transactional producer's id, epoch, sequences (TransactionManager) and transaction.
 

@@ -161,9 +161,10 @@ class TransactionalRequests:
         self._call_until_done("TxnOffsetCommit", txn_offset_commit, max_block_ms, offsets_classify,
                               COORDINATOR_KEY_GROUP, group.group_id)
 
-    def add_partitions(self, partitions: Sequence[TopicPartition]) -> TxnAction:
-        """One AddPartitionsToTxn attempt (the I/O thread's): DONE puts them in the transaction; RETRY and
-        FIND_COORDINATOR mean try again next pass; an abortable or fatal answer fails the transaction."""
+    def add_partitions(self, partitions: Sequence[TopicPartition]) -> tuple[TxnAction, int]:
+        """One AddPartitionsToTxn attempt (the I/O thread's), its action and error code: DONE puts them in the
+        transaction; RETRY and FIND_COORDINATOR mean try again later; an abortable or fatal answer fails the
+        transaction."""
         state = self._state
         request = pb.AddPartitionsToTxnRequest(transactional_id=state.transactional_id,
                                                producer_id=state.producer_id, producer_epoch=state.producer_epoch)
@@ -186,4 +187,4 @@ class TransactionalRequests:
         if action in (TxnAction.ABORTABLE, TxnAction.FATAL):
             assert error is not None
             state.fail_transaction(error, fatal=action is TxnAction.FATAL)
-        return action
+        return action, ErrorCode.NONE if error is None else error.code

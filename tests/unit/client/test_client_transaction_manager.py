@@ -11,6 +11,7 @@ from client.transaction_manager import (
     TransactionalState,
     TransactionState,
     TxnAction,
+    add_partitions_retry_backoff_ms,
     classify_answer,
     is_transition_valid,
     partitions_outcome,
@@ -152,3 +153,12 @@ def test_offsets_alone_start_the_transaction() -> None:
     assert not state.transaction_started
     state.offsets_added()
     assert state.transaction_started
+
+
+def test_the_first_add_of_a_transaction_waits_out_the_previous_ones_markers_briefly() -> None:
+    """Java's ADD_PARTITIONS_RETRY_BACKOFF_MS: CONCURRENT_TRANSACTIONS on a transaction's first
+    AddPartitionsToTxn means the last one's markers are still being written, a matter of milliseconds."""
+    assert add_partitions_retry_backoff_ms(ErrorCode.CONCURRENT_TRANSACTIONS, True, 100) == 20
+    assert add_partitions_retry_backoff_ms(ErrorCode.CONCURRENT_TRANSACTIONS, True, 5) == 5
+    assert add_partitions_retry_backoff_ms(ErrorCode.CONCURRENT_TRANSACTIONS, False, 100) == 100
+    assert add_partitions_retry_backoff_ms(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, True, 100) == 100
