@@ -8,6 +8,7 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   compaction_size.py     a compacted topic's bounded size under endless updates to a fixed key set
   client_bench.py        client CPU per record (send path, decode path), no broker
   client_read_committed_bench.py  the consumer's READ_COMMITTED filter on a fetch answer against READ_UNCOMMITTED
+  client_transactions.py the project's transactional producer committing every N records against the idempotent one
   proto_bytes.py         protobuf's cost on the data path
   grpc_round_trip.py     CPU of one Produce / Fetch round trip over grpc.aio on loopback
   kafka_codec_bench.py   the Kafka wire codec's cost on the Produce path

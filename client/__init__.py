@@ -18,6 +18,8 @@ The producer's machinery:
   accumulator.py          RecordAccumulator: per-partition batches that send() fills and the sender drains
   sender.py               the producer's I/O thread (Kafka's Sender)
   idempotence.py          the idempotent producer's bookkeeping (TransactionManager's idempotent half)
+  transaction_manager.py  the transactional producer's rules: states, partitions in the transaction, answers (pure)
+  transactional_requests.py  FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn to the coordinator
 
 Shared by all three:
   connection.py           one gRPC channel per broker address, deadlines on every call
@@ -75,6 +77,7 @@ from client.partitioner import DefaultPartitioner, murmur2
 from client.producer import Producer
 from client.structs import (
     BrokerMetadata,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -96,6 +99,7 @@ __all__ = [
     "Consumer",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CorruptMessageError",

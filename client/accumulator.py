@@ -119,12 +119,14 @@ class ProducerBatch:
         return len(self.encoded) if self.encoded is not None else HEADER_SIZE + len(self.records)
 
     def seal(self, compression: CompressionType, producer_id: int = NO_PRODUCER_ID,
-             producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE) -> bytes:
+             producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+             is_transactional: bool = False) -> bytes:
         """Write the header (Kafka's MemoryRecordsBuilder.close); retries resend exactly these bytes."""
         self.base_sequence = base_sequence
         self.encoded = assemble_batch(
             self.records, self.record_count, self.base_timestamp, self.max_timestamp, compression=compression,
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)
+            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+            is_transactional=is_transactional)
         return self.encoded
 
     def unseal(self) -> None:
@@ -374,12 +376,15 @@ class RecordAccumulator:
                 self._node_ready_ms[node] = now_ms
 
     def drain(self, cluster: ClusterMetadata, nodes: set[int], max_request_size: int, now_ms: float,
-              can_send_unsealed: bool = True) -> dict[int, list[ProducerBatch]]:
+              can_send_unsealed: bool = True,
+              partition_allowed: Callable[[TopicPartition], bool] | None = None) -> dict[int, list[ProducerBatch]]:
         """Take at most one batch per partition for each node, up to max_request_size per node.
 
         Every sendable batch led by a ready node goes, not only the ready ones:
         it rides along at no extra cost. `can_send_unsealed` False holds back
-        batches that still need a sequence number (no producer id yet).
+        batches that still need a sequence number (no producer id yet);
+        `partition_allowed` False holds back a partition's batches (a
+        transactional producer's partition not yet in the transaction).
         """
         drained: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
@@ -398,6 +403,8 @@ class RecordAccumulator:
                     continue
                 first = dq[0]
                 if not self._sendable(tp, first, now_ms) or (first.encoded is None and not can_send_unsealed):
+                    continue
+                if partition_allowed is not None and not partition_allowed(tp):
                     continue
                 node = leader.node_id
                 size = sizes.get(node, 0)
@@ -454,6 +461,10 @@ class RecordAccumulator:
             dq = self._batches.get(batch.topic_partition)
             if dq is not None and batch in dq:
                 dq.remove(batch)
+
+    def partitions_with_batches(self) -> list[TopicPartition]:
+        with self._lock:
+            return [tp for tp, dq in self._batches.items() if dq]
 
     def has_undrained(self) -> bool:
         with self._lock:

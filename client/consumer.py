@@ -33,7 +33,7 @@ from client.errors import KafkaTimeoutError, NoOffsetForPartitionError
 from client.fetcher import Deserializer, Fetcher, parse_isolation_level
 from client.metadata import ClusterMetadata, Metadata
 from client.metrics import FetchManagerMetrics
-from client.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
+from client.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 from client.subscription import ConsumerRebalanceListener, OffsetResetStrategy, SubscriptionState
 from proto.errors import ErrorCode, KafkaError, error_for
 from proto.types import TopicPartition
@@ -306,6 +306,13 @@ class Consumer:
         return self._iterator_records.popleft()
 
     # ------------------------------------------------------------------ offsets on the broker
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and member id now, for Producer.send_offsets_to_transaction()
+        (Java's KafkaConsumer.groupMetadata)."""
+        coordinator = self._require_coordinator()
+        generation = coordinator.membership.generation
+        return ConsumerGroupMetadata(coordinator.group_id, generation.generation_id, generation.member_id)
 
     def _require_coordinator(self) -> ConsumerCoordinator:
         if self._coordinator is None:

@@ -11,7 +11,7 @@ only misuse (a closed producer, a partition that does not exist) raises.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -24,7 +24,9 @@ from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.partitioner import DefaultPartitioner, partition_for_key
 from client.sender import Sender
-from client.structs import Header
+from client.structs import ConsumerGroupMetadata, Header, OffsetAndMetadata
+from client.transaction_manager import TransactionalState, TransactionState
+from client.transactional_requests import TransactionalRequests
 from common.record import HEADER_SIZE, CompressionType, serialized_header_size
 from proto.errors import KafkaError
 from proto.types import TopicPartition
@@ -141,14 +143,19 @@ class Producer:
         reconnect_backoff_max_ms: int = 1000,
         max_in_flight_requests_per_connection: int = 5,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
         channel_factory: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
     ) -> None:
         self.acks = parse_acks(acks)
+        if transactional_id is not None and enable_idempotence is False:
+            raise ValueError("Cannot set a transactional_id without also enabling idempotence")
         self.compression = CompressionType.from_name(compression_type)
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ValueError("delivery.timeout.ms should be equal to or larger than linger.ms + request.timeout.ms")
-        self.enable_idempotence = idempotence_enabled(enable_idempotence, self.acks, retries,
-                                                      max_in_flight_requests_per_connection)
+        # A transactional id implies idempotence (Kafka's ProducerConfig), so it needs acks='all' too.
+        self.enable_idempotence = idempotence_enabled(True if transactional_id is not None else enable_idempotence,
+                                                      self.acks, retries, max_in_flight_requests_per_connection)
         self.client_id = client_id
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
@@ -178,6 +185,14 @@ class Producer:
             partitioner_availability_timeout_ms=partitioner_availability_timeout_ms,
             wakeup=self._wakeup,
         )
+        txn = TransactionManager() if self.enable_idempotence else None
+        self._transactional: TransactionalState | None = None
+        self._txn_requests: TransactionalRequests | None = None
+        if transactional_id is not None:
+            txn = self._transactional = TransactionalState(transactional_id, transaction_timeout_ms)
+            self._txn_requests = TransactionalRequests(self._transactional, self._metadata,
+                                                       request_timeout_ms=request_timeout_ms,
+                                                       retry_backoff_ms=retry_backoff_ms)
         self._sender = Sender(
             self._accumulator,
             self._metadata,
@@ -189,7 +204,8 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
-            transaction_manager=TransactionManager() if self.enable_idempotence else None,
+            transaction_manager=txn,
+            transactional_requests=self._txn_requests,
         )
         self._closed = False
         self._sender.start()
@@ -217,6 +233,8 @@ class Producer:
         """
         if self._closed:
             raise IllegalStateError("Cannot perform operation after producer has been closed")
+        if self._transactional is not None:
+            self._transactional.check_send()
         if timestamp_ms is not None and timestamp_ms < 0:
             raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be non-negative or null.")
         key_bytes = key if key is None or self._key_serializer is None else self._key_serializer(key)
@@ -309,6 +327,81 @@ class Producer:
         assert found is not None
         self._topics[topic] = (cluster, found, cluster.available_partitions(topic))
         return found
+
+    # ------------------------------------------------------------------ transactions (KIP-98)
+
+    def _transaction(self) -> tuple[TransactionalState, TransactionalRequests]:
+        if self._transactional is None or self._txn_requests is None:
+            raise IllegalStateError("Transactional method invoked on a non-transactional producer.")
+        if self._closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        return self._transactional, self._txn_requests
+
+    def init_transactions(self) -> None:
+        """Register the transactional id with its coordinator (InitProducerId): fences every earlier producer
+        with the same id and waits for a transaction it left open to be aborted or completed. Call once,
+        before anything else; blocks up to max_block_ms."""
+        state, requests = self._transaction()
+        state.begin_init()
+        requests.init_producer_id(self._max_block_ms)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: what is sent until commit or abort is written as one unit."""
+        state, _ = self._transaction()
+        state.begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                    group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer's offsets with the transaction (consume-transform-produce): they count only if
+        it commits. `offsets`: the next offset to read per partition; `group_metadata`: the consumer's
+        Consumer.group_metadata() (KIP-447: a member whose generation has passed is refused) or a bare group
+        id. Blocks up to max_block_ms; a refused group or a stale member makes the transaction abortable."""
+        state, requests = self._transaction()
+        state.begin_send_offsets()
+        group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        requests.send_offsets(offsets, group, self._max_block_ms)
+
+    def commit_transaction(self) -> None:
+        """Flush every record sent in the transaction, then commit it (EndTxn). If a record failed, the
+        transaction cannot commit: this raises that error and the application calls abort_transaction().
+        A fenced producer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) raises and can only be closed."""
+        state, requests = self._transaction()
+        state.begin_commit()
+        self._flush_ignoring_errors()
+        if state.state is TransactionState.ABORTABLE_ERROR or state.state is TransactionState.FATAL_ERROR:
+            assert state.last_error is not None
+            raise state.last_error
+        if state.transaction_started:
+            requests.end_txn(True, self._max_block_ms)
+        state.transition_to(TransactionState.READY)
+
+    def abort_transaction(self) -> None:
+        """Fail what is still queued, wait for what is in flight, then abort (EndTxn): read_committed
+        consumers never see the transaction's records. Recovers from an abortable error; if a batch's
+        sequence was lost, the producer's epoch is bumped (KIP-360) so the next transaction starts clean."""
+        state, requests = self._transaction()
+        state.begin_abort()
+        self._sender.wakeup()
+        self._flush_ignoring_errors()
+        if state.transaction_started:
+            requests.end_txn(False, self._max_block_ms)
+        if state.epoch_bump_required:
+            state.transition_to(TransactionState.INITIALIZING)
+            requests.init_producer_id(self._max_block_ms, bump_epoch=True)
+        else:
+            state.transition_to(TransactionState.READY)
+
+    def _flush_ignoring_errors(self) -> None:
+        """Wait (up to max_block_ms) until every batch is acknowledged or failed; failures reach the state
+        through the sender, not here."""
+        self._accumulator.begin_flush()
+        self._sender.wakeup()
+        try:
+            if not self._accumulator.await_completion(self._accumulator.incomplete_batches(), self._max_block_ms):
+                raise KafkaTimeoutError(f"the transaction's records were not acknowledged within"
+                                        f" {self._max_block_ms} ms")
+        finally:
+            self._accumulator.end_flush()
 
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition numbers, waiting up to max_block_ms for metadata."""

@@ -29,6 +29,8 @@ from client.errors import KafkaTimeoutError
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
 from client.retry import ProduceAction, produce_decision
+from client.transaction_manager import TransactionalState, TxnAction, add_partitions_retry_backoff_ms
+from client.transactional_requests import TransactionalRequests
 from common.record import CompressionType
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
@@ -83,6 +85,7 @@ class Sender:
         max_in_flight_requests_per_connection: int,
         max_request_size: int,
         transaction_manager: TransactionManager | None = None,
+        transactional_requests: TransactionalRequests | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._accumulator = accumulator
@@ -96,6 +99,10 @@ class Sender:
         self._max_in_flight = max_in_flight_requests_per_connection
         self._max_request_size = max_request_size
         self._txn = transaction_manager
+        # A transactional producer's: its state (also self._txn) and its coordinator calls.
+        self._transactional = transaction_manager if isinstance(transaction_manager, TransactionalState) else None
+        self._txn_requests = transactional_requests
+        self._next_add_partitions_attempt_ms = 0.0
         self._clock = clock
         self._completions: deque[tuple[_InFlight, ResponseFuture[pb.ProduceResponse]]] = deque()
         # Acknowledged batches whose futures are settled at the end of the pass, after the next requests left.
@@ -180,7 +187,13 @@ class Sender:
             self._fail(batch, _expiry_error(batch, now))
         poll_ms = float("inf")
         can_send_unsealed = True
-        if self._txn is not None:
+        partition_allowed = None
+        if self._transactional is not None:
+            can_send_unsealed = self._maybe_add_partitions_to_transaction(self._transactional, now)
+            partition_allowed = self._transactional.is_send_to_partition_allowed
+            if self._transactional.partitions_to_add(self._accumulator.partitions_with_batches()):
+                poll_ms = max(self._next_add_partitions_attempt_ms - now, 0.0) or self._retry_backoff_ms
+        elif self._txn is not None:
             can_send_unsealed = self._maybe_ensure_producer_id(now)
             if not can_send_unsealed:
                 poll_ms = max(self._next_producer_id_attempt_ms - now, 0.0) or self._retry_backoff_ms
@@ -197,7 +210,8 @@ class Sender:
         nodes = {n for n in result.ready_nodes if self._requests_in_flight.get(n, 0) < self._max_in_flight}
         self._accumulator.update_node_latency_stats(result.ready_nodes, nodes, now)
         if nodes:
-            drained = self._accumulator.drain(cluster, nodes, self._max_request_size, now, can_send_unsealed)
+            drained = self._accumulator.drain(cluster, nodes, self._max_request_size, now, can_send_unsealed,
+                                              partition_allowed)
             for node_id, batches in drained.items():
                 self._send_produce(cluster, node_id, batches, now)
 
@@ -252,6 +266,29 @@ class Sender:
         txn.set_producer_id_and_epoch(response.producer_id, response.producer_epoch)
         return True
 
+    def _maybe_add_partitions_to_transaction(self, state: TransactionalState, now: float) -> bool:
+        """A transactional producer's pass: queued batches fail once the transaction is to be aborted (Java's
+        abortUndrainedBatches); otherwise partitions with batches join the transaction (one AddPartitionsToTxn
+        per pass) before any of their batches goes. True when batches may be sealed and sent."""
+        if state.is_aborting_or_failed:
+            reason = state.last_error
+            error = KafkaError(f"Failing batch since transaction was aborted: {reason}",
+                               reason.code if reason is not None else None)
+            for batch in self._accumulator.abort_undrained():
+                if batch.base_sequence >= 0:
+                    state.sequence_lost()  # a retry the abort drops: its sequence was given out
+                self._settle(batch, error=error)
+            return False
+        to_add = state.partitions_to_add(self._accumulator.partitions_with_batches())
+        if to_add and now >= self._next_add_partitions_attempt_ms:
+            assert self._txn_requests is not None
+            first = not state.transaction_started
+            action, code = self._txn_requests.add_partitions(to_add)
+            if action in (TxnAction.RETRY, TxnAction.FIND_COORDINATOR):
+                self._next_add_partitions_attempt_ms = self._now_ms() + add_partitions_retry_backoff_ms(
+                    code, first, self._retry_backoff_ms)
+        return state.has_producer_id
+
     def _reset_producer_id(self, txn: TransactionManager) -> None:
         """Kafka 2.x's resetProducerId for an idempotent producer.
 
@@ -280,10 +317,12 @@ class Sender:
             return batch.seal(self._compression)
         tp = batch.topic_partition
         return batch.seal(self._compression, txn.producer_id, txn.producer_epoch,
-                          txn.assign_sequence(tp, batch.record_count))
+                          txn.assign_sequence(tp, batch.record_count), self._transactional is not None)
 
     def _send_produce(self, cluster: ClusterMetadata, node_id: int, batches: list[ProducerBatch], now: float) -> None:
         request = pb.ProduceRequest(acks=self._acks, timeout_ms=self._request_timeout_ms)
+        if self._transactional is not None:
+            request.transactional_id = self._transactional.transactional_id  # the broker checks Write on it
         topics: dict[str, pb.ProduceRequest.TopicProduceData] = {}
         for batch in batches:
             records = batch.encoded if batch.encoded is not None else self._seal(batch)
@@ -374,7 +413,10 @@ class Sender:
             self._fail(batch, error)
 
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
-        if self._txn is not None and batch.base_sequence >= 0:
+        if self._transactional is not None:
+            # Java's Sender: the transaction can no longer commit; the abort bumps the epoch if sequences broke.
+            self._transactional.batch_failed(error, sequenced=batch.base_sequence >= 0)
+        elif self._txn is not None and batch.base_sequence >= 0:
             self._txn.request_reset(error)
         self._settle(batch, error=error)
 

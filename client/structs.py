@@ -63,6 +63,16 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """A group member's identity for send_offsets_to_transaction (Java's ConsumerGroupMetadata, kafka-python's):
+    KIP-447 lets the group coordinator refuse offsets from a member whose generation has passed."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class OffsetAndTimestamp(NamedTuple):
     """The answer of offsets_for_times: the first offset whose timestamp is >= the one asked for."""
 

@@ -1259,21 +1259,39 @@ class InitProducerIdRequest(_message.Message):
 
     TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
     TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
     transactional_id: _builtins.str
     """Null for an idempotent (non-transactional) producer."""
     transaction_timeout_ms: _builtins.int
+    producer_id: _builtins.int
+    """KIP-360 (InitProducerId v3+): a transactional producer's current id and epoch, to bump its epoch after an
+    abortable error without being fenced; both unset (-1) otherwise.
+    """
+    producer_epoch: _builtins.int
     def __init__(
         self,
         *,
         transactional_id: _builtins.str | None = ...,
         transaction_timeout_ms: _builtins.int = ...,
+        producer_id: _builtins.int | None = ...,
+        producer_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_transactional_id", b"_transactional_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_producer_epoch", b"_producer_epoch", "_producer_id", b"_producer_id", "_transactional_id", b"_transactional_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_transactional_id", b"_transactional_id", "transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_producer_epoch", b"_producer_epoch", "_producer_id", b"_producer_id", "_transactional_id", b"_transactional_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__producer_epoch: _TypeAlias = _typing.Literal["producer_epoch"]  # noqa: Y015
+    _WhichOneofArgType__producer_epoch: _TypeAlias = _typing.Literal["_producer_epoch", b"_producer_epoch"]  # noqa: Y015
+    _WhichOneofReturnType__producer_id: _TypeAlias = _typing.Literal["producer_id"]  # noqa: Y015
+    _WhichOneofArgType__producer_id: _TypeAlias = _typing.Literal["_producer_id", b"_producer_id"]  # noqa: Y015
     _WhichOneofReturnType__transactional_id: _TypeAlias = _typing.Literal["transactional_id"]  # noqa: Y015
     _WhichOneofArgType__transactional_id: _TypeAlias = _typing.Literal["_transactional_id", b"_transactional_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__producer_epoch) -> _WhichOneofReturnType__producer_epoch | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__producer_id) -> _WhichOneofReturnType__producer_id | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__transactional_id) -> _WhichOneofReturnType__transactional_id | None: ...
 
 Global___InitProducerIdRequest: _TypeAlias = InitProducerIdRequest  # noqa: Y015
@@ -1302,6 +1320,219 @@ class InitProducerIdResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InitProducerIdResponse: _TypeAlias = InitProducerIdResponse  # noqa: Y015
+
+@_typing.final
+class AddPartitionsToTxnRequest(_message.Message):
+    """Kafka's AddPartitionsToTxn v3: a refused or unknown topic fails the whole request, the other partitions
+    answered OPERATION_NOT_ATTEMPTED.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AddPartitionsToTxnTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            partitions: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        topics: _abc.Iterable[Global___AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "topics", b"topics", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddPartitionsToTxnRequest: _TypeAlias = AddPartitionsToTxnRequest  # noqa: Y015
+
+@_typing.final
+class AddPartitionsToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AddPartitionsToTxnPartitionResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+        ERROR_CODE_FIELD_NUMBER: _builtins.int
+        partition_index: _builtins.int
+        error_code: _builtins.int
+        def __init__(
+            self,
+            *,
+            partition_index: _builtins.int = ...,
+            error_code: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "partition_index", b"partition_index"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class AddPartitionsToTxnTopicResult(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: _builtins.int
+        RESULTS_FIELD_NUMBER: _builtins.int
+        name: _builtins.str
+        @_builtins.property
+        def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]: ...
+        def __init__(
+            self,
+            *,
+            name: _builtins.str = ...,
+            results: _abc.Iterable[Global___AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "results", b"results"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddPartitionsToTxnResponse: _TypeAlias = AddPartitionsToTxnResponse  # noqa: Y015
+
+@_typing.final
+class AddOffsetsToTxnRequest(_message.Message):
+    """Kafka's AddOffsetsToTxn v3: the group's __consumer_offsets partition joins the transaction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    group_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        group_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddOffsetsToTxnRequest: _TypeAlias = AddOffsetsToTxnRequest  # noqa: Y015
+
+@_typing.final
+class AddOffsetsToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddOffsetsToTxnResponse: _TypeAlias = AddOffsetsToTxnResponse  # noqa: Y015
+
+@_typing.final
+class EndTxnRequest(_message.Message):
+    """Kafka's EndTxn v3: commit (true) or abort (false); answered once PrepareCommit / PrepareAbort is durable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    COMMITTED_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    committed: _builtins.bool
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        committed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTxnRequest: _TypeAlias = EndTxnRequest  # noqa: Y015
+
+@_typing.final
+class EndTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTxnResponse: _TypeAlias = EndTxnResponse  # noqa: Y015
 
 @_typing.final
 class OffsetCommitRequest(_message.Message):
@@ -1445,6 +1676,72 @@ class OffsetCommitResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OffsetCommitResponse: _TypeAlias = OffsetCommitResponse  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitRequest(_message.Message):
+    """Kafka's TxnOffsetCommit v3: the partitions and answers are OffsetCommit's."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    group_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    generation_id: _builtins.int
+    """The consumer's generation and member id (KIP-447 fences a stale one); -1 and "" for none."""
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitRequest.OffsetCommitRequestTopic]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        group_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str | None = ...,
+        topics: _abc.Iterable[Global___OffsetCommitRequest.OffsetCommitRequestTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "group_instance_id", b"group_instance_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id", "generation_id", b"generation_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "topics", b"topics", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__group_instance_id: _TypeAlias = _typing.Literal["group_instance_id"]  # noqa: Y015
+    _WhichOneofArgType__group_instance_id: _TypeAlias = _typing.Literal["_group_instance_id", b"_group_instance_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__group_instance_id) -> _WhichOneofReturnType__group_instance_id | None: ...
+
+Global___TxnOffsetCommitRequest: _TypeAlias = TxnOffsetCommitRequest  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitResponse.OffsetCommitResponseTopic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___OffsetCommitResponse.OffsetCommitResponseTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitResponse: _TypeAlias = TxnOffsetCommitResponse  # noqa: Y015
 
 @_typing.final
 class OffsetFetchRequest(_message.Message):
@@ -2596,7 +2893,7 @@ class FindCoordinatorRequest(_message.Message):
     KEY_TYPE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     key_type: _builtins.int
-    """0: a group (the only kind here; 1, a transaction, is answered INVALID_REQUEST)."""
+    """0: a group, 1: a transactional id (its transaction coordinator)."""
     def __init__(
         self,
         *,

@@ -81,6 +81,21 @@ class KafkaClientStub:
                 request_serializer=proto_dot_minibroker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/AddPartitionsToTxn',
+                request_serializer=proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/AddOffsetsToTxn',
+                request_serializer=proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/minibroker.KafkaClient/EndTxn',
+                request_serializer=proto_dot_minibroker__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/minibroker.KafkaClient/FindCoordinator',
                 request_serializer=proto_dot_minibroker__pb2.FindCoordinatorRequest.SerializeToString,
@@ -110,6 +125,11 @@ class KafkaClientStub:
                 '/minibroker.KafkaClient/OffsetCommit',
                 request_serializer=proto_dot_minibroker__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=proto_dot_minibroker__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/minibroker.KafkaClient/TxnOffsetCommit',
+                request_serializer=proto_dot_minibroker__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=proto_dot_minibroker__pb2.TxnOffsetCommitResponse.FromString,
                 _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/minibroker.KafkaClient/OffsetFetch',
@@ -223,6 +243,28 @@ class KafkaClientServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddPartitionsToTxn(self, request, context):
+        """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+        Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+        (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+        __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FindCoordinator(self, request, context):
         """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
         call but FindCoordinator and ListGroups goes to the group's coordinator,
@@ -260,6 +302,14 @@ class KafkaClientServicer:
     def OffsetCommit(self, request, context):
         """Group members commit with their generation and member id; a standalone
         consumer commits with generation -1 and an empty member id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+        transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -383,6 +433,21 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     request_deserializer=proto_dot_minibroker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.InitProducerIdResponse.SerializeToString,
             ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=proto_dot_minibroker__pb2.EndTxnRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.EndTxnResponse.SerializeToString,
+            ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
                     request_deserializer=proto_dot_minibroker__pb2.FindCoordinatorRequest.FromString,
@@ -412,6 +477,11 @@ def add_KafkaClientServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=proto_dot_minibroker__pb2.OffsetCommitRequest.FromString,
                     response_serializer=proto_dot_minibroker__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=proto_dot_minibroker__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=proto_dot_minibroker__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -720,6 +790,87 @@ class KafkaClient:
             _registered_method=True)
 
     @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/AddPartitionsToTxn',
+            proto_dot_minibroker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/AddOffsetsToTxn',
+            proto_dot_minibroker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/EndTxn',
+            proto_dot_minibroker__pb2.EndTxnRequest.SerializeToString,
+            proto_dot_minibroker__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def FindCoordinator(request,
             target,
             options=(),
@@ -871,6 +1022,33 @@ class KafkaClient:
             '/minibroker.KafkaClient/OffsetCommit',
             proto_dot_minibroker__pb2.OffsetCommitRequest.SerializeToString,
             proto_dot_minibroker__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.KafkaClient/TxnOffsetCommit',
+            proto_dot_minibroker__pb2.TxnOffsetCommitRequest.SerializeToString,
+            proto_dot_minibroker__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

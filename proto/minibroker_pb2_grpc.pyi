@@ -81,6 +81,14 @@ class KafkaClientStub:
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]
+    AddPartitionsToTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AddPartitionsToTxnRequest, _minibroker_pb2.AddPartitionsToTxnResponse]
+    """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+    Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+    (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+    __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    AddOffsetsToTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.AddOffsetsToTxnRequest, _minibroker_pb2.AddOffsetsToTxnResponse]
+    EndTxn: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.EndTxnRequest, _minibroker_pb2.EndTxnResponse]
     FindCoordinator: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]
     """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
     call but FindCoordinator and ListGroups goes to the group's coordinator,
@@ -94,6 +102,10 @@ class KafkaClientStub:
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]
     """Group members commit with their generation and member id; a standalone
     consumer commits with generation -1 and an empty member id.
+    """
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.TxnOffsetCommitRequest, _minibroker_pb2.TxnOffsetCommitResponse]
+    """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+    transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
     """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]
@@ -136,6 +148,14 @@ class KafkaClientAsyncStub(KafkaClientStub):
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DeleteRecordsRequest, _minibroker_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
     """Sent to each partition's leader: moves its log start offset on every replica."""
     InitProducerId: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.InitProducerIdRequest, _minibroker_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    AddPartitionsToTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AddPartitionsToTxnRequest, _minibroker_pb2.AddPartitionsToTxnResponse]  # type: ignore[assignment]
+    """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+    Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+    (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+    __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+    """
+    AddOffsetsToTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.AddOffsetsToTxnRequest, _minibroker_pb2.AddOffsetsToTxnResponse]  # type: ignore[assignment]
+    EndTxn: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.EndTxnRequest, _minibroker_pb2.EndTxnResponse]  # type: ignore[assignment]
     FindCoordinator: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.FindCoordinatorRequest, _minibroker_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
     """Consumer groups (Kafka's group coordinator on __consumer_offsets): every
     call but FindCoordinator and ListGroups goes to the group's coordinator,
@@ -149,6 +169,10 @@ class KafkaClientAsyncStub(KafkaClientStub):
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetCommitRequest, _minibroker_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Group members commit with their generation and member id; a standalone
     consumer commits with generation -1 and an empty member id.
+    """
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.TxnOffsetCommitRequest, _minibroker_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+    transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.OffsetFetchRequest, _minibroker_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_minibroker_pb2.DescribeGroupsRequest, _minibroker_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
@@ -244,6 +268,32 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_minibroker_pb2.InitProducerIdResponse, _abc.Awaitable[_minibroker_pb2.InitProducerIdResponse]]: ...
 
     @_abc_1.abstractmethod
+    def AddPartitionsToTxn(
+        self,
+        request: _minibroker_pb2.AddPartitionsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.AddPartitionsToTxnResponse, _abc.Awaitable[_minibroker_pb2.AddPartitionsToTxnResponse]]:
+        """A transactional producer's calls to its transaction coordinator (FindCoordinator with key_type 1 names it):
+        Kafka's AddPartitionsToTxn v3, AddOffsetsToTxn v3 and EndTxn v3, with their ACL checks and error codes
+        (PRODUCER_FENCED included). Another broker answers NOT_COORDINATOR, one still loading the id's
+        __transaction_state partition COORDINATOR_LOAD_IN_PROGRESS.
+        """
+
+    @_abc_1.abstractmethod
+    def AddOffsetsToTxn(
+        self,
+        request: _minibroker_pb2.AddOffsetsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.AddOffsetsToTxnResponse, _abc.Awaitable[_minibroker_pb2.AddOffsetsToTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EndTxn(
+        self,
+        request: _minibroker_pb2.EndTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.EndTxnResponse, _abc.Awaitable[_minibroker_pb2.EndTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
     def FindCoordinator(
         self,
         request: _minibroker_pb2.FindCoordinatorRequest,
@@ -291,6 +341,16 @@ class KafkaClientServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_minibroker_pb2.OffsetCommitResponse, _abc.Awaitable[_minibroker_pb2.OffsetCommitResponse]]:
         """Group members commit with their generation and member id; a standalone
         consumer commits with generation -1 and an empty member id.
+        """
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _minibroker_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_minibroker_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_minibroker_pb2.TxnOffsetCommitResponse]]:
+        """Kafka's TxnOffsetCommit v3 (KIP-447): a transactional producer's offsets for the group, pending until its
+        transaction's marker reaches the group's __consumer_offsets partition; sent to the group's coordinator.
         """
 
     @_abc_1.abstractmethod

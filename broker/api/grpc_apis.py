@@ -285,12 +285,43 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
                              context: Context) -> pb.InitProducerIdResponse:
         if request.HasField("transactional_id"):
             result = await self._transactions.init_producer_id(
-                self._session(context), request.transactional_id, request.transaction_timeout_ms, -1, -1)
+                self._session(context), request.transactional_id, request.transaction_timeout_ms,
+                request.producer_id if request.HasField("producer_id") else -1,
+                request.producer_epoch if request.HasField("producer_epoch") else -1)
             return pb.InitProducerIdResponse(error_code=result.error, producer_id=result.producer_id,
                                              producer_epoch=result.producer_epoch)
         error, producer_id, epoch = await self._operations.init_producer_id(self._session(context),
                                                                             self._timeout_ms(context))
         return pb.InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)
+
+    # ------------------------------------------------------------------ transactions (the coordinator's calls)
+    # The newest versions' answers: PRODUCER_FENCED travels as itself (the Kafka door maps it by version).
+
+    async def AddPartitionsToTxn(self, request: pb.AddPartitionsToTxnRequest,
+                                 context: Context) -> pb.AddPartitionsToTxnResponse:
+        partitions = [TopicPartition(t.name, index) for t in request.topics for index in t.partitions]
+        errors = await self._transactions.add_partitions_to_txn(
+            self._session(context), request.transactional_id, request.producer_id, request.producer_epoch,
+            partitions)
+        response = pb.AddPartitionsToTxnResponse()
+        for topic, by_partition in group_by_topic(errors.items()).items():
+            response.results.add(name=topic, results=[
+                pb.AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(partition_index=index,
+                                                                                 error_code=error)
+                for index, error in by_partition])
+        return response
+
+    async def AddOffsetsToTxn(self, request: pb.AddOffsetsToTxnRequest,
+                              context: Context) -> pb.AddOffsetsToTxnResponse:
+        error = await self._transactions.add_offsets_to_txn(self._session(context), request.transactional_id,
+                                                            request.producer_id, request.producer_epoch,
+                                                            request.group_id)
+        return pb.AddOffsetsToTxnResponse(error_code=error)
+
+    async def EndTxn(self, request: pb.EndTxnRequest, context: Context) -> pb.EndTxnResponse:
+        error = await self._transactions.end_txn(self._session(context), request.transactional_id,
+                                                 request.producer_id, request.producer_epoch, request.committed)
+        return pb.EndTxnResponse(error_code=error)
 
     # ------------------------------------------------------------------ DescribeConfigs / AlterConfigs
 

@@ -1,5 +1,5 @@
 """The consumer-group RPCs of the gRPC door: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (Kafka's KafkaApis
+OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (Kafka's KafkaApis
 handle*Request for groups), each a translation between proto/minibroker.proto and the GroupCoordinator's plain values
 (broker/coordinator/group/), the same coordinator the Kafka listener serves, so a project-client member and
 a Kafka-client member of one group meet in it.
@@ -11,7 +11,7 @@ coordinator's address on that listener).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import grpc
@@ -39,6 +39,27 @@ def client_host(context: Context) -> str:
 
 def _optional(message: Any, name: str) -> str | None:
     return getattr(message, name) if message.HasField(name) else None
+
+
+async def _commit_answers(
+        topics: Iterable[pb.OffsetCommitRequest.OffsetCommitRequestTopic],
+        commit: Callable[[dict[TopicPartition, OffsetAndMetadata]], Awaitable[dict[TopicPartition, ErrorCode]]]
+) -> list[pb.OffsetCommitResponse.OffsetCommitResponseTopic]:
+    """OffsetCommit's and TxnOffsetCommit's shared half: the request's offsets to `commit`, its answers per
+    partition in request order (a partition named twice: INVALID_REQUEST for all, nothing committed)."""
+    requested = [(TopicPartition(t.name, p.partition_index), p) for t in topics for p in t.partitions]
+    offsets = {tp: OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+               for tp, p in requested}
+    if len(offsets) != len(requested):
+        errors = dict.fromkeys(offsets, ErrorCode.INVALID_REQUEST)
+    else:
+        errors = await commit(offsets)
+    answers: dict[str, pb.OffsetCommitResponse.OffsetCommitResponseTopic] = {}
+    for tp, _ in requested:
+        if tp.topic not in answers:
+            answers[tp.topic] = pb.OffsetCommitResponse.OffsetCommitResponseTopic(name=tp.topic)
+        answers[tp.topic].partitions.add(partition_index=tp.partition, error_code=errors[tp])
+    return list(answers.values())
 
 
 class GroupApis:
@@ -115,21 +136,22 @@ class GroupApis:
         return response
 
     async def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Context) -> pb.OffsetCommitResponse:
-        requested = [(TopicPartition(t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
-        offsets = {tp: OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
-                   for tp, p in requested}
-        if len(offsets) != len(requested):
-            errors = dict.fromkeys(offsets, ErrorCode.INVALID_REQUEST)
-        else:
-            errors = await self._groups.commit_offsets(self._session(context),
+        async def commit(offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+            return await self._groups.commit_offsets(self._session(context),
                 request.group_id, request.member_id, _optional(request, "group_instance_id"), request.generation_id,
                 offsets)
         response = pb.OffsetCommitResponse()
-        topics: dict[str, pb.OffsetCommitResponse.OffsetCommitResponseTopic] = {}
-        for tp, _ in requested:
-            if tp.topic not in topics:
-                topics[tp.topic] = response.topics.add(name=tp.topic)
-            topics[tp.topic].partitions.add(partition_index=tp.partition, error_code=errors[tp])
+        response.topics.extend(await _commit_answers(request.topics, commit))
+        return response
+
+    async def TxnOffsetCommit(self, request: pb.TxnOffsetCommitRequest,
+                              context: Context) -> pb.TxnOffsetCommitResponse:
+        async def commit(offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+            return await self._groups.txn_commit_offsets(self._session(context),
+                request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
+                request.member_id, _optional(request, "group_instance_id"), request.generation_id, offsets)
+        response = pb.TxnOffsetCommitResponse()
+        response.topics.extend(await _commit_answers(request.topics, commit))
         return response
 
     async def OffsetFetch(self, request: pb.OffsetFetchRequest, context: Context) -> pb.OffsetFetchResponse:

@@ -40,6 +40,10 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
         self.fail_fetch: dict[TopicPartition, list[int]] = defaultdict(list)
         self.produce_requests: list[pb.ProduceRequest] = []
         self.init_producer_id_error = 0  # e.g. CLUSTER_AUTHORIZATION_FAILED: a principal without IdempotentWrite
+        # The transaction coordinator's script: per RPC name, error codes answered (first first) before NONE; and
+        # every transactional call and transactional Produce in arrival order.
+        self.txn_errors: dict[str, deque[int]] = defaultdict(deque)
+        self.txn_calls: list[tuple[Any, ...]] = []
         self._producer_ids = itertools.count(1000)
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=channel_options(50, 1000))
@@ -97,7 +101,18 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
                 response.responses.add(name=name, error_code=code)
         return response
 
+    def _txn_error(self, rpc: str, *call: Any) -> int:
+        with self._lock:
+            self.txn_calls.append((rpc, *call))
+            return self.txn_errors[rpc].popleft() if self.txn_errors[rpc] else ErrorCode.NONE
+
     def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
+        if request.HasField("transactional_id"):
+            error = self._txn_error("InitProducerId", request.producer_id if request.HasField("producer_id") else -1)
+            if error:
+                return pb.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+            epoch = request.producer_epoch + 1 if request.HasField("producer_epoch") else 0
+            return pb.InitProducerIdResponse(producer_id=request.producer_id or 4000, producer_epoch=epoch)
         if self.init_producer_id_error:
             return pb.InitProducerIdResponse(error_code=self.init_producer_id_error, producer_id=-1, producer_epoch=-1)
         return pb.InitProducerIdResponse(producer_id=next(self._producer_ids), producer_epoch=0)
@@ -108,6 +123,9 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
         response = pb.ProduceResponse()
         with self._lock:
             self.produce_requests.append(request)
+            if request.HasField("transactional_id"):
+                self.txn_calls += [("Produce", TopicPartition(t.name, p.index)) for t in request.topics
+                                   for p in t.partitions]
             for topic in request.topics:
                 out = response.responses.add(name=topic.name)
                 for part in topic.partitions:
@@ -173,8 +191,41 @@ class FakeBroker(pb_grpc.KafkaClientServicer):
         return response
 
     def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
-        """The one broker coordinates every group (standalone commits only: no JoinGroup here)."""
+        """The one broker coordinates every group (standalone commits only: no JoinGroup here) and every
+        transactional id."""
+        if request.key_type == 1:
+            self._txn_error("FindCoordinator")
         return pb.FindCoordinatorResponse(node_id=NODE_ID, host="127.0.0.1", port=self.port)
+
+    def AddPartitionsToTxn(self, request: pb.AddPartitionsToTxnRequest,
+                           context: Any) -> pb.AddPartitionsToTxnResponse:
+        partitions = sorted(TopicPartition(t.name, index) for t in request.topics for index in t.partitions)
+        error = self._txn_error("AddPartitionsToTxn", request.producer_epoch, partitions)
+        response = pb.AddPartitionsToTxnResponse()
+        for t in request.topics:
+            response.results.add(name=t.name, results=[
+                pb.AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(partition_index=i, error_code=error)
+                for i in t.partitions])
+        return response
+
+    def AddOffsetsToTxn(self, request: pb.AddOffsetsToTxnRequest, context: Any) -> pb.AddOffsetsToTxnResponse:
+        return pb.AddOffsetsToTxnResponse(error_code=self._txn_error("AddOffsetsToTxn", request.group_id))
+
+    def TxnOffsetCommit(self, request: pb.TxnOffsetCommitRequest, context: Any) -> pb.TxnOffsetCommitResponse:
+        offsets = {TopicPartition(t.name, p.partition_index): p.committed_offset
+                   for t in request.topics for p in t.partitions}
+        error = self._txn_error("TxnOffsetCommit", request.group_id, request.generation_id, request.member_id,
+                                offsets)
+        response = pb.TxnOffsetCommitResponse()
+        for t in request.topics:
+            response.topics.add(name=t.name, partitions=[
+                pb.OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                      error_code=error)
+                for p in t.partitions])
+        return response
+
+    def EndTxn(self, request: pb.EndTxnRequest, context: Any) -> pb.EndTxnResponse:
+        return pb.EndTxnResponse(error_code=self._txn_error("EndTxn", request.producer_epoch, request.committed))
 
     def OffsetCommit(self, request: pb.OffsetCommitRequest, context: Any) -> pb.OffsetCommitResponse:
         response = pb.OffsetCommitResponse()
