@@ -332,7 +332,8 @@ def test_pipeline_counts_each_key_per_window_once_and_goes_on_from_its_checkpoin
     def pipeline() -> None:
         code = cli_main(["pipeline", "--bootstrap-server", bootstrap, "--input", "clicks",
                          "--output", "clicks-per-window", "--checkpoint", str(tmp_path / "checkpoint"),
-                         "--window", "10 seconds", "--watermark-delay", "5 seconds", "--available-now"])
+                         "--window", "10 seconds", "--watermark-delay", "5 seconds", "--available-now",
+                         "--exactly-once"])
         assert code == 0, capsys.readouterr().err
 
     def results() -> list[tuple[bytes, dict[str, Any]]]:
@@ -348,7 +349,7 @@ def test_pipeline_counts_each_key_per_window_once_and_goes_on_from_its_checkpoin
     clicks(("a", 1), ("b", 2), ("a", 3), ("a", 9.5), ("b", 4), ("a", 12), ("c", 61))
     pipeline()
     assert results() == sorted([window("a", 0, 3), window("b", 0, 2), window("a", 10, 1)], key=repr)
-    assert "at-least-once" in capsys.readouterr().out
+    assert "exactly-once (transactional sink)" in capsys.readouterr().out
 
     # Run again on the same checkpoint: only what came since is read, and the state kept the open window.
     clicks(("c", 65), ("a", 90))
