@@ -75,7 +75,7 @@ def test_sink_exactly_once_takes_a_ledger_topic_and_refuses_a_transactional_id()
     options = sink_options({**SERVERS, "exactlyOnce": "true", "exactlyOnce.ledgerTopic": "commits"})
     assert (options.exactly_once, options.ledger_topic) == (True, "commits")
     assert sink_options({**SERVERS, "exactlyonce": "TRUE"}).ledger_topic == "minibroker-sink-ledger"
-    with pytest.raises(OptionError, match="kafka.transactional.id"):
+    with pytest.raises(OptionError, match=r"kafka\.transactional\.id"):
         sink_options({**SERVERS, "exactlyOnce": "true", "kafka.transactional.id": "mine"})
     with pytest.raises(OptionError, match="exactlyOnce"):
         sink_options({**SERVERS, "exactlyOnce": "yes"})
