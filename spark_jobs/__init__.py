@@ -13,6 +13,8 @@ The `minibroker` Spark source and sink (topics read and written through Kafka's 
   kafka_options.py   its options, with the JVM Kafka connector's names and defaults
   kafka_planning.py  which offsets a batch or micro-batch reads: ranges, minPartitions, maxOffsetsPerTrigger
   kafka_reader.py    the driver's offset lookups and the executors' bounded reads into Arrow batches
-  kafka_writer.py    the sink: each task's rows produced by an idempotent producer and acknowledged
+  kafka_writer.py    the sink: each task's rows produced by an idempotent producer, or in one transaction
+  kafka_ledger.py    the exactly-once sink's ledger topic: the last micro-batch each task partition committed
+  task_input.py      whether a writer task's input ended complete or cut short by a failure upstream
   pipeline.py        the example pipeline (`minibroker pipeline`): counts per key per window, topic to topic
 """

@@ -3,7 +3,8 @@
 Kept free of Spark and client imports: the planning functions and their unit tests use these alone.
 Names are the connector's (Spark's KafkaSourceProvider): `kafka.bootstrap.servers`, `subscribe` /
 `subscribePattern` / `assign`, `startingOffsets`, `endingOffsets`, `startingTimestamp`, `maxOffsetsPerTrigger`,
-`minPartitions`, `failOnDataLoss`, `includeHeaders`, `kafkaConsumer.pollTimeoutMs`, `topic` (the sink's), and
+`minPartitions`, `failOnDataLoss`, `includeHeaders`, `kafkaConsumer.pollTimeoutMs`, `topic` (the sink's),
+`exactlyOnce` and `exactlyOnce.ledgerTopic` (the sink's transactional mode; the JVM connector has none), and
 every `kafka.*` option handed to librdkafka without its prefix (its names for the security settings are
 Kafka's: security.protocol, sasl.mechanism, sasl.username, ssl.ca.location, ...).
 """
@@ -72,6 +73,8 @@ class SourceOptions:
 class SinkOptions:
     client: dict[str, str]
     topic: str | None
+    exactly_once: bool = False
+    ledger_topic: str = "minibroker-sink-ledger"  # kafka_ledger.py: which micro-batches each task committed
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -113,7 +116,13 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
     get = _lowered(options)
-    return SinkOptions(client=client_config(options), topic=get("topic") or None)
+    client = client_config(options)
+    exactly_once = _bool(get, "exactlyonce", "exactlyOnce", False)
+    if exactly_once and "transactional.id" in client:
+        raise OptionError("Kafka option 'kafka.transactional.id' is not supported: in exactlyOnce mode the sink"
+                          " derives one per query, micro-batch and partition")
+    return SinkOptions(client=client, topic=get("topic") or None, exactly_once=exactly_once,
+                       ledger_topic=get("exactlyonce.ledgertopic") or SinkOptions.ledger_topic)
 
 
 def subscription(get: _Getter) -> Subscription:

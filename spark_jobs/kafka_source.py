@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from spark_jobs import kafka_planning as planning
+from spark_jobs.kafka_ledger import ensure_ledger
 from spark_jobs.kafka_options import OffsetSpec, SourceOptions, sink_options, source_options
 from spark_jobs.kafka_reader import KafkaOffsetReader, read_range, report_data_loss, schema
 from spark_jobs.kafka_writer import MinibrokerStreamWriter, MinibrokerWriter, check_sink_schema
@@ -176,4 +177,6 @@ class MinibrokerDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         options = sink_options(self.options)
         check_sink_schema(schema, options.topic)
+        if options.exactly_once:
+            ensure_ledger(options.client, options.ledger_topic)
         return MinibrokerStreamWriter(options)

@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "pipeline", help="a Spark Structured Streaming job: count a topic's records per key per window into another",
         description="Read --input with the `minibroker` Spark source, count its records per key per --window of"
                     " event time (the record timestamps), and write each window's count once the watermark has"
-                    " passed it (--watermark-delay) to --output with the `minibroker` sink, at least once. Offsets"
+                    " passed it (--watermark-delay) to --output with the `minibroker` sink, at least once, or in"
+                    " transactions with --exactly-once. Offsets"
                     " and the aggregation's state are checkpointed in --checkpoint: run again with the same"
                     " directory to go on where the pipeline stopped.")
     add_cluster_options(parser)
@@ -41,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="how often a micro-batch starts (default: 5 seconds); the pipeline runs until Ctrl-C")
     when.add_argument("--available-now", action="store_true",
                       help="read what the topic holds now, in as many micro-batches as needed, then stop")
+    parser.add_argument("--exactly-once", action="store_true",
+                        help="write each task's results in one Kafka transaction: a failed task's output is aborted"
+                             " and read_committed readers see each window once (docs/spark.md)")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.set_defaults(func=run)
 
@@ -61,17 +65,17 @@ def run(args: argparse.Namespace) -> int:
         return 1
     # Imported here: Spark is heavy, and every other command would pay for it.
     from spark_jobs.audit import spark_session
-    from spark_jobs.pipeline import DELIVERY, Pipeline, start
+    from spark_jobs.pipeline import Pipeline, delivery, start
 
     pipeline = Pipeline(servers, args.input, args.output, str(args.checkpoint.resolve()), args.window,
                         args.watermark_delay, args.starting_offsets, args.max_offsets_per_trigger,
-                        None if args.available_now else args.trigger_interval, client)
+                        None if args.available_now else args.trigger_interval, client, args.exactly_once)
     with tempfile.TemporaryDirectory(prefix="minibroker-pipeline-") as workdir:
         spark, ours = spark_session(args.master, Path(workdir), app_name="minibroker-pipeline")
         try:
             query = start(spark, pipeline)
-            print(f"pipeline: {args.input} -> {args.output}, counts per key per {args.window}, {DELIVERY},"
-                  f" checkpoint {pipeline.checkpoint}", flush=True)
+            print(f"pipeline: {args.input} -> {args.output}, counts per key per {args.window},"
+                  f" {delivery(args.exactly_once)}, checkpoint {pipeline.checkpoint}", flush=True)
             try:
                 query.awaitTermination()
             except KeyboardInterrupt:

@@ -332,7 +332,8 @@ def test_pipeline_counts_each_key_per_window_once_and_goes_on_from_its_checkpoin
     def pipeline() -> None:
         code = cli_main(["pipeline", "--bootstrap-server", bootstrap, "--input", "clicks",
                          "--output", "clicks-per-window", "--checkpoint", str(tmp_path / "checkpoint"),
-                         "--window", "10 seconds", "--watermark-delay", "5 seconds", "--available-now"])
+                         "--window", "10 seconds", "--watermark-delay", "5 seconds", "--available-now",
+                         "--exactly-once"])
         assert code == 0, capsys.readouterr().err
 
     def results() -> list[tuple[bytes, dict[str, Any]]]:
@@ -348,10 +349,109 @@ def test_pipeline_counts_each_key_per_window_once_and_goes_on_from_its_checkpoin
     clicks(("a", 1), ("b", 2), ("a", 3), ("a", 9.5), ("b", 4), ("a", 12), ("c", 61))
     pipeline()
     assert results() == sorted([window("a", 0, 3), window("b", 0, 2), window("a", 10, 1)], key=repr)
-    assert "at-least-once" in capsys.readouterr().out
+    assert "exactly-once (transactional sink)" in capsys.readouterr().out
 
     # Run again on the same checkpoint: only what came since is read, and the state kept the open window.
     clicks(("c", 65), ("a", 90))
     pipeline()
     assert results() == sorted([window("a", 0, 3), window("b", 0, 2), window("a", 10, 1), window("c", 60, 2)],
                                key=repr)
+
+
+def fail_once_when_ready(marker: Path, bootstrap: str, topic: str) -> Any:
+    """A UDF passing `value` through that raises once, in the task of input partition 1 at offset 150, but only
+    when the sink's task of partition 0 has committed its 200 records to `topic`'s partition 0 and partition 1's
+    own task has produced its first 100 (its open transaction's records are in the log): conditions waited for
+    under a deadline, so the failure always finds both."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    def ready() -> bool:
+        # Imported on the executor: cloudpickle would carry the test module's names by value.
+        from confluent_kafka import Consumer, TopicPartition
+
+        committed = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-probe",
+                              "isolation.level": "read_committed"})
+        uncommitted = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-probe",
+                                "isolation.level": "read_uncommitted"})
+        try:
+            # ListOffsets' latest: the last stable offset for read_committed, the high watermark otherwise.
+            return committed.get_watermark_offsets(TopicPartition(topic, 0), 10)[1] > 200 and \
+                uncommitted.get_watermark_offsets(TopicPartition(topic, 1), 10)[1] >= 100
+        finally:
+            committed.close()
+            uncommitted.close()
+
+    def value_or_fail(value: bytes, row_offset: int) -> bytes:
+        context = TaskContext.get()
+        if context is None or context.partitionId() != 1 or row_offset != 150 or marker.exists():
+            return value
+        marker.touch()
+        deadline = time.monotonic() + 120
+        while not ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the sink never got there")
+            time.sleep(0.1)  # a condition polled under a deadline: the other task's commit
+        raise RuntimeError("injected failure at offset 150 of partition 1")
+
+    return F.udf(value_or_fail, "binary", useArrow=True)
+
+
+def consume_values(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[tuple[bytes, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-checker", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values, at_end = [], set()
+    deadline = time.monotonic() + 60
+    while len(at_end) < partitions:
+        assert time.monotonic() < deadline, f"{topic} not read to its end: {len(values)} records"
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        if message.error() is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            at_end.add(message.partition())
+            continue
+        values.append((message.key(), message.value()))
+    consumer.close()
+    return sorted(values)
+
+
+def test_exactly_once_sink_writes_each_row_once_through_a_failed_task_and_a_restart(
+        spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
+    """Partition 1's task fails mid-write (its transaction open with 100 records in the log) once partition 0's
+    has committed, so the micro-batch and the query fail; the query restarted from its checkpoint runs the
+    micro-batch again: partition 1's new attempt fences and aborts the old transaction, partition 0's finds its
+    ledger entry and writes nothing. The at-least-once sink writes partition 0's rows twice here."""
+    create_topic(bootstrap, "eos-in", 2)
+    create_topic(bootstrap, "eos-out", 2)
+    # Values of 4 KiB: the UDF's Python worker flushes its results to the sink's task every 64 KiB or so, so
+    # the sink has produced partition 1's first rows when the UDF raises at offset 150.
+    expected = sorted((f"key-{i % 7}".encode(), f"value-{i}".encode().ljust(4096, b".")) for i in range(400))
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, (key, value) in enumerate(expected):
+        producer.produce("eos-in", value=value, key=key, partition=i % 2)
+    assert producer.flush(30) == 0
+    checkpoint = tmp_path / "checkpoint"
+    fail = fail_once_when_ready(tmp_path / "failed-once", bootstrap, "eos-out")
+
+    def run() -> None:
+        copy = stream(spark, bootstrap, "eos-in", startingOffsets="earliest") \
+            .select("key", fail("value", "offset").alias("value"), "partition")
+        query = copy.writeStream.format(FORMAT).option("kafka.bootstrap.servers", bootstrap) \
+            .option("topic", "eos-out").option("exactlyOnce", "true") \
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        query.awaitTermination(180)  # raises the query's exception
+        assert not query.isActive, "the query did not stop"
+
+    # Small Arrow batches: the sink's task has produced records of its transaction before the UDF raises.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        with pytest.raises(StreamingQueryException, match="injected failure at offset 150 of partition 1"):
+            run()
+        run()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert consume_values(bootstrap, "eos-out", 2, "read_committed") == expected
+    # The failed attempt's records are in the log, aborted: a read_uncommitted reader sees them too.
+    assert len(consume_values(bootstrap, "eos-out", 2, "read_uncommitted")) >= len(expected) + 100

@@ -68,3 +68,14 @@ def test_sink_takes_the_topic_option_and_the_client_settings() -> None:
     options = sink_options({**SERVERS, "topic": "out", "kafka.linger.ms": "20"})
     assert (options.topic, options.client) == ("out", {"bootstrap.servers": "h:9092", "linger.ms": "20"})
     assert sink_options(SERVERS).topic is None
+
+
+def test_sink_exactly_once_takes_a_ledger_topic_and_refuses_a_transactional_id() -> None:
+    assert not sink_options(SERVERS).exactly_once
+    options = sink_options({**SERVERS, "exactlyOnce": "true", "exactlyOnce.ledgerTopic": "commits"})
+    assert (options.exactly_once, options.ledger_topic) == (True, "commits")
+    assert sink_options({**SERVERS, "exactlyonce": "TRUE"}).ledger_topic == "minibroker-sink-ledger"
+    with pytest.raises(OptionError, match=r"kafka\.transactional\.id"):
+        sink_options({**SERVERS, "exactlyOnce": "true", "kafka.transactional.id": "mine"})
+    with pytest.raises(OptionError, match="exactlyOnce"):
+        sink_options({**SERVERS, "exactlyOnce": "yes"})

@@ -1,0 +1,71 @@
+"""The exactly-once sink's ledger: the last micro-batch each (query, task partition) committed, in a Kafka topic.
+
+A task of the `exactlyOnce` sink writes one record to the ledger topic inside the same transaction as its rows:
+key `<query id>/<partition>`, value the micro-batch id. The ledger is therefore committed, or aborted, with the
+rows. A task that Spark runs again for a micro-batch (the batch failed after some tasks committed, or the
+driver stopped before Spark's commit log recorded it and the restarted query replays it) first reads the
+ledger with read_committed, after its InitProducerId has fenced and aborted any earlier attempt's transaction:
+if its key already holds this micro-batch id or a later one, its rows are in the output and it writes nothing.
+The topic is compacted (one record per key is all a reader needs), one partition, created by the driver.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+DEFAULT_LEDGER_TOPIC = "minibroker-sink-ledger"
+_TIMEOUT_S = 60.0
+
+
+def ledger_key(query_id: str, partition: int) -> bytes:
+    return f"{query_id}/{partition}".encode()
+
+
+def already_committed(entries: Mapping[bytes, bytes], key: bytes, batch_id: int) -> bool:
+    """Whether the ledger (last value per key) says this partition of this micro-batch, or a later one, committed."""
+    value = entries.get(key)
+    return value is not None and int(value) >= batch_id
+
+
+def ensure_ledger(client: Mapping[str, str], topic: str) -> None:
+    """Create the ledger topic if it is missing (the driver, once per query start)."""
+    admin = AdminClient(dict(client))
+    future = admin.create_topics([NewTopic(topic, 1, -1, config={"cleanup.policy": "compact"})])[topic]
+    try:
+        future.result(_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier start, or another query, made it
+            raise
+
+
+def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
+    """Every key's last committed value: the one partition read with read_committed up to its last stable offset."""
+    config = {**client, "group.id": f"minibroker-sink-ledger-{uuid.uuid4()}", "enable.auto.commit": False,
+              "isolation.level": "read_committed", "enable.partition.eof": True}
+    consumer = Consumer(config)
+    try:
+        # read_committed's ListOffsets answers the last stable offset: committed markers all lie below it.
+        low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=_TIMEOUT_S)
+        entries: dict[bytes, bytes] = {}
+        if end <= low:
+            return entries
+        consumer.assign([TopicPartition(topic, 0, low)])
+        while True:
+            message = consumer.poll(_TIMEOUT_S)
+            if message is None:
+                raise TimeoutError(f"the ledger {topic} was not read to offset {end} in {_TIMEOUT_S:.0f} s")
+            error, key, value, offset = message.error(), message.key(), message.value(), message.offset()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return entries
+                raise KafkaException(error)
+            if key is not None and value is not None:
+                entries[key] = value
+            if offset is None or offset + 1 >= end:
+                return entries
+    finally:
+        consumer.close()
