@@ -675,12 +675,7 @@ class GroupCoordinator:
                              ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: per partition, NONE once the commit is in __consumer_offsets with the configured acks.
         generation_id -1 is a standalone commit, stored while the group has no members (Empty)."""
-        error = self._validate_group_status(group_id)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        unknown = {tp for tp in offsets if not self._metadata_cache.contains(tp)}
-        known = {tp: o for tp, o in offsets.items() if tp not in unknown}
-        answers = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        answers, known = self._committable(group_id, offsets)
         if not known:
             return answers
         group = self.manager.get_group(group_id)
@@ -696,6 +691,16 @@ class GroupCoordinator:
             self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
         answers.update(await self.manager.store_offsets(group, known))
         return answers
+
+    def _committable(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+                     ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
+        """A commit's answers so far and the offsets left to store: all refused while the group is not here (not
+        coordinated, loading), else UNKNOWN_TOPIC_OR_PARTITION for the partitions the metadata does not know."""
+        error = self._validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error), {}
+        known = {tp: o for tp, o in offsets.items() if self._metadata_cache.contains(tp)}
+        return dict.fromkeys(offsets.keys() - known.keys(), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), known
 
     @staticmethod
     def _validate_offset_commit(group: GroupMetadata, generation_id: int, member_id: str,
@@ -718,12 +723,7 @@ class GroupCoordinator:
         """TxnOffsetCommit (Kafka 2.8's handleTxnCommitOffsets): per partition, NONE once the offsets are in
         __consumer_offsets as the producer's transactional batch; they count as committed only after the
         transaction's COMMIT marker. A member id and a generation are checked only when given (v3+)."""
-        error = self._validate_group_status(group_id)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        unknown = {tp for tp in offsets if not self._metadata_cache.contains(tp)}
-        known = {tp: o for tp, o in offsets.items() if tp not in unknown}
-        answers = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        answers, known = self._committable(group_id, offsets)
         if not known:
             return answers
         group = self.manager.get_group(group_id) or self.manager.add_group(

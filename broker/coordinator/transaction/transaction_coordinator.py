@@ -166,15 +166,20 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
 
+    def _existing_transaction(self, transactional_id: str) -> CoordinatorEpochAndTxnMetadata | ErrorCode:
+        """The state of a transactional id a request names that must exist already (AddPartitionsToTxn, EndTxn):
+        INVALID_REQUEST for the empty id, INVALID_PRODUCER_ID_MAPPING for one never initialized, and the
+        coordinator's NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        current = self.txn_manager.get_transaction_state(transactional_id)
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING if current is None else current
+
     async def handle_add_partitions_to_transaction(self, transactional_id: str, producer_id: int,
                                                    producer_epoch: int, partitions: Sequence[TopicPartition]
                                                    ) -> ErrorCode:
         """The error every partition of the request gets (AddOffsetsToTxn adds the group's offsets partition)."""
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        current = self.txn_manager.get_transaction_state(transactional_id)
-        if current is None:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        current = self._existing_transaction(transactional_id)
         if isinstance(current, ErrorCode):
             return current
         txn = current.transaction_metadata
@@ -198,11 +203,7 @@ class TransactionCoordinator:
 
     async def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                                is_from_client: bool) -> ErrorCode:
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        current = self.txn_manager.get_transaction_state(transactional_id)
-        if current is None:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        current = self._existing_transaction(transactional_id)
         if isinstance(current, ErrorCode):
             return current
         txn, coordinator_epoch = current.transaction_metadata, current.coordinator_epoch
