@@ -9,6 +9,8 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   client_bench.py        client CPU per record (send path, decode path), no broker
   client_read_committed_bench.py  the consumer's READ_COMMITTED filter on a fetch answer against READ_UNCOMMITTED
   client_transactions.py the project's transactional producer committing every N records against the idempotent one
+  transactions.py        confluent-kafka's transactional producer (a commit every 100, 1,000, 10,000 records) against
+                         its idempotent one, and read_committed consume against read_uncommitted
   proto_bytes.py         protobuf's cost on the data path
   grpc_round_trip.py     CPU of one Produce / Fetch round trip over grpc.aio on loopback
   kafka_codec_bench.py   the Kafka wire codec's cost on the Produce path
