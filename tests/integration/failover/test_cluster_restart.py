@@ -69,8 +69,7 @@ zookeeper.connection.timeout.ms=18000
 group.initial.rebalance.delay.ms=0
 cluster.credential=s3cret-of-the-cluster
 """
-UNUSED = ("num.network.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes,"
-          " transaction.state.log.replication.factor, transaction.state.log.min.isr")
+UNUSED = "num.network.threads, socket.send.buffer.bytes, socket.receive.buffer.bytes"
 
 
 def minibroker(*args: str) -> subprocess.CompletedProcess[str]:
