@@ -100,16 +100,21 @@ def create(admin: AdminClient, name: str, partitions: int) -> None:
                         operation_timeout=30)[name].result(timeout=60)
 
 
+def produce_waiting(producer: Producer, topic: str, value: bytes) -> None:
+    """One produce(), waiting for room while librdkafka's queue is full (a blocking send)."""
+    while True:
+        try:
+            producer.produce(topic, value)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
 def kafka_produce(bootstrap: str, topic: str, n: int, value: bytes, extra: dict[str, object]) -> Callable[[], int]:
     def work() -> int:
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **extra})
         for _ in range(n):
-            while True:
-                try:
-                    producer.produce(topic, value)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            produce_waiting(producer, topic, value)
         assert producer.flush(300) == 0
         return n
 

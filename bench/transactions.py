@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from bench.kafka_vs_grpc import FirstRecord, create, kafka_consume  # noqa: E402
+from bench.kafka_vs_grpc import FirstRecord, create, kafka_consume, produce_waiting  # noqa: E402
 from local_cluster.cluster import LocalCluster  # noqa: E402
 
 TRANSACTION_SIZES = (100, 1_000, 10_000)
@@ -58,12 +58,7 @@ def produce(bootstrap: str, topic: str, n: int, value: bytes, per_transaction: i
         if per_transaction is not None:
             producer.begin_transaction()
         for _ in range(batch):
-            while True:
-                try:
-                    producer.produce(topic, value)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            produce_waiting(producer, topic, value)
         sent += batch
         if per_transaction is not None:
             began = time.perf_counter()

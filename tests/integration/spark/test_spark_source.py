@@ -81,15 +81,15 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, first: int 
     assert producer.flush(30) == 0
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[Any, ...]]:
-    """Every record of the topic as confluent-kafka reads it (read_committed), with timestamps and headers."""
+def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> list[Any]:
+    """Every message of the topic as confluent-kafka reads it with `isolation`, up to each partition's end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})
+                         "enable.partition.eof": True, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records, at_end = [], set()
+    messages, at_end = [], set()
     deadline = time.monotonic() + 60
     while len(at_end) < partitions:
-        assert time.monotonic() < deadline, f"{topic} not read to its end: {len(records)} records"
+        assert time.monotonic() < deadline, f"{topic} not read to its end: {len(messages)} records"
         message = consumer.poll(1.0)
         if message is None:
             continue
@@ -97,11 +97,15 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[Any, 
             assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
             at_end.add(message.partition())
             continue
-        headers = [(k, v) for k, v in message.headers() or []] or None
-        records.append((message.topic(), message.partition(), message.offset(), message.key(), message.value(),
-                        message.timestamp()[1], headers))
+        messages.append(message)
     consumer.close()
-    return sorted(records)
+    return messages
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[Any, ...]]:
+    """Every record of the topic as confluent-kafka reads it (read_committed), with timestamps and headers."""
+    return sorted((m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1],
+                   [(k, v) for k, v in m.headers() or []] or None) for m in read_to_end(bootstrap, topic, partitions))
 
 
 def as_records(rows: list[Any], with_extras: bool = False) -> list[tuple[Any, ...]]:
@@ -398,23 +402,7 @@ def fail_once_when_ready(marker: Path, bootstrap: str, topic: str) -> Any:
 
 
 def consume_values(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-checker", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": isolation})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, at_end = [], set()
-    deadline = time.monotonic() + 60
-    while len(at_end) < partitions:
-        assert time.monotonic() < deadline, f"{topic} not read to its end: {len(values)} records"
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        if message.error() is not None:
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-            at_end.add(message.partition())
-            continue
-        values.append((message.key(), message.value()))
-    consumer.close()
-    return sorted(values)
+    return sorted((m.key(), m.value()) for m in read_to_end(bootstrap, topic, partitions, isolation))
 
 
 def test_exactly_once_sink_writes_each_row_once_through_a_failed_task_and_a_restart(
