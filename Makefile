@@ -15,7 +15,7 @@ lint: setup
 # The suite (unit and integration tests on local processes), then the docker-compose system test,
 # which prepares a container runtime where it can and says loudly that it did not run where it cannot.
 test: lint
-	.venv/bin/pytest -q
+	.venv/bin/pytest -q --durations=30
 	scripts/compose_system_test.sh
 
 unit: setup

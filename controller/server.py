@@ -111,9 +111,11 @@ class ControllerApis(pb_grpc.KafkaControllerServicer):
 
 
     def ElectLeaders(self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext) -> pb.ElectLeadersResponse:
-        """An admin request, as Kafka's handleElectReplicaLeader: ALTER on the cluster (not a cluster action, so
-        no credential), else CLUSTER_AUTHORIZATION_FAILED and nothing elected."""
-        if not self._authorize_alter_cluster(context):
+        """An admin request, as Kafka's handleElectReplicaLeader: ALTER on the cluster, else
+        CLUSTER_AUTHORIZATION_FAILED and nothing elected. A broker forwarding its client's request (KIP-590's
+        Envelope: the broker authorized the client, and forwarding is a cluster action) is served as that
+        client, as Kafka's controller serves an Envelope from a broker with CLUSTER_ACTION."""
+        if not (self._authorize_cluster_action(context) or self._authorize_alter_cluster(context)):
             return pb.ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if request.election_type not in (ELECTION_TYPE_PREFERRED, ELECTION_TYPE_UNCLEAN):
             return pb.ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)

@@ -47,8 +47,8 @@ def election_results(response: pb.ElectLeadersResponse) -> ElectionResults:
 class ControllerChannel:
     def __init__(self, zk: KafkaZkClient, security: GrpcSecurity,
                  cluster_metadata: tuple[tuple[str, str], ...] = ()) -> None:
-        """`cluster_metadata`: what a cluster action carries (proto/auth.py), for the requests the controller
-        answers in full to a broker only."""
+        """`cluster_metadata`: what a cluster action carries (proto/auth.py): the controller answers
+        DescribeEvents in full, and serves a forwarded ElectLeaders, to a broker only."""
         self._zk = zk
         self._security = security
         self._cluster_metadata = cluster_metadata
@@ -74,7 +74,9 @@ class ControllerChannel:
         try:
             with self._security.channel(endpoint) as channel:
                 # A little longer than the controller waits, so its REQUEST_TIMED_OUT answer arrives.
-                response = pb_grpc.KafkaControllerStub(channel).ElectLeaders(request, timeout=timeout_ms / 1000 + 5)
+                # The cluster credential: the controller serves a forwarding broker as the client it authorized.
+                response = pb_grpc.KafkaControllerStub(channel).ElectLeaders(
+                    request, metadata=self._cluster_metadata, timeout=timeout_ms / 1000 + 5)
         except grpc.RpcError as e:
             logger.warning("ElectLeaders to the controller at %s failed: %s", endpoint,
                            e.details() if isinstance(e, grpc.Call) else e)

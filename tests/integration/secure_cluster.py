@@ -129,9 +129,14 @@ def start_secure_broker(zookeeper: LocalZooKeeper, directory: Path,
     config_path = directory / "server.properties"
     config_path.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
     broker = _start("broker-1", broker_argv(config_path), directory)
+    # With an authorizer, the controller's too, with admin alone as a super user: the broker's forwarded
+    # requests prove themselves with the cluster credential, not as the super user ANONYMOUS.
+    authorizer = [] if "authorizer.class.name" not in props else [
+        "--override", f"authorizer.class.name={props['authorizer.class.name']}", "--override", "super.users=User:admin"]
     controller = _start("controller", [
         sys.executable, "-m", "controller.main", "--zookeeper", zk_connect, "--controller-id", "1000",
         "--override", f"cluster.credential={CLUSTER_CREDENTIAL}", "--override", "zookeeper.session.timeout.ms=6000",
+        *authorizer,
     ], directory)
     secure = SecureBroker(zk_connect, directory, ports, broker, controller, ca, client, foreign, expired)
     try:
