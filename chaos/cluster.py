@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from chaos import netns, zk_cut
 from local_cluster import network as cluster_network
@@ -47,6 +49,12 @@ from proto.types import TopicPartition
 from zk.client import KafkaZkClient
 from zk.paths import CONTROLLER, broker_id_path
 from zk.server import server_mode
+
+T = TypeVar("T")
+
+# How long the nemesis's reads of ZooKeeper ride out a lost connection or an expired session (its own faults:
+# a paused or killed ZooKeeper member, an expired session, a loaded machine), retried with backoff.
+ZOOKEEPER_READ_DEADLINE_S = 60.0
 
 PARTITION_FAULTS = frozenset({"partition-leader"})
 ZOOKEEPER_FAULTS = frozenset({"kill-zookeeper", "pause-zookeeper"})
@@ -131,6 +139,8 @@ def local_unsupported(fault: str) -> str | None:
 class ZooKeeperState:
     """What a backend reads from the cluster's ZooKeeper: the active controller and the partitions' state."""
 
+    sleep: Callable[[float], None] = staticmethod(time.sleep)  # between retries; a unit test's clock replaces it
+
     def __init__(self, connect: str, unreachable_hint: str) -> None:
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
         try:
@@ -138,24 +148,31 @@ class ZooKeeperState:
         except KazooTimeoutError:
             raise ChaosError(f"cannot connect to the cluster's ZooKeeper at {connect}: {unreachable_hint}") from None
 
+    def _read(self, read: Callable[..., T], *args: object) -> T:
+        """`read(*args)`, retried through a lost connection or an expired session: kazoo opens a new session
+        after an expiry, and the chaos run's faults cause both."""
+        retry = KazooRetry(max_tries=-1, delay=0.1, max_delay=2.0, deadline=ZOOKEEPER_READ_DEADLINE_S,
+                           sleep_func=self.sleep)
+        return retry(read, *args)
+
     def active_controller(self) -> str | None:
-        controller_id = self._zk.get_controller_id()
+        controller_id = self._read(self._zk.get_controller_id)
         return None if controller_id is None else f"controller-{controller_id}"
 
     def session(self, name: str) -> int | None:
         """The session holding `name`'s ephemeral znode: a broker's registration, the active controller's
         /controller (a standby holds none)."""
         if name.startswith("broker-"):
-            return self._zk.ephemeral_owner(broker_id_path(node_id(name)))
-        owner = self._zk.ephemeral_owner(CONTROLLER)
+            return self._read(self._zk.ephemeral_owner, broker_id_path(node_id(name)))
+        owner = self._read(self._zk.ephemeral_owner, CONTROLLER)
         return owner if self.active_controller() == name else None
 
     def partition_state(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        assignment = self._zk.get_topic_assignment(topic)
+        assignment = self._read(self._zk.get_topic_assignment, topic)
         if assignment is None:
             raise ChaosError(f"topic {topic!r} does not exist")
         partitions = sorted(assignment.partitions)
-        states = self._zk.get_partition_states([TopicPartition(topic, p) for p in partitions])
+        states = self._read(self._zk.get_partition_states, [TopicPartition(topic, p) for p in partitions])
         out = {}
         for p in partitions:
             state = states.get(TopicPartition(topic, p))
