@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import struct
 from collections.abc import Awaitable
@@ -99,7 +100,9 @@ def to_millis(delta: datetime.timedelta) -> int:
     return int(delta / datetime.timedelta(milliseconds=1))
 
 
+@functools.cache
 def request_class(api_key: int, version: int) -> type[Any]:
+    # Cached: kio resolves the class through importlib's name lookup, a cost paid on every request otherwise.
     return load_request_schema(api_key, version)
 
 
