@@ -8,10 +8,11 @@ the test's calls."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import kafka.errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -30,36 +31,21 @@ TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
-class _AioLoop:
+@functools.cache
+def _aio_loop() -> asyncio.AbstractEventLoop:
     """One event loop in a daemon thread for every aiokafka client of the test session."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="aiokafka-loop", daemon=True).start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=TIMEOUT_S * 2)
-
-
-_aio: _AioLoop | None = None
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="aiokafka-loop", daemon=True).start()
+    return loop
 
 
 def aio(coroutine: Coroutine[Any, Any, T]) -> T:
-    global _aio
-    if _aio is None:
-        _aio = _AioLoop()
-    return _aio.run(coroutine)
+    return asyncio.run_coroutine_threadsafe(coroutine, _aio_loop()).result(timeout=TIMEOUT_S * 2)
 
 
-class Record(Protocol):
+class Record(NamedTuple):
     partition: int
     value: str
-
-
-class _Record:
-    def __init__(self, partition: int, value: str) -> None:
-        self.partition = partition
-        self.value = value
 
 
 class GroupMember(Protocol):
@@ -129,7 +115,7 @@ class _ConfluentMember:
             message = self.consumer.poll(0.5)
             if message is not None:
                 assert message.error() is None, message.error()
-                records.append(_Record(message.partition() or 0, (message.value() or b"").decode()))
+                records.append(Record(message.partition() or 0, (message.value() or b"").decode()))
         return records
 
     def seek(self, partition: int, offset: int) -> None:
@@ -218,7 +204,7 @@ class _KafkaPythonMember:
         while len(records) < count:
             assert time.monotonic() < deadline, f"{len(records)} of {count} input records in a minute"
             for batch in self.consumer.poll(timeout_ms=500, max_records=count - len(records)).values():
-                records.extend(_Record(r.partition, r.value.decode()) for r in batch)
+                records.extend(Record(r.partition, r.value.decode()) for r in batch)
         return records
 
     def seek(self, partition: int, offset: int) -> None:
@@ -324,7 +310,7 @@ class _AiokafkaMember:
                 assert time.monotonic() < deadline, f"{len(records)} of {count} input records in a minute"
                 got = await self.consumer.getmany(timeout_ms=500, max_records=count - len(records))
                 for batch in got.values():
-                    records.extend(_Record(r.partition, (r.value or b"").decode()) for r in batch)
+                    records.extend(Record(r.partition, (r.value or b"").decode()) for r in batch)
             return records
 
         return aio(poll())
