@@ -3,27 +3,48 @@ member (client.Consumer) reads the input, the project's transactional Producer w
 the output and, with send_offsets_to_transaction and the member's group_metadata(), the member's positions in the
 same transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator). A commit moves the output
 and the group's offsets together; an abort moves neither. The cluster and the checks (confluent-kafka's
-read_committed reader and committed() with require_stable) are test_kafka_exactly_once.py's."""
+read_committed reader and committed() with require_stable) are those test_kafka_transaction_matrix.py holds
+Kafka's clients to."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from confluent_kafka import Producer as ConfluentProducer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from client import Consumer, OffsetAndMetadata, Producer
-from tests.integration.kafka_clients.test_kafka_exactly_once import (  # noqa: F401 (cluster: the fixture)
-    GROUP,
-    INPUT,
-    OUTPUT,
-    cluster,
-    committed,
-    produce_input,
-)
-from tests.integration.kafka_clients.test_kafka_transactions import read_all
-from tests.integration.kafka_cluster import KafkaCluster
+from tests.integration.conftest import StartBrokers, StartController
+from tests.integration.kafka_clients.test_kafka_transactions import OVERRIDES, PARTITIONS, read_all
+from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
+from tests.integration.transaction_clients import committed_offsets
 
 pytestmark = pytest.mark.integration
+
+INPUT, OUTPUT, GROUP = "eos-input", "eos-output", "eos-group"
+
+
+@pytest.fixture
+def cluster(start_brokers: StartBrokers, start_controller: StartController) -> KafkaCluster:
+    cluster = start_kafka_cluster(start_brokers, start_controller, overrides={
+        **OVERRIDES, "group.initial.rebalance.delay.ms": "0"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+                                       for t in (INPUT, OUTPUT)], operation_timeout=30).values():
+        future.result(timeout=60)
+    return cluster
+
+
+def produce_input(cluster: KafkaCluster, values: list[str]) -> None:
+    producer = ConfluentProducer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        producer.produce(INPUT, value.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def committed(cluster: KafkaCluster) -> list[int]:
+    return committed_offsets(cluster.bootstrap, GROUP, INPUT, PARTITIONS)
 
 
 def transform_round(consumer: Consumer, producer: Producer, count: int, commit: bool) -> None:
@@ -47,7 +68,7 @@ def transform_round(consumer: Consumer, producer: Producer, count: int, commit: 
 
 
 def test_the_projects_consume_transform_produce_commits_output_and_offsets_together(
-        cluster: KafkaCluster) -> None:  # noqa: F811
+        cluster: KafkaCluster) -> None:
     produce_input(cluster, [f"first-{i}" for i in range(9)])
     consumer = Consumer(INPUT, bootstrap_servers=cluster.grpc_bootstrap, group_id=GROUP, enable_auto_commit=False,
                         auto_offset_reset="earliest", isolation_level="read_committed")

@@ -1,27 +1,20 @@
-"""The transaction coordinator with real transactional producers (issue 25): confluent-kafka commits and aborts
-across partitions, and read_committed consumers see only what was committed while read_uncommitted ones see
-everything; an open transaction holds read_committed readers at the last stable offset; a second producer with
-the same transactional.id fences the first and its transaction is aborted; a transaction nobody ends is aborted by
-its timeout; the coordinator SIGKILLed right after EndTxn answered, and a data partition's leader SIGKILLed
-mid-transaction, leave every read_committed reader with the transaction whole; AddOffsetsToTxn puts the group's
-__consumer_offsets partition in the transaction (its marker lands there). Then kafka-python's and aiokafka's
-transactional producers do the same commit / abort round trip.
+"""The transaction coordinator with confluent-kafka's transactional producer through failures (issue 25): the
+coordinator SIGKILLed right after EndTxn answered, and a data partition's leader SIGKILLed mid-transaction, leave
+every read_committed reader with the transaction whole; AddOffsetsToTxn puts the group's __consumer_offsets
+partition in the transaction (its marker lands there). The same rules without failures, for each of
+confluent-kafka, kafka-python and aiokafka, are test_kafka_transaction_matrix.py's.
 
 Three brokers, __transaction_state with three partitions (replication factor 3, min.isr 2, as by default)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import signal
-import time
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaProducer
 from kio.schema.add_offsets_to_txn.v1.request import AddOffsetsToTxnRequest
 from kio.schema.add_offsets_to_txn.v1.response import AddOffsetsToTxnResponse
 from kio.schema.end_txn.v1.request import EndTxnRequest
@@ -35,6 +28,7 @@ from kio.static.primitive import i8, i32Timedelta
 
 from broker.coordinator.group.group_metadata_manager import partition_for as offsets_partition_for
 from broker.coordinator.transaction.transaction_state_manager import partition_for
+from tests.integration import transaction_clients
 from tests.integration.conftest import StartBrokers, StartController, WaitUntil
 from tests.integration.kafka_cluster import KafkaCluster, start_kafka_cluster
 from tests.integration.kafka_wire import WireConnection, encode_request
@@ -48,8 +42,6 @@ OFFSETS_PARTITIONS = 3
 OVERRIDES = {
     "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
-    # A timed-out transaction is looked for every half second (10 s by default).
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 
 
@@ -77,42 +69,10 @@ def produce(p: Producer, values: list[str], partitions: int = PARTITIONS) -> Non
 
 def read_all(cluster: KafkaCluster, isolation: str, timeout: float = 30.0, settled: bool = True,
              topic: str = TOPIC) -> list[str]:
-    """Every data record of the topic a consumer of `isolation` reads, up to the partitions' (stable) ends; when
-    `settled`, once no transaction is open (EndTxn is answered before its markers are written)."""
-    deadline = time.monotonic() + timeout
-    while settled and stable_ends(cluster, "read_committed", topic) != stable_ends(cluster, "read_uncommitted", topic):
-        assert time.monotonic() < deadline, "a transaction stayed open"
-        time.sleep(0.1)  # a condition polled under a deadline: the markers of the last EndTxn
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        values, at_end = [], set()
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"{isolation}: only {at_end} reached their end: {values}"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                    continue
-                raise KafkaException(message.error())
-            at_end.discard(message.partition())
-            values.append(message.value().decode())
-        return values
-    finally:
-        consumer.close()
-
-
-def stable_ends(cluster: KafkaCluster, isolation: str, topic: str = TOPIC) -> list[int]:
-    """ListOffsets(latest) per partition as a consumer of `isolation` asks it: the LSO for read_committed."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
-                         "isolation.level": isolation})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
+    """Every data record of the topic a confluent-kafka consumer of `isolation` reads, up to the partitions'
+    (stable) ends; when `settled`, once no transaction is open."""
+    return transaction_clients.read_all("confluent-kafka", cluster.bootstrap, topic, PARTITIONS, isolation,
+                                        timeout=timeout, settled=settled)
 
 
 def leader_of(cluster: KafkaCluster, topic: str, partition: int) -> int:
@@ -124,71 +84,8 @@ def values(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{i}" for i in range(count)]
 
 
-def test_commit_and_abort_across_partitions(cluster: KafkaCluster) -> None:
-    p = producer(cluster, "commit-abort")
-    for prefix, commit in (("first", True), ("aborted", False), ("second", True)):
-        p.begin_transaction()
-        produce(p, values(prefix, 30))
-        if commit:
-            p.commit_transaction(30)
-        else:
-            p.abort_transaction(30)
-    assert sorted(read_all(cluster, "read_committed")) == sorted(values("first", 30) + values("second", 30))
-    assert sorted(read_all(cluster, "read_uncommitted")) == sorted(
-        values("first", 30) + values("aborted", 30) + values("second", 30))
 
 
-def test_an_open_transaction_holds_read_committed_at_the_last_stable_offset(cluster: KafkaCluster,
-                                                                           wait_until: WaitUntil) -> None:
-    p = producer(cluster, "open")
-    p.begin_transaction()
-    produce(p, values("committed", 3))
-    p.commit_transaction(30)
-    # EndTxn is answered once PrepareCommit is durable; the markers follow.
-    wait_until(lambda: stable_ends(cluster, "read_committed") == [2, 2, 2], message="the first commit's markers")
-    before = [2, 2, 2]
-    p.begin_transaction()
-    produce(p, values("open", 6))
-    # Written and replicated (flushed, acks=all), but not committed: only read_uncommitted readers pass them.
-    assert stable_ends(cluster, "read_committed") == before
-    assert stable_ends(cluster, "read_uncommitted") == [end + 2 for end in before]
-    assert sorted(read_all(cluster, "read_committed", settled=False)) == sorted(values("committed", 3))
-    p.commit_transaction(30)
-    # The commit marker takes an offset too: the stable end passes the records and the marker.
-    wait_until(lambda: stable_ends(cluster, "read_committed") == [end + 3 for end in before],
-               message="the LSO past the committed transaction")
-    assert sorted(read_all(cluster, "read_committed")) == sorted(values("committed", 3) + values("open", 6))
-
-
-def test_a_second_producer_fences_the_first_and_aborts_its_transaction(cluster: KafkaCluster) -> None:
-    first = producer(cluster, "fenced")
-    first.begin_transaction()
-    produce(first, values("zombie", 9))
-    second = producer(cluster, "fenced")  # its InitProducerId aborts the open transaction and bumps the epoch
-    with pytest.raises(KafkaException) as raised:
-        first.commit_transaction(30)
-    error = raised.value.args[0]
-    assert error.fatal() and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                              KafkaError.INVALID_PRODUCER_EPOCH), error
-    second.begin_transaction()
-    produce(second, values("successor", 6))
-    second.commit_transaction(30)
-    assert sorted(read_all(cluster, "read_committed")) == sorted(values("successor", 6))
-    assert sorted(read_all(cluster, "read_uncommitted")) == sorted(values("zombie", 9) + values("successor", 6))
-
-
-def test_a_hanging_transaction_is_aborted_by_its_timeout(cluster: KafkaCluster, wait_until: WaitUntil) -> None:
-    hanging = producer(cluster, "hanging", **{"transaction.timeout.ms": 3000})
-    hanging.begin_transaction()
-    produce(hanging, values("hung", 6))
-    # Nobody ends it: the coordinator aborts it after transaction.timeout.ms and read_committed readers move on.
-    wait_until(lambda: stable_ends(cluster, "read_committed") == [3, 3, 3], timeout=60,
-               message="the timed-out transaction's abort markers")
-    assert read_all(cluster, "read_committed") == []
-    assert sorted(read_all(cluster, "read_uncommitted")) == sorted(values("hung", 6))
-    # The producer learns it was fenced when it tries to commit.
-    with pytest.raises(KafkaException):
-        hanging.commit_transaction(30)
 
 
 def test_the_coordinator_killed_after_end_txn_answered_leaves_the_transaction_whole(cluster: KafkaCluster,
@@ -268,41 +165,3 @@ def test_add_offsets_to_txn_puts_the_groups_offsets_partition_in_the_transaction
         consumer.close()
 
 
-def test_kafka_python_commit_and_abort(cluster: KafkaCluster) -> None:
-    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="kafka-python")
-    try:
-        p.init_transactions()
-        for prefix, commit in (("kp-committed", True), ("kp-aborted", False)):
-            p.begin_transaction()
-            for i, value in enumerate(values(prefix, 9)):
-                p.send(TOPIC, value.encode(), partition=i % PARTITIONS)
-            p.flush()
-            if commit:
-                p.commit_transaction()
-            else:
-                p.abort_transaction()
-    finally:
-        p.close()
-    assert sorted(read_all(cluster, "read_committed")) == sorted(values("kp-committed", 9))
-    assert sorted(read_all(cluster, "read_uncommitted")) == sorted(values("kp-committed", 9) + values("kp-aborted", 9))
-
-
-def test_aiokafka_commit_and_abort(cluster: KafkaCluster) -> None:
-    async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="aiokafka")
-        await p.start()
-        try:
-            async with p.transaction():
-                for i, value in enumerate(values("aio-committed", 9)):
-                    await p.send_and_wait(TOPIC, value.encode(), partition=i % PARTITIONS)
-            await p.begin_transaction()
-            for i, value in enumerate(values("aio-aborted", 9)):
-                await p.send_and_wait(TOPIC, value.encode(), partition=i % PARTITIONS)
-            await p.abort_transaction()
-        finally:
-            await p.stop()
-
-    asyncio.run(run())
-    assert sorted(read_all(cluster, "read_committed")) == sorted(values("aio-committed", 9))
-    assert sorted(read_all(cluster, "read_uncommitted")) == sorted(
-        values("aio-committed", 9) + values("aio-aborted", 9))

@@ -5,7 +5,7 @@ aborted transaction's records once its marker is written; read_uncommitted reade
 This test plays the producer's and the coordinator's parts on the wire against the partition leader's Kafka
 listener (tests/integration/transaction_wire.py): a producer's Produce of transactional batches and the
 coordinator's WriteTxnMarkers, so the partition side is proven alone (the coordinator with real transactional
-producers: test_kafka_transactions.py)."""
+producers: test_kafka_transaction_matrix.py)."""
 
 from __future__ import annotations
 
