@@ -9,11 +9,12 @@ Three brokers, __transaction_state with three partitions (replication factor 3, 
 from __future__ import annotations
 
 import datetime
+import logging
 import signal
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_offsets_to_txn.v1.request import AddOffsetsToTxnRequest
 from kio.schema.add_offsets_to_txn.v1.response import AddOffsetsToTxnResponse
@@ -84,6 +85,39 @@ def values(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{i}" for i in range(count)]
 
 
+class ClientLog(logging.Handler):
+    """What librdkafka logs (its `logger`): the debug lines of the facilities named in `debug`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(f"{__name__}.librdkafka.{id(self)}")
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_back_to_back_transactions_are_never_told_concurrent_transactions(cluster: KafkaCluster) -> None:
+    """Commit, abort, commit back to back (the matrix reads every outcome back with each library)."""
+    client_log = ClientLog()
+    p = producer(cluster, "commit-abort", debug="eos", logger=client_log.logger)
+    for prefix, commit in (("first", True), ("aborted", False), ("second", True)):
+        p.begin_transaction()
+        produce(p, values(prefix, 30))
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    # Each next transaction's AddPartitionsToTxn came while the previous one's markers were being written: the
+    # coordinator let it wait for them rather than answer CONCURRENT_TRANSACTIONS (a 20 ms client backoff each).
+    concurrent = KafkaError(KafkaError.CONCURRENT_TRANSACTIONS).str()
+    assert [line for line in client_log.lines if concurrent in line] == []
+    assert any("AddPartitionsToTxn" in line or "ADDPARTS" in line or "partitions added" in line
+               for line in client_log.lines), client_log.lines[-20:]
+    assert sorted(read_all(cluster, "read_committed")) == sorted(values("first", 30) + values("second", 30))
 
 
 

@@ -1,7 +1,8 @@
 """broker/coordinator/transaction/transaction_coordinator.py and transaction_marker_channel.py on __transaction_state
 in memory, brokers that answer WriteTxnMarkers from a table, and a clock only the test moves: InitProducerId's epochs
 and fencing, AddPartitionsToTxn, EndTxn answered once the Prepare state is durable, markers batched per broker and
-retried through leader changes, completion, a new coordinator finishing a Prepare state, timed-out transactions."""
+retried through leader changes, completion, the next transaction's AddPartitionsToTxn waiting for it, a new
+coordinator finishing a Prepare state, timed-out transactions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from broker.coordinator.transaction import transaction_log
-from broker.coordinator.transaction.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
+from broker.coordinator.transaction.transaction_coordinator import (
+    PREVIOUS_TRANSACTION_WAIT_MS,
+    InitProducerIdResult,
+    TransactionCoordinator,
+)
 from broker.coordinator.transaction.transaction_marker_channel import (
     TransactionMarkerChannelManager,
     WritableTxnMarker,
@@ -64,10 +69,18 @@ class Harness:
         self.clock = clock or FakeClock()
         self.brokers = Brokers()
         self.sleeps: list[float] = []
+        # The coordinator's bounded waits for a previous transaction: recorded, and over when the test says so.
+        self.waits: list[float] = []
+        self.wait_over = asyncio.Event()
         self.next_producer_id = 1000
         self.manager = TransactionStateManager(1, TransactionConfig(NUM_PARTITIONS, 900_000, 3_600_000, 1024),
                                                self.log.append, self.clock, self.log.read_log)
-        self.coordinator = TransactionCoordinator(1, self.manager, self._generate, self.clock)
+
+        async def wait(seconds: float) -> None:
+            self.waits.append(seconds)
+            await self.wait_over.wait()
+
+        self.coordinator = TransactionCoordinator(1, self.manager, self._generate, self.clock, sleep=wait)
 
         async def sleep(seconds: float) -> None:
             self.sleeps.append(seconds)
@@ -246,6 +259,64 @@ def test_markers_wait_for_a_partition_without_a_leader() -> None:
         await settle()
         assert h.brokers.written == [(2, WritableTxnMarker(1001, 0, True, 5, (A0,)))]
         assert h.state().state is S.COMPLETE_COMMIT
+    run(scenario())
+
+
+async def committing_with_markers_held(h: Harness) -> int:
+    """A producer whose commit is answered while its marker cannot go out (A0 has no leader); its producer id."""
+    await h.elected()
+    pid = await h.init()
+    await h.coordinator.handle_add_partitions_to_transaction(TID, pid.producer_id, 0, [A0])
+    del h.brokers.leaders[A0]
+    assert await h.coordinator.handle_end_transaction(TID, pid.producer_id, 0, commit=True) is ErrorCode.NONE
+    await settle()
+    assert h.state().state is S.PREPARE_COMMIT
+    return pid.producer_id
+
+
+def test_the_next_transactions_add_partitions_waits_for_the_previous_ones_completion() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        producer_id = await committing_with_markers_held(h)
+        # Kafka answers CONCURRENT_TRANSACTIONS here and the client retries after a backoff; this waits instead.
+        adding = asyncio.create_task(h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 0, [A1]))
+        await settle()
+        assert not adding.done() and h.waits == [PREVIOUS_TRANSACTION_WAIT_MS / 1000]
+        h.brokers.leaders[A0] = 1  # the marker goes, CompleteCommit is appended, the new transaction starts
+        await settle()
+        assert adding.done() and adding.result() is ErrorCode.NONE
+        assert h.logged_states() == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
+        assert (h.state().state, h.state().topic_partitions) == (S.ONGOING, {A1})
+    run(scenario())
+
+
+def test_add_partitions_still_blocked_after_the_wait_is_told_concurrent_transactions() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        producer_id = await committing_with_markers_held(h)
+        # A fenced producer's request is answered at once, without waiting for anything.
+        assert await h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 1, [A1]) \
+            is ErrorCode.PRODUCER_FENCED
+        assert h.waits == []
+        adding = asyncio.create_task(h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 0, [A1]))
+        await settle()
+        assert not adding.done()
+        h.wait_over.set()  # PREVIOUS_TRANSACTION_WAIT_MS passes with the marker still held
+        await settle()
+        assert adding.done() and adding.result() is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert h.state().state is S.PREPARE_COMMIT
+    run(scenario())
+
+
+def test_a_coordinator_that_resigns_answers_the_waiting_add_partitions_at_once() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        producer_id = await committing_with_markers_held(h)
+        adding = asyncio.create_task(h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 0, [A1]))
+        await settle()
+        h.coordinator.on_resignation(PARTITION, 6)
+        await settle()
+        assert adding.done() and adding.result() is ErrorCode.NOT_COORDINATOR
     run(scenario())
 
 
