@@ -11,6 +11,7 @@ The topic is compacted (one record per key is all a reader needs), one partition
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 
@@ -19,6 +20,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 DEFAULT_LEDGER_TOPIC = "minibroker-sink-ledger"
 _TIMEOUT_S = 60.0
+# Longer than librdkafka's default transaction.timeout.ms (60 s) plus the coordinator's abort sweep (10 s): an
+# open transaction nobody fences is aborted by then.
+_STABLE_TIMEOUT_S = 120.0
+_STABLE_POLL_S = 0.1
 
 
 def ledger_key(query_id: str, partition: int) -> bytes:
@@ -43,21 +48,30 @@ def ensure_ledger(client: Mapping[str, str], topic: str) -> None:
 
 
 def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
-    """Every key's last committed value: the one partition read with read_committed up to its last stable offset."""
+    """Every key's last committed value: the one partition read with read_committed up to its high watermark, once
+    every transaction below that is decided.
+
+    The high watermark, not the last stable offset: a transaction some other task left open (a driver killed in
+    the middle of a micro-batch) holds the last stable offset below entries committed after it began, and a
+    task that read only that far would miss its own committed entry and write its rows a second time. So the
+    read waits until the last stable offset reaches the high watermark found first: the open transaction is
+    aborted by its own task's next attempt (InitProducerId) or by the coordinator at transaction.timeout.ms.
+    """
+    partition = TopicPartition(topic, 0)
+    high = _high_watermark(client, partition)
     config = {**client, "group.id": f"minibroker-sink-ledger-{uuid.uuid4()}", "enable.auto.commit": False,
               "isolation.level": "read_committed", "enable.partition.eof": True}
     consumer = Consumer(config)
     try:
-        # read_committed's ListOffsets answers the last stable offset: committed markers all lie below it.
-        low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=_TIMEOUT_S)
+        low = _wait_stable(consumer, partition, high)
         entries: dict[bytes, bytes] = {}
-        if end <= low:
+        if high <= low:
             return entries
         consumer.assign([TopicPartition(topic, 0, low)])
         while True:
             message = consumer.poll(_TIMEOUT_S)
             if message is None:
-                raise TimeoutError(f"the ledger {topic} was not read to offset {end} in {_TIMEOUT_S:.0f} s")
+                raise TimeoutError(f"the ledger {topic} was not read to offset {high} in {_TIMEOUT_S:.0f} s")
             error, key, value, offset = message.error(), message.key(), message.value(), message.offset()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -65,7 +79,29 @@ def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
                 raise KafkaException(error)
             if key is not None and value is not None:
                 entries[key] = value
-            if offset is None or offset + 1 >= end:
+            if offset is None or offset + 1 >= high:
                 return entries
     finally:
         consumer.close()
+
+
+def _high_watermark(client: Mapping[str, str], partition: TopicPartition) -> int:
+    consumer = Consumer({**client, "group.id": f"minibroker-sink-ledger-{uuid.uuid4()}",
+                         "isolation.level": "read_uncommitted"})
+    try:
+        return int(consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)[1])
+    finally:
+        consumer.close()
+
+
+def _wait_stable(consumer: Consumer, partition: TopicPartition, high: int) -> int:
+    """Until the last stable offset (read_committed's ListOffsets latest) reaches `high`; the log start offset."""
+    deadline = time.monotonic() + _STABLE_TIMEOUT_S
+    while True:
+        low, stable = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+        if stable >= high:
+            return int(low)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"a transaction on the ledger {partition.topic} stayed open below offset {high}"
+                               f" for {_STABLE_TIMEOUT_S:.0f} s")
+        time.sleep(_STABLE_POLL_S)  # the open transaction ends when it is fenced or times out
