@@ -6,7 +6,14 @@ rows. A task that Spark runs again for a micro-batch (the batch failed after som
 driver stopped before Spark's commit log recorded it and the restarted query replays it) first reads the
 ledger with read_committed, after its InitProducerId has fenced and aborted any earlier attempt's transaction:
 if its key already holds this micro-batch id or a later one, its rows are in the output and it writes nothing.
-The topic is compacted (one record per key is all a reader needs), one partition, created by the driver.
+The topic is compacted (one record per key is all a reader needs) and created by the driver.
+
+A task's entries go to ledger partition (task partition mod the ledger's partitions), so the tasks of one
+micro-batch, up to LEDGER_PARTITIONS of them, write to partitions of their own. That matters after a driver
+is killed mid-batch: each task's transaction it left open holds its ledger partition's last stable offset, and
+only that task's next attempt aborts it (or the coordinator, at transaction.timeout.ms). A task reading a
+partition a sibling's open transaction holds waits for it (read_ledger); alone on its partition, it has just
+aborted its own.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 DEFAULT_LEDGER_TOPIC = "minibroker-sink-ledger"
+LEDGER_PARTITIONS = 16  # a micro-batch of up to this many tasks: each its own ledger partition
 _TIMEOUT_S = 60.0
 # Longer than librdkafka's default transaction.timeout.ms (60 s) plus the coordinator's abort sweep (10 s): an
 # open transaction nobody fences is aborted by then.
@@ -36,10 +44,23 @@ def already_committed(entries: Mapping[bytes, bytes], key: bytes, batch_id: int)
     return value is not None and int(value) >= batch_id
 
 
+def ledger_partition_of(task_partition: int, ledger_partitions: int) -> int:
+    return task_partition % ledger_partitions
+
+
+def ledger_partition(client: Mapping[str, str], topic: str, task_partition: int) -> TopicPartition:
+    """Where a task's entries are: the ledger's partition count from Metadata (a ledger made by another release
+    may have another count)."""
+    metadata = AdminClient(dict(client)).list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
+    if metadata.error is not None:
+        raise KafkaException(metadata.error)
+    return TopicPartition(topic, ledger_partition_of(task_partition, len(metadata.partitions)))
+
+
 def ensure_ledger(client: Mapping[str, str], topic: str) -> None:
     """Create the ledger topic if it is missing (the driver, once per query start)."""
     admin = AdminClient(dict(client))
-    future = admin.create_topics([NewTopic(topic, 1, -1, config={"cleanup.policy": "compact"})])[topic]
+    future = admin.create_topics([NewTopic(topic, LEDGER_PARTITIONS, -1, config={"cleanup.policy": "compact"})])[topic]
     try:
         future.result(_TIMEOUT_S)
     except KafkaException as exc:
@@ -47,9 +68,9 @@ def ensure_ledger(client: Mapping[str, str], topic: str) -> None:
             raise
 
 
-def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
-    """Every key's last committed value: the one partition read with read_committed up to its high watermark, once
-    every transaction below that is decided.
+def read_ledger(client: Mapping[str, str], partition: TopicPartition) -> dict[bytes, bytes]:
+    """Every key's last committed value in one ledger partition: read with read_committed up to its high
+    watermark, once every transaction below that is decided.
 
     The high watermark, not the last stable offset: a transaction some other task left open (a driver killed in
     the middle of a micro-batch) holds the last stable offset below entries committed after it began, and a
@@ -57,7 +78,7 @@ def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
     read waits until the last stable offset reaches the high watermark found first: the open transaction is
     aborted by its own task's next attempt (InitProducerId) or by the coordinator at transaction.timeout.ms.
     """
-    partition = TopicPartition(topic, 0)
+    topic = partition.topic
     high = _high_watermark(client, partition)
     config = {**client, "group.id": f"minibroker-sink-ledger-{uuid.uuid4()}", "enable.auto.commit": False,
               "isolation.level": "read_committed", "enable.partition.eof": True}
@@ -67,7 +88,7 @@ def read_ledger(client: Mapping[str, str], topic: str) -> dict[bytes, bytes]:
         entries: dict[bytes, bytes] = {}
         if high <= low:
             return entries
-        consumer.assign([TopicPartition(topic, 0, low)])
+        consumer.assign([TopicPartition(topic, partition.partition, low)])
         while True:
             message = consumer.poll(_TIMEOUT_S)
             if message is None:
