@@ -33,7 +33,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from spark_jobs.kafka_ledger import already_committed, ledger_key, read_ledger
+from spark_jobs.kafka_ledger import already_committed, ledger_key, ledger_partition, read_ledger
 from spark_jobs.kafka_options import OptionError, SinkOptions
 from spark_jobs.task_input import input_complete
 
@@ -118,7 +118,8 @@ def produce_transaction(options: SinkOptions, batches: Iterator[pa.RecordBatch],
                          "transactional.id": task.transactional_id})
     producer.init_transactions(_TRANSACTION_CALL_TIMEOUT_S)
     key = ledger_key(task.query_id, task.partition)
-    if already_committed(read_ledger(options.client, options.ledger_topic), key, task.batch_id):
+    ledger = ledger_partition(options.client, options.ledger_topic, task.partition)
+    if already_committed(read_ledger(options.client, ledger), key, task.batch_id):
         return ProducedMessage(0)
     producer.begin_transaction()
     try:
@@ -126,7 +127,7 @@ def produce_transaction(options: SinkOptions, batches: Iterator[pa.RecordBatch],
         if not input_complete():
             raise RuntimeError(f"the input of partition {task.partition} of micro-batch {task.batch_id} ended early:"
                                " its task failed upstream, its transaction is aborted")
-        producer.produce(options.ledger_topic, str(task.batch_id).encode(), key, 0)
+        producer.produce(ledger.topic, str(task.batch_id).encode(), key, ledger.partition)
         producer.commit_transaction(_TRANSACTION_CALL_TIMEOUT_S)  # flushes first; fails on any failed delivery
     except BaseException:
         _abort_quietly(producer)

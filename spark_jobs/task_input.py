@@ -6,6 +6,9 @@ and never sends the worker's finish signal. A sink that commits something outsid
 write() must tell the two apart, or it commits a task's partial output. The signal is the worker protocol's
 END_OF_STREAM, which the JVM sends right after the input of a task that read it all: PySpark's worker reads
 it only after write() has returned, so this peeks at it in the worker's input stream, without consuming it.
+The iterator's own end is no substitute: a generator around it that notes a loop finished without an
+exception notes it after a failed upstream too (docs/spark.md: the exactly-once test fails with it), and
+PySpark's public API (its Python TaskContext) says nothing of the task's failure.
 """
 
 from __future__ import annotations

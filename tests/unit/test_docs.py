@@ -82,3 +82,15 @@ def test_the_readme_opens_with_exactly_the_two_commands() -> None:
     first = blocks(REPO_ROOT / "README.md")[0]
     assert first.line == 3
     assert [line.split("#")[0].strip() for line in first.code.splitlines()] == ["make demo", "make test"]
+
+
+def test_the_readmes_spark_examples_are_the_ones_docs_spark_md_runs() -> None:
+    """The README's Spark section shows docs/spark.md's streaming read and pipeline without running them a
+    second time against the demo cluster (two more Spark start-ups): they must stay the blocks that run."""
+    run = {b.code for b in blocks(REPO_ROOT / "docs" / "spark.md") if b.marker == "demo"}
+    readme = REPO_ROOT / "README.md"
+    lines = readme.read_text().splitlines()
+    copies = [b for b in blocks(readme)
+              if lines[b.line - 2].endswith("docs/spark.md runs this same block against the demo cluster -->")]
+    assert len(copies) == 2
+    assert [b.where for b in copies if b.code not in run] == []

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -27,6 +27,14 @@ from local_cluster.cluster import LocalCluster
 from local_cluster.cluster_file import ClusterInfo
 from minibroker.cli import main as cli_main
 from spark_jobs.audit import spark_session
+from spark_jobs.kafka_ledger import (
+    LEDGER_PARTITIONS,
+    already_committed,
+    ensure_ledger,
+    ledger_key,
+    ledger_partition,
+    read_ledger,
+)
 from spark_jobs.kafka_source import FORMAT
 from tests.integration.transaction_wire import TransactionWire
 
@@ -360,6 +368,41 @@ def test_pipeline_counts_each_key_per_window_once_and_goes_on_from_its_checkpoin
     pipeline()
     assert results() == sorted([window("a", 0, 3), window("b", 0, 2), window("a", 10, 1), window("c", 60, 2)],
                                key=repr)
+
+
+def test_a_task_reads_its_ledger_entry_committed_after_a_transaction_left_open(bootstrap: str) -> None:
+    """A driver killed in a micro-batch can leave one task's transaction open on a ledger partition, below the
+    entry another task sharing the partition committed (task partitions 0 and LEDGER_PARTITIONS share one). A
+    read_committed read stops at the open one (the last stable offset): the second task, run again, would
+    miss its entry and write its rows twice. The ledger's read waits until the open transaction is decided,
+    here fenced by its own task's next attempt, as a replay does."""
+    client = {"bootstrap.servers": bootstrap}
+    ensure_ledger(client, "ledger-past-open")
+    ledger = ledger_partition(client, "ledger-past-open", 0)
+    assert ledger_partition(client, "ledger-past-open", LEDGER_PARTITIONS) == ledger
+
+    def transaction(transactional_id: str, task_partition: int) -> Producer:
+        producer = Producer({**client, "transactional.id": transactional_id})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(ledger.topic, b"7", ledger_key("query", task_partition), ledger.partition)
+        assert producer.flush(30) == 0
+        return producer
+
+    left_open = transaction("ledger-task-0", 0)
+    transaction("ledger-task-16", LEDGER_PARTITIONS).commit_transaction(30)
+    read: list[dict[bytes, bytes]] = []
+    reader = threading.Thread(target=lambda: read.append(read_ledger(client, ledger)))
+    reader.start()
+    reader.join(2.0)  # a read that does not wait for the open transaction is back well before
+    waited = reader.is_alive()
+    Producer({**client, "transactional.id": "ledger-task-0"}).init_transactions(30)  # fences and aborts it
+    reader.join(60)
+    assert waited, f"the ledger was read past a transaction still open: {read}"
+    assert read and already_committed(read[0], ledger_key("query", LEDGER_PARTITIONS), 7), read
+    assert not already_committed(read[0], ledger_key("query", 0), 7), read
+    with pytest.raises(KafkaException):  # the first attempt was fenced: its commit is refused
+        left_open.commit_transaction(30)
 
 
 def fail_once_when_ready(marker: Path, bootstrap: str, topic: str) -> Any:
