@@ -298,3 +298,19 @@ def test_an_unloaded_segment_is_renamed_and_deleted_whole(tmp_path: Path) -> Non
     segment.delete()
     assert list(tmp_path.iterdir()) == [] and not segment.lazy_offset_index.is_loaded
 
+
+def test_a_loaded_segment_reads_its_txnindex_on_the_first_look_only(tmp_path: Path) -> None:
+    """Kafka's TransactionIndex opens its file lazily: opening a log reads none of its segments' `.txnindex`."""
+    segment = new_segment(tmp_path)
+    aborted = AbortedTxn(producer_id=1, first_offset=0, last_offset=9, last_stable_offset=0)
+    segment.txn_index.append(aborted)
+    segment.close()
+    config = segment.config
+    del segment  # its .log's descriptor goes with it
+    reopened = LogSegment(tmp_path, 0, config, 0, create=False)
+    reopened.flush()
+    reopened.change_file_suffixes("", ".swap")
+    reopened.change_file_suffixes(".swap", "")
+    assert not reopened.txn_index.is_loaded
+    assert reopened.txn_index.collect_aborted_txns(0, 20) == ([aborted], False)
+    assert reopened.txn_index.is_loaded and open_files_under(tmp_path) == ["00000000000000000000.log"]
