@@ -89,6 +89,23 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_kinds(pid: int) -> dict[str, int]:
+    """Open descriptors by what they point at: a segment file's suffix (`.log`, `.index`, ...), a checkpoint's
+    name, `socket`, `pipe`, or `other`."""
+    kinds: dict[str, int] = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        name = target.rsplit("/", 1)[-1]
+        kind = (target.split(":", 1)[0] if not target.startswith("/") else
+                name[name.index("."):] if "." in name and name[0].isdigit() else
+                name if "checkpoint" in name else "other")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
 def alive(pid: int) -> bool:
     """Running and not a zombie (an exited child the cluster has not reaped yet)."""
     try:
@@ -159,16 +176,22 @@ def step_create(cluster: LocalCluster, admin: AdminClient, partitions: Partition
     pids = broker_pids(cluster)
     empty_rss = {i: rss_kb(pid) for i, pid in pids.items()}
     empty_fds = {i: open_fds(pid) for i, pid in pids.items()}
+    empty_kinds = {i: fd_kinds(pid) for i, pid in pids.items()}
     began = time.monotonic()
     create_topics(admin, [NewTopic(TOPIC, count, REPLICATION_FACTOR)])
     wait_for(partitions.all_led_with_full_isr, "every partition led with a full ISR")
     created = time.monotonic() - began
     time.sleep(2)  # the last LeaderAndIsr's logs and fetchers settle
     replicas_per_broker = count * REPLICATION_FACTOR / len(pids)
+    kinds = {i: fd_kinds(pid) for i, pid in pids.items()}
+    by_kind = {f"fds/replica: {kind}": max((kinds[i].get(kind, 0) - empty_kinds[i].get(kind, 0)) / replicas_per_broker
+                                            for i in pids)
+               for kind in sorted({kind for counts in kinds.values() for kind in counts})}
     return {
         "create s": created,
         "RSS KB/replica": max((rss_kb(pid) - empty_rss[i]) / replicas_per_broker for i, pid in pids.items()),
         "fds/replica": max((open_fds(pid) - empty_fds[i]) / replicas_per_broker for i, pid in pids.items()),
+        **by_kind,
     }
 
 

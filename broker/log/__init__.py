@@ -6,6 +6,8 @@
   log_validator.py   LogValidator: checks of incoming batches (CRC, sizes, origin, keys); the offsets a leader stamps
   segment.py         LogSegment: one .log file with its .index, .timeindex and .txnindex
   index.py           the sparse offset and time indexes (mmap, binary search)
+  mapped_file.py     MappedFile: a file's shared mapping that holds no descriptor (an index's mmap)
+  lazy_index.py      LazyIndex: a loaded segment's index, mapped on first lookup
   transaction_index.py  TransactionIndex: a segment's .txnindex, the aborted transactions READ_COMMITTED skips
   batch_scan.py      walking RecordBatch headers in a file without decoding records
   file_slice.py      a byte range of a segment handed to the transport (sendfile where it can)

@@ -15,6 +15,10 @@ to their real size when the segment rolls or the log closes. After an unclean
 stop the file is still at full size with a zero-filled tail: opening it counts
 entries up to the last non-zero one, and `sanity_check` says whether what is
 left can be trusted or must be rebuilt from the log.
+
+No file descriptor is held (Kafka's AbstractIndex closes its RandomAccessFile right after mapping): the
+mapping outlives the close, so an index costs a mapping, not one of the broker's descriptors. A change of
+size (roll, truncation, rebuild) opens the file, sets its length and maps it again; `flush` is `msync`.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import operator
 import os
 import struct
 import sys
+import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from broker.log.file_slice import SharedFile
+from broker.log.mapped_file import MappedFile
 from common.config import INT_MAX
 from common.record import NO_TIMESTAMP
 
@@ -65,12 +70,12 @@ def _all_increasing(values: list[int] | array[int]) -> bool:
 _ZERO_CHUNK = bytes(1 << 16)
 
 
-def _length_before_zero_tail(data: bytes | mmap.mmap, end: int | None = None) -> int:
+def _length_before_zero_tail(data: bytes | memoryview, end: int | None = None) -> int:
     """The length of `data` (its first `end` bytes) up to its last non-zero byte."""
     end = len(data) if end is None else min(end, len(data))
     while end > 0:
         start = max(end - len(_ZERO_CHUNK), 0)
-        chunk = data[start:end]
+        chunk = bytes(data[start:end])
         if chunk != _ZERO_CHUNK[: end - start]:
             return start + len(chunk.rstrip(b"\0"))
         end = start
@@ -94,8 +99,13 @@ class AbstractIndex:
         self.read_only = read_only
         # A missing file is created empty; the segment then knows to rebuild it from the log.
         self.newly_created = not read_only and not path.exists()
-        self._file = SharedFile(path, os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT)
-        self._mmap: mmap.mmap | None = None
+        self._path = path
+        # The entries' bytes: the file's mapping, or a private copy for a read-only look.
+        self._mmap: memoryview | None = None
+        self._mapping: MappedFile | None = None
+        # Held by resize, flush and unmapping: Log.flush msyncs outside the log's lock, and an msync must not
+        # meet a mapping being replaced (Kafka's AbstractIndex lock).
+        self._lock = threading.Lock()
         self._length = 0
         self._entries = 0
         # Bytes from the start known to have disk blocks: the preallocated file is sparse, and a write through
@@ -104,8 +114,12 @@ class AbstractIndex:
         if self.newly_created:
             self.resize(max_index_size)
         else:
-            self._map(self._file.size())
-            self._entries = self._entries_before_zero_tail()
+            fd = self._open()
+            try:
+                self._map(fd, os.fstat(fd).st_size)
+                self._entries = self._entries_before_zero_tail(fd)
+            finally:
+                os.close(fd)
             self._allocated = self._entries * self.entry_size
         self._refresh_last_entry()
 
@@ -114,7 +128,12 @@ class AbstractIndex:
 
     @property
     def path(self) -> Path:
-        return self._file.path
+        return self._path
+
+    @property
+    def is_mapped(self) -> bool:
+        """Whether the file's content is mapped now (an empty file has no mapping)."""
+        return self._mmap is not None
 
     @property
     def entries(self) -> int:
@@ -144,27 +163,32 @@ class AbstractIndex:
 
     # ------------------------------------------------------------------ file size
 
-    def _map(self, length: int) -> None:
+    def _open(self) -> int:
+        """A descriptor for one change of the file; the caller closes it (the mapping needs none)."""
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
+        return os.open(self._path, flags | os.O_CLOEXEC, 0o644)
+
+    def _map(self, fd: int, length: int) -> None:
         if self.read_only:
-            self._snapshot(length)
+            self._snapshot(fd, length)
             return
         self._length = length
         if length > 0:
-            self._mmap = mmap.mmap(self._file.fd, length)
+            self._mapping = MappedFile(fd, length)
+            self._mmap = self._mapping.view
 
-    def _snapshot(self, length: int) -> None:
+    def _snapshot(self, fd: int, length: int) -> None:
         """Copy the file into anonymous memory (short if the owner trimmed it since fstat)."""
-        data = os.pread(self._file.fd, length, 0)
+        data = os.pread(fd, length, 0)
         self._length = len(data)
         if data:
-            self._mmap = mmap.mmap(-1, len(data))
-            self._mmap.write(data)
+            self._mmap = memoryview(bytearray(data))
 
     def _check_writable(self) -> None:
         if self.read_only:
             raise RuntimeError(f"index {self.path} was opened read-only")
 
-    def _entries_before_zero_tail(self) -> int:
+    def _entries_before_zero_tail(self, fd: int) -> int:
         """Entries up to the last non-zero byte: the rest is preallocated space never written.
 
         No valid offset-index entry is all zeros (position 0 is never indexed). A
@@ -174,7 +198,7 @@ class AbstractIndex:
         """
         if self._mmap is None:
             return 0
-        return used_entries(self._mmap, self.entry_size, data_end(self._file.fd, len(self._mmap)))
+        return used_entries(self._mmap, self.entry_size, data_end(fd, len(self._mmap)))
 
     def resize(self, new_size: int) -> None:
         """Set the file to `new_size` rounded down to whole entries (AbstractIndex.resize)."""
@@ -182,12 +206,16 @@ class AbstractIndex:
         rounded = new_size - new_size % self.entry_size
         if rounded == self._length:
             return
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        os.ftruncate(self._file.fd, rounded)
+        with self._lock:
+            self._unmap()
+            self._length = 0
+            fd = self._open()
+            try:
+                os.ftruncate(fd, rounded)
+                self._map(fd, rounded)
+            finally:
+                os.close(fd)
         self._allocated = min(self._allocated, rounded)
-        self._map(rounded)
         if self._entries > self.max_entries:
             self._truncate_to_entries(self.max_entries)
 
@@ -199,7 +227,11 @@ class AbstractIndex:
             return
         start = self._allocated - self._allocated % mmap.PAGESIZE
         stop = min(end + (-end) % mmap.PAGESIZE, self._length)
-        os.posix_fallocate(self._file.fd, start, stop - start)
+        fd = self._open()  # once a page of entries, not per entry
+        try:
+            os.posix_fallocate(fd, start, stop - start)
+        finally:
+            os.close(fd)
         self._allocated = stop
 
     def trim_to_valid_size(self) -> None:
@@ -221,9 +253,11 @@ class AbstractIndex:
     # ------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        # fsync writes back the pages dirtied through the mapping too, and stays valid
-        # if the mapping is being resized under the lock by another thread.
-        self._file.fsync()
+        """Write the mapped pages back (Kafka's mmap.force): msync is fdatasync of the mapped range, so a length
+        the file got with them is durable too."""
+        with self._lock:
+            if self._mapping is not None:
+                self._mapping.flush()
 
     def close(self) -> None:
         if not self.read_only:
@@ -231,14 +265,20 @@ class AbstractIndex:
         self.close_handler()
 
     def close_handler(self) -> None:
-        """Unmap without touching the file (for a segment being deleted)."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        """Unmap without touching the file (for a segment being deleted: unmapped before it is unlinked)."""
+        with self._lock:
+            self._unmap()
+
+    def _unmap(self) -> None:
+        self._mmap = None
+        if self._mapping is not None:
+            self._mapping.close()
+            self._mapping = None
 
     def rename(self, target: Path) -> None:
         self._check_writable()
-        self._file.rename(target)
+        os.rename(self._path, target)
+        self._path = target
 
     # ------------------------------------------------------------------ search
 
@@ -246,7 +286,7 @@ class AbstractIndex:
         """The bytes of the valid entries (a copy: safe to keep across a resize)."""
         if self._mmap is None:
             return b""
-        return self._mmap[: self._entries * self.entry_size]
+        return bytes(self._mmap[: self._entries * self.entry_size])
 
     def _check_length(self) -> None:
         """A sealed index is exactly its entries: segments are trimmed when they stop being active.
@@ -312,7 +352,7 @@ def data_end(fd: int, length: int) -> int:
     return min(end, length)
 
 
-def used_entries(raw: bytes | mmap.mmap, entry_size: int, end: int | None = None) -> int:
+def used_entries(raw: bytes | memoryview, entry_size: int, end: int | None = None) -> int:
     """How many entries of an index file's content `raw` are real: those up to its zero-filled tail (which
     starts at `end` at the latest, when known).
 

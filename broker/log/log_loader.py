@@ -276,7 +276,7 @@ class LogLoader:
                 segment.sanity_check()
             except CorruptIndexError as exc:
                 txn_index = [segment.txn_index.path] if segment.txn_index.path.exists() else []
-                for path in (segment.offset_index.path, segment.time_index.path, *txn_index):
+                for path in (segment.lazy_offset_index.path, segment.lazy_time_index.path, *txn_index):
                     recovery.record(RecoveryActionKind.REBUILT_INDEX, path, 0, 0, str(exc))
                 if self._recover_segment(i, recovery):
                     return

@@ -11,6 +11,10 @@ offset-index entry (its last offset -> its start position) and the time index
 records the largest timestamp so far. Recovery rebuilds both indexes by
 replaying the same rule over the file, so a rebuilt index equals the one the
 appends wrote.
+
+Files held open: the `.log` only. The indexes are mapped without a descriptor (index.py); a segment opened by
+loading maps them on first lookup (lazy_index.py: an inactive segment nobody reads costs no mapping); the
+`.txnindex` is opened only to append an abort or read its entries (transaction_index.py).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from broker.log.files import (
     filename_prefix_from_offset,
 )
 from broker.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
+from broker.log.lazy_index import LazyIndex
 from broker.log.transaction_index import TransactionIndex
 from common.record import (
     HEADER_SIZE,
@@ -147,8 +152,12 @@ class LogSegment:
             os.posix_fallocate(self.log_file.fd, 0, config.segment_bytes)
         # Bytes of batches in the file: less than the file's size while it is preallocated.
         self.size = 0 if create else self.log_file.size()
-        self.offset_index = OffsetIndex(paths[1], base_offset, config.max_index_size)
-        self.time_index = TimeIndex(paths[2], base_offset, config.max_index_size)
+        # A new segment is the active one: its indexes are mapped at once. A loaded one maps them when used.
+        max_index_size = config.max_index_size
+        self.lazy_offset_index = LazyIndex(paths[1], lambda path: OffsetIndex(path, base_offset, max_index_size),
+                                           load=create)
+        self.lazy_time_index = LazyIndex(paths[2], lambda path: TimeIndex(path, base_offset, max_index_size),
+                                         load=create)
         self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_FILE_SUFFIX + file_suffix), base_offset)
         if create:
             self.txn_index.reset()
@@ -164,6 +173,14 @@ class LogSegment:
     @property
     def path(self) -> Path:
         return self.log_file.path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self.lazy_offset_index.get()
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self.lazy_time_index.get()
 
     # ------------------------------------------------------------------ batch headers on disk
 
@@ -230,7 +247,9 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch (a scan from the last index entry)."""
         next_offset = self.base_offset
-        for _, header in self.batches_from(self.offset_index.last_entry.position):
+        with self.lazy_offset_index.peek() as offset_index:
+            start = offset_index.last_entry.position
+        for _, header in self.batches_from(start):
             next_offset = header.next_offset
         return next_offset
 
@@ -307,8 +326,11 @@ class LogSegment:
     def max_timestamp_and_offset(self) -> TimestampOffset:
         """Largest batch timestamp in the segment and the last offset of its batch."""
         if self._max_timestamp_and_offset is None:
-            best = self.time_index.last_entry
-            start = self.offset_index.lookup(best.offset).position
+            # Computed once: retention asks every segment, and must not map the indexes of each for good.
+            with self.lazy_time_index.peek() as time_index:
+                best = time_index.last_entry
+            with self.lazy_offset_index.peek() as offset_index:
+                start = offset_index.lookup(best.offset).position
             for _, header in self.batches_from(start):
                 if header.max_timestamp > best.timestamp:
                     best = TimestampOffset(header.max_timestamp, header.last_offset)
@@ -377,25 +399,27 @@ class LogSegment:
         Raises CorruptIndexError when an index is missing, inconsistent with itself
         or with the log, or the `.txnindex` unreadable: the caller then rebuilds them with `recover`.
         """
-        for index in (self.offset_index, self.time_index):
-            if index.newly_created:
-                raise CorruptIndexError(f"index file {index.path} does not exist")
         if self.txn_index.corruption is not None:
             raise CorruptIndexError(self.txn_index.corruption)
-        self.offset_index.sanity_check(self.size)
-        last = self.offset_index.last_entry
-        try:
-            if self.offset_index.entries:
-                header = self._header_at(last.position)
-                if header.last_offset != last.offset:
-                    raise CorruptIndexError(
-                        f"index file {self.offset_index.path} maps offset {last.offset} to position"
-                        f" {last.position}, which holds offsets {header.base_offset} to {header.last_offset}"
-                    )
-            next_offset = self.read_next_offset()
-        except CorruptMessageError as exc:
-            raise CorruptIndexError(str(exc)) from exc
-        self.time_index.sanity_check(next_offset)
+        # Peeked, not loaded: a segment recovery trusts may never be read again.
+        with self.lazy_offset_index.peek() as offset_index, self.lazy_time_index.peek() as time_index:
+            for index in (offset_index, time_index):
+                if index.newly_created:
+                    raise CorruptIndexError(f"index file {index.path} does not exist")
+            offset_index.sanity_check(self.size)
+            last = offset_index.last_entry
+            try:
+                if offset_index.entries:
+                    header = self._header_at(last.position)
+                    if header.last_offset != last.offset:
+                        raise CorruptIndexError(
+                            f"index file {offset_index.path} maps offset {last.offset} to position"
+                            f" {last.position}, which holds offsets {header.base_offset} to {header.last_offset}"
+                        )
+                next_offset = self.read_next_offset()
+            except CorruptMessageError as exc:
+                raise CorruptIndexError(str(exc)) from exc
+            time_index.sanity_check(next_offset)
         return next_offset
 
     def recover(self, leader_epoch_cache: LeaderEpochCache | None = None) -> SegmentRecovery:
@@ -504,35 +528,37 @@ class LogSegment:
 
     def flush(self) -> None:
         self.log_file.fsync()
-        self.offset_index.flush()
-        self.time_index.flush()
+        self.lazy_offset_index.flush()
+        self.lazy_time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
         # As Kafka: the final time-index entry only if the max timestamp is already known,
-        # so closing never scans the log.
+        # so closing never scans the log; and only into a loaded index (an unloaded one was sealed with it).
         known = self._max_timestamp_and_offset
-        if known is not None:
+        if known is not None and self.lazy_time_index.is_loaded:
             self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
-        self.offset_index.close()
-        self.time_index.close()
+        self.lazy_offset_index.close()
+        self.lazy_time_index.close()
         self._trim_log()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the files (Kafka's LogSegment.changeFileSuffixes): the indexes first, the `.log`
         last, because the `.log` name is what the log cleaner's swap protocol commits on."""
-        for target in (self.offset_index, self.time_index, self.txn_index, self.log_file):
+        for target in (self.lazy_offset_index, self.lazy_time_index, self.txn_index, self.log_file):
             path = target.path
             name = path.name[: -len(old_suffix)] if old_suffix else path.name
             target.rename(path.with_name(name + new_suffix))
 
     def delete(self) -> None:
         """Remove the segment's files: renamed to `.deleted` first, so a crash midway leaves only
-        files the next open discards. Open slices keep reading the unlinked file."""
-        self.offset_index.close_handler()
-        self.time_index.close_handler()
-        for target in (self.log_file, self.offset_index, self.time_index, self.txn_index):
+        files the next open discards. Open slices keep reading the unlinked file. The indexes are unmapped
+        before their files go (Kafka's AbstractIndex.deleteIfExists)."""
+        self.lazy_offset_index.close_handler()
+        self.lazy_time_index.close_handler()
+        files = (self.log_file, self.lazy_offset_index, self.lazy_time_index, self.txn_index)
+        for target in files:
             path = target.path
             target.rename(path.with_name(path.name + DELETED_FILE_SUFFIX))
-        for target in (self.log_file, self.offset_index, self.time_index, self.txn_index):
+        for target in files:
             target.path.unlink(missing_ok=True)

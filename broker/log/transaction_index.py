@@ -11,7 +11,8 @@ Each entry is Kafka's AbortedTxn, version 0, 34 bytes, big-endian:
 
 Entries are appended in marker order, so lastOffset only grows. The file is created on the first abort (most
 segments never have one), truncated with the log, deleted and renamed with its segment, and rebuilt by
-recovery from the log's markers. Not thread-safe: the log calls it under its own lock.
+recovery from the log's markers. No descriptor is kept: the file is read on the first look at its entries
+(Kafka's lazy `maybeChannel`) and opened for each append. Not thread-safe: the log calls it under its own lock.
 """
 
 from __future__ import annotations
@@ -74,19 +75,45 @@ class TransactionIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._entries: list[AbortedTxn] = []
-        # Why the file could not be read (an entry of an unknown version), for the segment's sanity check: the
-        # loader then rebuilds it from the log's markers, as Kafka's TransactionIndex.sanityCheck leads it to.
-        self.corruption: str | None = None
-        if path.exists():
-            data = path.read_bytes()
-            try:
-                self._entries = decode_entries(data, path)
-            except CorruptIndexError as exc:
-                self.corruption = str(exc)
-                return
-            if len(data) != len(self._entries) * ABORTED_TXN_SIZE:
-                self._truncate_file()
+        # Read from the file on first use: a log opens every segment, and most are never asked.
+        self._loaded: list[AbortedTxn] | None = None
+        self._corruption: str | None = None
+
+    @property
+    def _entries(self) -> list[AbortedTxn]:
+        if self._loaded is None:
+            self._loaded = self._read()
+        return self._loaded
+
+    @_entries.setter
+    def _entries(self, entries: list[AbortedTxn]) -> None:
+        self._loaded = entries
+
+    def _read(self) -> list[AbortedTxn]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        try:
+            entries = decode_entries(data, self.path)
+        except CorruptIndexError as exc:
+            self._corruption = str(exc)
+            return []
+        if len(data) != len(entries) * ABORTED_TXN_SIZE:
+            self._loaded = entries
+            self._truncate_file()
+        return entries
+
+    @property
+    def corruption(self) -> str | None:
+        """Why the file could not be read (an entry of an unknown version), for the segment's sanity check: the
+        loader then rebuilds it from the log's markers, as Kafka's TransactionIndex.sanityCheck leads it to."""
+        self._entries  # noqa: B018  # reading the file is what finds it
+        return self._corruption
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded is not None
 
     @property
     def entries(self) -> tuple[AbortedTxn, ...]:
@@ -95,7 +122,8 @@ class TransactionIndex:
     @property
     def last_offset(self) -> int | None:
         """The last entry's marker offset, None when the segment has no aborted transaction."""
-        return self._entries[-1].last_offset if self._entries else None
+        entries = self._entries
+        return entries[-1].last_offset if entries else None
 
     def append(self, entry: AbortedTxn) -> None:
         last = self.last_offset
@@ -121,7 +149,7 @@ class TransactionIndex:
     def reset(self) -> None:
         """Forget every entry (recovery rebuilds them from the log's markers)."""
         self._entries = []
-        self.corruption = None
+        self._corruption = None
         with suppress(FileNotFoundError):
             self.path.unlink()
 
@@ -134,7 +162,7 @@ class TransactionIndex:
         os.truncate(self.path, len(self._entries) * ABORTED_TXN_SIZE)
 
     def flush(self) -> None:
-        if not self._entries:
+        if not self._loaded:  # nothing read, nothing appended: nothing of ours to make durable
             return
         # The segment may have been deleted meanwhile (truncation, retention, a cleaner swap): Log.flush fsyncs
         # outside the log's lock on purpose, and a file that is gone needs no fsync.

@@ -1,8 +1,10 @@
-"""Shared builders for the log engine's tests (batches, whole-log reads, a recording epoch cache)."""
+"""Shared builders for the log engine's tests (batches, whole-log reads, a recording epoch cache, open files)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from broker.log.log import Log
 from common.record import (
@@ -84,3 +86,17 @@ class RecordingEpochCache:
     def clear_and_flush(self) -> None:
         self.calls.append(("clear_and_flush",))
         self.entries = []
+
+
+def open_files_under(directory: Path) -> list[str]:
+    """The names (relative to `directory`) of the files this process holds open there, one per descriptor."""
+    prefix = str(directory.resolve()) + os.sep
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed meanwhile
+            continue
+        if target.startswith(prefix):
+            names.append(target[len(prefix):])
+    return sorted(names)

@@ -6,6 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from log_helpers import open_files_under
 
 from broker.log import index as index_module
 from broker.log.index import CorruptIndexError, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
@@ -241,3 +242,56 @@ def test_reopen_of_a_large_preallocated_index_counts_entries_across_chunks(tmp_p
     assert reopened.entries == entries
     if entries:
         assert reopened.last_entry == OffsetPosition(BASE + entries, 4 * entries)
+
+
+# ---------------------------------------------------------------------- the file behind the mapping
+
+
+def test_an_index_holds_no_file_descriptor_while_mapped(tmp_path: Path) -> None:
+    """Kafka closes the index's file right after mapping it: 10,000 replicas' indexes must not cost 20,000 fds."""
+    index = offset_index(tmp_path)
+    index.append(BASE + 3, 40)
+    assert index.is_mapped and open_files_under(tmp_path) == []
+    index.truncate_to(BASE)
+    index.resize(8 * 20)  # a remap (roll, truncation) opens the file only for the change
+    index.append(BASE + 5, 60)
+    index.flush()
+    index.trim_to_valid_size()
+    reopened = time_index(tmp_path)
+    reopened.maybe_append(7, BASE + 5)
+    assert (index.is_mapped, reopened.is_mapped, open_files_under(tmp_path)) == (True, True, [])
+    assert OffsetIndex(index.path, BASE, 0).lookup(BASE + 5) == OffsetPosition(BASE + 5, 60)
+
+
+def test_flush_writes_the_mapping_back_with_msync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no descriptor to fsync, the mapping itself is flushed (Kafka's mmap.force); an unmapped index has
+    nothing to flush."""
+    flushed: list[int] = []
+    real_flush = index_module.MappedFile.flush
+
+    def spy(mapping: index_module.MappedFile) -> None:
+        flushed.append(len(mapping))
+        real_flush(mapping)
+
+    monkeypatch.setattr(index_module.MappedFile, "flush", spy)
+    index = offset_index(tmp_path)
+    index.append(BASE + 3, 40)
+    index.flush()
+    index.trim_to_valid_size()
+    index.flush()
+    index.close_handler()
+    index.flush()
+    assert flushed == [80, 8]
+
+
+def test_resize_remaps_the_file_keeping_the_entries_that_fit(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    for i in range(1, 5):
+        index.append(BASE + i, 10 * i)
+    index.resize(8 * 3 + 7)  # rounded down to three entries: the fourth is dropped
+    assert (index.path.stat().st_size, index.entries, index.last_entry) == (24, 3, OffsetPosition(BASE + 3, 30))
+    index.resize(8 * 10)
+    index.append(BASE + 9, 90)
+    assert [index.entry(i) for i in range(index.entries)] == [
+        OffsetPosition(BASE + 1, 10), OffsetPosition(BASE + 2, 20), OffsetPosition(BASE + 3, 30),
+        OffsetPosition(BASE + 9, 90)]

@@ -127,6 +127,18 @@ def test_every_segment_is_revalidated_from_recovery_point_zero(tmp_path: Path) -
     assert (log.log_end_offset, log.num_segments) == (0, 1)
 
 
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_loading_maps_only_the_active_segments_indexes(tmp_path: Path, clean_shutdown: bool) -> None:
+    """Kafka's LazyIndex: a trusted segment's indexes are checked without staying mapped, so a broker's
+    thousands of inactive segments cost no mapping until a fetch reads one."""
+    write_log(tmp_path, 8)
+    log = open_log(tmp_path, clean_shutdown=clean_shutdown, recovery_point=12)
+    loaded = [(s.base_offset, s.lazy_offset_index.is_loaded, s.lazy_time_index.is_loaded) for s in log.segments]
+    assert loaded == [(0, False, False), (6, False, False), (12, True, True)]
+    assert (log.recovery_report, values(read_all(log))) == ([], expected_values(8))
+    assert log.segments[0].lazy_offset_index.is_loaded
+
+
 def test_clean_shutdown_skips_validation(tmp_path: Path) -> None:
     write_log(tmp_path, 8)
     flip_byte(segment_file(tmp_path, 12), 70)

@@ -6,12 +6,13 @@ import struct
 from pathlib import Path
 
 import pytest
-from log_helpers import make_batch
+from log_helpers import make_batch, open_files_under
 
 from broker.config.log_config import LogConfig
 from broker.log.files import filename_prefix_from_offset
 from broker.log.index import OffsetPosition, TimestampOffset
 from broker.log.segment import BatchSpan, LogSegment
+from broker.log.transaction_index import AbortedTxn
 from common.record import BatchHeader, crc32c, iter_batches, iter_headers, patch_base_offset_and_epoch
 from proto.errors import CorruptMessageError
 
@@ -250,3 +251,66 @@ def test_headers_stops_at_a_malformed_header(tmp_path: Path) -> None:
     assert next(walked) == written[0]
     with pytest.raises(CorruptMessageError, match=r"malformed batch header .* magic 7"):
         next(walked)
+
+
+# ---------------------------------------------------------------------- files held open
+
+
+def sealed_segment(tmp_path: Path) -> tuple[LogSegment, list[BatchHeader]]:
+    """A segment written, rolled away from (sealed) and closed, then opened as loading opens it."""
+    segment = new_segment(tmp_path, base=10)
+    headers = append(segment, [make_batch(records=2, value_size=60, timestamp=100 * i, tag=i) for i in range(5)], 10)
+    segment.on_become_inactive()
+    segment.close()
+    return LogSegment(tmp_path, 10, segment.config, 0, create=False), headers
+
+
+def test_a_segment_holds_one_file_descriptor_its_log(tmp_path: Path) -> None:
+    """Kafka's cost of a segment: its `.log`; the indexes are mapped without one, the `.txnindex` opened per use."""
+    segment = new_segment(tmp_path)
+    append(segment, [make_batch(records=2, value_size=60, tag=i) for i in range(5)], 0)
+    segment.txn_index.append(AbortedTxn(producer_id=1, first_offset=0, last_offset=9, last_stable_offset=0))
+    segment.flush()
+    assert segment.offset_index.entries > 0 and segment.time_index.entries > 0
+    assert open_files_under(tmp_path) == ["00000000000000000000.log"]
+
+
+def test_a_loaded_segment_maps_its_indexes_on_the_first_lookup_only(tmp_path: Path) -> None:
+    segment, headers = sealed_segment(tmp_path)
+    # What loading and retention ask of every segment leaves the indexes unmapped (peeked, then cached).
+    assert segment.sanity_check() == segment.read_next_offset() == headers[-1].next_offset
+    assert segment.max_timestamp_and_offset == TimestampOffset(headers[-1].max_timestamp, headers[-1].last_offset)
+    segment.flush()
+    assert (segment.lazy_offset_index.is_loaded, segment.lazy_time_index.is_loaded) == (False, False)
+    found = segment.translate_offset(headers[3].base_offset)  # a fetch: the offset index is mapped for good
+    assert found is not None and found[1].base_offset == headers[3].base_offset
+    assert (segment.lazy_offset_index.is_loaded, segment.lazy_time_index.is_loaded) == (True, False)
+    found_by_time = segment.find_offset_by_timestamp(200, 10)
+    assert found_by_time is not None and found_by_time.offset == headers[2].base_offset
+    assert segment.lazy_time_index.is_loaded
+
+
+def test_an_unloaded_segment_is_renamed_and_deleted_whole(tmp_path: Path) -> None:
+    segment, _ = sealed_segment(tmp_path)
+    segment.change_file_suffixes("", ".swap")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000000000000000010.index.swap", "00000000000000000010.log.swap", "00000000000000000010.timeindex.swap"]
+    segment.delete()
+    assert list(tmp_path.iterdir()) == [] and not segment.lazy_offset_index.is_loaded
+
+
+def test_a_loaded_segment_reads_its_txnindex_on_the_first_look_only(tmp_path: Path) -> None:
+    """Kafka's TransactionIndex opens its file lazily: opening a log reads none of its segments' `.txnindex`."""
+    segment = new_segment(tmp_path)
+    aborted = AbortedTxn(producer_id=1, first_offset=0, last_offset=9, last_stable_offset=0)
+    segment.txn_index.append(aborted)
+    segment.close()
+    config = segment.config
+    del segment  # its .log's descriptor goes with it
+    reopened = LogSegment(tmp_path, 0, config, 0, create=False)
+    reopened.flush()
+    reopened.change_file_suffixes("", ".swap")
+    reopened.change_file_suffixes(".swap", "")
+    assert not reopened.txn_index.is_loaded
+    assert reopened.txn_index.collect_aborted_txns(0, 20) == ([aborted], False)
+    assert reopened.txn_index.is_loaded and open_files_under(tmp_path) == ["00000000000000000000.log"]
