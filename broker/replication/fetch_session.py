@@ -14,10 +14,11 @@ ReplicaManager marks a partition changed (`mark_changed`) wherever it wakes
 delayed fetches on it (an append, a high watermark or log start offset move, a
 leadership change, a deletion), so an incremental fetch reads only the
 partitions it names and those marked since the session's previous read. An
-idle follower's fetch costs the leader nothing per partition. A partition read
-because it changed, not named, was at the fetch offset the follower last
-named when the session's previous fetch came: `unchanged_since_ms` gives that
-time to the ISR's caught-up rule, as the read Kafka would have done then.
+idle follower's fetch costs the leader nothing per partition. Kafka's reads
+also told the ISR's caught-up rule, at every fetch, that a follower at the log
+end still was; here a partition's first change since its last read reports
+when the follower last fetched it unchanged (`ChangedSession`), the one fetch
+of those skipped reads the rule needs.
 
 No I/O here: a clock is injected; the cache's lock guards every session.
 """
@@ -97,22 +98,35 @@ class SessionKey:
     session_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class ChangedSession:
+    """A session holding a changed partition: the key to wake its fetch by; if the change is the first since
+    the partition was last read, the follower and when it last fetched the partition unchanged."""
+
+    key: SessionKey
+    replica_id: int
+    unchanged_at_ms: float | None
+
+
 @dataclass(eq=False, slots=True)
 class FetchSession:
     id: int
-    privileged: bool  # a follower's: only stale or other followers' larger needs evict it
+    replica_id: int  # the follower's broker id; -1 for a consumer
     partitions: dict[TopicPartition, CachedPartition]  # in fetch order: answered ones move to the back
     creation_ms: float
     last_used_ms: float
     epoch: int
     # Partitions something happened to since the session last read them (mark_changed).
     changed: set[TopicPartition] = field(default_factory=set)
-    # When the fetch before the current one came: every partition not changed since was unchanged then.
-    previous_fetch_ms: float = 0.0
 
     @property
     def key(self) -> SessionKey:
         return SessionKey(self.id)
+
+    @property
+    def privileged(self) -> bool:
+        """A follower's: only a stale session or a larger follower's evicts it."""
+        return self.replica_id >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +137,7 @@ class FetchSessionRequest:
     epoch: int
     partitions: Sequence[PartitionFetchInfo]  # all of them in a full fetch; added or changed ones in a session
     forgotten: Sequence[TopicPartition] = ()
-    is_follower: bool = True
+    replica_id: int = -1  # the follower's broker id; -1 for a consumer
 
     @property
     def is_full(self) -> bool:
@@ -157,10 +171,6 @@ class FetchContext:
     def wake_key(self) -> SessionKey | None:
         return None
 
-    def unchanged_since_ms(self, tp: TopicPartition) -> float | None:
-        """For a partition read though the fetch did not name it: when the follower last fetched it unchanged."""
-        return None
-
     def answer(self, results: FetchResults) -> FetchAnswer:
         return FetchAnswer(ErrorCode.NONE, INVALID_SESSION_ID, results)
 
@@ -179,13 +189,13 @@ class SessionErrorContext(FetchContext):
 class FullFetchContext(FetchContext):
     """A full fetch (epoch 0): everything named is read and answered; the answer creates the session."""
 
-    def __init__(self, cache: FetchSessionCache, partitions: Sequence[PartitionFetchInfo], is_follower: bool) -> None:
+    def __init__(self, cache: FetchSessionCache, partitions: Sequence[PartitionFetchInfo], replica_id: int) -> None:
         super().__init__(partitions)
         self._cache = cache
-        self._is_follower = is_follower
+        self._replica_id = replica_id
 
     def answer(self, results: FetchResults) -> FetchAnswer:
-        session_id = self._cache.maybe_create_session(self._is_follower, results)
+        session_id = self._cache.maybe_create_session(self._replica_id, results)
         return FetchAnswer(ErrorCode.NONE, session_id, results)
 
 
@@ -197,7 +207,6 @@ class IncrementalFetchContext(FetchContext):
         super().__init__([*named, *changed])
         self._cache = cache
         self._session = session
-        self._named = {info.topic_partition for info in named}
         self._expected_epoch = session.epoch
 
     @property
@@ -206,9 +215,6 @@ class IncrementalFetchContext(FetchContext):
 
     def take_changed(self) -> list[PartitionFetchInfo]:
         return self._cache.take_changed(self._session, self._expected_epoch)
-
-    def unchanged_since_ms(self, tp: TopicPartition) -> float | None:
-        return None if tp in self._named else self._session.previous_fetch_ms
 
     def answer(self, results: FetchResults) -> FetchAnswer:
         return self._cache.incremental_answer(self._session, self._expected_epoch, results)
@@ -238,7 +244,7 @@ class FetchSessionCache:
                 self.remove(request.session_id)
             if request.epoch == FINAL_EPOCH:
                 return FetchContext(request.partitions)
-            return FullFetchContext(self, request.partitions, request.is_follower)
+            return FullFetchContext(self, request.partitions, request.replica_id)
         with self._lock:
             session = self._sessions.get(request.session_id)
             if session is None:
@@ -249,8 +255,7 @@ class FetchSessionCache:
             if not session.partitions:
                 self._remove(session)
                 return FetchContext(request.partitions)
-            now = self._time_ms()
-            session.previous_fetch_ms, session.last_used_ms = session.last_used_ms, now
+            session.last_used_ms = self._time_ms()
             session.epoch = next_epoch(session.epoch)
             changed = self._take_changed(session, exclude=named)
         return IncrementalFetchContext(self, session, request.partitions, changed)
@@ -289,11 +294,11 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------------ answers
 
-    def maybe_create_session(self, privileged: bool, results: FetchResults) -> int:
+    def maybe_create_session(self, replica_id: int, results: FetchResults) -> int:
         """Kafka's maybeCreateSession: a slot if free or if evicting one is allowed; its id, else 0."""
         now = self._time_ms()
         with self._lock:
-            if len(self._sessions) >= self._max_slots and not self._try_evict(privileged, len(results), now):
+            if len(self._sessions) >= self._max_slots and not self._try_evict(replica_id >= 0, len(results), now):
                 return INVALID_SESSION_ID
             partitions = {}
             for info, result in results:
@@ -301,8 +306,7 @@ class FetchSessionCache:
                 cached.must_respond(result)
                 partitions[info.topic_partition] = cached
             session_id = self._new_session_id()
-            session = FetchSession(session_id, privileged, partitions, now, now, next_epoch(INITIAL_EPOCH),
-                                   previous_fetch_ms=now)
+            session = FetchSession(session_id, replica_id, partitions, now, now, next_epoch(INITIAL_EPOCH))
             self._sessions[session_id] = session
             for tp in partitions:
                 self._by_partition.setdefault(tp, set()).add(session)
@@ -325,15 +329,20 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------------ changes (any thread)
 
-    def mark_changed(self, tp: TopicPartition) -> list[SessionKey]:
-        """Something happened to `tp` that may change its answer: the keys of the sessions to wake."""
+    def mark_changed(self, tp: TopicPartition) -> list[ChangedSession]:
+        """Something happened to `tp` that may change its answer: the sessions holding it, to wake; for each
+        whose partition was unchanged until now, the follower was at its fetch offset at the session's last
+        fetch (the change comes after it)."""
         with self._lock:
             sessions = self._by_partition.get(tp)
             if not sessions:
                 return []
+            changed = []
             for session in sessions:
+                first = tp not in session.changed
                 session.changed.add(tp)
-            return [session.key for session in sessions]
+                changed.append(ChangedSession(session.key, session.replica_id, session.last_used_ms if first else None))
+            return changed
 
     # ------------------------------------------------------------------ slots
 

@@ -24,6 +24,7 @@ from tests.fakes import FakeClock
 
 TPS = [TopicPartition("t", p) for p in range(4)]
 EVICTION_MS = 120_000
+FOLLOWER = 2
 
 
 def info(tp: TopicPartition, offset: int = 10, epoch: int = 3) -> PartitionFetchInfo:
@@ -42,7 +43,7 @@ def read_all(context: FetchContext, **results: LogReadResult) -> FetchResults:
 
 def full(cache: FetchSessionCache, *tps: TopicPartition, follower: bool = True, session_id: int = 0) -> int:
     context = cache.new_context(FetchSessionRequest(session_id, INITIAL_EPOCH, [info(tp) for tp in tps],
-                                                    is_follower=follower))
+                                                    replica_id=FOLLOWER if follower else -1))
     answer = context.answer(read_all(context))
     assert answer.error is ErrorCode.NONE and [i.topic_partition for i, _ in answer.results] == list(tps)
     return answer.session_id
@@ -50,7 +51,7 @@ def full(cache: FetchSessionCache, *tps: TopicPartition, follower: bool = True, 
 
 def incremental(cache: FetchSessionCache, session_id: int, epoch: int, *named: PartitionFetchInfo,
                 forgotten: tuple[TopicPartition, ...] = ()) -> FetchContext:
-    return cache.new_context(FetchSessionRequest(session_id, epoch, list(named), forgotten))
+    return cache.new_context(FetchSessionRequest(session_id, epoch, list(named), forgotten, FOLLOWER))
 
 
 def read_tps(context: FetchContext) -> list[TopicPartition]:
@@ -87,7 +88,7 @@ def test_an_idle_incremental_fetch_reads_nothing_and_answers_nothing(cache: Fetc
 def test_a_changed_partition_is_read_and_answered_only_with_a_new_hw_log_start_records_or_error(
         cache: FetchSessionCache) -> None:
     session_id = full(cache, *TPS)
-    assert cache.mark_changed(TPS[1]) == [SessionKey(session_id)]
+    assert [c.key for c in cache.mark_changed(TPS[1])] == [SessionKey(session_id)]
     cache.mark_changed(TPS[2])
     context = incremental(cache, session_id, 1)
     assert sorted(read_tps(context)) == [TPS[1], TPS[2]]
@@ -98,11 +99,11 @@ def test_a_changed_partition_is_read_and_answered_only_with_a_new_hw_log_start_r
     cache.mark_changed(TPS[1])
     context = incremental(cache, session_id, 2)
     assert context.answer(read_all(context, p1=result(hw=11))).results == []
-    for epoch, news in enumerate([result(log_start=5), result(size=100), result(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)],
-                                 start=3):
+    news = [result(log_start=5), result(size=100), result(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+    for epoch, new in enumerate(news, start=3):
         cache.mark_changed(TPS[1])
         context = incremental(cache, session_id, epoch)
-        assert [i.topic_partition for i, _ in context.answer(read_all(context, p1=news)).results] == [TPS[1]]
+        assert [i.topic_partition for i, _ in context.answer(read_all(context, p1=new)).results] == [TPS[1]]
 
 
 def test_an_error_makes_the_partition_news_again_once_it_clears(cache: FetchSessionCache) -> None:
@@ -132,7 +133,7 @@ def test_a_named_partition_new_to_the_session_is_added(cache: FetchSessionCache)
     session_id = full(cache, TPS[0])
     context = incremental(cache, session_id, 1, info(TPS[1]))
     assert read_tps(context) == [TPS[1]]
-    assert cache.mark_changed(TPS[1]) == [SessionKey(session_id)]
+    assert [c.key for c in cache.mark_changed(TPS[1])] == [SessionKey(session_id)]
 
 
 def test_forgotten_partitions_leave_the_session_and_its_index(cache: FetchSessionCache) -> None:
@@ -188,18 +189,24 @@ def test_partitions_changed_while_the_fetch_waits_are_taken_once(cache: FetchSes
     assert context.wake_key == SessionKey(session_id)
 
 
-def test_a_partition_read_unnamed_was_unchanged_at_the_previous_fetch(cache: FetchSessionCache,
-                                                                        clock: FakeClock) -> None:
-    """The ISR's caught-up rule learns that the follower fetched the partition at its offset then."""
+def test_a_partitions_first_change_says_when_the_follower_last_fetched_it_unchanged(
+        cache: FetchSessionCache, clock: FakeClock) -> None:
+    """What the ISR's caught-up rule would have learnt from Kafka's read of the partition at that fetch."""
     session_id = full(cache, *TPS[:2])
     clock.advance(500)
     incremental(cache, session_id, 1)
-    previous = clock.now
-    clock.advance(500)
-    cache.mark_changed(TPS[1])
-    context = incremental(cache, session_id, 2, info(TPS[0], offset=11))
-    assert context.unchanged_since_ms(TPS[1]) == previous
-    assert context.unchanged_since_ms(TPS[0]) is None
+    last_fetch = clock.now
+    clock.advance(300)
+    first, = cache.mark_changed(TPS[1])
+    assert (first.key, first.replica_id, first.unchanged_at_ms) == (SessionKey(session_id), FOLLOWER, last_fetch)
+    # A second change before the partition is read again says nothing more: it was not unchanged since.
+    again, = cache.mark_changed(TPS[1])
+    assert again.unchanged_at_ms is None
+    clock.advance(200)
+    context = incremental(cache, session_id, 2)
+    assert read_tps(context) == [TPS[1]]
+    first, = cache.mark_changed(TPS[1])
+    assert first.unchanged_at_ms == clock.now
 
 
 def test_slots_a_followers_session_evicts_a_consumers(cache: FetchSessionCache) -> None:
