@@ -306,7 +306,8 @@ class FetchSessionCache:
                 cached.must_respond(result)
                 partitions[info.topic_partition] = cached
             session_id = self._new_session_id()
-            session = FetchSession(session_id, replica_id, partitions, now, now, next_epoch(INITIAL_EPOCH))
+            session = FetchSession(session_id, replica_id, partitions, now, now, next_epoch(INITIAL_EPOCH),
+                                   changed=_errored(results))
             self._sessions[session_id] = session
             for tp in partitions:
                 self._by_partition.setdefault(tp, set()).add(session)
@@ -325,6 +326,7 @@ class FetchSessionCache:
                     # To the back: the next read's byte budget goes to the others first.
                     session.partitions[tp] = session.partitions.pop(tp)
                     answered.append((info, result))
+            session.changed |= _errored(results)
             return FetchAnswer(ErrorCode.NONE, session.id, answered)
 
     # ------------------------------------------------------------------ changes (any thread)
@@ -409,6 +411,13 @@ class FetchSessionCache:
     def get(self, session_id: int) -> FetchSession | None:
         with self._lock:
             return self._sessions.get(session_id)
+
+
+def _errored(results: FetchResults) -> set[TopicPartition]:
+    """Partitions answered with an error are read again at the session's next fetch, as Kafka reads every
+    partition every time: what cures an error (this broker becoming the leader, the metadata arriving) marks
+    nothing, and a follower fetching in the same state names nothing."""
+    return {info.topic_partition for info, result in results if result.error is not ErrorCode.NONE}
 
 
 def _monotonic_ms() -> float:

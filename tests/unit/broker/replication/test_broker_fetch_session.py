@@ -253,3 +253,18 @@ def test_next_epoch_wraps_to_one_and_final_stays_final() -> None:
     assert next_epoch(INITIAL_EPOCH) == 1
     assert next_epoch(2**31 - 1) == 1
     assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+def test_a_partition_answered_with_an_error_is_read_again_at_the_next_fetch(cache: FetchSessionCache) -> None:
+    """The follower names nothing new (its fetch state is the same) and nothing marks the cure (say, this broker
+    becoming the leader after the follower's first fetch): the error itself keeps the partition read."""
+    context = cache.new_context(FetchSessionRequest(0, INITIAL_EPOCH, [info(tp) for tp in TPS[:2]],
+                                                    replica_id=FOLLOWER))
+    session_id = context.answer(read_all(context, p0=result(error=ErrorCode.NOT_LEADER_OR_FOLLOWER))).session_id
+    context = incremental(cache, session_id, 1)
+    assert read_tps(context) == [TPS[0]]
+    assert len(context.answer(read_all(context, p0=result(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))).results) == 1
+    context = incremental(cache, session_id, 2)
+    assert read_tps(context) == [TPS[0]]
+    assert [i.topic_partition for i, _ in context.answer(read_all(context)).results] == [TPS[0]]  # cured: news
+    assert read_tps(incremental(cache, session_id, 3)) == []
