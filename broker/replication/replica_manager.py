@@ -158,6 +158,8 @@ class ReplicaManager:
             "Fetch", timer)
         # KIP-227: what each follower's session was last sent, and which of its partitions changed since.
         self.fetch_session_cache = FetchSessionCache(fetch_session_cache_slots, time_ms)
+        metrics.bind_fetch_session_cache(sessions=self.fetch_session_cache.__len__,
+                                         partitions_cached=self.fetch_session_cache.total_partitions)
         self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
             DelayedOperationPurgatory("DeleteRecords", timer)
         metrics.bind_purgatories({purgatory.name: purgatory.watched for purgatory in (
