@@ -18,7 +18,12 @@ idle follower's fetch costs the leader nothing per partition. Kafka's reads
 also told the ISR's caught-up rule, at every fetch, that a follower at the log
 end still was; here a partition's first change since its last read reports
 when the follower last fetched it unchanged (`ChangedSession`), the one fetch
-of those skipped reads the rule needs.
+of those skipped reads the rule needs. Kafka's reads also retried, at every
+fetch, the ISR expansion of a caught-up follower out of the ISR (skipped while
+another ISR write was in flight, or dropped by a shrink that raced the fetch
+that caught it up): a partition whose follower is out of its ISR when a fetch
+is answered is read again at the session's next fetch (`read_again`), until
+the follower is back in.
 
 No I/O here: a clock is injected; the cache's lock guards every session.
 """
@@ -159,9 +164,15 @@ class FetchContext:
 
     def __init__(self, partitions: Sequence[PartitionFetchInfo] = ()) -> None:
         self._partitions = list(partitions)
+        self._read_again: set[TopicPartition] = set()
 
     def partitions_to_read(self) -> list[PartitionFetchInfo]:
         return self._partitions
+
+    def read_again(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions the session's next fetch reads whether or not they change (a follower out of their ISR);
+        nothing without a session."""
+        self._read_again.update(partitions)
 
     def take_changed(self) -> list[PartitionFetchInfo]:
         """Partitions of the session changed while this fetch waits, not read yet (taken once)."""
@@ -195,7 +206,7 @@ class FullFetchContext(FetchContext):
         self._replica_id = replica_id
 
     def answer(self, results: FetchResults) -> FetchAnswer:
-        session_id = self._cache.maybe_create_session(self._replica_id, results)
+        session_id = self._cache.maybe_create_session(self._replica_id, results, self._read_again)
         return FetchAnswer(ErrorCode.NONE, session_id, results)
 
 
@@ -217,7 +228,7 @@ class IncrementalFetchContext(FetchContext):
         return self._cache.take_changed(self._session, self._expected_epoch)
 
     def answer(self, results: FetchResults) -> FetchAnswer:
-        return self._cache.incremental_answer(self._session, self._expected_epoch, results)
+        return self._cache.incremental_answer(self._session, self._expected_epoch, results, self._read_again)
 
 
 class FetchSessionCache:
@@ -294,7 +305,8 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------------ answers
 
-    def maybe_create_session(self, replica_id: int, results: FetchResults) -> int:
+    def maybe_create_session(self, replica_id: int, results: FetchResults,
+                             read_again: Set[TopicPartition] = frozenset()) -> int:
         """Kafka's maybeCreateSession: a slot if free or if evicting one is allowed; its id, else 0."""
         now = self._time_ms()
         with self._lock:
@@ -307,13 +319,14 @@ class FetchSessionCache:
                 partitions[info.topic_partition] = cached
             session_id = self._new_session_id()
             session = FetchSession(session_id, replica_id, partitions, now, now, next_epoch(INITIAL_EPOCH),
-                                   changed=_errored(results))
+                                   changed=_errored(results) | (read_again & partitions.keys()))
             self._sessions[session_id] = session
             for tp in partitions:
                 self._by_partition.setdefault(tp, set()).add(session)
             return session_id
 
-    def incremental_answer(self, session: FetchSession, expected_epoch: int, results: FetchResults) -> FetchAnswer:
+    def incremental_answer(self, session: FetchSession, expected_epoch: int, results: FetchResults,
+                           read_again: Set[TopicPartition] = frozenset()) -> FetchAnswer:
         with self._lock:
             if session.epoch != expected_epoch or self._sessions.get(session.id) is not session:
                 # Another fetch in the session came meanwhile: a duplicate or a retry (Kafka's check).
@@ -326,7 +339,7 @@ class FetchSessionCache:
                     # To the back: the next read's byte budget goes to the others first.
                     session.partitions[tp] = session.partitions.pop(tp)
                     answered.append((info, result))
-            session.changed |= _errored(results)
+            session.changed |= _errored(results) | (read_again & session.partitions.keys())
             return FetchAnswer(ErrorCode.NONE, session.id, answered)
 
     # ------------------------------------------------------------------ changes (any thread)

@@ -522,6 +522,8 @@ class ReplicaManager:
         """Read now, or park the fetch until min_bytes are readable or max_wait_ms passes. In a fetch session
         (`context`), `infos` are the partitions it named or that changed since its previous fetch; the session's
         other partitions wake the parked fetch through its key (`_wake_fetches`)."""
+        if context is not None and params.is_from_follower:
+            response_callback = self._reading_again_out_of_isr(params.replica_id, context, response_callback)
         results = self.read_from_local_log(params, infos)
         if params.is_from_follower:
             self._update_follower_fetch_state(params.replica_id, results)
@@ -539,6 +541,21 @@ class ReplicaManager:
         if wake_key is not None:
             keys.append(wake_key)
         self.delayed_fetch_purgatory.try_complete_else_watch(delayed, keys)
+
+    def _reading_again_out_of_isr(self, replica_id: int, context: FetchContext,
+                                  response_callback: FetchResponseCallback) -> FetchResponseCallback:
+        """`response_callback`, first telling the session which partitions it read have the follower out of
+        their ISR, when it is answered: its next fetch reads them again, whether it names them or not, and so
+        retries their ISR expansion as Kafka's read of every session partition does (fetch_session.py)."""
+        def answer(results: FetchResults) -> None:
+            out_of_isr = []
+            for info, _ in results:
+                partition = self._partitions.get(info.topic_partition)
+                if partition is not None and replica_id not in partition.in_sync_replica_ids:
+                    out_of_isr.append(info.topic_partition)
+            context.read_again(out_of_isr)
+            response_callback(results)
+        return answer
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults:
         """Read each partition in request order within the response's max_bytes.

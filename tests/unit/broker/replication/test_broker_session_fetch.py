@@ -10,9 +10,11 @@ import pytest
 from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
 from broker.replication.fetch_session import INITIAL_EPOCH, FetchAnswer, FetchSessionRequest
 from broker.replication.partition import FetchIsolation
+from broker.replication.partition_state_store import IsrUpdateResult
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.unit.broker.broker_helpers import TP, Answers, Harness, batch, produce
+from zk.paths import LeaderIsrAndControllerEpoch
 
 FOLLOWER = 2
 OTHER = TopicPartition("orders", 1)
@@ -140,3 +142,34 @@ def test_losing_leadership_is_answered_to_the_session(h: Harness) -> None:
     h.replica_manager.stop_replicas(0, 1, True, [TP])
     answer: FetchAnswer = parked.value
     assert [(i.topic_partition, r.error) for i, r in answer.results] == [(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+
+
+def test_a_caught_up_follower_dropped_from_the_isr_rejoins_at_its_next_fetch(h: Harness) -> None:
+    """Kafka reads every session partition at every fetch, so a follower dropped from the ISR while its fetch
+    reached the log end rejoins at its next fetch. Here its fetch at the log end came while the shrink was
+    being written (so it still counted as in the ISR, and its offset moved the high watermark then), and that
+    parked fetch was answered at its max wait: the follower has nothing new to name. Unless a partition whose
+    follower is out of its ISR is read at each of its fetches, it never rejoins while the partition is idle
+    (the paused followers of test_replication.py, their ISR writes racing their fetches)."""
+    follower = Follower(h)
+    follower.fetch()
+    produce(h, batch(3), acks=1)
+    assert follower.fetch()[TP][1] > 0
+    follower.offsets[TP] = 3  # the follower appended the records; it says so at its next fetch
+    shrink = h.state_store.shrink_isr
+    parked: list[Answers] = []
+
+    def fetched_meanwhile(tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> IsrUpdateResult:
+        parked.append(follower.send(TP))  # at the log end: it parks
+        return shrink(tp, state)
+
+    h.state_store.shrink_isr = fetched_meanwhile  # type: ignore[method-assign]
+    h.clock.advance(LAG_MS + 1)
+    h.replica_manager.maybe_shrink_isr()
+    partition = h.replica_manager.get_partition(TP)
+    assert partition is not None and partition.in_sync_replica_ids == {1}
+    h.timer.advance(500)
+    # The parked fetch is answered the high watermark its own offset moved: the follower has nothing new to name.
+    assert {i.topic_partition: r.high_watermark for i, r in parked[0].value.results} == {TP: 3}
+    follower.fetch()
+    assert partition.in_sync_replica_ids == {1, FOLLOWER}
