@@ -88,6 +88,7 @@ class ErrorCode(enum.IntEnum):
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -130,6 +131,7 @@ _RETRIABLE = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.LISTENER_NOT_FOUND,
         ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.OFFSET_NOT_AVAILABLE,
@@ -281,6 +283,7 @@ ReassignmentInProgressError = _error_class(ErrorCode.REASSIGNMENT_IN_PROGRESS)
 NonEmptyGroupError = _error_class(ErrorCode.NON_EMPTY_GROUP)
 GroupIdNotFoundError = _error_class(ErrorCode.GROUP_ID_NOT_FOUND)
 FetchSessionIdNotFoundError = _error_class(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+InvalidFetchSessionEpochError = _error_class(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 ListenerNotFoundError = _error_class(ErrorCode.LISTENER_NOT_FOUND)
 FencedLeaderEpochError = _error_class(ErrorCode.FENCED_LEADER_EPOCH)
 UnknownLeaderEpochError = _error_class(ErrorCode.UNKNOWN_LEADER_EPOCH)

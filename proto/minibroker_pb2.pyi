@@ -336,12 +336,36 @@ class FetchRequest(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class ForgottenTopic(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TOPIC_FIELD_NUMBER: _builtins.int
+        PARTITIONS_FIELD_NUMBER: _builtins.int
+        topic: _builtins.str
+        @_builtins.property
+        def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            topic: _builtins.str = ...,
+            partitions: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     REPLICA_ID_FIELD_NUMBER: _builtins.int
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MIN_BYTES_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SESSION_EPOCH_FIELD_NUMBER: _builtins.int
+    FORGOTTEN_TOPICS_DATA_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     """-1 for consumers; the follower's broker id for replica fetches, which read
     up to the log end offset instead of the high watermark.
@@ -353,8 +377,20 @@ class FetchRequest(_message.Message):
     """0: READ_UNCOMMITTED (up to the high watermark); 1: READ_COMMITTED (up to
     the last stable offset).
     """
+    session_id: _builtins.int
+    """KIP-227 incremental fetch sessions, for replica fetches (replica_id >= 0; a
+    consumer's fetch is answered without one whatever it sends;
+    broker/replication/fetch_session.py):
+    session_id 0 with session_epoch 0 asks for a new session (a full fetch);
+    session_epoch -1 (FINAL) fetches without one. A fetch in a session names
+    only the partitions whose fetch state changed since its previous fetch,
+    and the ones it stops fetching in forgotten_topics_data.
+    """
+    session_epoch: _builtins.int
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchRequest.FetchTopic]: ...
+    @_builtins.property
+    def forgotten_topics_data(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchRequest.ForgottenTopic]: ...
     def __init__(
         self,
         *,
@@ -364,10 +400,13 @@ class FetchRequest(_message.Message):
         max_bytes: _builtins.int = ...,
         isolation_level: _builtins.int = ...,
         topics: _abc.Iterable[Global___FetchRequest.FetchTopic] | None = ...,
+        session_id: _builtins.int = ...,
+        session_epoch: _builtins.int = ...,
+        forgotten_topics_data: _abc.Iterable[Global___FetchRequest.ForgottenTopic] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "replica_id", b"replica_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["forgotten_topics_data", b"forgotten_topics_data", "isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "replica_id", b"replica_id", "session_epoch", b"session_epoch", "session_id", b"session_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -464,9 +503,15 @@ class FetchResponse(_message.Message):
     THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     RESPONSES_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     throttle_time_ms: _builtins.int
     """Always 0: there are no quotas; kept so the response reads like Kafka's."""
     error_code: _builtins.int
+    session_id: _builtins.int
+    """The fetch session this answer belongs to, 0 for none (KIP-227). In a
+    session only the partitions with records, an error, or a high watermark or
+    log start offset the fetcher has not seen yet are answered.
+    """
     @_builtins.property
     def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchResponse.FetchableTopicResponse]: ...
     def __init__(
@@ -475,10 +520,11 @@ class FetchResponse(_message.Message):
         throttle_time_ms: _builtins.int = ...,
         error_code: _builtins.int = ...,
         responses: _abc.Iterable[Global___FetchResponse.FetchableTopicResponse] | None = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "responses", b"responses", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "responses", b"responses", "session_id", b"session_id", "throttle_time_ms", b"throttle_time_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

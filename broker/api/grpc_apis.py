@@ -37,6 +37,7 @@ from broker.config.topic_config import TopicConfig, TopicConfigs
 from broker.fetcher.protocol import BrokerEndPoint
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_fetch import LogReadResult, PartitionFetchInfo
+from broker.replication.fetch_session import FetchSessionRequest
 from broker.replication.partition import FetchIsolation, LeaderAndIsrPartitionState
 from broker.replication.replica_manager import ControllerResponse
 from broker.security.grpc_authentication import GrpcAuthenticator
@@ -154,19 +155,33 @@ class KafkaApis(GroupApis, pb_grpc.KafkaClientServicer, pb_grpc.KafkaClusterServ
             return self._fetch_response(
                 ((tp, LogReadResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)) for tp, _ in requested),
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        answered = await self._operations.fetch(
-            self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
-            [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
-                                p.current_leader_epoch) for tp, p in requested], request.isolation_level)
+        infos = [PartitionFetchInfo(tp, p.fetch_offset, p.log_start_offset, max(p.partition_max_bytes, 0),
+                                    p.current_leader_epoch) for tp, p in requested]
+        session_id = 0
+        if is_follower:
+            # KIP-227: a follower's fetch goes through its session (a consumer's never does on this door).
+            answer = await self._operations.fetch_in_session(
+                request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+                FetchSessionRequest(request.session_id, request.session_epoch, infos,
+                                    [TopicPartition(t.topic, index) for t in request.forgotten_topics_data
+                                     for index in t.partitions], request.replica_id))
+            if answer.error is not ErrorCode.NONE:
+                return pb.FetchResponse(error_code=answer.error, session_id=answer.session_id)
+            answered = [(info.topic_partition, result) for info, result in answer.results]
+            session_id = answer.session_id
+        else:
+            answered = await self._operations.fetch(
+                self._session(context), request.replica_id, request.max_wait_ms, request.min_bytes,
+                request.max_bytes, infos, request.isolation_level)
         if any(result.size for _, result in answered):
             # The records are read into the response: a read of the segments, so on a disk thread.
-            return await self._operations.pools.disk(self._fetch_response, answered, ErrorCode.NONE)
-        return self._fetch_response(answered, ErrorCode.NONE)
+            return await self._operations.pools.disk(self._fetch_response, answered, ErrorCode.NONE, session_id)
+        return self._fetch_response(answered, ErrorCode.NONE, session_id)
 
     @staticmethod
     def _fetch_response(results: Iterable[tuple[TopicPartition, LogReadResult]],
-                        error: ErrorCode) -> pb.FetchResponse:
-        response = pb.FetchResponse(error_code=error)
+                        error: ErrorCode, session_id: int = 0) -> pb.FetchResponse:
+        response = pb.FetchResponse(error_code=error, session_id=session_id)
         for topic, partition_results in group_by_topic(results).items():
             topic_response = response.responses.add(topic=topic)
             for index, result in partition_results:

@@ -48,6 +48,7 @@ from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.replication.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.replication.delayed_produce import ProducePartitionResponse
+from broker.replication.fetch_session import FetchAnswer, FetchContext, FetchSessionRequest
 from broker.replication.log_dirs import LogDirInfo
 from broker.replication.partition import FetchIsolation
 from broker.replication.replica_manager import ReplicaManager
@@ -295,6 +296,46 @@ class BrokerOperations:
 
     # ------------------------------------------------------------------ Fetch
 
+    async def fetch_in_session(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                               request: FetchSessionRequest) -> FetchAnswer:
+        """A follower's fetch with KIP-227's session fields (broker/replication/fetch_session.py): a full fetch
+        creates a session, an incremental one reads what it names and what changed in the session, and is
+        answered with what the follower has not seen; a session error is answered alone. Its door checked
+        ClusterAction."""
+        context = self.replica_manager.fetch_session_cache.new_context(request)
+        if context.error is not ErrorCode.NONE:
+            return context.answer([])
+        params = FetchParams(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                             max_bytes=max_bytes, isolation=FetchIsolation.LOG_END, fetch_only_from_leader=True)
+        return context.answer(await self._read_known(params, context.partitions_to_read(), context))
+
+    async def _read_known(self, params: FetchParams, requested: Sequence[PartitionFetchInfo],
+                          context: FetchContext | None = None, refused: Sequence[LogReadResult | None] = ()
+                          ) -> FetchResults:
+        """ReplicaManager.fetchMessages over the partitions this broker knows, in request order; an unknown one
+        (or one `refused` names) answered here."""
+        infos: list[PartitionFetchInfo] = []
+        slots: list[LogReadResult | None] = []
+        for i, p in enumerate(requested):
+            refusal = refused[i] if refused else None
+            if refusal is not None:
+                slots.append(refusal)
+            elif self.metadata_cache.contains(p.topic_partition):
+                infos.append(p)
+                slots.append(None)
+            else:
+                slots.append(LogReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        results: FetchResults = []
+        if infos or (context is not None and context.wake_key is not None):
+            completion: Completion[FetchResults] = self.completion()
+            self.replica_manager.fetch_messages(params, infos, completion, context)
+            results = await completion.future
+        # A session's parked fetch may have read more partitions (changed while it waited): after the named ones.
+        read = iter(results)
+        merged = [(p, slot) if slot is not None else next(read) for p, slot in zip(requested, slots)]
+        merged.extend(read)
+        return merged
+
     async def fetch(self, session: Session, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                     requested: Sequence[PartitionFetchInfo], isolation_level: int = 0
                     ) -> list[tuple[TopicPartition, LogReadResult]]:
@@ -306,30 +347,16 @@ class BrokerOperations:
         is_follower = replica_id >= 0
         readable = None if is_follower else self.authorized_topics(
             session, AclOperation.READ, (p.topic_partition.topic for p in requested))
-        infos: list[PartitionFetchInfo] = []
-        slots: list[LogReadResult | None] = []
-        for p in requested:
-            if readable is not None and p.topic_partition.topic not in readable:
-                slots.append(LogReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            elif self.metadata_cache.contains(p.topic_partition):
-                infos.append(p)
-                slots.append(None)
-            else:
-                slots.append(LogReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        refused = [] if readable is None else [
+            None if p.topic_partition.topic in readable else LogReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in requested]
         params = FetchParams(
             replica_id=replica_id if is_follower else CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
             isolation=FetchIsolation.LOG_END if is_follower else FetchIsolation.for_consumer(isolation_level),
             fetch_only_from_leader=True,
         )
-        results: FetchResults = []
-        if infos:
-            completion: Completion[FetchResults] = self.completion()
-            self.replica_manager.fetch_messages(params, infos, completion)
-            results = await completion.future
-        read = iter(results)
-        return [(p.topic_partition, slot if slot is not None else next(read)[1])
-                for p, slot in zip(requested, slots)]
+        return [(p.topic_partition, result) for p, result in await self._read_known(params, requested, refused=refused)]
 
     # ------------------------------------------------------------------ ListOffsets / OffsetsForLeaderEpoch
 

@@ -300,6 +300,9 @@ class KafkaConfig:
     replica_fetch_min_bytes: int = define(Type.INT, 1, "Bytes a follower's fetch waits for", at_least(0))
     replica_fetch_backoff_ms: int = define(Type.INT, 1000, "Sleep after a failed replica fetch", at_least(0))
     num_replica_fetchers: int = define(Type.INT, 1, "Fetcher threads per source broker", at_least(1))
+    max_incremental_fetch_session_cache_slots: int = define(
+        Type.INT, 1000, "Fetch sessions (KIP-227) this broker keeps for followers and consumers", at_least(0)
+    )
     replica_high_watermark_checkpoint_interval_ms: int = define(
         Type.LONG, 5000, "How often high watermarks are checkpointed", at_least(1)
     )

@@ -100,6 +100,14 @@ class BrokerMetrics(MetricsEndpoint):
         self._fetcher_max_lag.labels(clientId="Replica").set_function(max_lag)
         self._fetcher_failed_partitions.labels(clientId="Replica").set_function(failed_partitions_count)
 
+    def bind_fetch_session_cache(self, *, sessions: Callable[[], int], partitions_cached: Callable[[], int]) -> None:
+        """kafka.server:type=FetchSessionCache gauges (KIP-227): NumIncrementalFetchSessions and
+        NumIncrementalFetchPartitionsCached, the fetch sessions this broker holds as a leader."""
+        Gauge("kafka_server_FetchSessionCache_NumIncrementalFetchSessions", "Fetch sessions held here",
+              registry=self.registry).set_function(sessions)
+        Gauge("kafka_server_FetchSessionCache_NumIncrementalFetchPartitionsCached",
+              "Partitions held in this broker's fetch sessions", registry=self.registry).set_function(partitions_cached)
+
     def record_request(self, request: str, elapsed_ms: float) -> None:
         self.requests.labels(request=request).inc()
         self.request_time_ms.labels(request=request).observe(elapsed_ms)

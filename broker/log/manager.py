@@ -367,17 +367,22 @@ class LogManager:
         for log in self.all_logs().values():
             log.remove_expired_producers(now)
 
-    def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None] | None = None) -> int:
+    def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int | None] | None = None,
+                     log_start_offset_moved: Callable[[TopicPartition], None] | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted.
 
         `high_watermark` caps deletion below a partition's HW (Kafka never lets
-        retention delete what consumers of a leader cannot read yet).
+        retention delete what consumers of a leader cannot read yet);
+        `log_start_offset_moved` is told of each log whose start moved (its followers' fetch sessions).
         """
         now = self._time_ms()
         deleted = 0
         for tp, log in self.all_logs().items():
             try:
-                deleted += log.delete_old_segments(now, None if high_watermark is None else high_watermark(tp))
+                deleted_here = log.delete_old_segments(now, None if high_watermark is None else high_watermark(tp))
             except LogDirFailedError:
-                pass  # reported; retention goes on in the other dirs
+                continue  # reported; retention goes on in the other dirs
+            deleted += deleted_here
+            if deleted_here and log_start_offset_moved is not None:
+                log_start_offset_moved(tp)
         return deleted

@@ -14,6 +14,8 @@
                              is checked by rules.py) and ProducePartitionResponse, the produce answer
   delayed_fetch.py           DelayedFetch (long poll: until min_bytes or max_wait_ms) and a fetch's vocabulary:
                              FetchParams, PartitionFetchInfo, LogReadResult, FetchResults
+  fetch_session.py           KIP-227 fetch sessions on the leader (FetchSessionCache, the fetch contexts):
+                             what an incremental fetch reads (named or changed partitions) and answers
   delayed_delete_records.py  DeleteRecords: until every in-sync replica's log start offset reached the offset
   log_dirs.py                DescribeLogDirs' answer: each log dir's replicas, sizes, lags and capacity
 """

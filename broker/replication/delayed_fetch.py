@@ -78,16 +78,46 @@ class FetchSource(Protocol):
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults: ...
 
 
+class SessionChanges(Protocol):
+    """A fetch session's partitions that changed while its fetch waits (broker/replication/fetch_session.py)."""
+
+    def take_changed(self) -> list[PartitionFetchInfo]: ...
+
+
 class DelayedFetch(DelayedOperation):
     def __init__(self, params: FetchParams, fetch_status: Sequence[tuple[PartitionFetchInfo, LogOffsetMetadata]],
-                 source: FetchSource, response_callback: FetchResponseCallback) -> None:
+                 source: FetchSource, response_callback: FetchResponseCallback,
+                 session: SessionChanges | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self._params = params
-        self._fetch_status = fetch_status  # each partition with where its first read started
+        self._fetch_status = list(fetch_status)  # each partition with where its first read started
+        self._infos = [info for info, _ in fetch_status]  # what the answer reads
+        self._reading = {info.topic_partition for info in self._infos}
         self._source = source
         self._response_callback = response_callback
+        self._session = session
+
+    def _add_session_changes(self) -> bool:
+        """The session's partitions that changed since the fetch was parked join it, each from where a read
+        starts now; True if one of them cannot be read (the answer then reports it at once)."""
+        changed = [] if self._session is None else self._session.take_changed()
+        # A partition the fetch already reads (it named it) is not read twice.
+        changed = [info for info in changed if info.topic_partition not in self._reading]
+        if not changed:
+            return False
+        errored = False
+        for info, result in self._source.read_from_local_log(self._params, changed):
+            self._reading.add(info.topic_partition)
+            self._infos.append(info)
+            if result.fetch_offset_metadata is None or result.error is not ErrorCode.NONE:
+                errored = True
+            else:
+                self._fetch_status.append((info, result.fetch_offset_metadata))
+        return errored
 
     def try_complete(self) -> bool:
+        if self._add_session_changes():
+            return self.force_complete()
         accumulated = 0
         for info, start in self._fetch_status:
             try:
@@ -117,5 +147,4 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        infos = [info for info, _ in self._fetch_status]
-        self._response_callback(self._source.read_from_local_log(self._params, infos))
+        self._response_callback(self._source.read_from_local_log(self._params, self._infos))

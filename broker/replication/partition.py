@@ -399,6 +399,17 @@ class Partition:
             return FollowerFetchUpdate(self._maybe_increment_leader_hw(self.log), self._needs_expand_isr(replica_id),
                                        replica.log_start_offset != old_start_offset)
 
+    def follower_fetched_unchanged(self, replica_id: int, fetch_time_ms: int) -> None:
+        """A follower's fetch session held this partition, unread, at `fetch_time_ms`: nothing had changed
+        since its last read (broker/replication/fetch_session.py), so it counts as a fetch at the same offset,
+        with the same leader log end, then, as Kafka's read of every session partition would have."""
+        with self._lock:
+            replica = self.remote_replicas.get(replica_id)
+            if replica is None or not self.is_leader or fetch_time_ms <= replica.last_fetch_time_ms:
+                return
+            replica.update_fetch_state(replica.log_end_offset_metadata, replica.log_start_offset, fetch_time_ms,
+                                       replica.last_fetch_leader_log_end_offset)
+
     # ------------------------------------------------------------------ leader: DeleteRecords
 
     def delete_records_on_leader(self, offset: int) -> tuple[int, int]:

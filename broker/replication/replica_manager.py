@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +75,7 @@ from broker.replication.delayed_produce import (
     ProducePartitionStatus,
     ProduceResponseCallback,
 )
+from broker.replication.fetch_session import DEFAULT_MAX_SLOTS, FetchContext, FetchSessionCache
 from broker.replication.log_dirs import LogDirInfo, describe_log_dirs
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
@@ -126,7 +127,8 @@ class ReplicaManager:
     def __init__(self, broker_id: int, *, log_manager: LogManager, metadata_cache: MetadataCache,
                  default_topic_config: TopicConfig, timer: Timer, time_ms: Callable[[], int],
                  fetcher_manager: Callable[[PartitionLookup], FetcherManager], state_store: PartitionStateStore,
-                 replica_lag_time_max_ms: int, isr_update_executor: Executor, metrics: BrokerMetrics) -> None:
+                 replica_lag_time_max_ms: int, isr_update_executor: Executor, metrics: BrokerMetrics,
+                 fetch_session_cache_slots: int = DEFAULT_MAX_SLOTS) -> None:
         self.broker_id = broker_id
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         self._log_manager = log_manager
@@ -154,6 +156,10 @@ class ReplicaManager:
             "Produce", timer)
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
             "Fetch", timer)
+        # KIP-227: what each follower's session was last sent, and which of its partitions changed since.
+        self.fetch_session_cache = FetchSessionCache(fetch_session_cache_slots, time_ms)
+        metrics.bind_fetch_session_cache(sessions=self.fetch_session_cache.__len__,
+                                         partitions_cached=self.fetch_session_cache.total_partitions)
         self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
             DelayedOperationPurgatory("DeleteRecords", timer)
         metrics.bind_purgatories({purgatory.name: purgatory.watched for purgatory in (
@@ -457,7 +463,7 @@ class ReplicaManager:
             self._complete_delayed_requests(tp)
         else:
             # Followers long-polling at the old log end can read now.
-            self.delayed_fetch_purgatory.check_and_complete(tp)
+            self._wake_fetches(tp)
         return ProducePartitionStatus(
             info.last_offset + 1,
             ProducePartitionResponse(ErrorCode.NONE, info.first_offset, info.log_append_time, log_start_offset),
@@ -465,8 +471,23 @@ class ReplicaManager:
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.delayed_produce_purgatory.check_and_complete(tp)
-        self.delayed_fetch_purgatory.check_and_complete(tp)
+        self._wake_fetches(tp)
         self.delayed_delete_records_purgatory.check_and_complete(tp)
+
+    def _wake_fetches(self, tp: TopicPartition) -> None:
+        """Something a fetch of `tp` would answer changed: fetches waiting on it, and the fetch sessions that
+        hold it (the next fetch in each reads it), are told. Every such change comes through here."""
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+        changed = self.fetch_session_cache.mark_changed(tp)
+        partition = self._partitions.get(tp) if changed else None
+        for session in changed:
+            if partition is not None and session.replica_id >= 0 and session.unchanged_at_ms is not None:
+                partition.follower_fetched_unchanged(session.replica_id, int(session.unchanged_at_ms))
+            self.delayed_fetch_purgatory.check_and_complete(session.key)
+
+    def log_start_offset_moved(self, tp: TopicPartition) -> None:
+        """Retention deleted segments of `tp`: its followers and waiting fetches learn the new log start."""
+        self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ delete records
 
@@ -497,20 +518,44 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
-                       response_callback: FetchResponseCallback) -> None:
-        """Read now, or park the fetch until min_bytes are readable or max_wait_ms passes."""
+                       response_callback: FetchResponseCallback, context: FetchContext | None = None) -> None:
+        """Read now, or park the fetch until min_bytes are readable or max_wait_ms passes. In a fetch session
+        (`context`), `infos` are the partitions it named or that changed since its previous fetch; the session's
+        other partitions wake the parked fetch through its key (`_wake_fetches`)."""
+        if context is not None and params.is_from_follower:
+            response_callback = self._reading_again_out_of_isr(params.replica_id, context, response_callback)
         results = self.read_from_local_log(params, infos)
         if params.is_from_follower:
             self._update_follower_fetch_state(params.replica_id, results)
         bytes_readable = sum(result.size for _, result in results)
         errored = any(result.error is not ErrorCode.NONE for _, result in results)
-        if params.max_wait_ms <= 0 or not infos or bytes_readable >= params.min_bytes or errored:
+        wake_key = None if context is None else context.wake_key
+        if params.max_wait_ms <= 0 or (not infos and wake_key is None) or bytes_readable >= params.min_bytes \
+                or errored:
             response_callback(results)
             return
         status = [(info, result.fetch_offset_metadata) for info, result in results
                   if result.fetch_offset_metadata is not None]
-        delayed = DelayedFetch(params, status, self, response_callback)
-        self.delayed_fetch_purgatory.try_complete_else_watch(delayed, [info.topic_partition for info in infos])
+        delayed = DelayedFetch(params, status, self, response_callback, context)
+        keys: list[Hashable] = [info.topic_partition for info in infos]
+        if wake_key is not None:
+            keys.append(wake_key)
+        self.delayed_fetch_purgatory.try_complete_else_watch(delayed, keys)
+
+    def _reading_again_out_of_isr(self, replica_id: int, context: FetchContext,
+                                  response_callback: FetchResponseCallback) -> FetchResponseCallback:
+        """`response_callback`, first telling the session which partitions it read have the follower out of
+        their ISR, when it is answered: its next fetch reads them again, whether it names them or not, and so
+        retries their ISR expansion as Kafka's read of every session partition does (fetch_session.py)."""
+        def answer(results: FetchResults) -> None:
+            out_of_isr = []
+            for info, _ in results:
+                partition = self._partitions.get(info.topic_partition)
+                if partition is not None and replica_id not in partition.in_sync_replica_ids:
+                    out_of_isr.append(info.topic_partition)
+            context.read_again(out_of_isr)
+            response_callback(results)
+        return answer
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults:
         """Read each partition in request order within the response's max_bytes.

@@ -267,7 +267,8 @@ class KafkaServer:
             fetcher_manager=self._replica_fetcher_manager,
             state_store=ZkPartitionStateStore(zk, self._isr_change_propagator, self.metrics),
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics)
+            isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics,
+            fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots)
         self.metrics.bind_log_dir_failure(offline_log_dirs=lambda: log_manager.offline_log_dir_count,
                                           offline_replicas=lambda: replica_manager.offline_partition_count)
         # As Kafka's ReplicaManager.startup: from here on a failed log dir takes its partitions offline.
@@ -534,7 +535,8 @@ class KafkaServer:
                                  replica_manager: ReplicaManager, propagator: IsrChangePropagator) -> None:
         config = self.config
         scheduler.schedule("kafka-log-retention",
-                           lambda: log_manager.cleanup_logs(replica_manager.high_watermark),
+                           lambda: log_manager.cleanup_logs(replica_manager.high_watermark,
+                                                            replica_manager.log_start_offset_moved),
                            INITIAL_TASK_DELAY_MS, config.log_retention_check_interval_ms)
         scheduler.schedule("kafka-log-flusher", log_manager.flush_dirty_logs,
                            INITIAL_TASK_DELAY_MS, config.log_flush_scheduler_interval_ms)
