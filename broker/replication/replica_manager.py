@@ -486,7 +486,7 @@ class ReplicaManager:
             self.delayed_fetch_purgatory.check_and_complete(session.key)
 
     def log_start_offset_moved(self, tp: TopicPartition) -> None:
-        """Retention deleted segments of `tp`: its followers and waiting fetches learn the new log start."""
+        """Retention or DeleteRecords moved `tp`'s log start: its followers and waiting fetches learn it."""
         self._wake_fetches(tp)
 
     # ------------------------------------------------------------------ delete records
@@ -501,6 +501,7 @@ class ReplicaManager:
             try:
                 requested, low_watermark = self.get_partition_or_error(tp).delete_records_on_leader(offset)
                 status[tp] = DeleteRecordsPartitionStatus(requested, low_watermark, ErrorCode.NONE)
+                self.log_start_offset_moved(tp)  # the followers' sessions answer it, and their low watermarks follow
             except KafkaError as e:
                 status[tp] = DeleteRecordsPartitionStatus(-1, -1, e.code)
             except OSError as e:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
+from broker.replication.delayed_fetch import FetchParams, FetchResults, LogReadResult, PartitionFetchInfo
 from broker.replication.fetch_session import INITIAL_EPOCH, FetchAnswer, FetchSessionRequest
 from broker.replication.partition import FetchIsolation
 from broker.replication.partition_state_store import IsrUpdateResult
@@ -173,3 +173,27 @@ def test_a_caught_up_follower_dropped_from_the_isr_rejoins_at_its_next_fetch(h: 
     assert {i.topic_partition: r.high_watermark for i, r in parked[0].value.results} == {TP: 3}
     follower.fetch()
     assert partition.in_sync_replica_ids == {1, FOLLOWER}
+
+
+def test_delete_records_tells_the_session_the_new_log_start(h: Harness) -> None:
+    """DeleteRecords moves the leader's log start offset and waits until every in-sync follower's low watermark
+    follows (Kafka's DelayedDeleteRecords). A follower learns it from a fetch answer, and an incremental answer
+    names only changed partitions: unless the move marks the partition, the follower never hears of it and the
+    DeleteRecords times out (kafka-delete-records.sh against three brokers did)."""
+    follower = Follower(h)
+    follower.fetch()
+    produce(h, batch(3), acks=1)
+    follower.fetch()
+    follower.offsets[TP] = 3
+    follower.fetch(TP)  # the follower has every record; the high watermark is 3
+    assert h.replica_manager.high_watermark(TP) == 3
+    assert follower.fetch() == {TP: (3, 0)}  # the high watermark told
+    assert follower.fetch() == {}  # nothing changed since
+    answers = Answers()
+    h.replica_manager.delete_records(1000, {TP: 2}, answers)
+    assert not answers.calls  # waits for the follower's low watermark
+    assert {tp: r.log_start_offset for tp, r in _answered(follower.send(max_wait_ms=0))} == {TP: 2}
+
+
+def _answered(answers: Answers) -> list[tuple[TopicPartition, LogReadResult]]:
+    return [(i.topic_partition, r) for i, r in answers.value.results]
