@@ -241,7 +241,15 @@ def test_a_leader_replaced_while_paused_acknowledges_nothing_after_it_resumes(
                    message="another replica elected")
         new = cluster.state(tp)
         assert new.leader_epoch > old.leader_epoch and old.leader not in new.isr
-        assert cluster.produce(tp, "after") == ErrorCode.NONE
+
+        def produced_after() -> bool:
+            # ZooKeeper names the new leader before its LeaderAndIsr reaches it: NOT_LEADER_OR_FOLLOWER meanwhile,
+            # answered before any append, so a retry (as every client's) cannot write the record twice.
+            error = cluster.produce(tp, "after")
+            assert error in (ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER), ErrorCode(error).name
+            return error == ErrorCode.NONE
+
+        wait_until(produced_after, timeout=FAILOVER_DEADLINE_S, message="the new leader to take 'after'")
         # Sent to the frozen broker: it reads the request first thing when it wakes up.
         stale = stub.Produce.future(request, timeout=30)
     finally:
