@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from local_cluster.cluster import LocalCluster
 from tests.integration.conftest import REPO_ROOT
+from tests.integration.spark.test_spark_source import read_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -119,29 +120,7 @@ def ends(bootstrap: str, isolation: str) -> list[int]:
 
 def read_committed(bootstrap: str) -> list[Result]:
     """Every output record a read_committed consumer reads, up to each partition's last stable offset."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        results: list[Result] = []
-        at_end: set[int | None] = set()
-        deadline = time.monotonic() + 60
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"{OUTPUT} not read to its end: {len(results)} records"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(error)
-                at_end.add(message.partition())
-                continue
-            at_end.discard(message.partition())
-            results.append((message.key(), message.value()))
-        return results
-    finally:
-        consumer.close()
+    return [(m.key(), m.value()) for m in read_to_end(bootstrap, OUTPUT, PARTITIONS)]
 
 
 def wait_for(condition: Callable[[], bool], what: str, driver: Driver | None = None, timeout: float = 180.0) -> None:
