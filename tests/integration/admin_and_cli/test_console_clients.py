@@ -3,6 +3,7 @@ when something goes wrong, Ctrl-C, Kafka 3's producer defaults with a frozen fol
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -71,15 +72,28 @@ def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_c
 
 @contextmanager
 def console_producer(*args: str, stderr: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
-    """A console producer whose standard input the test writes; SIGKILLed if the test leaves it running."""
+    """A console producer whose standard input the test writes; SIGKILLed if the test leaves it running.
+    Its faulthandler is on, so `exit_code` can have it print every thread's stack when it hangs."""
     process = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "console-producer", *args],
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO_ROOT)
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO_ROOT,
+                               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         yield process
     finally:
         if process.poll() is None:
             process.kill()
         process.wait(30)
+
+
+def exit_code(process: subprocess.Popen[bytes], timeout_s: float, stderr_path: Path) -> int:
+    """The process's exit code; if it has not exited within `timeout_s`, a failure showing where each of its
+    threads stood (SIGABRT makes faulthandler print them to its stderr)."""
+    try:
+        return process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        process.wait(30)
+        pytest.fail(f"still running {timeout_s:.0f} s later; its stderr and stacks:\n{stderr_path.read_text()}")
 
 
 def values_in(cluster: Cluster, topic: str, count: int) -> list[bytes]:
@@ -126,7 +140,7 @@ def test_ctrl_c_flushes_in_bounded_time_and_counts_what_was_not_acknowledged(
         assert producer.poll() is None
         interrupted = time.monotonic()
         producer.send_signal(signal.SIGINT)
-        code = producer.wait(30)
+        code = exit_code(producer, 30, stderr_path)
         took = time.monotonic() - interrupted
     err = stderr_path.read_text()
     assert code == 130, err
