@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from minibroker.commands.usage import CommandLineError
 
-# Each module defines `register(subparsers)`, which adds its subcommand and sets
-# `func` on the parser's defaults; func(args) returns the exit code.
+# Each module defines `register(subparsers)`, which adds the subcommand named after the module (`dump_log`:
+# `dump-log`) and sets `func` on the parser's defaults; func(args) returns the exit code.
 COMMAND_MODULES = (
     "minibroker.commands.demo",
     "minibroker.commands.dump_log",
@@ -51,10 +51,18 @@ class _Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_name(module: str) -> str:
+    return module.rsplit(".", 1)[1].replace("_", "-")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser, or only `command`'s when it is one. Each command module imports what its
+    command needs (gRPC, the client, the broker, kio, Spark): all of them cost ~1 s of CPU, which every
+    invocation paid for its one command."""
     parser = _Parser(prog="minibroker", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    modules = [name for name in COMMAND_MODULES if command_name(name) == command] or COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     _remember_parsers(parser)
     return parser
@@ -71,7 +79,9 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # The command is the first argument (the top-level parser has no options but -h).
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.func(args))
     except CommandLineError as e:

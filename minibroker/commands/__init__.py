@@ -1,4 +1,5 @@
-"""Subcommands of the `minibroker` command line, one module each (minibroker/cli.py wires them).
+"""Subcommands of the `minibroker` command line, one module each, named as its command (minibroker/cli.py wires
+them and imports only the one a command line names).
 
 Processes and clusters:
   broker.py            `minibroker broker`: run one broker
