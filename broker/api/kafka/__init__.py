@@ -30,3 +30,17 @@ response is framed by hand around the log's file slices, and record bytes are ne
 must end where its frame does (Kafka does not check), except for an API flagged `trailing_bytes_allowed` in the
 table because a real client sends more (librdkafka's AlterUserScramCredentials).
 """
+
+import sys
+
+# kio registers hypothesis strategies for its types whenever hypothesis imports, and hypothesis imports its
+# plugins (trio's among them): ~0.4 s of CPU, seconds on a loaded machine, at every start of a broker where
+# hypothesis is installed (the test suite's), for strategies a broker never uses. Hidden from kio's first
+# import unless the process already has it (pytest's hypothesis plugin loads it first).
+if "hypothesis" not in sys.modules:
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis` raises ImportError
+    try:
+        import kio.static.primitive  # noqa: F401
+    finally:
+        del sys.modules["hypothesis"]
+

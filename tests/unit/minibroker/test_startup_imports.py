@@ -37,6 +37,10 @@ def test_each_command_module_registers_the_command_named_after_it() -> None:
         assert list(action.choices) == [command_name(module)], module  # type: ignore[attr-defined]
 
 
+def test_a_broker_does_not_import_hypothesis_through_kio() -> None:
+    assert _python("import sys, minibroker.commands.broker; print('hypothesis' in sys.modules)") == "False"
+
+
 def test_the_client_imports_kio_only_when_a_group_member_needs_it() -> None:
     # kio pulls in hypothesis (~1.5 s): ConsumerProtocol bytes load it on first use.
     assert _python("import sys, client; print('kio' in sys.modules)") == "False"
