@@ -1,6 +1,6 @@
 """The same workload through both front doors of one cluster, figures printed side by side from one run.
 
-    .venv/bin/python bench/kafka_vs_grpc.py [--records 200000] [--sizes 100,1024] [--partitions 1,6]
+    .venv/bin/python bench/kafka_vs_grpc.py [--records 200000] [--sizes 100,1024] [--partitions 1,6] [--repeat 3]
 
 Brings up a local cluster (3 brokers, 1 controller; local_cluster.cluster, as `minibroker cluster up`
 does) and for each record size and partition count creates an RF=3, min.insync.replicas=2 topic per door and:
@@ -11,8 +11,11 @@ does) and for each record size and partition count creates an RF=3, min.insync.r
 - reads the brokers' CPU time (utime+stime of the three processes) around each phase: broker CPU seconds
   per MB of record payload;
 
-and prints issue 26's ratios beside their goals (the gRPC produce against the better of the confluent-kafka
-runs, in records/s and broker CPU per MB; the gRPC consume against confluent-kafka's);
+runs each workload `--repeat` times (default 3), the two sides in turn on fresh topics each run so both
+see the same load, and prints each run, the medians over the runs and issue 26's ratios of medians beside
+their goals, with the min and max of the per-run ratios (the gRPC produce against the better of the
+confluent-kafka runs, in records/s and broker CPU per MB; the gRPC consume against confluent-kafka's): on
+this shared machine one side's figures move 3-5x between runs, a median of three does not;
 then, on the 1 KiB one-partition topic:
 - the broker's read path alone, with raw protocol clients that do not decode records: Fetch responses of up to
   16 MiB from offset 0, again and again, through the Kafka listener (header bytes, then the log's file slice
@@ -249,23 +252,79 @@ def sendfile_floor(info: ClusterInfo, topic: str) -> tuple[int, float]:
     return total, elapsed
 
 
-def print_ratios(tag: str, figures: dict[str, tuple[float, float]]) -> None:
-    """Issue 26's goals, each ratio beside its goal: the gRPC produce against the better of the two
-    confluent-kafka runs (records/s, and broker CPU per MB), the gRPC consumer against confluent-kafka's."""
-    kafka_produce = [v for k, v in figures.items() if k.startswith("produce") and "(Kafka)" in k]
-    (grpc_produce,) = [v for k, v in figures.items() if k.startswith("produce") and "(gRPC)" in k]
-    (kafka_consume,) = [v for k, v in figures.items() if k.startswith("consume") and "(Kafka" in k]
-    (grpc_consume,) = [v for k, v in figures.items() if k.startswith("consume") and "(gRPC)" in k]
-    rate = grpc_produce[0] / max(r for r, _ in kafka_produce)
-    cpu = grpc_produce[1] / min(c for _, c in kafka_produce)
-    consume = grpc_consume[0] / kafka_consume[0]
-    print(f"  ratios {tag}: gRPC/Kafka produce records/s {rate:.2f} (goal >= 0.5: {_met(rate >= 0.5)}),"
-          f" broker CPU/MB {cpu:.1f}x (goal <= 2x: {_met(cpu <= 2)}),"
-          f" consume records/s {consume:.2f} (goal > 1: {_met(consume > 1)})", flush=True)
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """Values' median with their min and max: '123 (101-150)'."""
+    return f"{median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def print_ratios(tag: str, figures: dict[str, list[tuple[float, float]]]) -> None:
+    """Issue 26's goals, each ratio of medians beside its goal: the gRPC produce against the better of the two
+    confluent-kafka runs (records/s, and broker CPU per MB), the gRPC consumer against confluent-kafka's; with
+    the ratio's min and max over the runs (run i of one side against run i of the other)."""
+    def rows(prefix: str, door: str) -> list[list[tuple[float, float]]]:
+        return [v for k, v in figures.items() if k.startswith(prefix) and door in k]
+
+    kafka_produce, (grpc_produce,) = rows("produce", "(Kafka)"), rows("produce", "(gRPC)")
+    (kafka_consume,), (grpc_consume,) = rows("consume", "(Kafka"), rows("consume", "(gRPC)")
+    runs = range(len(grpc_produce))
+    rates = [grpc_produce[i][0] / max(k[i][0] for k in kafka_produce) for i in runs]
+    cpus = [grpc_produce[i][1] / min(k[i][1] for k in kafka_produce) for i in runs]
+    consumes = [grpc_consume[i][0] / kafka_consume[i][0] for i in runs]
+    rate = median([r for r, _ in grpc_produce]) / max(median([r for r, _ in k]) for k in kafka_produce)
+    cpu = median([c for _, c in grpc_produce]) / min(median([c for _, c in k]) for k in kafka_produce)
+    consume = median([r for r, _ in grpc_consume]) / median([r for r, _ in kafka_consume])
+    print(f"  ratios {tag} (of medians, min-max per run): gRPC/Kafka produce records/s {rate:.2f}"
+          f" ({min(rates):.2f}-{max(rates):.2f}; goal >= 0.5: {_met(rate >= 0.5)}),"
+          f" broker CPU/MB {cpu:.1f}x ({min(cpus):.1f}-{max(cpus):.1f}; goal <= 2x: {_met(cpu <= 2)}),"
+          f" consume records/s {consume:.2f} ({min(consumes):.2f}-{max(consumes):.2f};"
+          f" goal > 1: {_met(consume > 1)})", flush=True)
 
 
 def _met(ok: bool) -> str:
     return "met" if ok else "MISSED"
+
+
+def run_workload(info: ClusterInfo, admin: AdminClient, phase: Phase, tag: str, suffix: str, partitions: int,
+                 n: int, value: bytes, figures: dict[str, list[tuple[float, float]]]) -> str:
+    """One run of a workload: fresh topics, each side in turn, a line per row and its figures added to
+    `figures`. Returns the confluent-kafka topic."""
+    size = len(value)
+    k_topic, g_topic = f"k-{suffix}", f"g-{suffix}"
+    for topic in (k_topic, g_topic, k_topic + "-linger"):
+        create(admin, topic, partitions)
+    rows = [
+        (f"produce {tag} confluent-kafka defaults (Kafka)",
+         kafka_produce(info.kafka_bootstrap_servers, k_topic, n, value, {})),
+        (f"produce {tag} confluent-kafka linger.ms=5 (Kafka)",
+         kafka_produce(info.kafka_bootstrap_servers, k_topic + "-linger", n, value, {"linger.ms": 5})),
+        (f"produce {tag} minibroker client linger.ms=5 (gRPC)",
+         grpc_produce(info.bootstrap_servers, g_topic, n, value)),
+        (f"consume {tag} confluent-kafka (Kafka, sendfile)",
+         kafka_consume(info.kafka_bootstrap_servers, k_topic, partitions, n, kafka_first := FirstRecord())),
+        (f"consume {tag} minibroker client (gRPC)",
+         grpc_consume(info.bootstrap_servers, g_topic, partitions, n, grpc_first := FirstRecord())),
+    ]
+    for name, job in rows:
+        work, done = job if isinstance(job, tuple) else (job, lambda: None)
+        started = time.perf_counter()
+        records, seconds, cpu = phase.run(work)
+        done()
+        megabytes = records * size / MB
+        figures.setdefault(name, []).append((records / seconds, cpu / megabytes))
+        line = f"{name:58} {records / seconds:>11,.0f} {megabytes / seconds:>8.1f} {cpu / megabytes:>16.3f}"
+        first = kafka_first if "confluent-kafka (Kafka, sendfile)" in name else \
+            grpc_first if name.startswith("consume") else None
+        if first is not None and first.at is not None:
+            steady = seconds - (first.at - started)
+            line += f"   first record after {first.at - started:.2f} s, then {megabytes / steady:,.0f} MB/s"
+        print(line, flush=True)
+    return k_topic
 
 
 def main() -> None:
@@ -273,6 +332,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--partitions", default="1,6")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each workload, the two sides in turn: medians and ratios of medians printed")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="minibroker-kafka-vs-grpc-"))
     cluster = LocalCluster(data_dir)
@@ -289,40 +350,19 @@ def main() -> None:
             n = args.records if size <= 100 else max(args.records // 4, 1)
             for partitions in (int(p) for p in args.partitions.split(",")):
                 tag = f"{size}B x {partitions}p"
-                k_topic, g_topic = f"k-{size}-{partitions}", f"g-{size}-{partitions}"
-                for topic in (k_topic, g_topic, k_topic + "-linger"):
-                    create(admin, topic, partitions)
-                rows = [
-                    (f"produce {tag} confluent-kafka defaults (Kafka)", k_topic,
-                     kafka_produce(info.kafka_bootstrap_servers, k_topic, n, value, {})),
-                    (f"produce {tag} confluent-kafka linger.ms=5 (Kafka)", k_topic + "-linger",
-                     kafka_produce(info.kafka_bootstrap_servers, k_topic + "-linger", n, value, {"linger.ms": 5})),
-                    (f"produce {tag} minibroker client linger.ms=5 (gRPC)", g_topic,
-                     grpc_produce(info.bootstrap_servers, g_topic, n, value)),
-                    (f"consume {tag} confluent-kafka (Kafka, sendfile)", k_topic,
-                     kafka_consume(info.kafka_bootstrap_servers, k_topic, partitions, n, kafka_first := FirstRecord())),
-                    (f"consume {tag} minibroker client (gRPC)", g_topic,
-                     grpc_consume(info.bootstrap_servers, g_topic, partitions, n, grpc_first := FirstRecord())),
-                ]
-                figures: dict[str, tuple[float, float]] = {}  # row name: (records/s, broker CPU s/MB)
-                for name, _, job in rows:
-                    work, done = job if isinstance(job, tuple) else (job, lambda: None)
-                    started = time.perf_counter()
-                    records, seconds, cpu = phase.run(work)
-                    done()
-                    megabytes = records * size / MB
-                    figures[name] = (records / seconds, cpu / megabytes)
-                    line = f"{name:58} {records / seconds:>11,.0f} {megabytes / seconds:>8.1f} {cpu / megabytes:>16.3f}"
-                    first = kafka_first if "confluent-kafka (Kafka, sendfile)" in name else \
-                        grpc_first if name.startswith("consume") else None
-                    if first is not None and first.at is not None:
-                        steady = seconds - (first.at - started)
-                        line += (f"   first record after {first.at - started:.2f} s, then"
-                                 f" {megabytes / steady:,.0f} MB/s")
-                    print(line, flush=True)
+                figures: dict[str, list[tuple[float, float]]] = {}  # row name: (records/s, broker CPU s/MB) per run
+                for run in range(args.repeat):
+                    k_topic = run_workload(info, admin, phase, tag, f"{size}-{partitions}-{run}", partitions, n,
+                                           value, figures)
+                    if size >= 1024 and partitions == 1 and floor_topic is None:
+                        floor_topic = (k_topic, n, size)
+                if args.repeat > 1:
+                    print(f"  medians of {args.repeat} runs {tag} (records/s min-max at the end):")
+                    for name, runs in figures.items():
+                        rates = [r for r, _ in runs]
+                        print(f"{name:58} {median(rates):>11,.0f} {median(rates) * size / MB:>8.1f}"
+                              f" {median([c for _, c in runs]):>16.3f}   {spread(rates, ',.0f')}", flush=True)
                 print_ratios(tag, figures)
-                if size >= 1024 and partitions == 1:
-                    floor_topic = (k_topic, n, size)
         if floor_topic is not None:
             topic, n, size = floor_topic
             leader_id = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
