@@ -33,6 +33,7 @@ import grpc
 from client.retry import exponential_backoff_ms
 from client.structs import format_address
 from common.limits import MESSAGE_SIZE_OPTIONS
+from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
 from proto.errors import ErrorCode, KafkaError
 
@@ -44,6 +45,10 @@ Resp = TypeVar("Resp")
 # Picks the method to call from a stub, e.g. `lambda stub: stub.Metadata`. A string because grpc's
 # classes are generic only in their type stubs.
 Rpc: TypeAlias = "Callable[[pb_grpc.KafkaClientAsyncStub], grpc.aio.UnaryUnaryMultiCallable[Req, Resp]]"
+
+# KafkaClient.Produce's path, for the call that sends a request's bytes as they are (proto/produce_request.py).
+_PRODUCE_METHOD = "/{}/{}".format(*pb.DESCRIPTOR.services_by_name["KafkaClient"].methods_by_name["Produce"]
+                                  .full_name.rsplit(".", 1))
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[str]:
@@ -213,6 +218,9 @@ class BrokerConnection:
         self._channel = io.run(lambda: channel_factory(
             address, options=channel_options(reconnect_backoff_ms, reconnect_backoff_max_ms)))
         self.stub = pb_grpc.KafkaClientStub(self._channel)
+        # Produce with the request already serialized (no serializer): the producer writes its bytes itself.
+        self.produce_bytes: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.ProduceResponse] = self._channel.unary_unary(
+            _PRODUCE_METHOD, request_serializer=None, response_deserializer=pb.ProduceResponse.FromString)
         self.failures = 0
         self._blackout_until = 0.0
 

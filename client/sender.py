@@ -34,6 +34,7 @@ from client.transactional_requests import TransactionalRequests
 from common.record import CompressionType
 from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError, error_for
+from proto.produce_request import encode_produce_request
 
 log = logging.getLogger(__name__)
 
@@ -320,25 +321,23 @@ class Sender:
                           txn.assign_sequence(tp, batch.record_count), self._transactional is not None)
 
     def _send_produce(self, cluster: ClusterMetadata, node_id: int, batches: list[ProducerBatch], now: float) -> None:
-        request = pb.ProduceRequest(acks=self._acks, timeout_ms=self._request_timeout_ms)
-        if self._transactional is not None:
-            request.transactional_id = self._transactional.transactional_id  # the broker checks Write on it
-        topics: dict[str, pb.ProduceRequest.TopicProduceData] = {}
+        topics: dict[str, list[tuple[int, bytes]]] = {}
         for batch in batches:
             records = batch.encoded if batch.encoded is not None else self._seal(batch)
             tp = batch.topic_partition
             if self._txn is not None:
                 batch.followed_unacked = not self._txn.is_next_sequence(tp, batch.base_sequence)
-            topic = topics.get(tp.topic)
-            if topic is None:
-                topic = topics[tp.topic] = request.topics.add(name=tp.topic)
-            topic.partitions.add(index=tp.partition, records=records)
+            topics.setdefault(tp.topic, []).append((tp.partition, records))
+        # The transactional id lets the broker check Write on it.
+        request = encode_produce_request(
+            self._transactional.transactional_id if self._transactional is not None else None, self._acks,
+            self._request_timeout_ms, list(topics.items()))
         in_flight = _InFlight(node_id, batches)
         self._requests_in_flight[node_id] = self._requests_in_flight.get(node_id, 0) + 1
         broker = cluster.brokers[node_id]
         try:
-            future = self._metadata.pool.get(broker.address).call_async(
-                lambda stub: stub.Produce, request, self._request_timeout_ms)
+            connection = self._metadata.pool.get(broker.address)
+            future = connection.call_async(lambda _: connection.produce_bytes, request, self._request_timeout_ms)
         except KafkaError as exc:
             self._requests_in_flight[node_id] -= 1
             for batch in batches:

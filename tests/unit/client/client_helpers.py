@@ -7,6 +7,7 @@ from typing import Any
 
 from client.metadata import ClusterMetadata
 from client.structs import BrokerMetadata, PartitionMetadata
+from proto import minibroker_pb2 as pb
 from proto.errors import ErrorCode, KafkaError
 
 
@@ -64,7 +65,10 @@ class RecordingStub:
 
 
 class FakeConnection:
-    """Records every call; async calls get a FakeFuture, blocking ones an answer from `answers`."""
+    """Records every call; async calls get a FakeFuture, blocking ones an answer from `answers`. A Produce
+    request comes as its bytes (BrokerConnection.produce_bytes) and is recorded parsed, as a broker reads it."""
+
+    produce_bytes = "Produce"
 
     def __init__(self, address: str) -> None:
         self.address = address
@@ -73,6 +77,8 @@ class FakeConnection:
 
     def call_async(self, rpc, request: object, timeout_ms: float | None = None) -> FakeFuture:  # type: ignore[no-untyped-def]
         future = FakeFuture()
+        if isinstance(request, bytes):
+            request = pb.ProduceRequest.FromString(request)
         self.calls.append((rpc(RecordingStub()), request, future))
         return future
 
