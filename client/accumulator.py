@@ -37,6 +37,7 @@ from common.record import (
     CompressionType,
     assemble_batch,
     encode_record,
+    write_batch_header,
 )
 from proto.errors import KafkaError
 from proto.types import TopicPartition
@@ -50,13 +51,15 @@ RecordCallback = Callable[[FutureRecordMetadata], Any]
 
 
 class ProducerBatch:
-    """Records on their way to one partition: encoded as they arrive, sealed with a header when drained."""
+    """Records on their way to one partition: encoded as they arrive behind room for the batch header, which is
+    written there when the batch is drained (uncompressed: the batch is never copied)."""
 
     __slots__ = (
         "_limit",
         "base_sequence",
         "base_timestamp",
         "batch_id",
+        "buffer",
         "created_ms",
         "encoded",
         "followed_unacked",
@@ -64,7 +67,6 @@ class ProducerBatch:
         "last_error",
         "max_timestamp",
         "record_count",
-        "records",
         "reserved",
         "result",
         "retries_done",
@@ -79,16 +81,16 @@ class ProducerBatch:
         self.created_ms = created_ms
         self.base_timestamp = base_timestamp
         self.max_timestamp = base_timestamp
-        self.records = bytearray()
+        self.buffer = bytearray(HEADER_SIZE)  # the header's room, then the records
         self.record_count = 0
-        self._limit = batch_size - HEADER_SIZE
+        self._limit = batch_size
         self.is_full = False  # also set once drained: no more appends
         self.result = ProduceRequestResult(tp)
         self.reserved = reserved  # bytes of buffer_memory held until the batch completes
         self.retries_done = 0
         self.retry_at_ms = 0.0
         self.base_sequence = NO_SEQUENCE
-        self.encoded: bytes | None = None
+        self.encoded: bytes | bytearray | None = None  # uncompressed, `buffer` itself
         # Sent while an earlier batch of its partition was not yet acknowledged (idempotence): the broker
         # may see the two in either order, so an OUT_OF_ORDER_SEQUENCE_NUMBER answer is not a real gap.
         self.followed_unacked = False
@@ -100,7 +102,7 @@ class ProducerBatch:
         A batch always takes its first record, however large: a record bigger
         than batch_size travels alone.
         """
-        records = self.records
+        records = self.buffer
         mark = len(records)
         count = self.record_count
         size = encode_record(records, count, timestamp - self.base_timestamp, key, value, headers)
@@ -116,17 +118,23 @@ class ProducerBatch:
 
     @property
     def size(self) -> int:
-        return len(self.encoded) if self.encoded is not None else HEADER_SIZE + len(self.records)
+        return len(self.encoded) if self.encoded is not None else len(self.buffer)
 
     def seal(self, compression: CompressionType, producer_id: int = NO_PRODUCER_ID,
              producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
-             is_transactional: bool = False) -> bytes:
+             is_transactional: bool = False) -> bytes | bytearray:
         """Write the header (Kafka's MemoryRecordsBuilder.close); retries resend exactly these bytes."""
         self.base_sequence = base_sequence
-        self.encoded = assemble_batch(
-            self.records, self.record_count, self.base_timestamp, self.max_timestamp, compression=compression,
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-            is_transactional=is_transactional)
+        if compression == CompressionType.NONE:
+            write_batch_header(self.buffer, self.record_count, self.base_timestamp, self.max_timestamp,
+                               producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               is_transactional=is_transactional)
+            self.encoded = self.buffer
+        else:
+            self.encoded = assemble_batch(
+                memoryview(self.buffer)[HEADER_SIZE:], self.record_count, self.base_timestamp, self.max_timestamp,
+                compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+                base_sequence=base_sequence, is_transactional=is_transactional)
         return self.encoded
 
     def unseal(self) -> None:

@@ -312,7 +312,7 @@ class Sender:
 
     # ------------------------------------------------------------------ requests
 
-    def _seal(self, batch: ProducerBatch) -> bytes:
+    def _seal(self, batch: ProducerBatch) -> bytes | bytearray:
         txn = self._txn
         if txn is None:
             return batch.seal(self._compression)
@@ -321,7 +321,7 @@ class Sender:
                           txn.assign_sequence(tp, batch.record_count), self._transactional is not None)
 
     def _send_produce(self, cluster: ClusterMetadata, node_id: int, batches: list[ProducerBatch], now: float) -> None:
-        topics: dict[str, list[tuple[int, bytes]]] = {}
+        topics: dict[str, list[tuple[int, bytes | bytearray]]] = {}
         for batch in batches:
             records = batch.encoded if batch.encoded is not None else self._seal(batch)
             tp = batch.topic_partition

@@ -496,7 +496,7 @@ class ProducerRecord:
 
 
 def assemble_batch(
-    records: bytes | bytearray,
+    records: bytes | bytearray | memoryview,
     record_count: int,
     base_timestamp: int,
     max_timestamp: int,
@@ -532,15 +532,35 @@ def assemble_batch(
     if has_delete_horizon:
         attributes |= DELETE_HORIZON_MASK
     header = bytearray(HEADER_SIZE)
-    _HEADER.pack_into(
-        header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch, MAGIC, 0,
-        attributes, record_count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp,
-        max_timestamp, producer_id, producer_epoch, base_sequence,
-        record_count,
-    )
+    _pack_header(header, len(payload), base_offset, partition_leader_epoch, attributes,
+                 record_count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp, max_timestamp,
+                 producer_id, producer_epoch, base_sequence, record_count)
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[ATTRIBUTES_POS:]))
     _UINT32.pack_into(header, CRC_POS, crc)
     return b"".join((header, payload))
+
+
+def write_batch_header(buffer: bytearray, record_count: int, base_timestamp: int, max_timestamp: int, *,
+                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                       base_sequence: int = NO_SEQUENCE, is_transactional: bool = False) -> None:
+    """assemble_batch for uncompressed records written by encode_record behind HEADER_SIZE reserved bytes of
+    `buffer` (a producer's batch): the header and CRC go over those bytes, so the batch is never copied. Written
+    again (a new producer id or sequence), it replaces the last."""
+    if record_count <= 0:
+        raise ValueError("a batch holds at least one record")
+    _pack_header(buffer, len(buffer) - HEADER_SIZE, 0, NO_PARTITION_LEADER_EPOCH,
+                 TRANSACTIONAL_MASK if is_transactional else 0, record_count - 1, base_timestamp, max_timestamp,
+                 producer_id, producer_epoch, base_sequence, record_count)
+    _UINT32.pack_into(buffer, CRC_POS, _crc32c.crc32c(memoryview(buffer)[ATTRIBUTES_POS:]))
+
+
+def _pack_header(buffer: bytearray, payload_size: int, base_offset: int, partition_leader_epoch: int, attributes: int,
+                 last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int, record_count: int) -> None:
+    """A v2 batch header, all but its CRC, into buffer's first HEADER_SIZE bytes."""
+    _HEADER.pack_into(buffer, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + payload_size, partition_leader_epoch,
+                      MAGIC, 0, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, record_count)
 
 
 def build_batch(

@@ -5,4 +5,5 @@
   errors.py         Kafka's error codes, shared by broker, controller and client
   types.py          small value types shared by all three (TopicPartition...)
   auth.py           how a cluster action proves it comes from inside the cluster
+  produce_request.py  a ProduceRequest's bytes written directly, its records copied once (the producer's requests)
 """

@@ -48,24 +48,24 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _int32(tag: bytes, value: int) -> list[bytes]:
+def _int32(tag: bytes, value: int) -> list[bytes | bytearray]:
     return [tag, varint(value)] if value else []
 
 
-def _length_delimited(tag: bytes, parts: list[bytes]) -> list[bytes]:
+def _length_delimited(tag: bytes, parts: list[bytes | bytearray]) -> list[bytes | bytearray]:
     return [tag, varint(sum(len(p) for p in parts)), *parts]
 
 
 def encode_produce_request(transactional_id: str | None, acks: int, timeout_ms: int,
-                           topics: Sequence[tuple[str, Sequence[tuple[int, bytes]]]]) -> bytes:
+                           topics: Sequence[tuple[str, Sequence[tuple[int, bytes | bytearray]]]]) -> bytes:
     """The serialized ProduceRequest: `topics` as (name, [(partition index, record batch bytes)])."""
-    parts: list[bytes] = []
+    parts: list[bytes | bytearray] = []
     if transactional_id is not None:
         parts += _length_delimited(_TRANSACTIONAL_ID, [transactional_id.encode()])
     parts += _int32(_ACKS, acks)
     parts += _int32(_TIMEOUT_MS, timeout_ms)
     for name, partitions in topics:
-        topic: list[bytes] = _length_delimited(_NAME, [name.encode()]) if name else []
+        topic: list[bytes | bytearray] = _length_delimited(_NAME, [name.encode()]) if name else []
         for index, records in partitions:
             partition = _int32(_INDEX, index)
             if records:

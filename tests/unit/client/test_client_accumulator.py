@@ -11,7 +11,7 @@ from client_helpers import cluster
 from client.accumulator import RECORD_OVERHEAD_UPPER_BOUND, ProducerBatch, RecordAccumulator
 from client.errors import KafkaTimeoutError
 from client.future import FutureRecordMetadata
-from common.record import HEADER_SIZE, CompressionType, decode_records, validate_batch
+from common.record import HEADER_SIZE, CompressionType, assemble_batch, decode_records, validate_batch
 from proto.types import TopicPartition
 from tests.fakes import FakeMonotonic
 
@@ -39,7 +39,7 @@ def test_records_fill_one_batch_until_batch_size() -> None:
     # A 100-byte value makes a 109-byte record: eight fit in 1024 - 61 header bytes, the ninth opens a new batch.
     assert [b.record_count for b in batches] == [8, 4]
     assert batches[0].is_full and not batches[1].is_full
-    assert HEADER_SIZE + len(batches[0].records) <= 1024
+    assert batches[0].size <= 1024
     batches[0].result.complete(base_offset=0)
     batches[1].result.complete(base_offset=100)
     assert [f.get(0).offset for f in futures if f is not None] == [*range(8), *range(100, 104)]
@@ -238,6 +238,24 @@ def test_sealed_batch_is_kafka_bytes_with_producer_state() -> None:
     assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
         (i, 1_000 + i, b"k%d" % i, b"v%d" % i) for i in range(5)]
     assert records[2].headers == (("h", b"x"),)
+
+
+def test_an_uncompressed_batch_is_sealed_in_place_as_assemble_batch_writes_it() -> None:
+    """The header goes into the room left before the records: no copy, and the bytes assemble_batch would write
+    for the same records; sealed again under a new producer id (after a reset), the new header replaces it."""
+    batch = ProducerBatch(TP0, 0, 0, 1_000, 16384)
+    for i in range(5):
+        batch.try_append(1_000 + i, None, b"v%d" % i, (("h", b"x"),) if i == 2 else ())
+    records = bytes(batch.buffer[HEADER_SIZE:])
+    data = batch.seal(CompressionType.NONE, producer_id=7, producer_epoch=1, base_sequence=40, is_transactional=True)
+    assert data is batch.buffer and batch.size == len(data) == HEADER_SIZE + len(records)
+    assert data == assemble_batch(records, 5, 1_000, 1_004, producer_id=7, producer_epoch=1, base_sequence=40,
+                                  is_transactional=True)
+    batch.unseal()
+    data = batch.seal(CompressionType.NONE, producer_id=8, producer_epoch=0, base_sequence=0)
+    header = validate_batch(data)  # the CRC is the new header's
+    assert (header.producer_id, header.base_sequence, header.is_transactional) == (8, 0, False)
+    assert [r.value for r in decode_records(data)] == [b"v%d" % i for i in range(5)]
 
 
 # ---------------------------------------------------------------- keyless records: KIP-794's uniform sticky partitioner
