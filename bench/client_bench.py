@@ -6,6 +6,9 @@
               batch: the producer's own work for each record, single-threaded; and
               append_keyless, records without a key over six partitions (KIP-794's sticky
               partitioner), as send() adds them.
+  request     records into 1 MB batches, each sealed and its Produce request's bytes written, as the
+              I/O thread does: the per-batch work spread over its records (fresh buffers every
+              batch, as in a producer: their page faults are part of the cost).
   producer    Producer.send() for every record, then flush(), against an in-process stub
               broker that answers Metadata and acknowledges Produce without storing anything;
               the stub shares the process (and the GIL), so this is a lower bound.
@@ -35,7 +38,7 @@ from typing import Any
 import grpc
 from confluent_kafka import Producer as ConfluentProducer
 
-from client.accumulator import RecordAccumulator
+from client.accumulator import ProducerBatch, RecordAccumulator
 from client.fetcher import parse_records
 from client.metadata import ClusterMetadata
 from client.producer import Producer
@@ -43,6 +46,7 @@ from client.structs import BrokerMetadata, PartitionMetadata
 from common.record import CompressionType, ProducerRecord, build_batch, decode_records
 from proto import minibroker_pb2 as pb
 from proto import minibroker_pb2_grpc as pb_grpc
+from proto.produce_request import encode_produce_request
 from proto.types import TopicPartition
 
 TOPIC = "bench"
@@ -88,6 +92,20 @@ def bench_append_keyless(n: int, value: bytes, partitions: int = 6) -> float:
             append(TOPIC, tps, available, now, value, (), len(value), -1)
 
     return best_rate(n, run)
+
+
+def bench_request_bytes(n: int, value: bytes) -> float:
+    per_batch = 1_000_000 // (len(value) + 10)
+
+    def run() -> None:
+        for batch_id in range(n // per_batch):
+            batch = ProducerBatch(TP, batch_id, 0.0, 0, 1_000_000)
+            for _ in range(per_batch):
+                batch.try_append(1, None, value, ())
+            records = batch.seal(CompressionType.NONE, producer_id=1, producer_epoch=0, base_sequence=0)
+            encode_produce_request(None, -1, 30_000, [(TOPIC, [(0, records)])])
+
+    return best_rate(n // per_batch * per_batch, run)
 
 
 def bench_confluent_produce(n: int, value: bytes) -> float:
@@ -197,6 +215,7 @@ def main(value_size: int) -> None:
     print(f"  parse_records (consumer)      {best_rate(n, lambda: parse_all(responses)):>12,.0f}")
     print(f"  accumulate (append + seal)    {bench_accumulate(n, value):>12,.0f}")
     print(f"  append_keyless, 6 partitions  {bench_append_keyless(n, value):>12,.0f}")
+    print(f"  1 MB batches to request bytes {bench_request_bytes(n, value):>12,.0f}")
     print(f"  confluent-kafka produce()     {bench_confluent_produce(n, value):>12,.0f}   (baseline)")
     send_only, with_flush = bench_producer(n, value)
     print(f"  producer send(), its thread   {send_only:>12,.0f}")
