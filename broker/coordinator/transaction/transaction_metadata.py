@@ -215,6 +215,19 @@ class TransactionMetadata:
                                            frozenset(self.topic_partitions) | added,
                                            update_timestamp if starts else self.txn_start_timestamp, update_timestamp)
 
+    def prepare_add_partitions_after(self, complete: TxnTransitMetadata, added: frozenset[TopicPartition],
+                                     update_timestamp: int) -> TxnTransitMetadata:
+        """The next transaction's Ongoing with `added`, to be written right behind the pending CompleteCommit /
+        CompleteAbort `complete` (in its batch): what prepare_add_partitions would prepare once `complete` is the
+        state. The pending state stays the completion's; complete_following_transition_to takes this one after it."""
+        if self.pending_state is not complete.txn_state or complete.txn_state not in (_S.COMPLETE_COMMIT,
+                                                                                      _S.COMPLETE_ABORT):
+            raise IllegalTransitionError(f"{self.transactional_id} cannot start its next transaction behind"
+                                         f" {complete.txn_state} while {self.state} (pending {self.pending_state})")
+        return TxnTransitMetadata(complete.producer_id, self.producer_id, complete.producer_epoch,
+                                  complete.last_producer_epoch, complete.txn_timeout_ms, _S.ONGOING, added,
+                                  update_timestamp, update_timestamp)
+
     def prepare_abort_or_commit(self, new_state: TransactionState, update_timestamp: int) -> TxnTransitMetadata:
         return self._prepare_transition_to(new_state, self.producer_id, self.producer_epoch,
                                            self.last_producer_epoch, self.txn_timeout_ms,
@@ -294,6 +307,13 @@ class TransactionMetadata:
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
         self.pending_state = None
         self.state = to_state
+
+    def complete_following_transition_to(self, transit: TxnTransitMetadata) -> None:
+        """The transit written right behind the one just completed, in the same batch, reached the log with it."""
+        if self.pending_state is not None or not is_valid_transition(self.state, transit.txn_state):
+            self._fail(transit)
+        self.pending_state = transit.txn_state
+        self.complete_transition_to(transit)
 
     def _valid_producer_epoch(self, transit: TxnTransitMetadata) -> bool:
         return transit.producer_epoch == self.producer_epoch and transit.producer_id == self.producer_id

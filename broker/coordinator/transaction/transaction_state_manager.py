@@ -7,7 +7,8 @@
 - Every transition is appended to that partition with acks=all (Kafka's EnforcedRequiredAcks) before the metadata
   takes it and the client hears of it; a failed append clears the pending state (unless the caller retries it),
   with Kafka's mapping of append errors to coordinator errors. An append that lands after the partition moved
-  (its coordinator epoch changed) changes nothing here: NOT_COORDINATOR.
+  (its coordinator epoch changed) changes nothing here: NOT_COORDINATOR. A completion and the next transaction's
+  Ongoing may go as two records of one batch (one replication round trip instead of two; Kafka appends them apart).
 - Loading (immigration): when this broker becomes the partition's leader its log is read from start to end, the
   last value per id wins, a tombstone removes the id; requests for its ids get COORDINATOR_LOAD_IN_PROGRESS
   meanwhile, NOT_COORDINATOR for a partition not held here. The loaded transactions in PrepareCommit or
@@ -187,18 +188,26 @@ class TransactionStateManager:
 
     async def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
                                         transit: TxnTransitMetadata,
-                                        retry_on_error: Callable[[ErrorCode], bool] = lambda _: False) -> ErrorCode:
+                                        retry_on_error: Callable[[ErrorCode], bool] = lambda _: False,
+                                        then: TxnTransitMetadata | None = None) -> ErrorCode:
         """Append the transition (acks=all, the transaction's timeout) and, once acknowledged, complete it on the
         cached metadata; the error the caller answers. A failed append clears the pending state unless
-        `retry_on_error` says the caller will try the same transition again."""
+        `retry_on_error` says the caller will try the same transition again.
+
+        `then`: a second transition that follows `transit` at once, written after it in the same batch (one
+        replication round trip) and completed after it: the next transaction's Ongoing behind a CompleteCommit /
+        CompleteAbort. A batch lands whole or not at all, and a load keeps the last value of the id, so the log
+        never holds the first without the second."""
         current = self.get_transaction_state(transactional_id)
         if isinstance(current, ErrorCode):
             return current
         if current is None or current.coordinator_epoch != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
+        transits = [transit] if then is None else [transit, then]
         now = self._time_ms()
-        batch = build_batch([ProducerRecord(transaction_log.value_to_bytes(transit),
-                                            transaction_log.key_to_bytes(transactional_id), now)], now_ms=now)
+        key = transaction_log.key_to_bytes(transactional_id)
+        batch = build_batch([ProducerRecord(transaction_log.value_to_bytes(t), key, now) for t in transits],
+                            now_ms=now)
         tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, self.partition_for(transactional_id))
         try:
             response = await self._append(tp, batch, transit.txn_timeout_ms)
@@ -216,6 +225,8 @@ class TransactionStateManager:
                             transactional_id, transit)
                 return ErrorCode.NOT_COORDINATOR
             after.transaction_metadata.complete_transition_to(transit)
+            if then is not None:
+                after.transaction_metadata.complete_following_transition_to(then)
             return ErrorCode.NONE
         logger.info("TransactionalId %s append transaction log for %s transition failed due to %s",
                     transactional_id, transit, error.name)

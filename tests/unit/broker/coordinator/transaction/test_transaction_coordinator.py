@@ -27,6 +27,7 @@ from broker.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
     partition_for,
 )
+from common.record import iter_batches
 from proto.errors import ErrorCode
 from proto.types import TopicPartition
 from tests.fakes import FakeClock
@@ -287,6 +288,51 @@ def test_the_next_transactions_add_partitions_waits_for_the_previous_ones_comple
         assert adding.done() and adding.result() is ErrorCode.NONE
         assert h.logged_states() == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
         assert (h.state().state, h.state().topic_partitions) == (S.ONGOING, {A1})
+    run(scenario())
+
+
+def test_the_waiting_next_transaction_starts_in_the_completions_own_append() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        producer_id = await committing_with_markers_held(h)
+        appends = len(h.log.batches[PARTITION])
+        # The next transaction's AddPartitionsToTxn and AddOffsetsToTxn (the group's offsets partition) both wait.
+        adding = [asyncio.create_task(h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 0, tps))
+                  for tps in ([A1], [B0])]
+        await settle()
+        h.brokers.leaders[A0] = 1
+        await settle()
+        assert [a.result() for a in adding] == [ErrorCode.NONE, ErrorCode.NONE]
+        # One batch, one replication round trip: CompleteCommit, then the next transaction's Ongoing with both.
+        [together] = h.log.batches[PARTITION][appends:]
+        values = [transaction_log.read_txn_record_value(TID, r.value) for b in iter_batches(together)
+                  for r in b.records if r.value is not None]
+        assert [(v.state, v.topic_partitions) for v in values if v is not None] == [
+            (S.COMPLETE_COMMIT, set()), (S.ONGOING, {A1, B0})]
+        txn = h.state()
+        assert (txn.state, txn.topic_partitions, txn.pending_state) == (S.ONGOING, {A1, B0}, None)
+        assert txn.txn_start_timestamp == h.clock()
+        # The new transaction goes on as any other: committed, its markers written, completed.
+        assert await h.coordinator.handle_end_transaction(TID, producer_id, 0, commit=True) is ErrorCode.NONE
+        await settle()
+        assert h.logged_states()[-2:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+    run(scenario())
+
+
+def test_a_next_transaction_that_gave_up_waiting_is_not_started_by_the_completion() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        producer_id = await committing_with_markers_held(h)
+        adding = asyncio.create_task(h.coordinator.handle_add_partitions_to_transaction(TID, producer_id, 0, [A1]))
+        await settle()
+        h.wait_over.set()
+        await settle()
+        assert adding.result() is ErrorCode.CONCURRENT_TRANSACTIONS
+        h.brokers.leaders[A0] = 1
+        await settle()
+        # The client was told to retry: the completion starts nothing it did not ask for again.
+        assert h.logged_states()[-1] is S.COMPLETE_COMMIT
+        assert (h.state().state, h.state().topic_partitions) == (S.COMPLETE_COMMIT, set())
     run(scenario())
 
 

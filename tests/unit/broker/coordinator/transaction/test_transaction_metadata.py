@@ -88,6 +88,29 @@ def test_a_transaction_goes_ongoing_prepare_commit_complete_commit() -> None:
     assert (txn.state, txn.topic_partitions, txn.txn_last_update_timestamp) == (S.COMPLETE_COMMIT, set(), clock())
 
 
+def test_the_next_transaction_is_prepared_behind_a_pending_completion_and_taken_after_it() -> None:
+    clock = FakeClock()
+    txn = fresh(clock, epoch=0)
+    txn.complete_transition_to(txn.prepare_add_partitions(frozenset({TP0}), clock()))
+    # Only behind a completion being written: not while Ongoing, nor behind a Prepare state.
+    with pytest.raises(IllegalTransitionError, match="cannot start its next transaction"):
+        txn.prepare_add_partitions_after(txn.prepare_no_transit(), frozenset({TP1}), clock())
+    txn.complete_transition_to(txn.prepare_abort_or_commit(S.PREPARE_COMMIT, clock()))
+    clock.advance(10)
+    complete = txn.prepare_complete(clock())
+    following = txn.prepare_add_partitions_after(complete, frozenset({TP1}), clock())
+    assert (following.txn_state, following.topic_partitions, following.producer_id, following.producer_epoch,
+            following.txn_start_timestamp) == (S.ONGOING, frozenset({TP1}), 100, 0, clock())
+    assert txn.pending_state is S.COMPLETE_COMMIT  # still the completion's
+    # Taken in order once the batch holding both is durable; out of order it is a coordinator bug.
+    with pytest.raises(IllegalTransitionError):
+        txn.complete_following_transition_to(following)
+    txn.complete_transition_to(complete)
+    txn.complete_following_transition_to(following)
+    assert (txn.state, txn.topic_partitions, txn.pending_state, txn.txn_start_timestamp) == (
+        S.ONGOING, {TP1}, None, clock())
+
+
 def test_a_pending_transition_blocks_a_second_one_until_cleared() -> None:
     clock = FakeClock()
     txn = fresh(clock, epoch=0)

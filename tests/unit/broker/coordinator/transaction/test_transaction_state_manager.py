@@ -203,6 +203,55 @@ def test_loading_keeps_the_last_value_drops_tombstones_and_returns_the_prepared(
     run(scenario())
 
 
+def test_a_completion_and_the_next_ongoing_in_one_batch_load_as_the_ongoing() -> None:
+    async def scenario() -> None:
+        log, clock = MemoryLog(), FakeClock()
+        m = manager(log, clock)
+        await owned(m)
+        txn = await initialized(m, clock)
+        assert await m.append_transaction_to_log(TID, 5, txn.prepare_add_partitions(frozenset({TP0}), clock())) \
+            is ErrorCode.NONE
+        prepare = txn.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT, clock())
+        assert await m.append_transaction_to_log(TID, 5, prepare) is ErrorCode.NONE
+        clock.advance(10)
+        complete = txn.prepare_complete(clock())
+        tp1 = TopicPartition("orders", 1)
+        following = txn.prepare_add_partitions_after(complete, frozenset({tp1}), clock())
+        assert await m.append_transaction_to_log(TID, 5, complete, then=following) is ErrorCode.NONE
+        assert (txn.state, txn.topic_partitions, txn.pending_state) == (TransactionState.ONGOING, {tp1}, None)
+        assert len(log.batches[PARTITION]) == 4  # the two transitions in one batch
+
+        # A successor loads the batch's last value: the new transaction, open, with nothing to finish.
+        successor = manager(log, clock)
+        assert await owned(successor, epoch=6) == []
+        state = successor.get_transaction_state(TID)
+        assert isinstance(state, CoordinatorEpochAndTxnMetadata)
+        loaded = state.transaction_metadata
+        assert (loaded.state, loaded.topic_partitions, loaded.producer_id, loaded.producer_epoch,
+                loaded.txn_start_timestamp) == (TransactionState.ONGOING, {tp1}, 100, 0, clock())
+    run(scenario())
+
+
+def test_a_failed_batch_of_a_completion_and_the_next_ongoing_changes_neither() -> None:
+    async def scenario() -> None:
+        log, clock = MemoryLog(), FakeClock()
+        m = manager(log, clock)
+        await owned(m)
+        txn = await initialized(m, clock)
+        assert await m.append_transaction_to_log(TID, 5, txn.prepare_add_partitions(frozenset({TP0}), clock())) \
+            is ErrorCode.NONE
+        assert await m.append_transaction_to_log(
+            TID, 5, txn.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT, clock())) is ErrorCode.NONE
+        complete = txn.prepare_complete(clock())
+        following = txn.prepare_add_partitions_after(complete, frozenset({TP0}), clock())
+        log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+        # The completion is retried (its pending state kept); the next transaction has not started.
+        assert await m.append_transaction_to_log(TID, 5, complete, lambda e: True, then=following) \
+            is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (txn.state, txn.pending_state) == (TransactionState.PREPARE_COMMIT, TransactionState.COMPLETE_COMMIT)
+    run(scenario())
+
+
 def test_unloading_drops_the_partitions_ids_and_an_older_epoch_cannot() -> None:
     async def scenario() -> None:
         log, clock = MemoryLog(), FakeClock()
