@@ -58,7 +58,7 @@ from broker.api.handler_pools import HandlerPools
 from broker.api.kafka.context import KafkaContext
 from broker.api.kafka.listener import KafkaListener
 from broker.api.kafka.listener_security import ListenerSecurity
-from broker.api.operations import BrokerOperations
+from broker.api.operations import BrokerOperations, TxnMarker
 from broker.api.transaction_operations import TransactionOperations
 from broker.config import message_format
 from broker.config.kafka_config import KafkaConfig
@@ -77,7 +77,10 @@ from broker.coordinator.group.storage import ReplicaManagerStorage
 from broker.coordinator.storage import CoordinatorStorage
 from broker.coordinator.transaction.marker_sender import GrpcMarkerSender
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
-from broker.coordinator.transaction.transaction_marker_channel import TransactionMarkerChannelManager
+from broker.coordinator.transaction.transaction_marker_channel import (
+    TransactionMarkerChannelManager,
+    WritableTxnMarker,
+)
 from broker.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from broker.coordinator.transaction.transaction_state_topic import TransactionStateTopic
 from broker.fetcher.blocking_send import ReplicaFetcherBlockingSend
@@ -306,6 +309,7 @@ class KafkaServer:
             config_admin=ConfigAdmin(config, zk, topic_configs), acl_store=self._acl_store,
             scram_admin=UserScramAdmin(zk), controller_channel=controller_channel,
             pools=self._pools, on_offsets_txn_completion=group_coordinator.handle_txn_completion)
+        self._bind_local_markers(operations)
         groups = GroupOperations(group_coordinator, operations)
         transactions = TransactionOperations(
             transaction_coordinator, operations, metadata_cache,
@@ -398,12 +402,23 @@ class KafkaServer:
 
         credential = None if config.cluster_credential is None else config.cluster_credential.value
         self._marker_sender = sender = GrpcMarkerSender(endpoint_for, inter_broker_security(config), credential,
-                                                        config.request_timeout_ms)
+                                                        config.request_timeout_ms, self.broker_id)
         coordinator.bind_marker_channel(TransactionMarkerChannelManager(
             leader_for, metadata_cache.contains_topic, sender.send, coordinator.is_current,
             coordinator.complete_transaction, MARKER_RETRY_BACKOFF_MS))
         replica_manager.add_leadership_listener(on_the_loop(loop, coordinator.on_leadership_change))
         return coordinator
+
+    def _bind_local_markers(self, operations: BrokerOperations) -> None:
+        """The marker channel appends the markers of this broker's own partitions as the gRPC door would."""
+        assert self._marker_sender is not None
+
+        async def local(markers: Sequence[WritableTxnMarker]) -> list[dict[TopicPartition, ErrorCode]]:
+            return await operations.append_txn_markers([
+                TxnMarker(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, list(m.partitions))
+                for m in markers])
+
+        self._marker_sender.bind_local(local)
 
     def _start_log_cleaner(self, log_manager: LogManager, replica_manager: ReplicaManager) -> LogCleaner:
         config = self.config

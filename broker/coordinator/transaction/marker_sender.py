@@ -1,12 +1,17 @@
 """How the marker channel reaches partition leaders: WriteTxnMarkers on each broker's inter-broker listener, which
-is gRPC (the KafkaCluster service), as Kafka's TransactionMarkerChannelManager sends on the inter-broker listener,
-to itself included. One asyncio channel per broker, kept while its endpoint stays the same; each call carries the
-cluster credential (plaintext) or the listener's certificate (TLS), and request.timeout.ms as its deadline."""
+is gRPC (the KafkaCluster service), as Kafka's TransactionMarkerChannelManager sends on the inter-broker listener.
+One asyncio channel per broker, kept while its endpoint stays the same; each call carries the cluster credential
+(plaintext) or the listener's certificate (TLS), and request.timeout.ms as its deadline.
+
+The markers of the partitions this broker leads are appended here directly (`local`, the server's
+append_txn_markers, which the gRPC door would call), not sent to its own listener as Kafka sends them: the same
+appends and answers without a gRPC round trip (measured about 1.5 ms on a loaded machine) before the
+transaction can complete."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -22,18 +27,30 @@ from proto.types import TopicPartition
 logger = logging.getLogger(__name__)
 
 
+# Appends markers on this broker; each marker's partition errors, in order.
+LocalMarkers = Callable[[Sequence[WritableTxnMarker]], Awaitable[list[dict[TopicPartition, ErrorCode]]]]
+
+
 class GrpcMarkerSender:
     def __init__(self, endpoint_for: Callable[[int], tuple[str, int] | None], security: GrpcSecurity,
-                 credential: str | None, timeout_ms: int) -> None:
+                 credential: str | None, timeout_ms: int, local_broker_id: int | None = None) -> None:
         # A broker's inter-broker listener (host, port) from the metadata cache; None when it is not alive.
         self._endpoint_for = endpoint_for
         self._security = security
         self._metadata = cluster_credential_metadata(credential, security.tls)
         self._timeout_s = timeout_ms / 1000
         self._channels: dict[int, tuple[tuple[str, int], grpc.aio.Channel]] = {}
+        self._local_broker_id = local_broker_id
+        self._local: LocalMarkers | None = None
+
+    def bind_local(self, local: LocalMarkers) -> None:
+        """This broker's own appends, once the server has built them (the coordinator is built first)."""
+        self._local = local
 
     async def send(self, broker: int, markers: Sequence[WritableTxnMarker]) -> list[dict[TopicPartition, ErrorCode]]:
         """Each marker's partition errors; raises when the broker cannot be reached (the channel retries)."""
+        if broker == self._local_broker_id and self._local is not None:
+            return await self._local(markers)
         stub = pb_grpc.KafkaClusterStub(await self._channel(broker))
         request = pb.WriteTxnMarkersRequest(markers=[
             pb.WriteTxnMarkersRequest.WritableTxnMarker(
