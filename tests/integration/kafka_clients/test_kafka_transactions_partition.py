@@ -29,12 +29,22 @@ pytestmark = pytest.mark.integration
 TOPIC = "txn-reads"
 
 
+def knows_the_leader(address: str) -> bool:
+    partitions = AdminClient({"bootstrap.servers": address}).list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+    return 0 in partitions and partitions[0].leader >= 0
+
+
 @pytest.fixture
-def cluster(start_brokers: StartBrokers, start_controller: StartController) -> KafkaCluster:
+def cluster(start_brokers: StartBrokers, start_controller: StartController, wait_until: WaitUntil) -> KafkaCluster:
     cluster = start_kafka_cluster(start_brokers, start_controller)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})],
                         operation_timeout=30)[TOPIC].result(timeout=60)
+    # CreateTopics answers once the topic is in ZooKeeper; a broker's metadata names the partition only after
+    # its UpdateMetadata, and the tests ask any broker for the leader.
+    for broker_id, broker in cluster.brokers.items():
+        wait_until(lambda address=broker.kafka_address: knows_the_leader(address), 60,
+                   f"broker {broker_id} knows the leader")
     return cluster
 
 
