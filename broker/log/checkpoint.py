@@ -112,14 +112,24 @@ class CheckpointFile(Generic[T]):
         self._formatter = formatter
         self._lock = threading.Lock()
 
-    def write(self, entries: Iterable[T]) -> None:
+    def write(self, entries: Iterable[T], sync: bool = True) -> None:
+        """Replace the file with `entries`; with `sync` False nothing is fsynced (`sync` later makes it durable)."""
         lines = [self._formatter.to_line(e) for e in entries]
         text = "".join(f"{line}\n" for line in [str(self._version), str(len(lines)), *lines])
         with self._lock:
             try:
-                atomic_write(self.path, text.encode("utf-8"))
+                atomic_write(self.path, text.encode("utf-8"), sync=sync)
             except OSError as exc:
                 raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {exc}") from exc
+
+    def sync(self) -> None:
+        """fsync a write made with `sync` False: the file, then its directory (the rename)."""
+        with self._lock:
+            try:
+                fsync_file(self.path)
+                fsync_file(os.path.dirname(os.path.abspath(self.path)))
+            except OSError as exc:
+                raise KafkaStorageError(f"Error while flushing checkpoint file {self.path}: {exc}") from exc
 
     def create_if_missing(self) -> None:
         """Kafka's CheckpointFile constructor (Files.createFile): the file, empty, which reads as no entries. No
@@ -250,8 +260,11 @@ class LeaderEpochCheckpointFile:
     def path(self) -> str:
         return self._checkpoint.path
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
-        self._checkpoint.write(entries)
+    def write(self, entries: Iterable[EpochEntry], sync: bool = True) -> None:
+        self._checkpoint.write(entries, sync)
+
+    def sync(self) -> None:
+        self._checkpoint.sync()
 
     def read(self) -> list[EpochEntry]:
         return self._checkpoint.read()

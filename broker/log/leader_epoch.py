@@ -16,6 +16,7 @@ import bisect
 import logging
 import os
 import threading
+from collections.abc import Sequence
 
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 
@@ -28,12 +29,25 @@ UNDEFINED_EPOCH_OFFSET = -1
 log = logging.getLogger(__name__)
 
 
+def write_needs_fsync(entries: Sequence[EpochEntry], log_end_offset: int) -> bool:
+    """Whether a checkpoint of `entries` must reach the disk before the change goes on.
+
+    Not while the history names no record: every entry starts at or after the log end, as a new partition's
+    first leader epoch does (written when each of a new topic's partitions gets its leader, an fsync of the file
+    and of its directory for every one). Losing that write in a crash loses no record's epoch; the log's next
+    flush (`sync`) makes it durable before its recovery point can pass a record the history names, and a
+    concurrent flush cannot pass it either: its target is at most the log end, where the history starts."""
+    return bool(entries) and entries[0].start_offset < log_end_offset
+
+
 class LeaderEpochFileCache:
     """(epoch -> start offset) entries, both strictly increasing, persisted on every change."""
 
     def __init__(self, checkpoint_path: str | os.PathLike[str]) -> None:
         self._checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
         self._lock = threading.Lock()
+        # The last write was not fsynced (write_needs_fsync): the log's next flush syncs it.
+        self._unsynced = False
         self._epochs: list[EpochEntry] = []
         # Loaded through the same rule as new entries, so a hand-edited or pre-fix file
         # with non-monotonic entries is repaired in memory (as Kafka does); not rewritten
@@ -49,7 +63,7 @@ class LeaderEpochFileCache:
 
     # ------------------------------------------------------------------ updates
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, log_end_offset: int | None = None) -> None:
         """Record that `epoch` starts at `start_offset`.
 
         As Kafka: a no-op when `epoch` is already the latest with a start at or
@@ -57,10 +71,13 @@ class LeaderEpochFileCache:
         contradicts it (an epoch >= `epoch`, or a start offset >= `start_offset`)
         is removed first: the latest append is taken as the truth, since raising
         would kill a fetcher over state it cannot repair.
+
+        Given the log's end offset (a new leader's, under its partition's lock), a history that names no record
+        yet is written without fsync (`write_needs_fsync`); the log's next flush syncs it.
         """
         with self._lock:
             if self._assign(EpochEntry(epoch, start_offset)):
-                self._flush()
+                self._flush(sync=log_end_offset is None or write_needs_fsync(self._epochs, log_end_offset))
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -115,8 +132,16 @@ class LeaderEpochFileCache:
             self._epochs = []
             self._flush()
 
-    def _flush(self) -> None:
-        self._checkpoint.write(self._epochs)
+    def _flush(self, sync: bool = True) -> None:
+        self._checkpoint.write(self._epochs, sync)
+        self._unsynced = not sync
+
+    def sync(self) -> None:
+        """Make a write `assign` left unsynced durable (the log calls it first thing in every flush)."""
+        with self._lock:
+            if self._unsynced:
+                self._checkpoint.sync()
+                self._unsynced = False
 
     # ------------------------------------------------------------------ queries
 

@@ -604,6 +604,10 @@ class Log:
     @_reports_io_errors("flushing log for")
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, `up_to_offset`) and advance the recovery point."""
+        # First the leader-epoch history a new leader wrote without fsync, so the recovery point never passes a
+        # record whose epoch is not on disk.
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.sync()
         with self._lock:
             target = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
             if target <= self._recovery_point:

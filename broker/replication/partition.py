@@ -282,7 +282,7 @@ class Partition:
             # KAFKA-7415: record the epoch before the first write in it, so a follower holding
             # records of a later, failed epoch can still find where to truncate.
             if log.leader_epoch_cache is not None:
-                log.leader_epoch_cache.assign(state.leader_epoch, start_offset)
+                log.leader_epoch_cache.assign(state.leader_epoch, start_offset, log_end_offset=start_offset)
             now = self._time_ms()
             for replica in self.remote_replicas.values():
                 caught_up = now if replica.broker_id in self.in_sync_replica_ids else 0

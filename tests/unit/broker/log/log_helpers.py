@@ -70,7 +70,7 @@ class RecordingEpochCache:
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else -1
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, log_end_offset: int | None = None) -> None:
         self.calls.append(("assign", epoch, start_offset))
         if not self.entries or self.entries[-1][0] != epoch:
             self.entries = [e for e in self.entries if e[0] < epoch and e[1] < start_offset]
@@ -86,6 +86,9 @@ class RecordingEpochCache:
     def clear_and_flush(self) -> None:
         self.calls.append(("clear_and_flush",))
         self.entries = []
+
+    def sync(self) -> None:
+        self.calls.append(("sync",))
 
 
 def open_files_under(directory: Path) -> list[str]:

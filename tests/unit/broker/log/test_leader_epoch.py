@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from broker.log.checkpoint import LeaderEpochCheckpointFile
 from broker.log.files import LEADER_EPOCH_CHECKPOINT
-from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache
+from broker.log.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochFileCache,
+    write_needs_fsync,
+)
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
@@ -253,7 +259,7 @@ def draw_near(data: st.DataObject, known: list[int], low: int, high: int) -> int
 def test_cache_matches_model(data: st.DataObject) -> None:
     saved: list[EpochEntry] = []
 
-    def write(_self: LeaderEpochCheckpointFile, entries: list[EpochEntry]) -> None:
+    def write(_self: LeaderEpochCheckpointFile, entries: list[EpochEntry], _sync: bool = True) -> None:
         saved[:] = entries
 
     # The file format and write-through have their own tests; here the disk would only cost time.
@@ -273,3 +279,51 @@ def test_cache_matches_model(data: st.DataObject) -> None:
             assert cache.entries == model.entries
             assert _monotonic(cache.entries)
             assert saved == model.entries
+
+
+# ---------------------------------------------------------------------- fsync only where a record's epoch is at stake
+
+@pytest.mark.parametrize(("entries", "log_end_offset", "needed"), [
+    ([], 0, False),
+    ([(3, 0)], 0, False),              # a new partition's first leader epoch
+    ([(3, 7), (4, 7)], 7, False),      # epochs that wrote nothing, at the log end
+    ([(3, 0)], 5, True),               # names records 0..4
+    ([(3, 0), (4, 5)], 5, True),       # the new epoch at the end, the older one naming records
+])
+def test_write_needs_fsync_only_once_the_history_names_a_record(entries: list[tuple[int, int]], log_end_offset: int,
+                                                                 needed: bool) -> None:
+    assert write_needs_fsync([EpochEntry(*e) for e in entries], log_end_offset) is needed
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import broker.log.checkpoint as checkpoint
+    synced: list[int] = []
+    real = checkpoint.os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+    monkeypatch.setattr(checkpoint.os, "fsync", fsync)
+    return synced
+
+
+def test_a_new_leaders_first_epoch_is_written_without_fsync_and_synced_once_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(tmp_path)
+    synced = _count_fsyncs(monkeypatch)
+    cache.assign(3, 0, log_end_offset=0)
+    assert on_disk(tmp_path) == [(3, 0)] and synced == []
+    cache.sync()
+    assert len(synced) == 2  # the file, then its directory (the rename)
+    cache.sync()
+    assert len(synced) == 2  # nothing left to sync
+
+
+def test_an_epoch_history_naming_records_is_fsynced_as_it_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(tmp_path, (3, 0))
+    synced = _count_fsyncs(monkeypatch)
+    cache.assign(4, 5, log_end_offset=5)
+    assert on_disk(tmp_path) == [(3, 0), (4, 5)] and len(synced) == 2
+    cache.sync()
+    assert len(synced) == 2

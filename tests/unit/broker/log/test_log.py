@@ -464,6 +464,23 @@ def test_flush_up_to_an_offset(open_log: OpenLog) -> None:
     assert log.recovery_point == 8
 
 
+def test_flush_syncs_the_leader_epoch_history_before_the_recovery_point_passes_it(open_log: OpenLog) -> None:
+    # A new leader's first epoch is written without fsync (write_needs_fsync): the flush that makes its first
+    # records durable makes the epoch durable first.
+    recovery_points_at_sync: list[int] = []
+
+    class Cache(RecordingEpochCache):
+        def sync(self) -> None:
+            recovery_points_at_sync.append(log.recovery_point)
+
+    log = open_log(Cache())
+    fill(log, 2)
+    log.flush()
+    assert recovery_points_at_sync == [0] and log.recovery_point == log.log_end_offset
+    log.flush()  # nothing to flush: the history is synced all the same (a clean shutdown flushes this way)
+    assert recovery_points_at_sync == [0, log.log_end_offset]
+
+
 def test_close_flushes_and_trims_and_reopen_sees_everything(open_log: OpenLog) -> None:
     log = open_log()
     fill(log, 6)
