@@ -195,3 +195,51 @@ def test_a_grpc_fetch_reads_its_records_on_a_disk_thread_not_the_event_loop() ->
     response, loop_thread = asyncio.run(scenario())
     assert response.responses[0].partitions[0].records == b"abc"
     assert records.read_on and loop_thread not in records.read_on
+
+
+class ReadOn:
+    """A controller request whose per-partition list says on which threads it was read."""
+
+    def __init__(self, request: Any, field: str) -> None:
+        self._request = request
+        self._field = field
+        self.read_on: set[int] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._field:
+            self.read_on.add(threading.get_ident())
+        return getattr(self._request, name)
+
+
+def test_a_controller_requests_partitions_are_read_on_the_handler_thread_not_the_loop() -> None:
+    """A new topic's LeaderAndIsr names each of its partitions, an UpdateMetadata after a fail-over every partition
+    of the cluster, a deleted topic's StopReplica each of its partitions: decoding and answering thousands held the
+    loop for a quarter of a second at 1,000 partitions (asyncio's slow-callback report)."""
+    state = pb.LeaderAndIsrPartitionState(topic_name="t", partition_index=0, controller_epoch=1, leader=1,
+                                          leader_epoch=0, isr=[1], replicas=[1], is_new=True)
+    requests = {
+        "LeaderAndIsr": ReadOn(pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, partition_states=[state]),
+                               "partition_states"),
+        "UpdateMetadata": ReadOn(pb.UpdateMetadataRequest(controller_id=0, controller_epoch=1, partition_states=[
+            pb.UpdateMetadataPartitionState(topic_name="t", partition_index=0, leader=1, isr=[1], replicas=[1])]),
+            "partition_states"),
+        "StopReplica": ReadOn(pb.StopReplicaRequest(controller_id=0, controller_epoch=1, delete_partitions=True,
+                                                    partitions=[pb.TopicPartition(topic_name="t", partition_index=0)]),
+                              "partitions"),
+    }
+    for name, request in requests.items():
+        manager = BlockingReplicaManager()
+        manager.entered.set()  # nothing to probe here: only where the partitions are read
+        manager.probe_answered.set()
+
+        class Purgatory:
+            def check_and_complete(self, _key: object) -> None:
+                return None
+
+        def call(apis: KafkaApis, name: str = name, request: ReadOn = request) -> Awaitable[Any]:
+            apis._topic_purgatory = Purgatory()  # type: ignore[assignment]
+            return getattr(apis, name)(request, Context())  # type: ignore[no-any-return]
+
+        response, loop_thread = run(call, manager)
+        assert response.error_code == ErrorCode.NONE
+        assert request.read_on and loop_thread not in request.read_on, f"{name}'s partitions were read on the loop"
