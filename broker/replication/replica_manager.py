@@ -601,6 +601,7 @@ class ReplicaManager:
 
     def _update_follower_fetch_state(self, replica_id: int, results: FetchResults) -> None:
         now = self._time_ms()
+        to_expand: list[Partition] = []
         for info, result in results:
             partition = self._partitions.get(info.topic_partition)
             if partition is None or result.error is not ErrorCode.NONE or result.fetch_offset_metadata is None:
@@ -612,17 +613,28 @@ class ReplicaManager:
             elif update.log_start_offset_moved:
                 self.delayed_delete_records_purgatory.check_and_complete(info.topic_partition)
             if update.needs_isr_expand:
-                self._isr_update_executor.submit(self._maybe_expand_isr, partition, replica_id)
+                to_expand.append(partition)
+        if to_expand:
+            # One task for the fetch, not one per partition: a follower catching up on a new topic's thousands
+            # of partitions (after a shrink while their logs were created) brings them back in one fetch.
+            self._isr_update_executor.submit(self._maybe_expand_isr, to_expand, replica_id)
 
     # ------------------------------------------------------------------ the ISR
 
-    def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
-        try:
-            partition.maybe_expand_isr(replica_id, self._state_store)
-        except Exception:
-            # A ZooKeeper hiccup: the follower's next fetch tries again.
-            logger.exception("Failed to expand the ISR of %s with replica %d", partition.topic_partition, replica_id)
-        self._complete_delayed_requests(partition.topic_partition)
+    def _maybe_expand_isr(self, partitions: Sequence[Partition], replica_id: int) -> None:
+        for partition in partitions:
+            try:
+                high_watermark_moved = partition.maybe_expand_isr(replica_id, self._state_store)
+            except Exception:
+                # A ZooKeeper hiccup: the follower's next fetch tries again.
+                logger.exception("Failed to expand the ISR of %s with replica %d", partition.topic_partition,
+                                 replica_id)
+                continue
+            # Only a moved high watermark can complete a waiting request (Kafka's updateFollowerFetchState): the
+            # follower's own fetch, parked on every partition of its session, was checked partition by
+            # partition for each of its partitions (quadratic) when each expansion woke it.
+            if high_watermark_moved:
+                self._complete_delayed_requests(partition.topic_partition)
 
     def maybe_shrink_isr(self) -> None:
         """The isr-expiration task (every replica.lag.time.max.ms / 2): drop lagging followers everywhere."""

@@ -3,6 +3,8 @@ purgatories completed by appends and high watermark moves (a mock timer: nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from tests.unit.broker.broker_helpers import (
     TP,
     Answers,
     Harness,
+    InlineExecutor,
     batch,
     consumer_fetch,
     leader_state,
@@ -280,3 +283,38 @@ def test_leadership_listeners_hear_of_new_leaders_and_resignations(h: Harness) -
     assert len(heard) == 1
     h.replica_manager.stop_replicas(0, 1, False, [TP])
     assert heard[-1] == ([], [(TP, None)])
+
+
+# ------------------------------------------------------------------ the ISR
+
+
+class CountingExecutor(InlineExecutor):
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_follower_fetch_brings_its_partitions_back_into_the_isr_in_one_task_waking_nothing(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a new topic's ISRs shrank while its followers created their logs, each follower's next fetch brings
+    thousands back: one task for the fetch, and no waiting request woken where the high watermark did not move
+    (each wake had the follower's own parked fetch check every partition of its session: quadratic)."""
+    tps = [TopicPartition("orders", p) for p in range(3)]
+    result = h.replica_manager.become_leader_or_follower(
+        0, 1, [(tp, leader_state(isr=(LOCAL,), replicas=(LOCAL, 2))) for tp in tps], live_leaders(LOCAL), {})
+    assert all(error is ErrorCode.NONE for error in result.partition_errors.values())
+    executor = CountingExecutor()
+    monkeypatch.setattr(h.replica_manager, "_isr_update_executor", executor)
+    woken: list[TopicPartition] = []
+    monkeypatch.setattr(h.replica_manager, "_complete_delayed_requests", woken.append)
+    answers = Answers()
+    h.replica_manager.fetch_messages(FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END, True),
+                                     [PartitionFetchInfo(tp, 0, -1, 1 << 20, -1) for tp in tps], answers)
+    assert len(answers.value) == 3
+    partitions = [h.replica_manager.get_partition(tp) for tp in tps]
+    assert [p.in_sync_replica_ids if p else None for p in partitions] == [frozenset({LOCAL, 2})] * 3
+    assert executor.submitted == 1
+    assert woken == []
