@@ -232,19 +232,21 @@ class Log:
              clean_shutdown: bool = False, time: Callable[[], int] = _wall_clock_ms,
              leader_epoch_cache: LeaderEpochCache | None = None,
              producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-             log_dir_failure_channel: LogDirFailureChannel | None = None, scheduler: Executor | None = None) -> Log:
+             log_dir_failure_channel: LogDirFailureChannel | None = None, scheduler: Executor | None = None,
+             created: bool = False) -> Log:
         """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
 
         `recovery_point` and `log_start_offset` come from the log directory's
         checkpoints; `time` is the millisecond clock (injected for tests).
         What recovery changed is in `recovery_report`. I/O errors on the log from then on are reported to
-        `log_dir_failure_channel`. A rolled segment is flushed on `scheduler` when given.
+        `log_dir_failure_channel`. A rolled segment is flushed on `scheduler` when given. `created`: the caller
+        has just made `dir`, empty (a new replica's), so there is nothing in it to load.
         """
         log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel, scheduler)
         loaded = LogLoader(dir, config, time, clean_shutdown=clean_shutdown,
                            log_start_offset_checkpoint=log_start_offset, recovery_point_checkpoint=recovery_point,
                            leader_epoch_cache=leader_epoch_cache, producer_state=log.producer_state,
-                           log_ident=log._ident).load()
+                           log_ident=log._ident, created=created).load()
         log._segments = loaded.segments
         log._base_offsets = [segment.base_offset for segment in loaded.segments]
         log._log_start_offset = loaded.log_start_offset

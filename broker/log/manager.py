@@ -267,11 +267,11 @@ class LogManager:
                 log_dir = self._next_log_dir(tp)
                 try:
                     # The dir first: the epoch cache writes its (empty) checkpoint into it at once, as Kafka's.
-                    (log_dir / str(tp)).mkdir(parents=True, exist_ok=True)
+                    created = _make_dir(log_dir / str(tp))
                     log = Log.open(log_dir / str(tp), config or self.default_config, time=self._time_ms,
                                    leader_epoch_cache=LeaderEpochFileCache(log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT),
                                    log_dir_failure_channel=self.failure_channel, scheduler=self._flush_scheduler,
-                                   producer_id_expiration_ms=self._producer_id_expiration_ms)
+                                   producer_id_expiration_ms=self._producer_id_expiration_ms, created=created)
                 except (OSError, KafkaError) as e:
                     if isinstance(e, KafkaError) and e.code is not ErrorCode.KAFKA_STORAGE_ERROR:
                         raise
@@ -386,3 +386,12 @@ class LogManager:
             if deleted_here and log_start_offset_moved is not None:
                 log_start_offset_moved(tp)
         return deleted
+
+
+def _make_dir(path: Path) -> bool:
+    """Make `path`; False if it was there already (a replica's dir left by an earlier life: loaded, not new)."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    return True
