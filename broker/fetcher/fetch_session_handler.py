@@ -56,7 +56,8 @@ class FetchSessionHandler:
         else:
             request = SessionFetchRequest(
                 self.session_id, self.epoch,
-                [p for tp, p in self._next.items() if self._session.get(tp) != p],
+                # The fetcher hands back the same entry for an unchanged partition: identity settles most.
+                [p for tp, p in self._next.items() if (named := self._session.get(tp)) is not p and named != p],
                 [tp for tp in self._session if tp not in self._next])
         self._in_flight = request
         return request

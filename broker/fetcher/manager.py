@@ -92,6 +92,13 @@ class ReplicaFetcherManager:
             self._failed_partitions.difference_update(tps)
         logger.info("Removed fetcher for partitions %s", sorted(str(tp) for tp in tps))
 
+    def log_start_offset_moved(self, tp: TopicPartition) -> None:
+        """Retention moved a followed log's start: its fetcher names it in the next fetch."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.log_start_offset_moved(tp)
+
     @property
     def num_fetchers(self) -> int:
         return self._config.num_replica_fetchers

@@ -8,6 +8,14 @@ leader (replica.fetch.wait.max.ms), so an idle partition costs one request per
 wait, not a busy loop; with nothing to fetch the thread sleeps until a
 partition is added or replica.fetch.backoff.ms passes.
 
+A round's work is per change, not per partition: each partition's request
+entry is kept from round to round and built again only when its state changed
+(added, answered, truncated, delayed, or its local log start moved), and only
+the partitions still truncating are looked at for truncation. Building every
+entry every round (the local log's offsets under the partition's lock, for each
+of hundreds of partitions) held the GIL for most of a round at 1,000
+partitions, starving the event loop that answers produces (issue 27).
+
 Partition states live under `_cond` (Kafka's partitionMapLock); requests to
 the leader are made without it, so LeaderAndIsr can add and remove partitions
 meanwhile, and a response is only applied to a partition still in the state
@@ -98,7 +106,13 @@ class ReplicaFetcherThread(threading.Thread):
         self._mark_failed = mark_failed
         self._time_ms = time_ms
         self._cond = threading.Condition()
-        self._states: dict[TopicPartition, PartitionFetchState] = {}  # in fetch order: fairness under max bytes
+        self._states: dict[TopicPartition, PartitionFetchState] = {}
+        # The next fetch's entries (with the state each was built from), in fetch order: fairness under max
+        # bytes. Only the fetcher thread touches it; other threads mark a partition in _changed instead.
+        self._requests: dict[TopicPartition, tuple[PartitionFetchState, FetchRequestPartition]] = {}
+        self._changed: set[TopicPartition] = set()  # whose entry is to be built again
+        self._truncating: set[TopicPartition] = set()
+        self._delayed: dict[TopicPartition, float] = {}  # a backed-off partition: until when
         self._running = True
         self._log_prefix = f"[ReplicaFetcher replicaId={broker_id}, leaderId={source_broker.id}," \
                            f" fetcherId={fetcher_id}] "
@@ -109,16 +123,23 @@ class ReplicaFetcherThread(threading.Thread):
         """Start (or keep) fetching these; a new leader epoch always starts with truncation."""
         with self._cond:
             for tp, init in initial.items():
-                current = self._states.pop(tp, None)
+                current = self._states.get(tp)
                 if current is None or current.current_leader_epoch != init.current_leader_epoch:
-                    current = PartitionFetchState(init.init_offset, init.current_leader_epoch, FetchState.TRUNCATING)
-                self._states[tp] = current
+                    self._put(tp, PartitionFetchState(init.init_offset, init.current_leader_epoch,
+                                                      FetchState.TRUNCATING))
             self._cond.notify_all()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         with self._cond:
             for tp in tps:
-                self._states.pop(tp, None)
+                if tp in self._states:
+                    self._drop(tp)
+
+    def log_start_offset_moved(self, tp: TopicPartition) -> None:
+        """The local log's start moved outside a fetch (retention): the next fetch tells the leader."""
+        with self._cond:
+            if tp in self._states:
+                self._changed.add(tp)
 
     def partition_states(self) -> dict[TopicPartition, PartitionFetchState]:
         with self._cond:
@@ -171,15 +192,34 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ------------------------------------------------------------------ state changes (under _cond)
 
+    def _put(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Every change of a partition's state comes through here (or _drop): its fetch entry is built again."""
+        self._states[tp] = state
+        self._changed.add(tp)
+        if state.state is FetchState.TRUNCATING:
+            self._truncating.add(tp)
+        else:
+            self._truncating.discard(tp)
+        if state.delayed_until_ms > 0:
+            self._delayed[tp] = state.delayed_until_ms
+        else:
+            self._delayed.pop(tp, None)
+
+    def _drop(self, tp: TopicPartition) -> None:
+        self._states.pop(tp, None)
+        self._changed.add(tp)
+        self._truncating.discard(tp)
+        self._delayed.pop(tp, None)
+
     def _delay(self, tps: Iterable[TopicPartition]) -> None:
         until = self._time_ms() + self._config.fetch_backoff_ms
         for tp in tps:
             state = self._states.get(tp)
             if state is not None:
-                self._states[tp] = replace(state, delayed_until_ms=until)
+                self._put(tp, replace(state, delayed_until_ms=until))
 
     def _fail(self, tp: TopicPartition) -> None:
-        self._states.pop(tp, None)
+        self._drop(tp)
         self._mark_failed(tp)
         logger.warning("%sPartition %s marked as failed", self._log_prefix, tp)
 
@@ -208,7 +248,8 @@ class ReplicaFetcherThread(threading.Thread):
         requested: dict[TopicPartition, PartitionFetchState] = {}
         with self._cond:
             now = self._time_ms()
-            for tp, state in list(self._states.items()):
+            for tp in list(self._truncating):
+                state = self._states[tp]
                 if not state.is_ready(FetchState.TRUNCATING, now):
                     continue
                 epoch = self._call_partition(tp, state,
@@ -267,52 +308,67 @@ class ReplicaFetcherThread(threading.Thread):
     def _truncate(self, tp: TopicPartition, state: PartitionFetchState, offset: int, completed: bool) -> None:
         new_end = self._call_partition(tp, state, lambda p: p.truncate_to(state.current_leader_epoch, offset))
         if not isinstance(new_end, _Failed):
-            self._states[tp] = PartitionFetchState(
-                new_end, state.current_leader_epoch, FetchState.FETCHING if completed else FetchState.TRUNCATING)
+            self._put(tp, PartitionFetchState(
+                new_end, state.current_leader_epoch, FetchState.FETCHING if completed else FetchState.TRUNCATING))
 
     # ------------------------------------------------------------------ fetch
 
     def _maybe_fetch(self) -> None:
         with self._cond:
-            now = self._time_ms()
-            requested: dict[TopicPartition, tuple[PartitionFetchState, FetchRequestPartition]] = {}
-            for tp, state in list(self._states.items()):
-                if not state.is_ready(FetchState.FETCHING, now):
-                    continue
-                offsets = self._call_partition(tp, state,
-                                               partial(_follower_offsets, leader_epoch=state.current_leader_epoch))
-                if isinstance(offsets, _Failed):
-                    continue
-                requested[tp] = (state, FetchRequestPartition(tp, state.fetch_offset, offsets[0],
-                                                              self._config.fetch_max_bytes,
-                                                              state.current_leader_epoch))
-            if not requested:
+            self._build_changed_requests()
+            if not self._requests:
                 # Nothing to fetch now: sleep until a partition is added or a delay may have passed.
                 if self._running:
                     self._cond.wait(self._config.fetch_backoff_ms / 1000)
                 return
+            partitions = [request for _, request in self._requests.values()]
         try:
-            response = self._leader.fetch([request for _, request in requested.values()])
+            response = self._leader.fetch(partitions)
         except Exception as e:
             if self._running:
                 logger.warning("%sError in response for fetch request to broker %d: %s", self._log_prefix,
                                self.source_broker.id, e)
                 with self._cond:
-                    self._delay(requested)
+                    self._delay([p.topic_partition for p in partitions])
                 self._sleep(self._config.fetch_backoff_ms)
             return
         out_of_range = []
         with self._cond:
-            for tp, (state, _) in requested.items():
-                data = response.get(tp)
-                if data is None or not self._still(tp, state):
+            for tp, data in response.items():
+                requested = self._requests.get(tp)
+                if requested is None or not self._still(tp, requested[0]):
                     continue
+                state = requested[0]
                 if data.error is ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, state))
                 else:
                     self._process_partition_data(tp, state, data)
         for tp, state in out_of_range:
             self._handle_out_of_range(tp, state)
+
+    def _build_changed_requests(self) -> None:
+        """The fetch entries of the partitions changed since the last round (and of those whose backoff ended)
+        built again: in if ready to fetch, out otherwise. Under _cond."""
+        now = self._time_ms()
+        for tp, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[tp]
+                self._changed.add(tp)
+        # Building may delay or fail a partition, which marks it changed again: for the next round.
+        changed, self._changed = self._changed, set()
+        for tp in changed:
+            state = self._states.get(tp)
+            if state is None or not state.is_ready(FetchState.FETCHING, now):
+                self._requests.pop(tp, None)
+                continue
+            offsets = self._call_partition(tp, state,
+                                           partial(_follower_offsets, leader_epoch=state.current_leader_epoch))
+            if isinstance(offsets, _Failed):
+                self._requests.pop(tp, None)
+                continue
+            self._requests[tp] = (state, FetchRequestPartition(tp, state.fetch_offset, offsets[0],
+                                                               self._config.fetch_max_bytes,
+                                                               state.current_leader_epoch))
 
     def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
                                 data: FetchResponsePartition) -> None:
@@ -324,11 +380,11 @@ class ReplicaFetcherThread(threading.Thread):
             if isinstance(info, _Failed):
                 return
             next_offset = info.last_offset + 1 if info.valid_bytes > 0 else state.fetch_offset
-            new_state = replace(state, fetch_offset=next_offset, lag=max(0, data.high_watermark - next_offset))
             if info.valid_bytes > 0:
                 # To the back of the queue: the next fetch's byte budget goes to the others first.
-                del self._states[tp]
-            self._states[tp] = new_state
+                self._requests.pop(tp, None)
+            # Built again even when no record came: the leader's log start offset may have moved this one's.
+            self._put(tp, replace(state, fetch_offset=next_offset, lag=max(0, data.high_watermark - next_offset)))
         elif error is ErrorCode.FENCED_LEADER_EPOCH:
             self._on_partition_fenced(tp, state.current_leader_epoch)
         else:
@@ -381,7 +437,7 @@ class ReplicaFetcherThread(threading.Thread):
                 logger.info("%sCurrent offset %d for partition %s is out of range, which typically implies a leader"
                             " change. Reset fetch offset to %d", self._log_prefix, state.fetch_offset, tp,
                             new_offset)
-                self._states[tp] = PartitionFetchState(new_offset, epoch, FetchState.FETCHING, lag=0)
+                self._put(tp, PartitionFetchState(new_offset, epoch, FetchState.FETCHING, lag=0))
 
     # ------------------------------------------------------------------ the local partition
 
@@ -391,7 +447,7 @@ class ReplicaFetcherThread(threading.Thread):
         _FAILED. A partition that no longer follows in this epoch is left for LeaderAndIsr to move."""
         partition = self._partitions(tp)
         if partition is None:
-            self._states.pop(tp, None)
+            self._drop(tp)
             return _FAILED
         try:
             return work(partition)

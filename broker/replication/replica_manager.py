@@ -106,6 +106,8 @@ class FetcherManager(Protocol):
 
     def shutdown_idle_fetcher_threads(self) -> None: ...
 
+    def log_start_offset_moved(self, tp: TopicPartition) -> None: ...
+
     def shutdown(self) -> None: ...
 
     def max_lag(self) -> int: ...
@@ -486,8 +488,10 @@ class ReplicaManager:
             self.delayed_fetch_purgatory.check_and_complete(session.key)
 
     def log_start_offset_moved(self, tp: TopicPartition) -> None:
-        """Retention or DeleteRecords moved `tp`'s log start: its followers and waiting fetches learn it."""
+        """Retention or DeleteRecords moved `tp`'s log start: its followers and waiting fetches learn it, and
+        so does its leader if this broker follows it (its fetcher builds a partition's entry only on a change)."""
         self._wake_fetches(tp)
+        self.replica_fetcher_manager.log_start_offset_moved(tp)
 
     # ------------------------------------------------------------------ delete records
 

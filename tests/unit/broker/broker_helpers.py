@@ -105,6 +105,7 @@ class RecordingFetcherManager:
         self.partitions = partitions
         self.fetching: dict[TopicPartition, InitialFetchState] = {}
         self.idle_shutdowns = 0
+        self.log_start_moves: list[TopicPartition] = []
 
     def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
         self.fetching.update(initial)
@@ -115,6 +116,9 @@ class RecordingFetcherManager:
 
     def shutdown_idle_fetcher_threads(self) -> None:
         self.idle_shutdowns += 1
+
+    def log_start_offset_moved(self, tp: TopicPartition) -> None:
+        self.log_start_moves.append(tp)
 
     def shutdown(self) -> None:
         self.fetching.clear()

@@ -197,3 +197,10 @@ def test_delete_records_tells_the_session_the_new_log_start(h: Harness) -> None:
 
 def _answered(answers: Answers) -> list[tuple[TopicPartition, LogReadResult]]:
     return [(i.topic_partition, r) for i, r in answers.value.results]
+
+
+def test_a_log_start_moved_by_retention_reaches_the_fetcher_too(h: Harness) -> None:
+    """On a follower, the moved log start goes to the leader in this broker's next fetch, for the leader's low
+    watermark; the fetcher builds a partition's entry only when told it changed (its rounds do per-change work)."""
+    h.replica_manager.log_start_offset_moved(TP)
+    assert h.fetcher_manager.log_start_moves == [TP]
