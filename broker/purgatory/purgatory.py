@@ -27,6 +27,8 @@ from broker.purgatory.timer import Timer, TimerTask
 
 logger = logging.getLogger(__name__)
 
+Key = Hashable
+
 
 class DelayedOperation(ABC):
     def __init__(self, delay_ms: int) -> None:
@@ -50,6 +52,10 @@ class DelayedOperation(ABC):
     def on_complete(self) -> None:
         """Send the answer; runs exactly once."""
 
+    def wake(self, key: Key | None) -> None:  # noqa: B027 - a hook most operations leave empty
+        """Told, just before a check, what may have changed: a key it watches, or None for anything. An
+        operation waiting on many keys can then check only what changed; most ignore it."""
+
     def force_complete(self) -> bool:
         """Complete now unless already done; True if this call completed it."""
         with self._completion_lock:
@@ -71,7 +77,6 @@ class DelayedOperation(ABC):
         self.force_complete()
 
 
-Key = Hashable
 Op = TypeVar("Op", bound=DelayedOperation)
 
 
@@ -101,6 +106,8 @@ class DelayedOperationPurgatory(Generic[Op]):
             self._keys_of[operation] = keys
             for key in keys:
                 self._watchers.setdefault(key, {})[operation] = None
+        # An event between the first check and the watch found no watcher to wake: anything may have changed.
+        operation.wake(None)
         if operation.maybe_try_complete():
             return True
         if not operation.is_completed:
@@ -120,6 +127,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         completed = 0
         for operation in operations:
             try:
+                operation.wake(key)
                 if operation.maybe_try_complete():
                     completed += 1
             except Exception:
