@@ -6,11 +6,20 @@ partition's fetch position by file positions alone, without reading. It
 answers early when a partition changed under it (leadership moved, the log
 rolled past or was truncated below the fetch position), and at max_wait_ms with
 whatever there is.
+
+Beyond Kafka, whose tryComplete walks every partition of the fetch at every
+wake-up: a check looks only at the partitions whose key woke it (all of them at
+the first checks), keeping each partition's readable bytes from its last look.
+A follower's poll names hundreds of partitions when a producer spreads records
+thin, each woken once by its own append or high watermark move, and most sit at
+their log end (nothing to count, so no early stop): walking them all each time
+was quadratic, three quarters of the leader's event loop (issue 27).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -90,36 +99,64 @@ class DelayedFetch(DelayedOperation):
                  session: SessionChanges | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self._params = params
-        self._fetch_status = list(fetch_status)  # each partition with where its first read started
+        # Each partition with where its first read started.
+        self._fetch_status = {info.topic_partition: (info, start) for info, start in fetch_status}
         self._infos = [info for info, _ in fetch_status]  # what the answer reads
         self._reading = {info.topic_partition for info in self._infos}
         self._source = source
         self._response_callback = response_callback
         self._session = session
+        # Bytes readable from each partition at its last look (only those with some), and their sum.
+        self._readable: dict[TopicPartition, int] = {}
+        self._accumulated = 0
+        # What the next check looks at: every partition, or only those woken since the last check.
+        self._woken_lock = threading.Lock()
+        self._check_all = True
+        self._woken: set[TopicPartition] = set()
 
-    def _add_session_changes(self) -> bool:
+    def wake(self, key: Hashable | None) -> None:
+        """A partition's key: look at it at the next check. The session's key needs nothing: the session's
+        changes are taken at every check."""
+        with self._woken_lock:
+            if key is None:
+                self._check_all = True
+            elif isinstance(key, TopicPartition):
+                self._woken.add(key)
+
+    def _add_session_changes(self) -> tuple[bool, list[TopicPartition]]:
         """The session's partitions that changed since the fetch was parked join it, each from where a read
-        starts now; True if one of them cannot be read (the answer then reports it at once)."""
+        starts now: (whether one of them cannot be read, so the answer reports it at once; those that joined)."""
         changed = [] if self._session is None else self._session.take_changed()
         # A partition the fetch already reads (it named it) is not read twice.
         changed = [info for info in changed if info.topic_partition not in self._reading]
         if not changed:
-            return False
+            return False, []
         errored = False
+        joined = []
         for info, result in self._source.read_from_local_log(self._params, changed):
             self._reading.add(info.topic_partition)
             self._infos.append(info)
             if result.fetch_offset_metadata is None or result.error is not ErrorCode.NONE:
                 errored = True
             else:
-                self._fetch_status.append((info, result.fetch_offset_metadata))
-        return errored
+                self._fetch_status[info.topic_partition] = (info, result.fetch_offset_metadata)
+                joined.append(info.topic_partition)
+        return errored, joined
+
+    def _to_check(self, joined: list[TopicPartition]) -> list[TopicPartition]:
+        with self._woken_lock:
+            check_all, woken = self._check_all, self._woken
+            self._check_all, self._woken = False, set()
+        if check_all:
+            return list(self._fetch_status)
+        return [tp for tp in (*woken, *joined) if tp in self._fetch_status]
 
     def try_complete(self) -> bool:
-        if self._add_session_changes():
+        errored, joined = self._add_session_changes()
+        if errored:
             return self.force_complete()
-        accumulated = 0
-        for info, start in self._fetch_status:
+        for tp in self._to_check(joined):
+            info, start = self._fetch_status[tp]
             try:
                 snapshot = self._source.get_partition_or_error(info.topic_partition).fetch_offset_snapshot(
                     info.current_leader_epoch, self._params.fetch_only_from_leader)
@@ -129,20 +166,22 @@ class DelayedFetch(DelayedOperation):
             end = {FetchIsolation.LOG_END: snapshot.log_end_offset,
                    FetchIsolation.TXN_COMMITTED: snapshot.last_stable_offset}.get(self._params.isolation,
                                                                                    snapshot.high_watermark)
-            if end.message_offset == start.message_offset:
-                continue
-            if not position_known(end) or not position_known(start):
-                return self.force_complete()
-            if on_older_segment(end, start) or on_older_segment(start, end):
-                # Truncated below the fetch position, or the log rolled past its segment.
-                return self.force_complete()
-            if start.message_offset < end.message_offset:
-                accumulated += min(position_diff(end, start), info.max_bytes)
-                # Enough already: a follower's poll names every partition it follows, and every append to any
-                # of them checks it; the rest would be asked for nothing (the answer reads them all anyway).
-                if accumulated >= self._params.min_bytes:
+            readable = 0
+            if end.message_offset != start.message_offset:
+                if not position_known(end) or not position_known(start):
                     return self.force_complete()
-        if accumulated >= self._params.min_bytes:
+                if on_older_segment(end, start) or on_older_segment(start, end):
+                    # Truncated below the fetch position, or the log rolled past its segment.
+                    return self.force_complete()
+                if start.message_offset < end.message_offset:
+                    readable = min(position_diff(end, start), info.max_bytes)
+            self._accumulated += readable - self._readable.pop(tp, 0)
+            if readable:
+                self._readable[tp] = readable
+            # Enough already: the rest would be looked at for nothing (the answer reads them all anyway).
+            if self._accumulated >= self._params.min_bytes:
+                return self.force_complete()
+        if self._accumulated >= self._params.min_bytes:  # min_bytes 0, or nothing left to look at
             return self.force_complete()
         return False
 
