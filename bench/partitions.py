@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/partitions.py [--partitions 1000,3000,10000] [--baseline 100] [--idle-seconds 60]
         [--steps create,idle,traffic,metadata,controlled,kill,controller] [--topics 0] [--topic-batch 200]
+        [--spread 2000] [--spread-records 20000]
 
 For each N (the baseline first) a fresh local cluster (3 brokers, 2 controllers, one real ZooKeeper; as
 `minibroker cluster up` runs them) gets one topic of N partitions at RF=3, so each broker hosts N replicas.
@@ -24,6 +25,12 @@ through every step; the longest is the step's event-loop stall. The steps:
 With --topics K, instead: K one-partition topics (RF=3) created in batches of --topic-batch as clients do,
 then deleted in the same batches; the time until a Metadata request shows every create (then every delete),
 and until the active controller is idle again (under 5% of a core over 5 s), with its CPU meanwhile.
+
+With --spread W, instead: traffic spread thin. One cluster holds a W-partition topic and a 6-partition one
+(RF=3); each producer (confluent-kafka on the Kafka listener, the project's client over gRPC; acks=all,
+linger.ms 5, 100-byte values) sends --spread-records records round-robin over each topic's partitions, warm
+(its metadata and connections made before the clock), and the records/s on each topic and their ratio are
+printed against the goal (at least 0.5, issue 27).
 
 Prints one table per step: the figure at each N and its ratio to the baseline. Every cluster is torn down and
 its data dir removed however the run ends. Timings on a loaded machine vary: the load average is printed.
@@ -50,6 +57,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kio.schema.metadata.v8.request import MetadataRequest  # noqa: E402
 from kio.schema.metadata.v8.response import MetadataResponse  # noqa: E402
 
+import client  # noqa: E402
 from bench.free_loop import Probe  # noqa: E402
 from local_cluster.cluster import LocalCluster, scratch_cluster  # noqa: E402
 from proto.types import TopicPartition  # noqa: E402
@@ -395,6 +403,87 @@ def measure_topics(count: int, batch: int) -> Figures:
         return figures
 
 
+# ---------------------------------------------------------------------- traffic spread thin
+
+NARROW = 6
+SPREAD_GOAL = 0.5  # issue 27: the wide topic reaches at least half the narrow one's records/s
+_VALUE = b"x" * 100
+
+
+def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """Records/s of confluent-kafka sending `records` round-robin over the topic's partitions, acks=all."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "queue.buffering.max.messages": 2 * records})
+    for p in range(partitions):  # warm: metadata, connections, every partition's leader known
+        producer.produce(topic, _VALUE, partition=p)
+    assert producer.flush(120) == 0, "warm-up records not delivered"
+    began = time.monotonic()
+    for i in range(records):
+        producer.produce(topic, _VALUE, partition=i % partitions)
+        producer.poll(0)
+    assert producer.flush(600) == 0, "records not delivered"
+    return records / (time.monotonic() - began)
+
+
+def project_spread(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """The same with the project's client over gRPC."""
+    producer = client.Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        for p in range(partitions):
+            producer.send(topic, _VALUE, partition=p)
+        producer.flush(timeout=120)
+        began = time.monotonic()
+        futures = [producer.send(topic, _VALUE, partition=i % partitions) for i in range(records)]
+        producer.flush(timeout=600)
+        took = time.monotonic() - began
+        assert all(f.succeeded() for f in futures), "records not delivered"
+        return records / took
+    finally:
+        producer.close()
+
+
+def led_with_full_isr(zk: KafkaZkClient, tps: list[TopicPartition]) -> bool:
+    states = zk.get_partition_states(tps)
+    return len(states) == len(tps) and all(s.leader >= 0 and len(s.isr) == REPLICATION_FACTOR
+                                           for s in states.values())
+
+
+def measure_spread(wide: int, records: int) -> dict[str, Figures]:
+    """Per producer: records/s on the narrow and the wide topic, and their ratio."""
+    topics = {NARROW: f"spread-{NARROW}", wide: f"spread-{wide}"}
+    results: dict[str, Figures] = {}
+    with scratch_cluster("minibroker-spread-bench-", brokers=3, controllers=2, timeout=120) as (_, info):
+        admin = AdminClient({"bootstrap.servers": info.kafka_bootstrap_servers,
+                             "socket.timeout.ms": ADMIN_TIMEOUT_MS})
+        create_topics(admin, [NewTopic(name, count, REPLICATION_FACTOR) for count, name in topics.items()])
+        zk = KafkaZkClient.connect(info.zookeeper.connect)
+        try:
+            for count, name in topics.items():
+                tps = [TopicPartition(name, p) for p in range(count)]
+                wait_for(functools.partial(led_with_full_isr, zk, tps), f"{name} led with full ISRs")
+        finally:
+            zk.close()
+        producers: dict[str, Callable[[str, int], float]] = {
+            "confluent-kafka": functools.partial(confluent_spread, info.kafka_bootstrap_servers, records=records),
+            "project client": functools.partial(project_spread, info.bootstrap_servers, records=records),
+        }
+        for name, produce in producers.items():
+            print(f"  {name}: {records} records on {NARROW} then {wide} partitions", flush=True)
+            narrow_rate = produce(topics[NARROW], NARROW)
+            wide_rate = produce(topics[wide], wide)
+            results[name] = {f"records/s on {NARROW}": narrow_rate, f"records/s on {wide}": wide_rate,
+                             "ratio": wide_rate / narrow_rate}
+    return results
+
+
+def spread_table(results: dict[str, Figures]) -> None:
+    names = list(dict.fromkeys(name for figures in results.values() for name in figures))
+    print(f"\n{'producer':20}" + "".join(f"{name:>22}" for name in names) + f"{'goal':>14}")
+    for producer, figures in results.items():
+        met = "met" if figures["ratio"] >= SPREAD_GOAL else "missed"
+        print(f"{producer:20}" + "".join(f"{figures[n]:>22.2f}" for n in names) + f"{f'{SPREAD_GOAL} {met}':>14}")
+
+
 # ---------------------------------------------------------------------- report
 
 def table(results: dict[int, Figures], baseline: int) -> None:
@@ -419,6 +508,9 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(STEPS), help="comma-separated, of: " + ",".join(STEPS))
     parser.add_argument("--topics", default="", help="comma-separated topic counts: the many-topics bench instead")
     parser.add_argument("--topic-batch", type=int, default=200)
+    parser.add_argument("--spread", type=int, default=0,
+                        help="partitions of the wide topic: the spread-thin bench instead")
+    parser.add_argument("--spread-records", type=int, default=20_000)
     args = parser.parse_args()
     args.steps = [s for s in args.steps.split(",") if s]
     unknown = set(args.steps) - set(STEPS)
@@ -426,6 +518,10 @@ def main() -> None:
         parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (on {os.cpu_count()} CPUs)")
     results: dict[int, Figures] = {}
+    if args.spread:
+        spread_table(measure_spread(args.spread, args.spread_records))
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     if args.topics:
         counts = [args.baseline, *(int(n) for n in args.topics.split(","))]
         for n in counts:
