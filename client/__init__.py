@@ -35,7 +35,7 @@ The group consumer (Consumer with a group_id), rules apart from I/O:
   heartbeat.py            the session, heartbeat and max.poll.interval.ms timers
   consumer_coordinator.py the I/O: FindCoordinator, join/sync, commits, the heartbeat thread
   subscription.py         what the consumer reads (topics, pattern, assignment) and its ConsumerRebalanceListener
-  metrics.py              records-lag-max (FetchManagerMetrics)
+  metrics.py              records-lag-max (FetchManagerMetrics); the producer's request totals (SenderMetrics)
   offset_requests.py      OffsetCommit / OffsetFetch requests and answers, for the coordinator and group_admin
   group_admin.py          Admin's consumer-group calls (kafka-consumer-groups.sh's)
 """

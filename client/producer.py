@@ -409,6 +409,11 @@ class Producer:
         assert partitions is not None
         return partitions
 
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """The producer's metrics by group, with Kafka's names (kafka-python's metrics()): producer-metrics'
+        request-total and outgoing-byte-total, the Produce requests sent and their bytes."""
+        return {"producer-metrics": self._sender.metrics.snapshot()}
+
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring linger_ms) and wait until it is acknowledged or failed.
 

@@ -28,6 +28,7 @@ from client.connection import ResponseFuture
 from client.errors import KafkaTimeoutError
 from client.idempotence import TransactionManager
 from client.metadata import ClusterMetadata, Metadata
+from client.metrics import SenderMetrics
 from client.retry import ProduceAction, produce_decision
 from client.transaction_manager import TransactionalState, TxnAction, add_partitions_retry_backoff_ms
 from client.transactional_requests import TransactionalRequests
@@ -109,6 +110,7 @@ class Sender:
         # Acknowledged batches whose futures are settled at the end of the pass, after the next requests left.
         self._acknowledged: list[tuple[ProducerBatch, int, int, int]] = []
         self._requests_in_flight: dict[int, int] = {}
+        self.metrics = SenderMetrics()
         self._wakeup_event = threading.Event()
         self._next_producer_id_attempt_ms = 0.0
         self._running = True
@@ -332,6 +334,7 @@ class Sender:
         request = encode_produce_request(
             self._transactional.transactional_id if self._transactional is not None else None, self._acks,
             self._request_timeout_ms, list(topics.items()))
+        self.metrics.record_produce(len(request))
         in_flight = _InFlight(node_id, batches)
         self._requests_in_flight[node_id] = self._requests_in_flight.get(node_id, 0) + 1
         broker = cluster.brokers[node_id]

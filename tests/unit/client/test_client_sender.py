@@ -217,6 +217,21 @@ def test_one_request_per_broker_with_one_batch_per_partition() -> None:
     assert sorted(p.index for t in request.topics for p in t.partitions) == [0, 1]
 
 
+def test_producer_metrics_count_the_produce_requests_and_their_bytes() -> None:
+    """request-total and outgoing-byte-total: their ratio is the request size the brokers' CPU per MB follows."""
+    h = Harness()
+    h.metadata.cluster = cluster({"t": 3}, leaders={("t", 0): 1, ("t", 1): 1, ("t", 2): 2})
+    assert h.sender.metrics.snapshot() == {"request-total": 0.0, "outgoing-byte-total": 0.0}
+    for p in range(3):
+        h.send(2, TopicPartition("t", p))
+    h.run()
+    requests = [call[1] for conn in h.metadata.pool.connections.values() for call in conn.calls
+                if call[0] == "Produce"]
+    assert len(requests) == 2
+    assert h.sender.metrics.snapshot() == {"request-total": 2.0,
+                                           "outgoing-byte-total": float(sum(r.ByteSize() for r in requests))}
+
+
 # ---------------------------------------------------------------------- idempotence
 
 
