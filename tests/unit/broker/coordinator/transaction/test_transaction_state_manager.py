@@ -91,6 +91,16 @@ async def initialized(m: TransactionStateManager, clock: FakeClock, epoch: int =
     return txn
 
 
+async def prepared_commit(m: TransactionStateManager, clock: FakeClock) -> TransactionMetadata:
+    """An initialized id's transaction on TP0, in PrepareCommit: what a completion follows."""
+    txn = await initialized(m, clock)
+    assert await m.append_transaction_to_log(TID, 5, txn.prepare_add_partitions(frozenset({TP0}), clock())) \
+        is ErrorCode.NONE
+    prepare = txn.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT, clock())
+    assert await m.append_transaction_to_log(TID, 5, prepare) is ErrorCode.NONE
+    return txn
+
+
 def test_partition_for_is_javas_string_hash_code_with_kafkas_abs() -> None:
     # "txn-a".hashCode() == 110_810_558 in Java; Kafka's Utils.abs keeps it; 110_810_558 % 50 == 8.
     assert partition_for("txn-a", 50) == 8
@@ -208,11 +218,7 @@ def test_a_completion_and_the_next_ongoing_in_one_batch_load_as_the_ongoing() ->
         log, clock = MemoryLog(), FakeClock()
         m = manager(log, clock)
         await owned(m)
-        txn = await initialized(m, clock)
-        assert await m.append_transaction_to_log(TID, 5, txn.prepare_add_partitions(frozenset({TP0}), clock())) \
-            is ErrorCode.NONE
-        prepare = txn.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT, clock())
-        assert await m.append_transaction_to_log(TID, 5, prepare) is ErrorCode.NONE
+        txn = await prepared_commit(m, clock)
         clock.advance(10)
         complete = txn.prepare_complete(clock())
         tp1 = TopicPartition("orders", 1)
@@ -237,11 +243,7 @@ def test_a_failed_batch_of_a_completion_and_the_next_ongoing_changes_neither() -
         log, clock = MemoryLog(), FakeClock()
         m = manager(log, clock)
         await owned(m)
-        txn = await initialized(m, clock)
-        assert await m.append_transaction_to_log(TID, 5, txn.prepare_add_partitions(frozenset({TP0}), clock())) \
-            is ErrorCode.NONE
-        assert await m.append_transaction_to_log(
-            TID, 5, txn.prepare_abort_or_commit(TransactionState.PREPARE_COMMIT, clock())) is ErrorCode.NONE
+        txn = await prepared_commit(m, clock)
         complete = txn.prepare_complete(clock())
         following = txn.prepare_add_partitions_after(complete, frozenset({TP0}), clock())
         log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
