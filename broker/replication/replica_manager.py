@@ -281,6 +281,13 @@ class ReplicaManager:
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         # Kafka's order: makeLeaders, then makeFollowers.
         to_apply.sort(key=lambda item: item[1].leader != self.broker_id)
+        # The fetchers of every partition taking a role stop first, in one call (Kafka's makeLeaders and
+        # makeFollowers): no fetcher may append a late response once its replica leads, and a follower fetches
+        # again from its new state. A call per partition took every fetcher thread's lock and logged a line each,
+        # thousands of times when a dead broker's partitions move here, all the while sharing the GIL with the loop.
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(
+            partition.topic_partition for partition, state in to_apply
+            if state.leader == self.broker_id or state.leader in live)
         became_leader: list[tuple[TopicPartition, int]] = []
         resigned: list[tuple[TopicPartition, int | None]] = []
         for partition, state in to_apply:
@@ -307,13 +314,10 @@ class ReplicaManager:
         tp = partition.topic_partition
         try:
             if state.leader == self.broker_id:
-                # No fetcher may append a late response once this replica leads.
-                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
                 _, high_watermark_moved = partition.make_leader(state, checkpoints)
                 if high_watermark_moved:
                     self._complete_delayed_requests(tp)
             elif (leader := live_leaders.get(state.leader)) is not None:
-                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
                 if partition.make_follower(state, checkpoints):
                     # From the high watermark: where truncation falls back to when epochs cannot decide.
                     to_fetch[tp] = InitialFetchState(leader, state.leader_epoch, partition.high_watermark)

@@ -106,12 +106,15 @@ class RecordingFetcherManager:
         self.fetching: dict[TopicPartition, InitialFetchState] = {}
         self.idle_shutdowns = 0
         self.log_start_moves: list[TopicPartition] = []
+        self.removals: list[set[TopicPartition]] = []
 
     def add_fetcher_for_partitions(self, initial: Mapping[TopicPartition, InitialFetchState]) -> None:
         self.fetching.update(initial)
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
+        removed = set(tps)
+        self.removals.append(removed)
+        for tp in removed:
             self.fetching.pop(tp, None)
 
     def shutdown_idle_fetcher_threads(self) -> None:

@@ -88,6 +88,27 @@ def test_follower_of_a_dead_leader_hosts_the_log_without_a_role(h: Harness) -> N
     assert partition is not None and partition.log is not None and partition.leader_replica_id is None
 
 
+def test_one_leader_and_isr_stops_the_fetchers_of_all_its_partitions_in_one_call(h: Harness) -> None:
+    # Kafka's makeLeaders / makeFollowers: one removeFetcherForPartitions per role change, not one per partition.
+    leading = [TopicPartition("orders", p) for p in range(3)]
+    following = [TopicPartition("orders", p) for p in range(3, 6)]
+    orphaned = TopicPartition("orders", 6)  # its leader is not alive: it gets no fetcher, so none is stopped
+    states = [(tp, leader_state(LOCAL, 1, (LOCAL, 2))) for tp in leading]
+    states += [(tp, leader_state(2, 1, (2, LOCAL))) for tp in following]
+    states.append((orphaned, leader_state(3, 1, (3, LOCAL))))
+    result = h.replica_manager.become_leader_or_follower(0, 1, states, live_leaders(2), {})
+    assert set(result.partition_errors.values()) == {ErrorCode.NONE}
+    assert h.fetcher_manager.removals == [{*leading, *following}]
+    assert set(h.fetcher_manager.fetching) == set(following)
+
+
+def test_a_new_leader_stops_fetching_what_it_followed(h: Harness) -> None:
+    h.replica_manager.become_leader_or_follower(0, 1, [(TP, leader_state(2, 1, (2, LOCAL)))], live_leaders(2), {})
+    assert set(h.fetcher_manager.fetching) == {TP}
+    h.lead(TP, isr=(LOCAL, 2), epoch=2)
+    assert h.fetcher_manager.fetching == {}
+
+
 def test_losing_leadership_fails_waiting_produces_at_once(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.lead(isr=(1, 2))
