@@ -4,7 +4,7 @@ purgatories completed by appends and high watermark moves (a mock timer: nothing
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -110,20 +110,12 @@ def test_a_new_leader_stops_fetching_what_it_followed(h: Harness) -> None:
     assert h.fetcher_manager.fetching == {}
 
 
-@pytest.fixture
-def thawed() -> Iterator[None]:
-    """The process's objects outside the permanent generation before and after (gc.freeze is process-wide)."""
-    gc.unfreeze()
-    yield
-    gc.unfreeze()
-
-
 def tracked(obj: object) -> bool:
     """Whether a collection of any generation walks `obj` (frozen objects are in none)."""
     return any(o is obj for o in gc.get_objects())
 
 
-def test_new_replicas_are_frozen_out_of_the_full_collections_and_a_deletion_thaws(h: Harness, thawed: None) -> None:
+def test_new_replicas_are_frozen_out_of_the_full_collections_and_a_deletion_thaws(h: Harness) -> None:
     h.lead(TP)
     partition = h.replica_manager.get_partition(TP)
     assert partition is not None and gc.get_freeze_count() > 0 and not tracked(partition)
@@ -132,7 +124,7 @@ def test_new_replicas_are_frozen_out_of_the_full_collections_and_a_deletion_thaw
     assert gc.get_freeze_count() == 0
 
 
-def test_a_leader_and_isr_that_creates_no_replica_freezes_nothing(h: Harness, thawed: None) -> None:
+def test_a_leader_and_isr_that_creates_no_replica_freezes_nothing(h: Harness) -> None:
     h.lead(TP)
     gc.unfreeze()
     h.lead(TP, epoch=1)
