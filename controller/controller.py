@@ -130,8 +130,10 @@ class KafkaController:
         self._replica_state_machine = ReplicaStateMachine(
             self.controller_id, self.context, zk, self._batch, state_change_log
         )
+        self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
         self._topic_deletion_manager = TopicDeletionManager(
-            self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log
+            self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log,
+            self._watches.unregister_partition_modifications_handlers,
         )
         self._reassignment_manager = PartitionReassignmentManager(
             self.context,
@@ -144,7 +146,6 @@ class KafkaController:
             state_change_log,
             lambda tp: self._event_manager.put(PartitionReassignmentIsrChange(tp)),
         )
-        self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
         # Kafka's auto-leader-rebalance-task, while active with auto.leader.rebalance.enable.
         self._auto_leader_rebalance_task: threading.Timer | None = None
         self.metrics = ControllerMetrics()

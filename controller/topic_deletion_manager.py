@@ -15,7 +15,7 @@ The controller calls in on its event thread and sends the batch afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from controller.context import ControllerContext, PartitionAndReplica
@@ -29,7 +29,7 @@ from controller.states import PartitionState, ReplicaState
 class TopicZnodes(Protocol):
     """What deletion needs from ZooKeeper (KafkaZkClient provides it)."""
 
-    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None: ...
+    def delete_topics(self, topics: Sequence[str], expected_controller_epoch_zk_version: int) -> None: ...
 
 
 class TopicDeletionManager:
@@ -41,6 +41,7 @@ class TopicDeletionManager:
         replica_state_machine: ReplicaStateMachine,
         batch: ControllerBrokerRequestBatch,
         log: Logger,
+        mute_partition_modifications: Callable[[Iterable[str]], None],
     ) -> None:
         self._context = context
         self._zk = zk
@@ -48,6 +49,8 @@ class TopicDeletionManager:
         self._replica_state_machine = replica_state_machine
         self._batch = batch
         self._log = log
+        # Kafka's mutePartitionModifications: a deleted topic's assignment watch would fire a no-op event.
+        self._mute_partition_modifications = mute_partition_modifications
 
     def enqueue_topics_for_deletion(self, topics: Iterable[str]) -> None:
         self._context.queue_topic_deletion(topics)
@@ -86,10 +89,11 @@ class TopicDeletionManager:
         its own topic's deletion and no other's (Kafka looks at every queued topic after each answer, which
         with 10,000 topics queued is 10,000 looks per answer)."""
         queued = self._context.topics_to_be_deleted
+        completed = []
         eligible = []
         for topic in sorted(queued if topics is None else queued.intersection(topics)):
             if self._is_topic_deletion_successful(topic):
-                self._complete_delete_topic(topic)
+                completed.append(topic)
                 continue
             if topic in self._context.topics_with_deletion_started and self._context.replicas_for_topic_in_state(
                 topic, ReplicaState.ReplicaDeletionIneligible
@@ -98,6 +102,8 @@ class TopicDeletionManager:
             if self._is_topic_eligible_for_deletion(topic):
                 self._log.info("Deletion of topic %s (re)started", topic)
                 eligible.append(topic)
+        if completed:
+            self._complete_delete_topics(completed)
         if eligible:
             self._on_topic_deletion(eligible)
 
@@ -140,30 +146,43 @@ class TopicDeletionManager:
         self._batch.add_update_metadata_request_for_brokers(
             self._context.live_broker_ids, [tp for t in topics for tp in self._context.partitions_for_topic(t)]
         )
-        for topic in topics:
-            self._start_replica_deletion(topic)
+        self._on_partition_deletion(topics)
 
-    def _start_replica_deletion(self, topic: str) -> None:
-        replicas = self._context.replicas_for_partitions(self._context.partitions_for_topic(topic))
-        dead = [r for r in replicas if not self._context.is_replica_online(r.replica, r.topic_partition)]
-        retry = [
-            r
-            for r in replicas
-            if r not in dead and self._context.replica_state(r) is not ReplicaState.ReplicaDeletionSuccessful
-        ]
-        # Already ineligible (down when this controller took over) need no second transition.
-        self._replica_state_machine.handle_state_changes(
-            [r for r in dead if self._context.replica_state(r) is not ReplicaState.ReplicaDeletionIneligible],
-            ReplicaState.ReplicaDeletionIneligible,
-        )
+    def _on_partition_deletion(self, topics: list[str]) -> None:
+        """Kafka's onPartitionDeletion: the topics' replicas on dead brokers wait (ReplicaDeletionIneligible), the
+        others not yet deleted stop (OfflineReplica) and are deleted (ReplicaDeletionStarted), each transition
+        made once for all the topics: per topic, the ISR writes of OfflineReplica were a round of ZooKeeper
+        reads and writes per topic and broker."""
+        dead: list[PartitionAndReplica] = []
+        retry: list[PartitionAndReplica] = []
+        ineligible = set()
+        for topic in topics:
+            replicas = self._context.replicas_for_partitions(self._context.partitions_for_topic(topic))
+            topic_dead = [r for r in replicas if not self._context.is_replica_online(r.replica, r.topic_partition)]
+            retry.extend(
+                r for r in replicas
+                if r not in topic_dead and self._context.replica_state(r) is not ReplicaState.ReplicaDeletionSuccessful
+            )
+            # Already ineligible (down when this controller took over) need no second transition.
+            dead.extend(r for r in topic_dead
+                        if self._context.replica_state(r) is not ReplicaState.ReplicaDeletionIneligible)
+            if topic_dead:
+                ineligible.add(topic)
+        self._replica_state_machine.handle_state_changes(dead, ReplicaState.ReplicaDeletionIneligible)
         self._replica_state_machine.handle_state_changes(retry, ReplicaState.OfflineReplica)
         self._replica_state_machine.handle_state_changes(retry, ReplicaState.ReplicaDeletionStarted)
-        if dead:
-            self._mark_topic_ineligible_for_deletion({topic})
+        if ineligible:
+            self._mark_topic_ineligible_for_deletion(ineligible)
 
-    def _complete_delete_topic(self, topic: str) -> None:
-        replicas = self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionSuccessful)
+    def _complete_delete_topics(self, topics: list[str]) -> None:
+        """Kafka's completeDeleteTopic, for all these topics at once: their znodes go in a few pipelined rounds
+        (one topic at a time, each cost five round trips on the event thread). Their assignment watches go first,
+        or deleting the znodes would queue an event per topic that finds nothing to do."""
+        self._mute_partition_modifications(topics)
+        replicas = [r for topic in topics
+                    for r in self._context.replicas_for_topic_in_state(topic, ReplicaState.ReplicaDeletionSuccessful)]
         self._replica_state_machine.handle_state_changes(replicas, ReplicaState.NonExistentReplica)
-        self._zk.delete_topic(topic, self._context.epoch_zk_version)
-        self._context.remove_topic(topic)
-        self._log.info("Deletion of topic %s successfully completed", topic)
+        self._zk.delete_topics(topics, self._context.epoch_zk_version)
+        for topic in topics:
+            self._context.remove_topic(topic)
+            self._log.info("Deletion of topic %s successfully completed", topic)

@@ -4,7 +4,7 @@ the real processes (tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -99,6 +99,8 @@ class FakeZk:
         # Partitions whose next conditional update meets a concurrent write (a leader's ISR change) first.
         self.concurrent_writes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.watches: dict[str, Any] = {}
+        # Each watch's handle, by the same name: a cancelled one no longer calls back.
+        self.watch_handles: dict[str, Watch] = {}
         self.session_expired_callbacks: list[Any] = []
         self.new_session_callbacks: list[Any] = []
         self.fail_next_get_all_brokers: Exception | None = None
@@ -243,12 +245,13 @@ class FakeZk:
         self._fence(expected_controller_epoch_zk_version)
         self.topic_deletions -= set(topics)
 
-    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
+    def delete_topics(self, topics: Sequence[str], expected_controller_epoch_zk_version: int) -> None:
         self._fence(expected_controller_epoch_zk_version)
-        self.topics.pop(topic, None)
-        self.topic_configs.pop(topic, None)
-        self.topic_deletions.discard(topic)
-        for tp in [tp for tp in self.partition_states if tp.topic == topic]:
+        for topic in topics:
+            self.topics.pop(topic, None)
+            self.topic_configs.pop(topic, None)
+            self.topic_deletions.discard(topic)
+        for tp in [tp for tp in self.partition_states if tp.topic in topics]:
             del self.partition_states[tp]
 
     # --- ISR change notifications ---
@@ -301,7 +304,8 @@ class FakeZk:
 
     def _watch(self, name: str, callback: Any) -> Watch:
         self.watches[name] = callback
-        return Watch()
+        handle = self.watch_handles[name] = Watch()
+        return handle
 
     def watch_controller(self, callback: Any) -> Any:
         return self._watch("controller", callback)

@@ -616,22 +616,42 @@ class KafkaZkClient:
         node = self._get(paths.config_change_path(sequence_number))
         return None if node is None else paths.decode_config_change(sequence_number, node[0])
 
-    def delete_topic(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
-        """The controller's last step of a deletion: the topic's znodes, its config and its deletion request."""
+    def delete_topics(self, topics: Sequence[str], expected_controller_epoch_zk_version: int) -> None:
+        """The controller's last step of deleting these topics: each one's znodes, its config and its deletion
+        request (Kafka's deleteTopicZNode, deleteTopicConfigs, deleteTopicDeletions), in a few pipelined rounds
+        for all of them: one listing per level of their subtrees, then the deletes. Listed one topic at a time,
+        a topic cost four round trips before its deletes, 40,000 for 10,000 topics on the event thread."""
         targets = [
-            *self._subtree(paths.topic_path(topic)),
-            paths.topic_config_path(topic),
-            paths.delete_topic_path(topic),
+            *self._subtrees([paths.topic_path(topic) for topic in topics]),
+            *(paths.topic_config_path(topic) for topic in topics),
+            *(paths.delete_topic_path(topic) for topic in topics),
         ]
         self._fenced_delete_all(targets, expected_controller_epoch_zk_version)
 
-    def _subtree(self, root: str) -> list[str]:
-        """root and its descendants, deepest first (the order to delete them in)."""
-        result: list[str] = []
-        for child in self._children(root):
-            result.extend(self._subtree(f"{root}/{child}"))
-        result.append(root)
-        return result
+    def _subtrees(self, roots: Sequence[str]) -> list[str]:
+        """The roots and their descendants, deepest first: each level listed in one pipelined round."""
+        levels: list[list[str]] = []
+        level = list(roots)
+        while level:
+            levels.append(level)
+            level = [f"{parent}/{child}" for parent, children in zip(level, self._children_of_many(level))
+                     for child in children]
+        return [path for nodes in reversed(levels) for path in nodes]
+
+    def _children_of_many(self, znodes: Sequence[str]) -> list[list[str]]:
+        """Each znode's children, pipelined (one round trip for all); none where the znode is gone."""
+
+        def list_all() -> list[list[str]]:
+            pending = [self._zk.get_children_async(path) for path in znodes]
+            results: list[list[str]] = []
+            for result in pending:
+                try:
+                    results.append(list(result.get()))
+                except NoNodeError:
+                    results.append([])
+            return results
+
+        return self._call(list_all)
 
     # --- ACLs (zookeeper.set.acl, zookeeper-security-migration) ---
 
@@ -656,7 +676,7 @@ class KafkaZkClient:
             if root in (paths.CONTROLLER, paths.CONTROLLER_EPOCH) and self._get(root) is None:
                 continue  # the first controller creates them with their data; "/" already keeps others out
             self._call(self._zk.ensure_path, root)
-            for path in reversed(self._subtree(root)):  # parents first, as Kafka walks them
+            for path in reversed(self._subtrees([root])):  # parents first, as Kafka walks them
                 try:
                     self._call(self._zk.set_acls, path, default_acls(secure, path))
                     count += 1

@@ -369,6 +369,9 @@ def test_topic_deletion_request_and_completion(zk_client: KafkaZkClient) -> None
     zk_client.create_topic(TopicAssignment.of("orders", {0: [1], 1: [1]}), {"retention.ms": "1"})
     state = LeaderIsrAndControllerEpoch(1, 0, (1,), 1)
     zk_client.create_partition_states({TP0: state, TP1: state}, epoch_zk_version)
+    # Deleted together: one without partition state znodes yet, one with no deletion request to delete.
+    zk_client.create_topic(TopicAssignment.of("stateless", {0: [1]}))
+    zk_client.create_topic(TopicAssignment.of("bare", {0: [1]}))
 
     deletions: queue.Queue[set[str]] = queue.Queue()
     zk_client.watch_topic_deletions(deletions.put)
@@ -376,8 +379,10 @@ def test_topic_deletion_request_and_completion(zk_client: KafkaZkClient) -> None
     assert zk_client.create_delete_topic_path("orders") is True
     assert zk_client.create_delete_topic_path("orders") is False
     assert deletions.get(timeout=30) == {"orders"}
+    assert zk_client.create_delete_topic_path("stateless") is True
+    assert deletions.get(timeout=30) == {"orders", "stateless"}
 
-    zk_client.delete_topic("orders", epoch_zk_version)
+    zk_client.delete_topics(["orders", "stateless", "bare"], epoch_zk_version)
     assert zk_client.get_all_topics() == set()
     assert zk_client.get_topic_config("orders") == {}
     assert zk_client.get_topic_deletions() == set()

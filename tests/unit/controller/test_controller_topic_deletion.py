@@ -175,3 +175,81 @@ def test_a_stop_replica_answer_looks_only_at_the_topics_it_answers_for(
     answer_stop_replicas(controller, channels)
     assert "doomed" not in zk.topics and "waiting" in zk.topics
     assert "waiting" not in looked_at
+
+
+def many_topics(zk: FakeZk, count: int) -> list[str]:
+    """`count` more one-partition topics on brokers 1 and 2, their names."""
+    names = [f"many-{i}" for i in range(count)]
+    for name in names:
+        zk.add_topic(name, {0: [1, 2]})
+    return names
+
+
+def test_topics_deleted_together_start_with_one_isr_write_round_per_broker(
+    zk: FakeZk, channels: FakeChannelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's onPartitionDeletion moves every replica of the topics deleted together at once: per topic, taking
+    the replicas out of the ISRs read and wrote ZooKeeper once per topic and broker (10,000 topics, 20,000 rounds
+    on the event thread, each a round trip)."""
+    names = many_topics(zk, 5)
+    controller = KafkaController(
+        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
+    )
+    controller.process(Startup())
+    channels.sent.clear()
+    writes: list[set[TopicPartition]] = []
+    update_partition_states = zk.update_partition_states
+
+    def spy(states: Any, expected_controller_epoch_zk_version: int) -> Any:
+        writes.append(set(states))
+        return update_partition_states(states, expected_controller_epoch_zk_version)
+
+    monkeypatch.setattr(zk, "update_partition_states", spy)
+    zk.topic_deletions = set(names)
+    controller.process(TopicDeletion())
+    assert len(writes) == 2  # one per broker, whatever the number of topics
+    assert all(ws == {TopicPartition(name, 0) for name in names} for ws in writes)
+    stop_replica = dict(channels.sent.stop_replica())
+    assert sorted(stop_replica) == [1, 2]
+    assert all(sorted(p.topic_name for p in r.partitions) == sorted(names) for r in stop_replica.values())
+
+
+def test_topics_whose_replicas_answered_together_go_in_one_zookeeper_round(
+    zk: FakeZk, channels: FakeChannelManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A StopReplica answer for 200 topics completes 200 deletions: their znodes go in one pipelined round, not
+    five round trips per topic on the event thread."""
+    names = many_topics(zk, 5)
+    controller = KafkaController(
+        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
+    )
+    controller.process(Startup())
+    channels.sent.clear()
+    rounds: list[list[str]] = []
+    delete_topics = zk.delete_topics
+
+    def spy(topics: list[str], expected_controller_epoch_zk_version: int) -> None:
+        rounds.append(list(topics))
+        delete_topics(topics, expected_controller_epoch_zk_version)
+
+    monkeypatch.setattr(zk, "delete_topics", spy)
+    zk.topic_deletions = set(names)
+    controller.process(TopicDeletion())
+    answer_stop_replicas(controller, channels)
+    assert rounds == [sorted(names)]
+    assert not set(names) & set(zk.topics) and zk.topic_deletions == set()
+    assert controller.context.all_topics == {"doomed", "kept"}
+
+
+def test_a_deleted_topics_assignment_watch_is_cancelled_before_its_znode_goes(
+    zk: FakeZk, channels: FakeChannelManager, controller: KafkaController
+) -> None:
+    """Kafka's mutePartitionModifications: left armed, deleting the znode fired the watch, one event per deleted
+    topic that found nothing to do, and the watch stayed registered."""
+    assert not zk.watch_handles["topics/doomed"].cancelled
+    zk.topic_deletions = {"doomed"}
+    controller.process(TopicDeletion())
+    answer_stop_replicas(controller, channels)
+    assert "doomed" not in zk.topics
+    assert zk.watch_handles["topics/doomed"].cancelled
+    assert not zk.watch_handles["topics/kept"].cancelled
