@@ -130,7 +130,8 @@ class KafkaController:
         self._replica_state_machine = ReplicaStateMachine(
             self.controller_id, self.context, zk, self._batch, state_change_log
         )
-        self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put)
+        self._watches = ControllerZkWatches(zk, self._event_manager.put, self._event_manager.clear_and_put,
+                                            self._event_manager.put_coalesced)
         self._topic_deletion_manager = TopicDeletionManager(
             self.context, zk, self._partition_state_machine, self._replica_state_machine, self._batch, self._log,
             self._watches.unregister_partition_modifications_handlers,

@@ -27,6 +27,8 @@ class ControllerEventManager:
         self._queue: queue.Queue[ControllerEvent | None] = queue.Queue()
         # Makes clear_and_put atomic with respect to put: nothing slips in between the clear and the put.
         self._put_lock = threading.Lock()
+        # Coalesced events queued and not yet taken by the thread (put_coalesced).
+        self._coalesced: set[ControllerEvent] = set()
         self._thread = threading.Thread(target=self._run, name=EVENT_THREAD_NAME, daemon=True)
         self._closed = False
 
@@ -37,6 +39,18 @@ class ControllerEventManager:
         with self._put_lock:
             if not self._closed:
                 self._queue.put(event)
+
+    def put_coalesced(self, event: ControllerEvent) -> None:
+        """Queue the event unless an equal one is queued and not yet taken: for the events of ZooKeeper watches,
+        which carry nothing and re-read ZooKeeper when processed, so the one queued covers every notification
+        before it starts (Kafka's watches have that effect: re-armed only by the read the event makes, they fire
+        once per read). Queued anew for each notification, 200 deletion requests written while the controller
+        was busy became 200 events, each listing every topic still queued for deletion."""
+        with self._put_lock:
+            if self._closed or event in self._coalesced:
+                return
+            self._coalesced.add(event)
+            self._queue.put(event)
 
     def clear_and_put(self, event: ControllerEvent) -> None:
         """Drop the pending events (preempted), then queue this one: what a session expiry does, since events
@@ -59,6 +73,7 @@ class ControllerEventManager:
             self._thread.join(timeout)
 
     def _drain(self) -> list[ControllerEvent]:
+        self._coalesced.clear()
         dropped: list[ControllerEvent] = []
         while True:
             try:
@@ -73,6 +88,9 @@ class ControllerEventManager:
             event = self._queue.get()
             if event is None or self._closed:
                 return
+            with self._put_lock:
+                # Taken: a notification from now on may come after the event's read, so it queues another.
+                self._coalesced.discard(event)
             try:
                 self._process(event)
             except Exception:

@@ -29,10 +29,12 @@ Put = Callable[[ControllerEvent], None]
 
 
 class ControllerZkWatches:
-    def __init__(self, zk: KafkaZkClient, put: Put, clear_and_put: Put) -> None:
+    def __init__(self, zk: KafkaZkClient, put: Put, clear_and_put: Put, put_coalesced: Put) -> None:
         self._zk = zk
         self._put = put
         self._clear_and_put = clear_and_put
+        # For the watches whose events re-read ZooKeeper: one queued covers any number of notifications.
+        self._put_coalesced = put_coalesced
         self._active_watches: list[Watch] = []
         # Kafka's PartitionModificationsHandlers: one per topic, while active.
         self._topic_watches: dict[str, Watch] = {}
@@ -48,11 +50,11 @@ class ControllerZkWatches:
     def register_active_handlers(self) -> None:
         """While active (Kafka's onControllerFailover registrations). Each fires once at once, too."""
         self._active_watches = [
-            self._zk.watch_broker_ids(lambda _: self._put(BrokerChange())),
-            self._zk.watch_topics(lambda _: self._put(TopicChange())),
-            self._zk.watch_isr_change_notifications(lambda _: self._put(IsrChangeNotification())),
-            self._zk.watch_log_dir_event_notifications(lambda _: self._put(LogDirEventNotification())),
-            self._zk.watch_topic_deletions(lambda _: self._put(TopicDeletion())),
+            self._zk.watch_broker_ids(lambda _: self._put_coalesced(BrokerChange())),
+            self._zk.watch_topics(lambda _: self._put_coalesced(TopicChange())),
+            self._zk.watch_isr_change_notifications(lambda _: self._put_coalesced(IsrChangeNotification())),
+            self._zk.watch_log_dir_event_notifications(lambda _: self._put_coalesced(LogDirEventNotification())),
+            self._zk.watch_topic_deletions(lambda _: self._put_coalesced(TopicDeletion())),
             self._zk.watch_preferred_replica_election(lambda _: self._put(PreferredReplicaLeaderElection())),
             self._zk.watch_partition_reassignment(lambda _: self._put(PartitionReassignment())),
         ]
