@@ -24,7 +24,9 @@ through every step; the longest is the step's event-loop stall. The steps:
 
 With --topics K, instead: K one-partition topics (RF=3) created in batches of --topic-batch as clients do,
 then deleted in the same batches; the time until a Metadata request shows every create (then every delete),
-and until the active controller is idle again (under 5% of a core over 5 s), with its CPU meanwhile.
+and until the active controller is idle again (under 5% of a core over 5 s), with its CPU meanwhile. Each
+step's figures are printed as it ends; a step whose metadata is not there within 600 s prints how many topics
+are still off (and its controller CPU) and ends the run of that count.
 
 With --spread W, instead: traffic spread thin. One cluster holds a W-partition topic and a 6-partition one
 (RF=3); each producer (confluent-kafka on the Kafka listener, the project's client over gRPC; acks=all,
@@ -393,14 +395,30 @@ def measure_topics(count: int, batch: int) -> Figures:
                         for future in admin.delete_topics(chunk, operation_timeout=300).values():
                             future.result()
                 requested = time.monotonic() - began
-                wait_for(functools.partial(shows, conn, prefix, want), f"metadata after {what}")
+                figures[f"{what}: requests s"] = requested
+                try:
+                    wait_for(functools.partial(shows, conn, prefix, want), f"metadata after {what}")
+                except TimeoutError:
+                    # What a step that never ends still tells: how far it got (the other figures stay blank).
+                    figures[f"{what}: off target in metadata at timeout"] = abs(
+                        topics_in_metadata(conn, prefix) - want)
+                    figures[f"{what}: controller CPU s"] = cpu_seconds(controller_pid) - cpu_before
+                    print_figures(count, figures)
+                    break
                 shown = time.monotonic() - began
                 idle = idle_after(controller_pid)
-                figures[f"{what}: requests s"] = requested
                 figures[f"{what}: in metadata s"] = shown
                 figures[f"{what}: controller idle after last request s"] = shown - requested + idle
                 figures[f"{what}: controller CPU s"] = cpu_seconds(controller_pid) - cpu_before
+                print_figures(count, figures)
         return figures
+
+
+def print_figures(count: int, figures: Figures) -> None:
+    """Each step's figures as soon as measured, with the load: a later step may run for many minutes."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"  {count} topics, so far (load {load}): "
+          + ", ".join(f"{name} {value:.2f}" for name, value in figures.items()), flush=True)
 
 
 # ---------------------------------------------------------------------- traffic spread thin
