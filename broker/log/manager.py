@@ -299,17 +299,32 @@ class LogManager:
         return None if log is None else log.dir.parent
 
     def delete_log(self, tp: TopicPartition) -> None:
-        with self._lock:
-            log = self._logs.pop(tp, None)
-        if log is None:
-            return
-        log.close()
-        doomed = log.dir.with_name(delete_dir_name(tp))
-        log.dir.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-        # Drop its checkpoint entries now, so a restart does not resurrect stale offsets.
-        self.checkpoint_log_offsets()
-        logger.info("Deleted log for partition %s", tp)
+        self.delete_logs([tp])
+
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OSError]:
+        """Remove each partition's log and its dir, then drop their checkpoint entries in one write, so a restart
+        does not resurrect stale offsets (Kafka 2.7's batched asyncDelete, KAFKA-10002: a StopReplica deleting N
+        logs rewrote and fsynced both checkpoints of every log N times). Returns the logs that could not go."""
+        failed: dict[TopicPartition, OSError] = {}
+        deleted = 0
+        for tp in tps:
+            with self._lock:
+                log = self._logs.pop(tp, None)
+            if log is None:
+                continue
+            try:
+                log.close()
+                doomed = log.dir.with_name(delete_dir_name(tp))
+                log.dir.rename(doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+            except OSError as e:
+                failed[tp] = e
+                continue
+            deleted += 1
+            logger.info("Deleted log for partition %s", tp)
+        if deleted:
+            self.checkpoint_log_offsets()
+        return failed
 
     # ------------------------------------------------------------------ periodic work
 

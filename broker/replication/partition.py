@@ -321,7 +321,8 @@ class Partition:
             self._create_log_if_not_exists(checkpoints, is_new)
 
     def delete(self) -> None:
-        """StopReplica with delete: forget every role and remove the log."""
+        """StopReplica with delete: forget every role and the log (Kafka's Partition.delete). The ReplicaManager
+        deletes the logs of a whole StopReplica together (`LogManager.delete_logs`)."""
         with self._lock:
             self.remote_replicas.clear()
             self.assignment = ()
@@ -330,7 +331,6 @@ class Partition:
             self.leader_epoch_start_offset = None
             self._pending_isr_update = None
             self.log = None
-            self._log_manager.delete_log(self.topic_partition)
 
     def _update_assignment_and_isr(self, assignment: Iterable[int], isr: Iterable[int]) -> None:
         self.assignment = tuple(assignment)

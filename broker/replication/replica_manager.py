@@ -387,18 +387,21 @@ class ReplicaManager:
             ",".join(map(str, partitions)))
         self.replica_fetcher_manager.remove_fetcher_for_partitions(partitions)
         errors: dict[TopicPartition, ErrorCode] = {}
+        logs_to_delete: list[TopicPartition] = []
         for tp in partitions:
             error = _invalid_partition(tp)
             if error is None and tp in self._offline_partitions:
                 error = ErrorCode.KAFKA_STORAGE_ERROR
             elif error is None:
-                try:
-                    self._stop_replica(tp, delete_partitions)
-                    error = ErrorCode.NONE
-                except OSError as e:
-                    state_change_logger.error("Storage error stopping replica %s: %s", tp, e)
-                    error = ErrorCode.KAFKA_STORAGE_ERROR
+                if delete_partitions and self._stop_replica_for_deletion(tp):
+                    logs_to_delete.append(tp)
+                # Waiting requests fail now (not leader / unknown) instead of at their timeout.
+                self._complete_delayed_requests(tp)
+                error = ErrorCode.NONE
             errors[tp] = error
+        for tp, e in self._log_manager.delete_logs(logs_to_delete).items():
+            state_change_logger.error("Storage error stopping replica %s: %s", tp, e)
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         if delete_partitions:
             # The deleted replicas' cycles (frozen with them) are left to the next full collection to find.
@@ -406,16 +409,13 @@ class ReplicaManager:
         self._notify_leadership_change([], [(tp, None) for tp in partitions if errors[tp] is ErrorCode.NONE])
         return ControllerResponse(ErrorCode.NONE, errors)
 
-    def _stop_replica(self, tp: TopicPartition, delete_partition: bool) -> None:
-        if delete_partition:
-            partition = self._partitions.pop(tp, None)
-            if partition is not None:
-                partition.delete()
-            elif self._log_manager.get_log(tp) is not None:
-                # A topic deleted while this broker was down: its log is here but no partition hosts it.
-                self._log_manager.delete_log(tp)
-        # Waiting requests fail now (not leader / unknown) instead of at their timeout.
-        self._complete_delayed_requests(tp)
+    def _stop_replica_for_deletion(self, tp: TopicPartition) -> bool:
+        """Forget the partition; whether it has a log to delete (also one of a topic deleted while this broker was
+        down, which no partition hosts)."""
+        partition = self._partitions.pop(tp, None)
+        if partition is not None:
+            partition.delete()
+        return self._log_manager.get_log(tp) is not None
 
     def maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
                                     partition_states: Iterable[tuple[TopicPartition, UpdateMetadataPartitionState]],

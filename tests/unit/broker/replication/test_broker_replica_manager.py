@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.files import LOG_START_OFFSET_CHECKPOINT
 from broker.replication.delayed_fetch import FetchParams, FetchResults, PartitionFetchInfo
 from broker.replication.delayed_produce import ProducePartitionResponse
 from broker.replication.partition import FetchIsolation
@@ -292,6 +294,27 @@ def test_stop_replica_with_delete_removes_the_log_and_answers_waiters(h: Harness
     assert h.log_manager.get_log(TP) is None and h.replica_manager.get_partition(TP) is None
     # Still in the metadata cache, no longer hosted here.
     assert only(waiting.value).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_stop_replica_deleting_many_logs_checkpoints_their_offsets_once(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka 2.7's batched asyncDelete (KAFKA-10002): one checkpoint for the whole request, not one per deleted log,
+    # which rewrote and fsynced every remaining log's entries once per deletion.
+    doomed = [TopicPartition("orders", p) for p in range(5)]
+    kept = TopicPartition("audit", 0)
+    h.replica_manager.become_leader_or_follower(
+        0, 1, [(tp, leader_state(LOCAL, 1, (LOCAL,))) for tp in [*doomed, kept]], live_leaders(), {})
+    checkpoints: list[int] = []
+    checkpoint = h.log_manager.checkpoint_log_offsets
+    monkeypatch.setattr(h.log_manager, "checkpoint_log_offsets",
+                        lambda: (checkpoints.append(1), checkpoint())[-1])
+    result = h.replica_manager.stop_replicas(0, 1, True, doomed)
+    assert result.partition_errors == dict.fromkeys(doomed, ErrorCode.NONE)
+    assert checkpoints == [1]
+    assert all(h.log_manager.get_log(tp) is None for tp in doomed) and h.log_manager.get_log(kept) is not None
+    log_dir = h.log_manager.log_dir_of(kept)
+    assert log_dir is not None
+    assert OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read().keys() == {kept}
 
 
 def test_stale_stop_replica_and_update_metadata(h: Harness) -> None:
