@@ -18,6 +18,7 @@ from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,
+    FetchPartitions,
     FetchRequestPartition,
     FetchResponsePartition,
     ReplicaFetcherConfig,
@@ -60,7 +61,7 @@ class ReplicaFetcherBlockingSend:
         # The leader may hold the fetch for replica.fetch.wait.max.ms; the socket timeout bounds the rest.
         self._timeout_s = (config.socket_timeout_ms + config.fetch_wait_max_ms) / 1000
 
-    def fetch(self, partitions: list[FetchRequestPartition]) -> dict[TopicPartition, FetchResponsePartition]:
+    def fetch(self, partitions: FetchPartitions) -> dict[TopicPartition, FetchResponsePartition]:
         """In the fetch session with this leader (KIP-227): only the partitions the leader answered come back;
         after a session error none do, and the next call is a full fetch."""
         config = self._config

@@ -9,6 +9,7 @@ real one, so the fetcher needs no import of the layer above it.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -65,6 +66,16 @@ class FetchRequestPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class FetchPartitions:
+    """What one fetch is for: every partition's entry, in fetch order, and which partitions changed (their entry
+    built again, added or dropped) since the thread's previous fetch. A fetch session names only those
+    (broker/fetcher/fetch_session_handler.py): with thousands of idle partitions a round's work is per change."""
+
+    entries: Mapping[TopicPartition, FetchRequestPartition]
+    changed: Collection[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
 class FetchResponsePartition:
     error: ErrorCode
     high_watermark: int = -1
@@ -88,8 +99,9 @@ class EpochRequest:
 
 
 class LeaderEndPoint(Protocol):
-    def fetch(self, partitions: list[FetchRequestPartition]) -> dict[TopicPartition, FetchResponsePartition]:
-        """One replica Fetch for all `partitions`; raises on a transport failure or a request-level error."""
+    def fetch(self, partitions: FetchPartitions) -> dict[TopicPartition, FetchResponsePartition]:
+        """One replica Fetch for all `partitions.entries`; raises on a transport failure or a request-level
+        error."""
         ...
 
     def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, EpochRequest]

@@ -11,7 +11,8 @@ partition is added or replica.fetch.backoff.ms passes.
 A round's work is per change, not per partition: each partition's request
 entry is kept from round to round and built again only when its state changed
 (added, answered, truncated, delayed, or its local log start moved), and only
-the partitions still truncating are looked at for truncation. Building every
+the partitions still truncating are looked at for truncation, and the fetch
+session is told only which entries changed. Building every
 entry every round (the local log's offsets under the partition's lock, for each
 of hundreds of partitions) held the GIL for most of a round at 1,000
 partitions, starving the event loop that answers produces (issue 27).
@@ -41,6 +42,7 @@ from broker.fetcher.protocol import (
     LATEST_TIMESTAMP,
     BrokerEndPoint,
     EpochRequest,
+    FetchPartitions,
     FetchRequestPartition,
     FetchResponsePartition,
     FollowerPartition,
@@ -107,10 +109,12 @@ class ReplicaFetcherThread(threading.Thread):
         self._time_ms = time_ms
         self._cond = threading.Condition()
         self._states: dict[TopicPartition, PartitionFetchState] = {}
-        # The next fetch's entries (with the state each was built from), in fetch order: fairness under max
-        # bytes. Only the fetcher thread touches it; other threads mark a partition in _changed instead.
-        self._requests: dict[TopicPartition, tuple[PartitionFetchState, FetchRequestPartition]] = {}
+        # The next fetch's entries, in fetch order (fairness under max bytes), and the state each was built
+        # from. Only the fetcher thread touches them; other threads mark a partition in _changed instead.
+        self._requests: dict[TopicPartition, FetchRequestPartition] = {}
+        self._requested: dict[TopicPartition, PartitionFetchState] = {}
         self._changed: set[TopicPartition] = set()  # whose entry is to be built again
+        self._unsent: set[TopicPartition] = set()  # whose entry was built again (or dropped) since the last fetch
         self._truncating: set[TopicPartition] = set()
         self._delayed: dict[TopicPartition, float] = {}  # a backed-off partition: until when
         self._running = True
@@ -321,24 +325,24 @@ class ReplicaFetcherThread(threading.Thread):
                 if self._running:
                     self._cond.wait(self._config.fetch_backoff_ms / 1000)
                 return
-            partitions = [request for _, request in self._requests.values()]
+            changed, self._unsent = self._unsent, set()
+        # _requests is read during the call without _cond: only this thread changes it.
         try:
-            response = self._leader.fetch(partitions)
+            response = self._leader.fetch(FetchPartitions(self._requests, changed))
         except Exception as e:
             if self._running:
                 logger.warning("%sError in response for fetch request to broker %d: %s", self._log_prefix,
                                self.source_broker.id, e)
                 with self._cond:
-                    self._delay([p.topic_partition for p in partitions])
+                    self._delay(list(self._requests))
                 self._sleep(self._config.fetch_backoff_ms)
             return
         out_of_range = []
         with self._cond:
             for tp, data in response.items():
-                requested = self._requests.get(tp)
-                if requested is None or not self._still(tp, requested[0]):
+                state = self._requested.get(tp)
+                if state is None or not self._still(tp, state):
                     continue
-                state = requested[0]
                 if data.error is ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, state))
                 else:
@@ -356,19 +360,24 @@ class ReplicaFetcherThread(threading.Thread):
                 self._changed.add(tp)
         # Building may delay or fail a partition, which marks it changed again: for the next round.
         changed, self._changed = self._changed, set()
+        self._unsent |= changed
         for tp in changed:
             state = self._states.get(tp)
             if state is None or not state.is_ready(FetchState.FETCHING, now):
-                self._requests.pop(tp, None)
+                self._unrequest(tp)
                 continue
             offsets = self._call_partition(tp, state,
                                            partial(_follower_offsets, leader_epoch=state.current_leader_epoch))
             if isinstance(offsets, _Failed):
-                self._requests.pop(tp, None)
+                self._unrequest(tp)
                 continue
-            self._requests[tp] = (state, FetchRequestPartition(tp, state.fetch_offset, offsets[0],
-                                                               self._config.fetch_max_bytes,
-                                                               state.current_leader_epoch))
+            self._requested[tp] = state
+            self._requests[tp] = FetchRequestPartition(tp, state.fetch_offset, offsets[0],
+                                                       self._config.fetch_max_bytes, state.current_leader_epoch)
+
+    def _unrequest(self, tp: TopicPartition) -> None:
+        self._requests.pop(tp, None)
+        self._requested.pop(tp, None)
 
     def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
                                 data: FetchResponsePartition) -> None:
@@ -382,7 +391,7 @@ class ReplicaFetcherThread(threading.Thread):
             next_offset = info.last_offset + 1 if info.valid_bytes > 0 else state.fetch_offset
             if info.valid_bytes > 0:
                 # To the back of the queue: the next fetch's byte budget goes to the others first.
-                self._requests.pop(tp, None)
+                self._unrequest(tp)
             # Built again even when no record came: the leader's log start offset may have moved this one's.
             self._put(tp, replace(state, fetch_offset=next_offset, lag=max(0, data.high_watermark - next_offset)))
         elif error is ErrorCode.FENCED_LEADER_EPOCH:

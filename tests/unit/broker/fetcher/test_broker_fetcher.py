@@ -13,7 +13,7 @@ from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,
-    FetchRequestPartition,
+    FetchPartitions,
     FetchResponsePartition,
     InitialFetchState,
     ReplicaFetcherConfig,
@@ -139,9 +139,9 @@ class LocalLeader:
         self.partition = partition
         self.epoch_requests: list[dict[TopicPartition, EpochRequest]] = []
 
-    def fetch(self, partitions: list[FetchRequestPartition]) -> dict[TopicPartition, FetchResponsePartition]:
+    def fetch(self, partitions: FetchPartitions) -> dict[TopicPartition, FetchResponsePartition]:
         answers = {}
-        for p in partitions:
+        for p in partitions.entries.values():
             try:
                 read = self.partition.read_records(p.fetch_offset, p.current_leader_epoch, p.max_bytes,
                                                    FetchIsolation.LOG_END, True, True)

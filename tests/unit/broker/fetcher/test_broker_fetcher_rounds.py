@@ -8,6 +8,7 @@ from broker.fetcher.protocol import (
     BrokerEndPoint,
     EpochEndOffset,
     EpochRequest,
+    FetchPartitions,
     FetchRequestPartition,
     FetchResponsePartition,
     InitialFetchState,
@@ -63,10 +64,12 @@ class ScriptedLeader:
 
     def __init__(self) -> None:
         self.requests: list[list[FetchRequestPartition]] = []
+        self.changed: list[set[TopicPartition]] = []  # what each fetch said changed
         self.next_answer: dict[TopicPartition, FetchResponsePartition] = {}
 
-    def fetch(self, partitions: list[FetchRequestPartition]) -> dict[TopicPartition, FetchResponsePartition]:
-        self.requests.append(partitions)
+    def fetch(self, partitions: FetchPartitions) -> dict[TopicPartition, FetchResponsePartition]:
+        self.requests.append(list(partitions.entries.values()))
+        self.changed.append(set(partitions.changed))
         answer, self.next_answer = self.next_answer, {}
         return answer
 
@@ -117,6 +120,23 @@ def test_a_round_asks_only_the_partitions_that_changed_for_their_offsets() -> No
     before = f.lookups()
     f.thread.do_work()  # nothing changed: nothing asked
     assert f.lookups() == before
+
+
+def test_a_fetch_tells_its_session_only_the_entries_changed_since_the_previous_fetch() -> None:
+    """The session handler compares only these with what the leader's session holds: an idle round at 10,000
+    partitions handed it every entry to put in a dict and compare (issue 27)."""
+    f = Fetching()
+    assert f.leader.changed[-1] == set(TPS)  # the first fetch: every entry is new
+    hot, gone = TPS[7], TPS[8]
+    f.leader.next_answer = {hot: FetchResponsePartition(ErrorCode.NONE, 1, 0, b"x")}
+    f.thread.do_work()
+    f.thread.do_work()
+    assert f.leader.changed[-1] == {hot}
+    f.thread.remove_partitions([gone])
+    f.thread.do_work()
+    assert f.leader.changed[-1] == {gone} and gone not in f.last_request()
+    f.thread.do_work()
+    assert f.leader.changed[-1] == set()
 
 
 def test_a_delayed_partition_leaves_the_fetch_and_returns_after_its_backoff() -> None:
