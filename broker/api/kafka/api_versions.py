@@ -33,7 +33,16 @@ def supported_versions_reply(table: list[ApiSpec], error: ErrorCode, version: in
 
 
 def make_handler(table: list[ApiSpec]) -> Any:
+    """The handler, encoding each version's answer once (the table is complete before the first request, and a
+    reply is only read when sent): clients and probes ask on every connection, a liveness probe hundreds of
+    times a second, and building the table's 42 entries through kio was most of an idle broker's event loop
+    under such a probe (issue 27). Kafka 2.x kept its default ApiVersionsResponse built once too."""
+    replies: dict[int, Reply] = {}
+
     async def handle_api_versions(context: KafkaContext, header: RequestHeader, request: Any) -> Reply:
-        return supported_versions_reply(table, ErrorCode.NONE, header.api_version)
+        reply = replies.get(header.api_version)
+        if reply is None:
+            reply = replies[header.api_version] = supported_versions_reply(table, ErrorCode.NONE, header.api_version)
+        return reply
 
     return handle_api_versions
