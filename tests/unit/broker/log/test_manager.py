@@ -102,6 +102,22 @@ def test_high_watermark_checkpoint_per_dir(tmp_path: Path) -> None:
     assert OffsetCheckpointFile(lm.log_dir_of(TP0) / REPLICATION_OFFSET_CHECKPOINT).read() == {TP0: 7}
 
 
+def test_high_watermarks_unchanged_since_the_last_write_leave_the_file_alone(tmp_path: Path) -> None:
+    """At 10,000 idle partitions the checkpoint was formatted and fsynced every 5 s for the same bytes."""
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    lm.get_or_create_log(TP0)
+    lm.get_or_create_log(TP1)
+    path = tmp_path / "d" / REPLICATION_OFFSET_CHECKPOINT
+    lm.write_high_watermarks([(TP0, 7), (TP1, 2)])
+    written = path.stat().st_ino  # each write renames a new file over the old one
+    lm.write_high_watermarks([(TP0, 7), (TP1, 2)])
+    assert path.stat().st_ino == written
+    lm.write_high_watermarks([(TP0, 8), (TP1, 2)])
+    assert path.stat().st_ino != written
+    assert OffsetCheckpointFile(path).read() == {TP0: 8, TP1: 2}
+
+
 def test_delete_log_removes_dir_and_checkpoint_entries(tmp_path: Path) -> None:
     lm = manager([tmp_path / "d"])
     lm.startup()
