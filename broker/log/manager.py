@@ -114,8 +114,8 @@ class LogManager:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
-        # Each dir's replication-offset-checkpoint as this process last wrote it (write_high_watermarks).
-        self._written_high_watermarks: dict[Path, dict[TopicPartition, int]] = {}
+        # The dirs and high watermarks this process last wrote replication-offset-checkpoints of.
+        self._written_high_watermarks: tuple[list[Path], dict[TopicPartition, int]] | None = None
         self._logs: dict[TopicPartition, Log] = {}
         # Kafka's flush-log task: a rolled segment is fsynced here, never on the thread that appended.
         self._flush_scheduler = ThreadPoolExecutor(1, thread_name_prefix="flush-log")
@@ -351,21 +351,26 @@ class LogManager:
                     {log.topic_partition: log.log_start_offset for log in logs})
 
     def write_high_watermarks(self, high_watermarks: Iterable[tuple[TopicPartition, int]]) -> None:
-        """Write `replication-offset-checkpoint` in every dir, each with the partitions it holds; a dir whose
-        file already holds exactly these (this process wrote them last) is left alone. Kafka rewrites it
-        every replica.high.watermark.checkpoint.interval.ms: at 10,000 idle partitions, 10,000 lines formatted
-        and two fsyncs every 5 s for the same bytes (issue 27)."""
-        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
-        for tp, hw in high_watermarks:
+        """Write `replication-offset-checkpoint` in every dir, each with the partitions it holds; left alone
+        when the dirs and every partition's high watermark are those this process wrote last. Kafka rewrites it
+        every replica.high.watermark.checkpoint.interval.ms: at 10,000 idle partitions, 10,000 lines grouped
+        by dir, formatted and fsynced every 5 s for the same bytes (issue 27)."""
+        written = (self.live_log_dirs, dict(high_watermarks))
+        if written == self._written_high_watermarks:
+            return
+        dirs, offsets = written
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
+        for tp, hw in offsets.items():
             log_dir = self.log_dir_of(tp)
             if log_dir in per_dir:
                 per_dir[log_dir][tp] = hw
-        for log_dir, offsets in per_dir.items():
-            if self._written_high_watermarks.get(log_dir) == offsets:
-                continue
+        done = 0
+        for log_dir, dir_offsets in per_dir.items():
             with self.failure_channel.reporting(log_dir, "writing the high watermark checkpoint"):
-                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
-                self._written_high_watermarks[log_dir] = offsets
+                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(dir_offsets)
+                done += 1
+        # A failed write (its dir reported offline) is not remembered as written.
+        self._written_high_watermarks = written if done == len(per_dir) else None
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         high_watermarks: dict[TopicPartition, int] = {}

@@ -103,7 +103,8 @@ def test_high_watermark_checkpoint_per_dir(tmp_path: Path) -> None:
 
 
 def test_high_watermarks_unchanged_since_the_last_write_leave_the_file_alone(tmp_path: Path) -> None:
-    """At 10,000 idle partitions the checkpoint was formatted and fsynced every 5 s for the same bytes."""
+    """At 10,000 idle partitions the checkpoint was grouped by dir, formatted and fsynced every 5 s for the same
+    bytes."""
     lm = manager([tmp_path / "d"])
     lm.startup()
     lm.get_or_create_log(TP0)
