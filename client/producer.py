@@ -10,8 +10,8 @@ only misuse (a closed producer, a partition that does not exist) raises.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from time import time_ns
 from typing import Any
 
 import grpc
@@ -250,7 +250,7 @@ class Producer:
             header_size = serialized_header_size(headers)
         else:
             headers, header_size = (), -1
-        timestamp = time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+        timestamp = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
         try:
             # Sizes of null parts are -1, which the upper bound's overhead more than covers.
             if key_size + value_size + header_size > self._max_record_payload:
