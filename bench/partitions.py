@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/partitions.py [--partitions 1000,3000,10000] [--baseline 100] [--idle-seconds 60]
         [--steps create,idle,traffic,metadata,controlled,kill,controller] [--topics 0] [--topic-batch 200]
-        [--spread 2000] [--spread-records 20000]
+        [--spread 2000] [--spread-records 100000] [--spread-workloads keyless,keyed]
 
 For each N (the baseline first) a fresh local cluster (3 brokers, 2 controllers, one real ZooKeeper; as
 `minibroker cluster up` runs them) gets one topic of N partitions at RF=3, so each broker hosts N replicas.
@@ -30,9 +30,10 @@ are still off (and its controller CPU) and ends the run of that count.
 
 With --spread W, instead: traffic spread thin. One cluster holds a W-partition topic and a 6-partition one
 (RF=3); each producer (confluent-kafka on the Kafka listener, the project's client over gRPC; acks=all,
-linger.ms 5, 100-byte values) sends --spread-records records round-robin over each topic's partitions, warm
-(its metadata and connections made before the clock), and the records/s on each topic and their ratio are
-printed against the goal (at least 0.5, issue 27).
+linger.ms 5, 100-byte values) sends --spread-records records to each topic, warm (its metadata and connections
+made before the clock), in each workload: keyless (the default, sticky, partitioner fills one partition's batch
+at a time) and keyed (a distinct key per record: the records spread thin, a few per partition per batch; the
+issue's case). The records/s on each topic and their ratio are printed against the goal (at least 0.5, issue 27).
 
 Prints one table per step: the figure at each N and its ratio to the baseline. Every cluster is torn down and
 its data dir removed however the run ends. Timings on a loaded machine vary: the load average is printed.
@@ -428,8 +429,21 @@ SPREAD_GOAL = 0.5  # issue 27: the wide topic reaches at least half the narrow o
 _VALUE = b"x" * 100
 
 
-def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int) -> float:
-    """Records/s of confluent-kafka sending `records` round-robin over the topic's partitions, acks=all."""
+# The goal's two readings (issue 27). keyless: no key and no partition, the producer's default partitioner
+# (KIP-480's sticky one in both clients: librdkafka's sticky.partitioning.linger.ms, client/builtin_partitioner.py),
+# so a batch fills on one partition before the next: what a Kafka user producing keyless records gets, and the
+# partition count should barely matter. keyed: every record a distinct key, hashed over the partitions (murmur2 in
+# the project's client, librdkafka's consistent_random): traffic really spread thin, each partition's batch holding
+# the few records of one linger, so a request carries hundreds of tiny batches: the issue's case.
+SPREAD_WORKLOADS = ("keyless", "keyed")
+
+
+def _spread_key(workload: str, i: int) -> bytes | None:
+    return b"key-%d" % i if workload == "keyed" else None
+
+
+def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int, workload: str) -> float:
+    """Records/s of confluent-kafka sending `records` to the topic as `workload` says, acks=all."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "queue.buffering.max.messages": 2 * records})
     for p in range(partitions):  # warm: metadata, connections, every partition's leader known
@@ -437,13 +451,13 @@ def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int) 
     assert producer.flush(120) == 0, "warm-up records not delivered"
     began = time.monotonic()
     for i in range(records):
-        producer.produce(topic, _VALUE, partition=i % partitions)
+        producer.produce(topic, _VALUE, _spread_key(workload, i))
         producer.poll(0)
     assert producer.flush(600) == 0, "records not delivered"
     return records / (time.monotonic() - began)
 
 
-def project_spread(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+def project_spread(bootstrap: str, topic: str, partitions: int, records: int, workload: str) -> float:
     """The same with the project's client over gRPC."""
     producer = client.Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     try:
@@ -451,7 +465,7 @@ def project_spread(bootstrap: str, topic: str, partitions: int, records: int) ->
             producer.send(topic, _VALUE, partition=p)
         producer.flush(timeout=120)
         began = time.monotonic()
-        futures = [producer.send(topic, _VALUE, partition=i % partitions) for i in range(records)]
+        futures = [producer.send(topic, _VALUE, _spread_key(workload, i)) for i in range(records)]
         producer.flush(timeout=600)
         took = time.monotonic() - began
         assert all(f.succeeded() for f in futures), "records not delivered"
@@ -466,8 +480,8 @@ def led_with_full_isr(zk: KafkaZkClient, tps: list[TopicPartition]) -> bool:
                                            for s in states.values())
 
 
-def measure_spread(wide: int, records: int) -> dict[str, Figures]:
-    """Per producer: records/s on the narrow and the wide topic, and their ratio."""
+def measure_spread(wide: int, records: int, workloads: list[str]) -> dict[str, Figures]:
+    """Per producer and workload: records/s on the narrow and the wide topic, and their ratio."""
     topics = {NARROW: f"spread-{NARROW}", wide: f"spread-{wide}"}
     results: dict[str, Figures] = {}
     with scratch_cluster("minibroker-spread-bench-", brokers=3, controllers=2, timeout=120) as (_, info):
@@ -481,25 +495,27 @@ def measure_spread(wide: int, records: int) -> dict[str, Figures]:
                 wait_for(functools.partial(led_with_full_isr, zk, tps), f"{name} led with full ISRs")
         finally:
             zk.close()
-        producers: dict[str, Callable[[str, int], float]] = {
+        producers: dict[str, Callable[..., float]] = {
             "confluent-kafka": functools.partial(confluent_spread, info.kafka_bootstrap_servers, records=records),
             "project client": functools.partial(project_spread, info.bootstrap_servers, records=records),
         }
-        for name, produce in producers.items():
-            print(f"  {name}: {records} records on {NARROW} then {wide} partitions", flush=True)
-            narrow_rate = produce(topics[NARROW], NARROW)
-            wide_rate = produce(topics[wide], wide)
-            results[name] = {f"records/s on {NARROW}": narrow_rate, f"records/s on {wide}": wide_rate,
-                             "ratio": wide_rate / narrow_rate}
+        for workload in workloads:
+            for name, produce in producers.items():
+                print(f"  {name}, {workload}: {records} records on {NARROW} then {wide} partitions", flush=True)
+                narrow_rate = produce(topics[NARROW], NARROW, workload=workload)
+                wide_rate = produce(topics[wide], wide, workload=workload)
+                results[f"{name}, {workload}"] = {f"records/s on {NARROW}": narrow_rate,
+                                                  f"records/s on {wide}": wide_rate, "ratio": wide_rate / narrow_rate}
     return results
 
 
 def spread_table(results: dict[str, Figures]) -> None:
     names = list(dict.fromkeys(name for figures in results.values() for name in figures))
-    print(f"\n{'producer':20}" + "".join(f"{name:>22}" for name in names) + f"{'goal':>14}")
+    print(f"\n{'producer, workload':28}" + "".join(f"{name:>22}" for name in names) + f"{'goal':>14}")
     for producer, figures in results.items():
         met = "met" if figures["ratio"] >= SPREAD_GOAL else "missed"
-        print(f"{producer:20}" + "".join(f"{figures[n]:>22.2f}" for n in names) + f"{f'{SPREAD_GOAL} {met}':>14}")
+        print(f"{producer:28}" + "".join(f"{figures[n]:>22.2f}" for n in names) + f"{f'{SPREAD_GOAL} {met}':>14}")
+    print("keyed is issue 27's case (records spread thin); keyless shows what the sticky partitioner makes of it")
 
 
 # ---------------------------------------------------------------------- report
@@ -528,7 +544,9 @@ def main() -> None:
     parser.add_argument("--topic-batch", type=int, default=200)
     parser.add_argument("--spread", type=int, default=0,
                         help="partitions of the wide topic: the spread-thin bench instead")
-    parser.add_argument("--spread-records", type=int, default=20_000)
+    parser.add_argument("--spread-records", type=int, default=100_000)
+    parser.add_argument("--spread-workloads", default=",".join(SPREAD_WORKLOADS),
+                        help="comma-separated, of: " + ",".join(SPREAD_WORKLOADS))
     args = parser.parse_args()
     args.steps = [s for s in args.steps.split(",") if s]
     unknown = set(args.steps) - set(STEPS)
@@ -537,7 +555,10 @@ def main() -> None:
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (on {os.cpu_count()} CPUs)")
     results: dict[int, Figures] = {}
     if args.spread:
-        spread_table(measure_spread(args.spread, args.spread_records))
+        workloads = [w for w in args.spread_workloads.split(",") if w]
+        if set(workloads) - set(SPREAD_WORKLOADS):
+            parser.error(f"unknown workloads: {args.spread_workloads}")
+        spread_table(measure_spread(args.spread, args.spread_records, workloads))
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return
     if args.topics:
