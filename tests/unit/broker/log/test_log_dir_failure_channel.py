@@ -1,6 +1,6 @@
-"""Log dir failure in the log layer: the LogDirFailureChannel, a Log whose writes meet ENOSPC, the index reserving
-its pages before writing through the mapping, and the LogManager taking a dir out of service (halting on the last).
-A full disk is an OSError injected where the file system would raise it."""
+"""Log dir failure in the log layer: the LogDirFailureChannel, a Log whose writes meet ENOSPC, the index writing
+each page through the file before writing through the mapping, and the LogManager taking a dir out of service
+(halting on the last). A full disk is an OSError injected where the file system would raise it."""
 
 from __future__ import annotations
 
@@ -111,29 +111,32 @@ def test_without_a_channel_the_os_error_passes_unchanged(tmp_path: Path, monkeyp
 # --- the index ---
 
 
-def test_the_index_reserves_each_page_before_writing_through_the_mapping(
+def test_the_index_writes_each_page_through_the_file_before_writing_through_the_mapping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write through the mapping into a hole of a full tmpfs is a SIGBUS; posix_fallocate first makes it ENOSPC,
-    raised before the entry counts."""
+    """A write through the mapping into a hole of a full tmpfs is a SIGBUS; writing the page's zeros with pwrite
+    first makes it ENOSPC, raised before the entry counts. The write also spares the mapping's first write into a
+    never-written page (ext4's slow page_mkwrite, issue 27): posix_fallocate reserved the blocks but left that."""
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1 << 20)
-    reserved: list[tuple[int, int]] = []
-    real_fallocate = os.posix_fallocate
+    written: list[tuple[int, int]] = []
+    real_pwrite = os.pwrite
 
-    def recording(fd: int, offset: int, length: int) -> None:
-        reserved.append((offset, length))
-        real_fallocate(fd, offset, length)
+    def recording(fd: int, data: bytes | memoryview, offset: int) -> int:
+        assert not any(data), "only zeros, past every entry"
+        written.append((offset, len(data)))
+        return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(index_module.os, "posix_fallocate", recording)
+    monkeypatch.setattr(index_module.os, "pwrite", recording)
     per_page = os.sysconf("SC_PAGE_SIZE") // 8
     for i in range(per_page + 1):
         index.append(i + 1, i * 100)
     page = os.sysconf("SC_PAGE_SIZE")
-    assert reserved == [(0, page), (page, page)], "one reservation per page, as the entries reach it"
+    assert written == [(0, page), (page, page)], "one write per page, as the entries reach it"
+    assert [index.entry(i).offset for i in (0, per_page - 1, per_page)] == [1, per_page, per_page + 1]
 
-    monkeypatch.setattr(index_module.os, "posix_fallocate", no_space)
+    monkeypatch.setattr(index_module.os, "pwrite", no_space)
     for i in range(per_page + 1, 2 * per_page):
-        index.append(i + 1, i * 100)  # still in the reserved page
+        index.append(i + 1, i * 100)  # still in the written page
     with pytest.raises(OSError, match="No space left"):
         index.append(2 * per_page + 1, 2 * per_page * 100)
     assert index.entries == 2 * per_page and index.last_offset == 2 * per_page
