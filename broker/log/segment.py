@@ -165,6 +165,13 @@ class LogSegment:
             self.txn_index.reset()
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
+        # Where the last append began, as (offset, position): every batch before `position` ends below `offset`.
+        # A caught-up follower's next fetch starts there, so translate_offset scans from it, not from the index's
+        # entry (up to log.index.interval.bytes of headers, one pread each, for every partition of every fetch
+        # when a producer spreads small batches over many partitions, issue 27). None when not known.
+        self._last_append_start: tuple[int, int] | None = None
+        # One past the last batch's last offset, while known (not for a loaded segment until its first append).
+        self._end_offset: int | None = base_offset if create else None
         # Both loaded lazily from the file, as Kafka does, to keep opening a log cheap.
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
@@ -240,7 +247,11 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> tuple[int, BatchHeader] | None:
         """The batch holding `offset`, or the first one after it; None past the end of the segment."""
-        start = max(self.offset_index.lookup(offset).position, starting_position)
+        hint = self._last_append_start
+        if hint is not None and offset >= hint[0]:
+            start = max(hint[1], starting_position)
+        else:
+            start = max(self.offset_index.lookup(offset).position, starting_position)
         for position, header in self.batches_from(start):
             if header.last_offset >= offset:
                 return position, header
@@ -286,6 +297,9 @@ class LogSegment:
             self._rolling_based_timestamp = batches[0].max_timestamp
         max_so_far = self.max_timestamp_and_offset
         self._write_fully(data, position)
+        if self._end_offset is not None:
+            self._last_append_start = (self._end_offset, position)
+        self._end_offset = batches[-1].last_offset + 1
         interval = self.config.index_interval_bytes
         since = self._bytes_since_last_index_entry
         for last_offset, max_timestamp, size in batches:
@@ -475,6 +489,7 @@ class LogSegment:
             if mapped is not None:
                 mapped.close()
         truncated = self.size - valid
+        self._last_append_start = self._end_offset = None
         if truncated:
             os.ftruncate(self.log_file.fd, valid)
             self.size = valid
@@ -501,6 +516,8 @@ class LogSegment:
         self._max_timestamp_and_offset = None
         if found is None:
             return 0
+        # What is left ends below the cut batch's base offset; the last append's start may be gone.
+        self._last_append_start, self._end_offset = None, end_offset
         position = found[0]
         truncated = self.size - position
         os.ftruncate(self.log_file.fd, position)

@@ -95,6 +95,35 @@ def test_translate_offset_finds_the_batch_holding_an_offset(tmp_path: Path) -> N
     assert segment.read_next_offset() == headers[-1].next_offset == 70
 
 
+def test_an_offset_of_the_last_append_is_found_from_where_that_append_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caught-up follower fetches from where the leader's last append began: one header read there, not a scan
+    of every batch since the index's last entry (issue 27: small batches over many partitions)."""
+    segment = new_segment(tmp_path, index_interval_bytes=1 << 20)  # no index entry: the index says position 0
+    headers = [append(segment, [make_batch(records=1, value_size=20, tag=i)], i)[0] for i in range(30)]
+    last_two = append(segment, [make_batch(records=1, value_size=20, tag=i) for i in (30, 31)], 30)
+    reads: list[int] = []
+    header_at = segment._header_at
+    monkeypatch.setattr(segment, "_header_at", lambda position: reads.append(position) or header_at(position))
+    found = segment.translate_offset(31)
+    assert found is not None and found[1].base_offset == 31
+    assert len(reads) == 2, "the last append's two batches, not the 31 before"
+    # Offsets before the last append are still found (from the index), and every one lands on its batch.
+    expected = 0
+    for header in [*headers, *last_two]:
+        position, batch = segment.translate_offset(header.base_offset)  # type: ignore[misc]
+        assert (position, batch.base_offset) == (expected, header.base_offset)
+        expected += header.size
+    # Truncation forgets where the last append began: a later append begins a new one.
+    segment.truncate_to(31, now_ms=0)
+    assert segment.translate_offset(31) is None
+    again = append(segment, [make_batch(records=1, value_size=20, tag=99)], 31)[0]
+    reads.clear()
+    assert segment.translate_offset(31)[1].base_offset == again.base_offset  # type: ignore[index]
+    assert len(reads) == 1
+
+
 def test_read_returns_whole_batches_within_max_size_and_max_position(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
     headers = append(segment, [make_batch(records=2, value_size=50, tag=i) for i in range(6)], 0)
