@@ -44,12 +44,19 @@ def channels() -> FakeChannelManager:
     return FakeChannelManager()
 
 
-@pytest.fixture
-def controller(zk: FakeZk, channels: FakeChannelManager) -> KafkaController:
+def started(zk: FakeZk, channels: FakeChannelManager) -> KafkaController:
+    """A controller that has started on `zk`, with the requests it sent meanwhile forgotten."""
     controller = KafkaController(
         controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
     )
     controller.process(Startup())
+    channels.sent.clear()
+    return controller
+
+
+@pytest.fixture
+def controller(zk: FakeZk, channels: FakeChannelManager) -> KafkaController:
+    controller = started(zk, channels)
     controller.process(TopicChange())
     channels.sent.clear()
     return controller
@@ -156,11 +163,7 @@ def test_a_stop_replica_answer_looks_only_at_the_topics_it_answers_for(
 ) -> None:
     """Deleting 10,000 topics brings an answer per broker per batch: each looked at every queued topic."""
     zk.add_topic("waiting", {0: [3]})  # its broker is down: its deletion waits for it
-    controller = KafkaController(
-        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
-    )
-    controller.process(Startup())
-    channels.sent.clear()
+    controller = started(zk, channels)
     zk.topic_deletions = {"doomed", "waiting"}
     controller.process(TopicDeletion())
     assert "waiting" in controller.context.topics_ineligible_for_deletion
@@ -192,11 +195,7 @@ def test_topics_deleted_together_start_with_one_isr_write_round_per_broker(
     the replicas out of the ISRs read and wrote ZooKeeper once per topic and broker (10,000 topics, 20,000 rounds
     on the event thread, each a round trip)."""
     names = many_topics(zk, 5)
-    controller = KafkaController(
-        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
-    )
-    controller.process(Startup())
-    channels.sent.clear()
+    controller = started(zk, channels)
     writes: list[set[TopicPartition]] = []
     update_partition_states = zk.update_partition_states
 
@@ -220,11 +219,7 @@ def test_topics_whose_replicas_answered_together_go_in_one_zookeeper_round(
     """A StopReplica answer for 200 topics completes 200 deletions: their znodes go in one pipelined round, not
     five round trips per topic on the event thread."""
     names = many_topics(zk, 5)
-    controller = KafkaController(
-        controller_config(), cast(KafkaZkClient, zk), cast(ControllerChannelManager, cast(Any, channels))
-    )
-    controller.process(Startup())
-    channels.sent.clear()
+    controller = started(zk, channels)
     rounds: list[list[str]] = []
     delete_topics = zk.delete_topics
 
