@@ -13,6 +13,12 @@ coordinator aborts it), info (commit_transaction failed in a way that leaves its
 processor rewinds its consumer to the group's committed offsets; after a fatal error (fenced, a coordinator that
 lost the transaction) it starts again with a new producer on the same transactional id, which fences the old one.
 
+librdkafka's send_offsets_to_transaction can block for good, past its timeout, when the group coordinator it has
+cached is a broker that left the cluster's metadata while it was down, as a SIGKILLed broker does
+(confluentinc/librdkafka#5456 and #5511, open in 2.16). So the processor makes its two calls that wait on a
+coordinator on a watchdog thread: one that has not returned well after its timeout counts as failed (ClientHung),
+and the processor goes on with a new producer, whose init fences the stuck one and has its transaction aborted.
+
 At the end the processors run on until the group has committed the run's end offsets; then the output topic is
 read from the beginning with read_committed and with read_uncommitted (`txn-output` events) and the group's
 committed offsets are read back. chaos/txn_checker.py judges it.
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -33,6 +39,34 @@ from chaos.workload import WorkloadConfig, create_topic
 
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 _TIMEOUT_S = 30.0
+# How much longer than its own timeout a librdkafka call may take before the processor gives its producer up.
+_HUNG_AFTER_S = _TIMEOUT_S + 15
+_TRANSACTION_TIMEOUT_MS = 60_000
+
+
+class ClientHung(Exception):
+    """A librdkafka call that did not return within _HUNG_AFTER_S, though its timeout was _TIMEOUT_S."""
+
+
+def call_watched(call: Callable[..., None], *args: object, limit: float = _HUNG_AFTER_S) -> None:
+    """`call(*args)` on a daemon thread (one that never returns must not hold up the process' exit), waited for
+    `limit` seconds: returns or raises what it did, or raises ClientHung."""
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            call(*args)
+        except BaseException as e:
+            raised.append(e)
+
+    thread = threading.Thread(target=target, name=f"watched-{getattr(call, '__name__', 'call')}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        raise ClientHung(f"{getattr(call, '__name__', call)} did not return within {limit:g} s"
+                         f" (its timeout {_TIMEOUT_S:g} s; confluentinc/librdkafka#5511)")
+    if raised:
+        raise raised[0]
 
 
 def output_topic(topic: str) -> str:
@@ -88,7 +122,7 @@ class TxnProcessor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"txn-{name}", daemon=True)
         self.error: BaseException | None = None
-        self.restarts = 0
+        self.hung: list[str] = []  # what each ClientHung said
         self._consumer = self._new_consumer()
         self._producer: Producer | None = None
 
@@ -102,7 +136,7 @@ class TxnProcessor:
     def _new_producer(self) -> Producer:
         producer = Producer({"bootstrap.servers": self._bootstrap, "logger": _LOG, "client.id": f"chaos-{self.name}",
                              "transactional.id": transactional_id(self.name), "linger.ms": 5,
-                             "transaction.timeout.ms": 60_000})
+                             "transaction.timeout.ms": _TRANSACTION_TIMEOUT_MS})
         producer.init_transactions(_TIMEOUT_S)
         return producer
 
@@ -145,15 +179,24 @@ class TxnProcessor:
             for partition, offset, value in records:
                 self._produce(producer, partition, output_value(value, partition, offset, self.name, self._txn))
                 positions[partition] = offset + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(self._topic, p, o) for p, o in sorted(positions.items())],
-                self._consumer.consumer_group_metadata(), _TIMEOUT_S)
+            call_watched(producer.send_offsets_to_transaction,
+                         [TopicPartition(self._topic, p, o) for p, o in sorted(positions.items())],
+                         self._consumer.consumer_group_metadata(), _TIMEOUT_S)
             committing = True
             self._commit(producer)
         except KafkaException as e:
             error: KafkaError = e.args[0]
             outcome = self._recover(producer, error, committing)
             self._history.write(Txn(self.name, self._txn, invoke, time.time(), outcome, inputs, str(error)))
+            return
+        except ClientHung as e:
+            # The stuck producer is left to its thread; the next one's init fences it. Its transaction is aborted
+            # by that, unless the stuck call was commit_transaction, whose EndTxn may have reached the coordinator.
+            self.hung.append(str(e))
+            self._producer = None
+            self._rewind()
+            self._history.write(Txn(self.name, self._txn, invoke, time.time(), INFO if committing else FAIL,
+                                    inputs, str(e)))
             return
         self._progress.committed(positions)
         self._history.write(Txn(self.name, self._txn, invoke, time.time(), OK, inputs))
@@ -168,13 +211,15 @@ class TxnProcessor:
 
     @staticmethod
     def _commit(producer: Producer) -> None:
-        """commit_transaction, retried while librdkafka says a retry may still commit it."""
+        """commit_transaction, retried while librdkafka says a retry may still commit it, for as long as the
+        transaction may live (transaction.timeout.ms): after that the coordinator aborts it itself."""
+        deadline = time.monotonic() + _TRANSACTION_TIMEOUT_MS / 1000
         while True:
             try:
-                producer.commit_transaction(_TIMEOUT_S)
+                call_watched(producer.commit_transaction, _TIMEOUT_S)
                 return
             except KafkaException as e:
-                if not e.args[0].retriable():
+                if not e.args[0].retriable() or time.monotonic() >= deadline:
                     raise
 
     def _recover(self, producer: Producer, error: KafkaError, committing: bool) -> str:
@@ -187,17 +232,13 @@ class TxnProcessor:
             try:
                 producer.abort_transaction(_TIMEOUT_S)
             except KafkaException:
-                self._drop_producer()
+                self._producer = None
             outcome = FAIL
         else:
             outcome = INFO if committing else FAIL
-            self._drop_producer()
+            self._producer = None
         self._rewind()
         return outcome
-
-    def _drop_producer(self) -> None:
-        self._producer = None
-        self.restarts += 1
 
     def _rewind(self) -> None:
         """Seek every held partition back to the group's committed offset (or its start)."""
@@ -210,10 +251,14 @@ class TxnProcessor:
             # The partitions moved meanwhile: whoever holds them next starts at the group's committed offsets.
             pass
 
-    def finish(self, targets: Mapping[int, int], timeout: float) -> None:
+    def finish(self, targets: Mapping[int, int], deadline: float) -> None:
+        """Run on until the group has committed `targets` or time.monotonic() reaches `deadline`."""
         self._targets = dict(targets)
-        self._deadline = time.monotonic() + timeout
-        self._thread.join(timeout + _TIMEOUT_S + 10)
+        self._deadline = deadline
+
+    def join(self) -> None:
+        """Wait for the thread: once it is past its deadline, no call it makes waits longer than _HUNG_AFTER_S."""
+        self._thread.join(max(self._deadline - time.monotonic(), 0) + _HUNG_AFTER_S)
 
     def close(self) -> None:
         self._stop.set()
@@ -251,11 +296,15 @@ class TxnStage:
         """The processors run on until their group has committed `targets`; then the output is read both ways and
         the group's committed offsets read back. Returns notes on what did not happen, and the processors'
         errors."""
+        deadline = time.monotonic() + timeout
         for processor in self._processors:
-            processor.finish(targets, timeout)
+            processor.finish(targets, deadline)
+        for processor in self._processors:
+            processor.join()
         errors: list[BaseException] = [p.error for p in self._processors if p.error is not None]
         notes = [] if not errors and self._progress.done(targets) else [
             f"the transactional processors did not commit up to the end offsets within {timeout:g} s"]
+        notes += [f"{p.name} gave up a producer: {hung}" for p in self._processors for hung in p.hung]
         self.close()
         workload = self._workload
         for isolation in (READ_COMMITTED, READ_UNCOMMITTED):

@@ -33,8 +33,12 @@ AUDITED = ("kill-leader", "pause-controller")  # this run ends with the Spark au
 
 
 def minibroker(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "minibroker.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT)
+    """The command's run; one over `timeout` (kept under the test's own timeout) fails with what it printed."""
+    try:
+        return subprocess.run([sys.executable, "-m", "minibroker.cli", *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO_ROOT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"`minibroker {' '.join(args)}` ran over {timeout:g} s\n{e.stdout}\n{str(e.stderr)[-4000:]}")
 
 
 @pytest.fixture
@@ -77,6 +81,7 @@ def test_a_chaos_run_with_confluent_kafka_clients_is_clean(output: Path) -> None
     assert meta["client"] == "confluent-kafka" and meta["client_bootstrap_servers"] == cluster.kafka_bootstrap_servers
 
 
+@pytest.mark.timeout(480)
 def test_a_transactional_chaos_run_is_exactly_once_and_its_log_audits_clean(output: Path) -> None:
     """Consume-transform-produce processors copy the topic in transactions through SIGKILLs of their transaction
     coordinator and of a leader: every input record is in the read_committed output once, nothing of an aborted
