@@ -6,6 +6,8 @@ same member ids: they found the new coordinator within their session timeout."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,6 +46,45 @@ def confluent_member(cluster: GroupCluster, group: str, client_id: str) -> Consu
     return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": client_id,
                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
                      "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000})
+
+
+# A confluent-kafka group member that consumes and commits until its stdin closes. It runs in a process of its
+# own: should librdkafka abort on an assertion, the test fails with its message instead of losing pytest.
+_CONFLUENT_MEMBER = """
+import sys, threading
+from confluent_kafka import Consumer
+bootstrap, group, topic, client_id, session_timeout_ms = sys.argv[1:]
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "session.timeout.ms": int(session_timeout_ms), "heartbeat.interval.ms": 1000})
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+consumer.subscribe([topic])
+try:
+    while not stop.is_set():
+        if consumer.consume(100, 0.2):
+            consumer.commit(asynchronous=False)
+finally:
+    consumer.close()
+"""
+
+
+class ConfluentMemberProcess:
+    def __init__(self, cluster: GroupCluster, group: str, topic: str, client_id: str) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _CONFLUENT_MEMBER, cluster.bootstrap, group, topic, client_id,
+             str(SESSION_TIMEOUT_MS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+
+    def stop(self) -> tuple[int, str]:
+        """Close its stdin and wait for it: its exit code, and what it printed (a traceback, librdkafka's logs)."""
+        try:
+            printed, _ = self._process.communicate("", timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            printed, _ = self._process.communicate()
+            return -1, f"did not stop within 60 s\n{printed}"
+        return self._process.returncode, printed
 
 
 def test_coordinator_killed_during_a_stream_of_commits(cluster: GroupCluster) -> None:
@@ -116,18 +157,6 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
     paused = threading.Event()  # it has seen `polling` cleared: no poll of its is under way
     errors: list[BaseException] = []
 
-    def run_confluent(client_id: str) -> None:
-        consumer = confluent_member(cluster, group, client_id)
-        consumer.subscribe([topic])
-        try:
-            while not stop.is_set():
-                if consumer.consume(100, 0.2):
-                    consumer.commit(asynchronous=False)
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            consumer.close()
-
     def run_kafka_python() -> None:
         # max.poll.interval.ms is the rebalance timeout it announces: the coordinator waits that long for it.
         consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id="kp-slow",
@@ -147,9 +176,9 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         finally:
             consumer.close()
 
-    threads = [threading.Thread(target=run_confluent, args=("ck-1",)), threading.Thread(target=run_kafka_python)]
-    for thread in threads:
-        thread.start()
+    threads = [threading.Thread(target=run_kafka_python)]
+    threads[0].start()
+    members = [ConfluentMemberProcess(cluster, group, topic, "ck-1")]
     killed = -1
     try:
         stable = cluster.wait_stable(group, 2)
@@ -161,8 +190,7 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         # PreparingRebalance for it to rejoin.
         polling.clear()
         assert paused.wait(30)
-        threads.append(threading.Thread(target=run_confluent, args=("ck-2",)))
-        threads[-1].start()
+        members.append(ConfluentMemberProcess(cluster, group, topic, "ck-2"))
         deadline = time.monotonic() + 30
         while cluster.describe(group).state != ConsumerGroupState.PREPARING_REBALANCING:
             assert time.monotonic() < deadline, "the third member's join never started a rebalance"
@@ -187,6 +215,9 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         polling.set()
         for thread in threads:
             thread.join(30)
+        ended = [member.stop() for member in members]
         if killed > 0:
             cluster.restart(killed)
     assert errors == []
+    for code, printed in ended:
+        assert code == 0, printed
