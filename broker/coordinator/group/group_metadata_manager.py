@@ -409,7 +409,11 @@ class GroupMetadataManager:
             group.pending_transactional_offset_commits = pending_by_group.get(group_id, {})
             current = self.add_group(group)
             if current is not group:
-                logger.error("Attempt to load group %s from the log failed: it is already loaded", group_id)
+                # A reload while the group is cached (this broker led the partition through an epoch bump): the
+                # cached group is the live one. Kafka logs this at debug too.
+                logger.debug("Attempt to load group %s from log with generation %d failed because there is already"
+                             " a cached group with generation %d", group_id, group.generation_id,
+                             current.generation_id)
                 continue
             for producer_id in group.pending_transactional_offset_commits:
                 self._add_producer_group(producer_id, group_id)
