@@ -73,10 +73,13 @@ def cluster(start_brokers: StartBrokers, start_controller: StartController, zk_c
 @contextmanager
 def console_producer(*args: str, stderr: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
     """A console producer whose standard input the test writes; SIGKILLed if the test leaves it running.
-    Its faulthandler is on, so `exit_code` can have it print every thread's stack when it hangs."""
+    Its faulthandler is on, so `exit_code` can have it print every thread's stack when it hangs. It starts with
+    SIGINT's default action, as from a terminal: a suite run as a background job (`make test &` from a script)
+    ignores SIGINT, every child would inherit that, and the Ctrl-C tests would wait for nothing."""
     process = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "console-producer", *args],
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO_ROOT,
-                               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                               env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         yield process
     finally:
