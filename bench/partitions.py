@@ -33,7 +33,8 @@ With --spread W, instead: traffic spread thin. One cluster holds a W-partition t
 linger.ms 5, 100-byte values) sends --spread-records records to each topic, warm (its metadata and connections
 made before the clock), in each workload: keyless (the default, sticky, partitioner fills one partition's batch
 at a time) and keyed (a distinct key per record: the records spread thin, a few per partition per batch; the
-issue's case). The records/s on each topic and their ratio are printed against the goal (at least 0.5, issue 27).
+issue's case). The records/s on each topic and their ratio are printed against the goal (at least 0.5, issue 27),
+and for confluent-kafka the records per Produce request it sent (its statistics, statistics.interval.ms).
 
 Prints one table per step: the figure at each N and its ratio to the baseline. Every cluster is torn down and
 its data dir removed however the run ends. Timings on a loaded machine vary: the load average is printed.
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import signal
 import statistics
@@ -442,23 +444,47 @@ def _spread_key(workload: str, i: int) -> bytes | None:
     return b"key-%d" % i if workload == "keyed" else None
 
 
-def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int, workload: str) -> float:
-    """Records/s of confluent-kafka sending `records` to the topic as `workload` says, acks=all."""
+def _produce_requests(stats: str) -> int:
+    """Produce requests librdkafka has sent to the brokers so far, from its statistics (bootstrap entries,
+    nodeid -1, aside)."""
+    return sum(b["req"].get("Produce", 0) for b in json.loads(stats)["brokers"].values() if b["nodeid"] >= 0)
+
+
+def _fresh_count(producer: Producer, counts: list[int]) -> int:
+    """The Produce requests sent, from statistics taken after this call: the second to come, since the first
+    may have been taken before it."""
+    wanted = len(counts) + 2
+    while len(counts) < wanted:
+        producer.poll(1)
+    return counts[-1]
+
+
+def confluent_spread(bootstrap: str, topic: str, partitions: int, records: int,
+                     workload: str) -> tuple[float, float | None]:
+    """Records/s of confluent-kafka sending `records` to the topic as `workload` says, acks=all, and the records
+    per Produce request it sent (librdkafka puts one partition in a request, librdkafka issue 1700: records spread
+    thin are a few per request)."""
+    counts: list[int] = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "queue.buffering.max.messages": 2 * records})
+                         "queue.buffering.max.messages": 2 * records, "statistics.interval.ms": 100,
+                         "stats_cb": lambda stats: counts.append(_produce_requests(stats))})
     for p in range(partitions):  # warm: metadata, connections, every partition's leader known
         producer.produce(topic, _VALUE, partition=p)
     assert producer.flush(120) == 0, "warm-up records not delivered"
+    requests_before = _fresh_count(producer, counts)
     began = time.monotonic()
     for i in range(records):
         producer.produce(topic, _VALUE, _spread_key(workload, i))
         producer.poll(0)
     assert producer.flush(600) == 0, "records not delivered"
-    return records / (time.monotonic() - began)
+    took = time.monotonic() - began
+    return records / took, records / max(1, _fresh_count(producer, counts) - requests_before)
 
 
-def project_spread(bootstrap: str, topic: str, partitions: int, records: int, workload: str) -> float:
-    """The same with the project's client over gRPC."""
+def project_spread(bootstrap: str, topic: str, partitions: int, records: int,
+                   workload: str) -> tuple[float, float | None]:
+    """The same with the project's client over gRPC (its requests are not counted: it puts every ready partition
+    of a broker in one request, as Kafka's Java producer does)."""
     producer = client.Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     try:
         for p in range(partitions):
@@ -469,7 +495,7 @@ def project_spread(bootstrap: str, topic: str, partitions: int, records: int, wo
         producer.flush(timeout=600)
         took = time.monotonic() - began
         assert all(f.succeeded() for f in futures), "records not delivered"
-        return records / took
+        return records / took, None
     finally:
         producer.close()
 
@@ -495,29 +521,37 @@ def measure_spread(wide: int, records: int, workloads: list[str]) -> dict[str, F
                 wait_for(functools.partial(led_with_full_isr, zk, tps), f"{name} led with full ISRs")
         finally:
             zk.close()
-        producers: dict[str, Callable[..., float]] = {
+        producers: dict[str, Callable[..., tuple[float, float | None]]] = {
             "confluent-kafka": functools.partial(confluent_spread, info.kafka_bootstrap_servers, records=records),
             "project client": functools.partial(project_spread, info.bootstrap_servers, records=records),
         }
         for workload in workloads:
             for name, produce in producers.items():
                 print(f"  {name}, {workload}: {records} records on {NARROW} then {wide} partitions", flush=True)
-                narrow_rate = produce(topics[NARROW], NARROW, workload=workload)
-                wide_rate = produce(topics[wide], wide, workload=workload)
-                results[f"{name}, {workload}"] = {f"records/s on {NARROW}": narrow_rate,
-                                                  f"records/s on {wide}": wide_rate, "ratio": wide_rate / narrow_rate}
+                narrow_rate, narrow_per_request = produce(topics[NARROW], NARROW, workload=workload)
+                wide_rate, wide_per_request = produce(topics[wide], wide, workload=workload)
+                figures = {f"records/s on {NARROW}": narrow_rate, f"records/s on {wide}": wide_rate,
+                           "ratio": wide_rate / narrow_rate}
+                per_request = ""
+                if narrow_per_request is not None and wide_per_request is not None:
+                    figures |= {f"records/request on {NARROW}": narrow_per_request,
+                                f"records/request on {wide}": wide_per_request}
+                    per_request = f", {narrow_per_request:.1f} and {wide_per_request:.1f} records per Produce request"
+                results[f"{name}, {workload}"] = figures
                 # Printed now too: tearing down a cluster of 2,000 partitions takes minutes on a loaded machine.
                 print(f"    {narrow_rate:.0f} and {wide_rate:.0f} records/s, ratio {wide_rate / narrow_rate:.2f}"
-                      f" (load average {os.getloadavg()[0]:.2f})", flush=True)
+                      f"{per_request} (load average {os.getloadavg()[0]:.2f})", flush=True)
     return results
 
 
 def spread_table(results: dict[str, Figures]) -> None:
     names = list(dict.fromkeys(name for figures in results.values() for name in figures))
-    print(f"\n{'producer, workload':28}" + "".join(f"{name:>22}" for name in names) + f"{'goal':>14}")
+    widths = {name: max(22, len(name) + 2) for name in names}
+    print(f"\n{'producer, workload':28}" + "".join(f"{name:>{widths[name]}}" for name in names) + f"{'goal':>14}")
     for producer, figures in results.items():
         met = "met" if figures["ratio"] >= SPREAD_GOAL else "missed"
-        print(f"{producer:28}" + "".join(f"{figures[n]:>22.2f}" for n in names) + f"{f'{SPREAD_GOAL} {met}':>14}")
+        print(f"{producer:28}" + "".join(f"{figures[n]:>{widths[n]}.2f}" if n in figures else f"{'-':>{widths[n]}}"
+                                         for n in names) + f"{f'{SPREAD_GOAL} {met}':>14}")
     print("keyed is issue 27's case (records spread thin); keyless shows what the sticky partitioner makes of it")
 
 
