@@ -51,8 +51,16 @@ def test_idempotent_producer_loses_and_duplicates_nothing_when_the_leader_is_kil
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 5, "message.timeout.ms": 120_000})
 
+    killed = threading.Event()
+
     def produce_all() -> None:
         for i in range(RECORDS):
+            if i == RECORDS // 4:
+                # The rest only once the leader is dead: on a quick machine all 20,000 could otherwise be
+                # acknowledged before the SIGKILL lands, and nothing would fail over. (flush serves the
+                # delivery callbacks the test waits on.)
+                producer.flush(60)
+                assert killed.wait(60), "the leader was never killed"
             while True:
                 try:
                     producer.produce("failover", str(i).encode(), on_delivery=delivered)
@@ -66,11 +74,13 @@ def test_idempotent_producer_loses_and_duplicates_nothing_when_the_leader_is_kil
     writer.start()
     wait_until(lambda: len(acked) >= RECORDS // 4, timeout=60, message="a quarter acknowledged")
     cluster.brokers[leader].process.signal(signal.SIGKILL)
+    killed.set()
     writer.join(240)
     assert not writer.is_alive()
     assert failed == [], f"the idempotent producer gave up on records: {failed[:3]}"
-    new_leader = admin.list_topics("failover", timeout=10).topics["failover"].partitions[0].leader
-    assert new_leader not in (leader, -1), "leadership moved to a surviving replica"
+    # The broker asked may apply the controller's UpdateMetadata a moment after the new leader acknowledged.
+    wait_until(lambda: admin.list_topics("failover", timeout=10).topics["failover"].partitions[0].leader
+               not in (leader, -1), timeout=30, message="leadership moved to a surviving replica")
 
     survivors = ",".join(b.kafka_address for broker_id, b in cluster.brokers.items() if broker_id != leader)
     consumer = Consumer({"bootstrap.servers": survivors, "group.id": "unused", "enable.auto.commit": False})
