@@ -6,6 +6,7 @@ same member ids: they found the new coordinator within their session timeout."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -42,21 +43,23 @@ def read_committed(cluster: GroupCluster, group: str, topic: str, partitions: in
         consumer.close()
 
 
+def member_config(cluster: GroupCluster, group: str, client_id: str) -> dict[str, str | int | bool]:
+    return {"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": client_id,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000}
+
+
 def confluent_member(cluster: GroupCluster, group: str, client_id: str) -> Consumer:
-    return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": client_id,
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000})
+    return Consumer(member_config(cluster, group, client_id))
 
 
 # A confluent-kafka group member that consumes and commits until its stdin closes. It runs in a process of its
 # own: should librdkafka abort on an assertion, the test fails with its message instead of losing pytest.
 _CONFLUENT_MEMBER = """
-import sys, threading
+import json, sys, threading
 from confluent_kafka import Consumer
-bootstrap, group, topic, client_id, session_timeout_ms = sys.argv[1:]
-consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": int(session_timeout_ms), "heartbeat.interval.ms": 1000})
+config, topic = json.loads(sys.argv[1]), sys.argv[2]
+consumer = Consumer(config)
 stop = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 consumer.subscribe([topic])
@@ -72,9 +75,8 @@ finally:
 class ConfluentMemberProcess:
     def __init__(self, cluster: GroupCluster, group: str, topic: str, client_id: str) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-c", _CONFLUENT_MEMBER, cluster.bootstrap, group, topic, client_id,
-             str(SESSION_TIMEOUT_MS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
+            [sys.executable, "-c", _CONFLUENT_MEMBER, json.dumps(member_config(cluster, group, client_id)), topic],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def stop(self) -> tuple[int, str]:
         """Close its stdin and wait for it: its exit code, and what it printed (a traceback, librdkafka's logs)."""
@@ -216,6 +218,9 @@ def test_coordinator_killed_during_a_rebalance(cluster: GroupCluster) -> None:
         for thread in threads:
             thread.join(30)
         ended = [member.stop() for member in members]
+        for code, printed in ended:
+            if code != 0:  # shown with whatever failed first (a librdkafka abort stalls the group)
+                print(f"a confluent-kafka member exited with {code}:\n{printed}")
         if killed > 0:
             cluster.restart(killed)
     assert errors == []
