@@ -14,6 +14,8 @@
                              is checked by rules.py) and ProducePartitionResponse, the produce answer
   delayed_fetch.py           DelayedFetch (long poll: until min_bytes or max_wait_ms) and a fetch's vocabulary:
                              FetchParams, PartitionFetchInfo, LogReadResult, FetchResults
+  local_log_read.py          a fetch's read of its partitions' logs (max_bytes, KIP-74), stoppable after any
+                             partition, and its reader that runs it on the event loop a chunk per callback
   fetch_session.py           KIP-227 fetch sessions on the leader (FetchSessionCache, the fetch contexts):
                              what an incremental fetch reads (named or changed partitions) and answers
   delayed_delete_records.py  DeleteRecords: until every in-sync replica's log start offset reached the offset

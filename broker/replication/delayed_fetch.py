@@ -86,6 +86,10 @@ class FetchSource(Protocol):
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults: ...
 
+    def read_and_answer(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                        response_callback: FetchResponseCallback) -> None:
+        """`response_callback` with the read of `infos`, perhaps later, in chunks (local_log_read.py)."""
+
 
 class SessionChanges(Protocol):
     """A fetch session's partitions that changed while its fetch waits (broker/replication/fetch_session.py)."""
@@ -186,4 +190,5 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        self._response_callback(self._source.read_from_local_log(self._params, self._infos))
+        # Read in chunks: a session's fetch may name thousands of partitions, all read again here.
+        self._source.read_and_answer(self._params, self._infos, self._response_callback)

@@ -77,6 +77,7 @@ from broker.replication.delayed_produce import (
     ProduceResponseCallback,
 )
 from broker.replication.fetch_session import DEFAULT_MAX_SLOTS, FetchContext, FetchSessionCache
+from broker.replication.local_log_read import ChunkedReader, LocalLogRead
 from broker.replication.log_dirs import LogDirInfo, describe_log_dirs
 from broker.replication.partition import FetchIsolation, HighWatermarkCheckpoints, LeaderAndIsrPartitionState, Partition
 from broker.replication.partition_state_store import PartitionStateStore
@@ -171,6 +172,8 @@ class ReplicaManager:
         # is hosted, and a checkpoint would wipe the high watermarks of every log on disk.
         self._high_watermark_checkpointing = False
         self._leadership_listeners: list[LeadershipListener] = []
+        # Where a fetch's read runs, a chunk at a time (the server's event loop); None: read in one go.
+        self.chunked_reader: ChunkedReader | None = None
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._leadership_listeners.append(listener)
@@ -543,10 +546,18 @@ class ReplicaManager:
                        response_callback: FetchResponseCallback, context: FetchContext | None = None) -> None:
         """Read now, or park the fetch until min_bytes are readable or max_wait_ms passes. In a fetch session
         (`context`), `infos` are the partitions it named or that changed since its previous fetch; the session's
-        other partitions wake the parked fetch through its key (`_wake_fetches`)."""
+        other partitions wake the parked fetch through its key (`_wake_fetches`). With a `chunked_reader`, a
+        read of many partitions goes on in later callbacks of the loop (local_log_read.py)."""
         if context is not None and params.is_from_follower:
             response_callback = self._reading_again_out_of_isr(params.replica_id, context, response_callback)
-        results = self.read_from_local_log(params, infos)
+
+        def answer_or_park(results: FetchResults) -> None:
+            self._answer_or_park(params, infos, results, response_callback, context)
+
+        self.read_and_answer(params, infos, answer_or_park)
+
+    def _answer_or_park(self, params: FetchParams, infos: Sequence[PartitionFetchInfo], results: FetchResults,
+                        response_callback: FetchResponseCallback, context: FetchContext | None) -> None:
         if params.is_from_follower:
             self._update_follower_fetch_state(params.replica_id, results)
         bytes_readable = sum(result.size for _, result in results)
@@ -580,22 +591,17 @@ class ReplicaManager:
         return answer
 
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults:
-        """Read each partition in request order within the response's max_bytes.
+        """Read each partition in request order within the response's max_bytes, in one go (LocalLogRead)."""
+        return LocalLogRead(params, infos, self._read).read_all()
 
-        KIP-74: until some partition returned data, the first batch comes
-        whole even when larger than the limits, so a big batch cannot block a
-        consumer forever.
-        """
-        limit = max(params.max_bytes, 0)
-        min_one_message = True
-        results: FetchResults = []
-        for info in infos:
-            result = self._read(params, info, limit, min_one_message)
-            if result.size > 0:
-                min_one_message = False
-            limit = max(0, limit - result.size)
-            results.append((info, result))
-        return results
+    def read_and_answer(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                        response_callback: FetchResponseCallback) -> None:
+        """`response_callback` with the read of `infos`: on the loop in chunks through the `chunked_reader`,
+        or at once without one (unit tests, which drive no loop)."""
+        if self.chunked_reader is None:
+            response_callback(self.read_from_local_log(params, infos))
+        else:
+            self.chunked_reader.read(LocalLogRead(params, infos, self._read), response_callback)
 
     def _read(self, params: FetchParams, info: PartitionFetchInfo, limit: int, min_one_message: bool) -> LogReadResult:
         tp = info.topic_partition

@@ -97,6 +97,7 @@ from broker.replication.isr_change_propagation import (
     IsrChangePropagationConfig,
     IsrChangePropagator,
 )
+from broker.replication.local_log_read import ChunkedReader
 from broker.replication.partition_state_store import ZkPartitionStateStore
 from broker.replication.replica_manager import LeadershipListener, ReplicaManager
 from broker.security.grpc_authentication import (
@@ -272,6 +273,8 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_update_executor=ThreadPoolExecutor(1, thread_name_prefix="isr-update"), metrics=self.metrics,
             fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots)
+        # A fetch naming thousands of partitions is read a chunk per loop callback, not in one (issue 27).
+        replica_manager.chunked_reader = ChunkedReader(loop)
         self.metrics.bind_log_dir_failure(offline_log_dirs=lambda: log_manager.offline_log_dir_count,
                                           offline_replicas=lambda: replica_manager.offline_partition_count)
         # As Kafka's ReplicaManager.startup: from here on a failed log dir takes its partitions offline.

@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from broker.log.log import LogOffsetMetadata
-from broker.replication.delayed_fetch import DelayedFetch, FetchParams, FetchResults, PartitionFetchInfo
+from broker.replication.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchResponseCallback,
+    FetchResults,
+    PartitionFetchInfo,
+)
 from broker.replication.partition import FetchIsolation, LogOffsetSnapshot, Partition
 from proto.types import TopicPartition
 
@@ -32,6 +38,10 @@ class Source:
     def read_from_local_log(self, params: FetchParams, infos: Sequence[PartitionFetchInfo]) -> FetchResults:
         self.read.append(infos)
         return []
+
+    def read_and_answer(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                        response_callback: FetchResponseCallback) -> None:
+        response_callback(self.read_from_local_log(params, infos))
 
 
 def follower_fetch(source: Source) -> DelayedFetch:
