@@ -23,7 +23,9 @@ fetch, the ISR expansion of a caught-up follower out of the ISR (skipped while
 another ISR write was in flight, or dropped by a shrink that raced the fetch
 that caught it up): a partition whose follower is out of its ISR when a fetch
 is answered is read again at the session's next fetch (`read_again`), until
-the follower is back in.
+the follower is back in. And a fetch that brings its session partitions it never
+answered (`adds_partitions`: a full fetch, or an incremental one naming new
+partitions) is answered at once rather than parked (ReplicaManager.fetch_messages).
 
 No I/O here: a clock is injected; the cache's lock guards every session.
 """
@@ -161,6 +163,9 @@ class FetchContext:
     answered, no session."""
 
     error = ErrorCode.NONE
+    # Whether the fetch brought partitions its session never answered (a full fetch's, or those an incremental
+    # one names first): see `ReplicaManager.fetch_messages`, which answers such a fetch at once.
+    adds_partitions = False
 
     def __init__(self, partitions: Sequence[PartitionFetchInfo] = ()) -> None:
         self._partitions = list(partitions)
@@ -204,6 +209,7 @@ class FullFetchContext(FetchContext):
         super().__init__(partitions)
         self._cache = cache
         self._replica_id = replica_id
+        self.adds_partitions = bool(self._partitions)
 
     def answer(self, results: FetchResults) -> FetchAnswer:
         session_id = self._cache.maybe_create_session(self._replica_id, results, self._read_again)
@@ -214,11 +220,12 @@ class IncrementalFetchContext(FetchContext):
     """A fetch in a session: reads what it names and what changed; answers what the follower has not seen."""
 
     def __init__(self, cache: FetchSessionCache, session: FetchSession, named: Sequence[PartitionFetchInfo],
-                 changed: Sequence[PartitionFetchInfo]) -> None:
+                 changed: Sequence[PartitionFetchInfo], adds_partitions: bool) -> None:
         super().__init__([*named, *changed])
         self._cache = cache
         self._session = session
         self._expected_epoch = session.epoch
+        self.adds_partitions = adds_partitions
 
     @property
     def wake_key(self) -> SessionKey:
@@ -262,19 +269,21 @@ class FetchSessionCache:
                 return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             if session.epoch != request.epoch:
                 return SessionErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-            named = self._update(session, request.partitions, request.forgotten)
+            named, added = self._update(session, request.partitions, request.forgotten)
             if not session.partitions:
                 self._remove(session)
                 return FetchContext(request.partitions)
             session.last_used_ms = self._time_ms()
             session.epoch = next_epoch(session.epoch)
             changed = self._take_changed(session, exclude=named)
-        return IncrementalFetchContext(self, session, request.partitions, changed)
+        return IncrementalFetchContext(self, session, request.partitions, changed, added)
 
     def _update(self, session: FetchSession, partitions: Iterable[PartitionFetchInfo],
-                forgotten: Iterable[TopicPartition]) -> set[TopicPartition]:
-        """Kafka's FetchSession.update: named partitions added or updated, forgotten ones removed."""
+                forgotten: Iterable[TopicPartition]) -> tuple[set[TopicPartition], bool]:
+        """Kafka's FetchSession.update: named partitions added or updated, forgotten ones removed. Returns the
+        named partitions, and whether any was added."""
         named = set()
+        added = False
         for info in partitions:
             tp = info.topic_partition
             named.add(tp)
@@ -282,13 +291,14 @@ class FetchSessionCache:
             if cached is None:
                 session.partitions[tp] = CachedPartition.of(info)
                 self._by_partition.setdefault(tp, set()).add(session)
+                added = True
             else:
                 cached.update_request(info)
         for tp in forgotten:
             if session.partitions.pop(tp, None) is not None:
                 session.changed.discard(tp)
                 self._unindex(tp, session)
-        return named
+        return named, added
 
     @staticmethod
     def _take_changed(session: FetchSession, exclude: Set[TopicPartition] = frozenset()) -> list[PartitionFetchInfo]:

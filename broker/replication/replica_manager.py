@@ -563,8 +563,12 @@ class ReplicaManager:
         bytes_readable = sum(result.size for _, result in results)
         errored = any(result.error is not ErrorCode.NONE for _, result in results)
         wake_key = None if context is None else context.wake_key
+        # Beyond Kafka, which parks it like any other: a fetch that brings its session partitions never answered
+        # (a follower's first, or one naming a new topic's or a failed-over broker's thousands) is answered at
+        # once. The follower learns their high watermarks a wait sooner, and the leader reads them once, not
+        # again at the fetch's expiry after checking them all twice for readable bytes.
         if params.max_wait_ms <= 0 or (not infos and wake_key is None) or bytes_readable >= params.min_bytes \
-                or errored:
+                or errored or (context is not None and context.adds_partitions):
             response_callback(results)
             return
         status = [(info, result.fetch_offset_metadata) for info, result in results

@@ -84,6 +84,30 @@ def test_an_idle_followers_fetch_reads_no_partition_and_answers_none(h: Harness)
     assert follower.reads == [[], []]  # the first read and the one at expiry: neither touched a partition
 
 
+def test_a_followers_first_fetch_is_answered_at_once_and_read_once(h: Harness) -> None:
+    """Beyond Kafka: nothing to read, yet not parked. The follower learns every partition's high watermark now,
+    and the leader reads its partitions once, not again at the wait's expiry (thousands, at scale)."""
+    follower = Follower(h)
+    first = follower.send()
+    assert {i.topic_partition for i, _ in first.value.results} == {TP, OTHER}
+    assert follower.reads == [[TP, OTHER]] and h.timer.pending == 0
+    # The session's next fetch brings nothing new and waits as a long poll should.
+    assert not follower.send().calls
+
+
+def test_an_incremental_fetch_naming_a_partition_new_to_its_session_is_answered_at_once(h: Harness) -> None:
+    follower = Follower(h)
+    del follower.offsets[OTHER]
+    follower.fetch()  # a session of TP alone
+    follower.offsets[OTHER] = 0
+    follower.reads.clear()
+    added = follower.send(OTHER)
+    assert [i.topic_partition for i, _ in added.value.results] == [OTHER]
+    assert follower.reads == [[OTHER]] and h.timer.pending == 0
+    # Named again, it is no longer new: the fetch waits for data.
+    assert not follower.send(OTHER).calls
+
+
 def test_an_append_wakes_the_parked_fetch_through_the_session(h: Harness) -> None:
     follower = Follower(h)
     follower.fetch()
