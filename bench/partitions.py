@@ -585,6 +585,9 @@ def main() -> None:
     parser.add_argument("--spread-workloads", default=",".join(SPREAD_WORKLOADS),
                         help="comma-separated, of: " + ",".join(SPREAD_WORKLOADS))
     args = parser.parse_args()
+    # SIGTERM (`timeout`, `kill`) ends the run through the clusters' teardown, as Ctrl-C does; by default it
+    # killed this process alone and left the brokers, controllers and ZooKeeper running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     args.steps = [s for s in args.steps.split(",") if s]
     unknown = set(args.steps) - set(STEPS)
     if unknown:
