@@ -31,4 +31,6 @@ the same run. A package only so that the import contracts (pyproject.toml) cover
   roll_append.py         what a segment roll costs the append that causes it
   producer_expiry.py     what idle producer ids cost and what the expiration check gives back
   partitions.py          what a partition costs: N partitions at RF=3 (or N topics) against N=100, step by step
+  stall_trace/           a sitecustomize that makes each broker write its event loop's stalls (partitions.py's
+                         --trace-stalls)
 """

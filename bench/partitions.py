@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/partitions.py [--partitions 1000,3000,10000] [--baseline 100] [--idle-seconds 60]
         [--steps create,idle,traffic,metadata,controlled,kill,controller] [--topics 0] [--topic-batch 200]
-        [--spread 2000] [--spread-records 100000] [--spread-workloads keyless,keyed]
+        [--spread 2000] [--spread-records 100000] [--spread-workloads keyless,keyed] [--trace-stalls DIR]
 
 For each N (the baseline first) a fresh local cluster (3 brokers, 2 controllers, one real ZooKeeper; as
 `minibroker cluster up` runs them) gets one topic of N partitions at RF=3, so each broker hosts N replicas.
@@ -27,6 +27,9 @@ then deleted in the same batches; the time until a Metadata request shows every 
 and until the active controller is idle again (under 5% of a core over 5 s), with its CPU meanwhile. Each
 step's figures are printed as it ends; a step whose metadata is not there within 600 s prints how many topics
 are still off (and its controller CPU) and ends the run of that count.
+
+With --trace-stalls DIR, each broker also writes what its event loop was doing whenever it was busy over
+100 ms, and its slow garbage collections (bench/stall_trace/sitecustomize.py says how to read the files).
 
 With --spread W, instead: traffic spread thin. One cluster holds a W-partition topic and a 6-partition one
 (RF=3); each producer (confluent-kafka on the Kafka listener, the project's client over gRPC; acks=all,
@@ -571,6 +574,14 @@ def table(results: dict[int, Figures], baseline: int) -> None:
         print(f"{name:44}{cells}{ratios}")
 
 
+def trace_stalls(out_dir: Path) -> None:
+    """Brokers started from here on import bench/stall_trace/sitecustomize.py, which writes their stalls."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["STALL_TRACE"] = str(out_dir.resolve() / "stalls")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT / "bench" / "stall_trace"), os.environ.get("PYTHONPATH")) if p)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", default="1000,3000,10000", help="comma-separated partition counts")
@@ -584,7 +595,11 @@ def main() -> None:
     parser.add_argument("--spread-records", type=int, default=100_000)
     parser.add_argument("--spread-workloads", default=",".join(SPREAD_WORKLOADS),
                         help="comma-separated, of: " + ",".join(SPREAD_WORKLOADS))
+    parser.add_argument("--trace-stalls", type=Path, default=None, metavar="DIR",
+                        help="each broker writes DIR/stalls.<pid>: its loop's stretches out of select(), its GCs")
     args = parser.parse_args()
+    if args.trace_stalls is not None:
+        trace_stalls(args.trace_stalls)
     # SIGTERM (`timeout`, `kill`) ends the run through the clusters' teardown, as Ctrl-C does; by default it
     # killed this process alone and left the brokers, controllers and ZooKeeper running.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
