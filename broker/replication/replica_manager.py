@@ -305,13 +305,13 @@ class ReplicaManager:
             if not had_log and partition.log is not None:
                 created += 1
                 if created % FREEZE_EVERY_CREATED == 0:
-                    _freeze_long_lived_objects()
+                    freeze_long_lived_objects()
         if to_fetch:
             self.replica_fetcher_manager.add_fetcher_for_partitions(to_fetch)
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         self._high_watermark_checkpointing = True
         if len(self._partitions) > hosted_before:
-            _freeze_long_lived_objects()
+            freeze_long_lived_objects()
         self._notify_leadership_change(became_leader, resigned)
         return ControllerResponse(ErrorCode.NONE, errors)
 
@@ -767,14 +767,16 @@ class ReplicaManager:
 FREEZE_EVERY_CREATED = 500
 
 
-def _freeze_long_lived_objects() -> None:
+def freeze_long_lived_objects() -> None:
     """Move every object alive now out of the cyclic collector's reach (gc.freeze): a hosted replica is some 80
     objects (its Partition, Log, segments, indexes, replicas) that live as long as it does, and CPython's full
     collection walks every tracked object holding the GIL, in whichever thread allocates: at 3,000 replicas one
     took 110-150 ms of CPU (250,000 objects), at 10,000 several times that, the event loop answering nothing
     meanwhile. Frozen objects are never walked, so the full collections that replica creation and later churn
     trigger cost what the young objects cost. A StopReplica that deletes unfreezes all (gc.unfreeze), so the
-    deleted replicas' cycles are collected; the next replica created here freezes again."""
+    deleted replicas' cycles are collected; the next replica created here freezes again. The server freezes too
+    once its logs are loaded at start-up (10,000 loaded logs made the first full collection of the LeaderAndIsr
+    after a restart walk some 800,000 objects)."""
     gc.freeze()
 
 

@@ -99,7 +99,7 @@ from broker.replication.isr_change_propagation import (
 )
 from broker.replication.local_log_read import ChunkedReader
 from broker.replication.partition_state_store import ZkPartitionStateStore
-from broker.replication.replica_manager import LeadershipListener, ReplicaManager
+from broker.replication.replica_manager import LeadershipListener, ReplicaManager, freeze_long_lived_objects
 from broker.security.grpc_authentication import (
     GrpcAuthenticator,
     inter_broker_security,
@@ -256,6 +256,8 @@ class KafkaServer:
                                  log_dir_failure_channel=LogDirFailureChannel(),
                                  producer_id_expiration_ms=config.producer_id_expiration_ms)
         await asyncio.to_thread(log_manager.startup, _StartupTopicConfigs(zk, topic_configs))
+        # The loaded logs live as long as their replicas: out of the full collections' walk, as created ones are.
+        freeze_long_lived_objects()
         # Only now may shutdown close the logs: a clean-shutdown marker written after a failed
         # start-up would make the next one skip recovering logs that were never recovered.
         self._log_manager = log_manager
