@@ -18,6 +18,10 @@ and the ReplicaManager completes the delayed requests waiting on it.
 - Follower: appends what its fetcher brings from the leader with the
   leader's offsets, takes min(own LEO, leader HW) as its high watermark, and
   truncates where the fetcher's OffsetsForLeaderEpoch exchange says.
+- The isr-expiration task looks only at leaders with an in-sync follower behind
+  their log end, the only ones whose ISR can shrink (Kafka's Replica.isCaughtUp):
+  each partition keeps itself in that shared set as its role, ISR, log end and
+  followers' fetches change, so an idle broker's timer looks at nothing.
 
 `_lock` is Kafka's leaderIsrUpdateLock: role changes take it against appends,
 reads, fetcher appends and follower fetch updates, which come from other threads.
@@ -51,6 +55,7 @@ from broker.replication.replica import Replica
 from broker.replication.rules import (
     acks_all_append_allowed,
     acks_all_completion,
+    any_isr_follower_behind,
     describe_isr,
     follower_high_watermark,
     is_follower_in_sync,
@@ -177,7 +182,8 @@ HighWatermarkCheckpoints = Callable[[TopicPartition], "int | None"]
 
 class Partition:
     def __init__(self, topic_partition: TopicPartition, *, local_broker_id: int, log_manager: LogManager,
-                 topic_config: TopicConfig, time_ms: Callable[[], int]) -> None:
+                 topic_config: TopicConfig, time_ms: Callable[[], int],
+                 followers_behind: set[Partition] | None = None) -> None:
         self.topic_partition = topic_partition
         self.local_broker_id = local_broker_id
         self.topic_config = topic_config
@@ -198,6 +204,8 @@ class Partition:
         # (the log's truncation count, the LSO's metadata): a truncation may move what sits at that offset.
         self._last_stable_offset_cache: tuple[int, LogOffsetMetadata] | None = None
         self._log_prefix = f"[Partition {topic_partition} broker={local_broker_id}] "
+        # The ReplicaManager's leaders with an in-sync follower behind (the isr-expiration task's partitions).
+        self._followers_behind: set[Partition] = set() if followers_behind is None else followers_behind
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic_partition}, leader={self.leader_replica_id}, epoch={self.leader_epoch},"
@@ -290,6 +298,7 @@ class Partition:
                 if is_new_leader_epoch:
                     replica.forget_log_end_offset()
             self.leader_replica_id = self.local_broker_id
+            self._track_followers_behind()
             if is_new_leader_epoch:
                 EVENTS.record(LEADER_EPOCH, f"broker {self.local_broker_id} leads epoch {state.leader_epoch} from"
                               f" offset {start_offset}, ISR {sorted(state.isr)}", *self.topic_partition)
@@ -311,6 +320,7 @@ class Partition:
             if self.leader_replica_id == state.leader and self.leader_epoch == old_leader_epoch:
                 return False
             self.leader_replica_id = state.leader
+            self._track_followers_behind()
             EVENTS.record(LEADER_EPOCH, f"broker {self.local_broker_id} follows leader {state.leader} in epoch"
                           f" {state.leader_epoch}", *self.topic_partition)
             return True
@@ -331,6 +341,7 @@ class Partition:
             self.leader_epoch_start_offset = None
             self._pending_isr_update = None
             self.log = None
+            self._followers_behind.discard(self)
 
     def _update_assignment_and_isr(self, assignment: Iterable[int], isr: Iterable[int]) -> None:
         self.assignment = tuple(assignment)
@@ -369,6 +380,7 @@ class Partition:
                     ErrorCode.NOT_ENOUGH_REPLICAS,
                 )
             info = log.append_as_leader(records, self.leader_epoch, origin)
+            self._track_followers_behind()
             return info, self._maybe_increment_leader_hw(log)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
@@ -396,6 +408,7 @@ class Partition:
             old_start_offset = replica.log_start_offset
             replica.update_fetch_state(fetch_offset_metadata, follower_start_offset, fetch_time_ms,
                                        leader_end_offset)
+            self._track_followers_behind()
             return FollowerFetchUpdate(self._maybe_increment_leader_hw(self.log), self._needs_expand_isr(replica_id),
                                        replica.log_start_offset != old_start_offset)
 
@@ -483,6 +496,17 @@ class Partition:
                 new_isr, ISR_EXPAND, f"{replica_id} caught up to the high watermark {self.high_watermark}")
         return self._write_isr_update(update, store.expand_isr)
 
+    def _track_followers_behind(self) -> None:
+        """Under `_lock`, after a change to the role, the ISR, the leader's log end or a follower's: in the shared
+        set exactly while this is a leader with an in-sync follower behind its log end (rules.py says why only
+        those can shrink). A follower fetching nothing new changes none of these."""
+        log = self.log
+        if self.is_leader and log is not None and any_isr_follower_behind(
+                self.in_sync_replica_ids, self.local_broker_id, self.remote_replicas, log.log_end_offset):
+            self._followers_behind.add(self)
+        else:
+            self._followers_behind.discard(self)
+
     def _needs_expand_isr(self, replica_id: int) -> bool:
         replica = self.remote_replicas.get(replica_id)
         return (self.is_leader and self.log is not None and self._pending_isr_update is None
@@ -535,6 +559,7 @@ class Partition:
                 # Leadership moved on in ZooKeeper: the controller's LeaderAndIsr will say what to do.
                 logger.info("%sCached zkVersion %d not equal to that in zookeeper, skip updating ISR",
                             self._log_prefix, update.state.zk_version)
+            self._track_followers_behind()
             return self._maybe_increment_leader_hw(self.log)
 
     def _maybe_increment_leader_hw(self, log: Log) -> bool:

@@ -8,6 +8,7 @@ the state and the time, so every rule is unit-testable as it stands.
 
 - lastCaughtUpTimeMs after a follower's fetch ........ caught_up_time_after_fetch
 - ISR shrink (replica.lag.time.max.ms) ................ is_follower_out_of_sync, out_of_sync_replicas
+- which leaders the shrink check must look at ......... is_follower_behind, any_isr_follower_behind
 - ISR expand (the HW and the epoch start, KAFKA-7128) . is_follower_in_sync
 - the ISR the HW respects while a write is pending .... maximal_isr
 - leader HW = min LEO over the ISR, only forward ...... leader_high_watermark
@@ -46,6 +47,20 @@ def caught_up_time_after_fetch(last_caught_up_time_ms: int, fetch_offset: int, f
     return last_caught_up_time_ms
 
 
+def is_follower_behind(replica: Replica, leader_end_offset: int) -> bool:
+    """Kafka's Replica.isCaughtUp, first half: a follower whose log end is not the leader's. Only such a follower
+    can ever be out of sync; one at the leader's log end is caught up whenever it last fetched."""
+    return replica.log_end_offset != leader_end_offset
+
+
+def any_isr_follower_behind(isr: Iterable[int], local_broker_id: int, replicas: Mapping[int, Replica],
+                            leader_end_offset: int) -> bool:
+    """Whether the ISR shrink could ever drop a member of `isr` without a change to it or to the leader's log end:
+    the isr-expiration task looks only at leaders for which this holds (issue 27)."""
+    return any(broker_id != local_broker_id and broker_id in replicas
+               and is_follower_behind(replicas[broker_id], leader_end_offset) for broker_id in isr)
+
+
 def is_follower_out_of_sync(replica: Replica, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
     """Kafka's isFollowerOutOfSync: not caught up to the leader's log end for more than replica.lag.time.max.ms.
 
@@ -54,7 +69,7 @@ def is_follower_out_of_sync(replica: Replica, leader_end_offset: int, now_ms: in
     the leader's log end is in sync however long ago it last fetched: an idle
     partition must not shrink its ISR.
     """
-    return replica.log_end_offset != leader_end_offset and now_ms - replica.last_caught_up_time_ms > max_lag_ms
+    return is_follower_behind(replica, leader_end_offset) and now_ms - replica.last_caught_up_time_ms > max_lag_ms
 
 
 def out_of_sync_replicas(isr: Iterable[int], local_broker_id: int, replicas: Mapping[int, Replica],

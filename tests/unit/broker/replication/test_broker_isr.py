@@ -13,7 +13,7 @@ from broker.replication.isr_change_propagation import IsrChangePropagationConfig
 from broker.replication.partition import Partition
 from broker.replication.partition_state_store import IsrUpdateResult
 from broker.replication.replica import Replica
-from broker.replication.rules import is_follower_in_sync, out_of_sync_replicas
+from broker.replication.rules import any_isr_follower_behind, is_follower_in_sync, out_of_sync_replicas
 from proto.errors import ErrorCode, KafkaError
 from proto.types import TopicPartition
 from tests.fakes import FakeClock, FakeStateStore
@@ -36,9 +36,11 @@ class Leader:
         self.log_manager = LogManager([tmp_path / "logs"], topic_config().log, broker_id=LOCAL, time_ms=self.clock)
         self.log_manager.startup()
         self.store = FakeStateStore()
+        # The ReplicaManager's set of leaders the isr-expiration task looks at.
+        self.behind: set[Partition] = set()
         self.partition = Partition(TP, local_broker_id=LOCAL, log_manager=self.log_manager,
                                    topic_config=topic_config(**{"min.insync.replicas": str(min_isr)}),
-                                   time_ms=self.clock)
+                                   time_ms=self.clock, followers_behind=self.behind)
         self.partition.make_leader(leader_state(LOCAL, epoch, isr, ASSIGNMENT), no_checkpoint)
 
     def append(self, records: int = 1) -> None:
@@ -75,6 +77,19 @@ def test_out_of_sync_is_measured_from_the_last_time_caught_up() -> None:
     assert out_of_sync_replicas((1, 2, 3), 1, replicas, 5, now_ms=1_000 + LAG_MS, max_lag_ms=LAG_MS) == frozenset()
     # Replica 3 sits at the leader's log end: idle, not lagging, however long ago it caught up.
     assert out_of_sync_replicas((1, 2, 3), 1, replicas, 5, now_ms=1_001 + LAG_MS, max_lag_ms=LAG_MS) == {2}
+
+
+def test_only_an_isr_follower_behind_the_log_end_can_make_the_isr_shrink() -> None:
+    at_end = Replica(2)
+    at_end.update_fetch_state(at_end.log_end_offset_metadata._replace(message_offset=5), 0, 0, 5)
+    behind, unknown = Replica(3), Replica(4)
+    behind.update_fetch_state(behind.log_end_offset_metadata._replace(message_offset=4), 0, 0, 5)
+    replicas = {2: at_end, 3: behind, 4: unknown}
+    assert not any_isr_follower_behind((1, 2), 1, replicas, 5)
+    assert any_isr_follower_behind((1, 2, 3), 1, replicas, 5)
+    assert any_isr_follower_behind((1, 4), 1, replicas, 5)  # a new leader's follower that never fetched
+    assert not any_isr_follower_behind((1,), 1, replicas, 5)  # the leader itself never is
+    assert not any_isr_follower_behind((1, 5), 1, replicas, 5)  # nor a broker not assigned
 
 
 @pytest.mark.parametrize(("fetch_offset", "hw", "epoch_start", "in_sync"), [
@@ -184,9 +199,15 @@ def test_high_watermark_counts_a_member_being_added(tmp_path: Path) -> None:
             leader.append(3)  # replica 2 does not have these yet
             return super().expand_isr(tp, state)
 
-    leader.partition.maybe_expand_isr(2, AppendingStore())
+    store = AppendingStore()
+    leader.partition.maybe_expand_isr(2, store)
     assert leader.isr == (LOCAL, 2)
     assert leader.partition.high_watermark == 2
+    # Replica 2 joined behind the log end (the append came while its write was in flight): where the
+    # isr-expiration task looks, so it still goes if it stops fetching there.
+    assert leader.behind == {leader.partition}
+    leader.clock.now += LAG_MS + 1
+    assert leader.shrink_with(store) and leader.isr == (LOCAL,)
 
 
 # ------------------------------------------------------------------ high watermark and min.insync.replicas
@@ -261,6 +282,7 @@ def test_a_failed_isr_write_does_not_block_later_changes(tmp_path: Path) -> None
     with pytest.raises(ConnectionError):
         leader.shrink_with(ExpiredStore())
     assert leader.partition.maximal_isr == frozenset(ASSIGNMENT)
+    assert leader.behind == {leader.partition}  # still looked at by the next round
     assert leader.shrink() and leader.isr == (LOCAL,)
 
 
@@ -279,3 +301,42 @@ def test_a_new_leader_epoch_forgets_followers_positions_even_without_a_role_chan
     assert leader.partition.high_watermark == 4
     leader.fetch(2, offset=4)  # what replica 2 really holds now
     assert leader.partition.high_watermark == 4
+
+
+# ------------------------------------------------------------------ the leaders the isr-expiration task looks at
+
+
+def test_a_partition_is_looked_at_exactly_while_an_isr_follower_is_behind(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    # A new leader knows no follower's log end: both could be silent, so the task must look.
+    assert leader.behind == {leader.partition}
+    leader.fetch(2)
+    assert leader.behind == {leader.partition}
+    leader.fetch(3)
+    assert leader.behind == set()
+    leader.append(2)
+    assert leader.behind == {leader.partition}
+    leader.fetch(2)
+    leader.fetch(3)
+    assert leader.behind == set()
+    # A fetch that brought nothing new (the session's unchanged entries) changes nothing.
+    leader.clock.now += 10 * LAG_MS
+    leader.partition.follower_fetched_unchanged(2, leader.clock.now)
+    assert leader.behind == set()
+    leader.append(1)
+    leader.clock.now += LAG_MS + 1
+    assert leader.shrink() and leader.isr == (LOCAL,)
+    # The ISR is the leader alone: nothing can shrink further.
+    assert leader.behind == set()
+
+
+def test_a_follower_or_deleted_replica_is_not_looked_at(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    leader.append(1)
+    assert leader.behind == {leader.partition}
+    leader.partition.make_follower(leader_state(2, 1, ASSIGNMENT, ASSIGNMENT), no_checkpoint)
+    assert leader.behind == set()
+    leader.partition.make_leader(leader_state(LOCAL, 2, ASSIGNMENT, ASSIGNMENT), no_checkpoint)
+    assert leader.behind == {leader.partition}
+    leader.partition.delete()
+    assert leader.behind == set()
