@@ -89,6 +89,10 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _nothing() -> None:
+    """A log nobody asked to hear of its offsets' moves from (a test's, a tool's)."""
+
+
 class UnexpectedAppendOffsetError(KafkaError):
     """A follower append that does not start at the log end offset or skips offsets.
 
@@ -196,8 +200,11 @@ class Log:
     def __init__(self, dir: Path, config: LogConfig, time: Callable[[], int],
                  leader_epoch_cache: LeaderEpochCache | None, producer_id_expiration_ms: int,
                  log_dir_failure_channel: LogDirFailureChannel | None = None,
-                 scheduler: Executor | None = None) -> None:
+                 scheduler: Executor | None = None, offsets_moved: Callable[[], None] | None = None) -> None:
         self.dir = dir
+        # Told (under the log's lock) each time the recovery point or the log start offset moves: the LogManager
+        # writes a dir's checkpoints of them only when one did.
+        self._offsets_moved = offsets_moved or _nothing
         # Where a rolled segment is flushed (Kafka's "flush-log" task); None: by the thread that rolled it.
         self._scheduler = scheduler
         self._failure_channel = log_dir_failure_channel
@@ -233,16 +240,18 @@ class Log:
              leader_epoch_cache: LeaderEpochCache | None = None,
              producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
              log_dir_failure_channel: LogDirFailureChannel | None = None, scheduler: Executor | None = None,
-             created: bool = False) -> Log:
+             created: bool = False, offsets_moved: Callable[[], None] | None = None) -> Log:
         """Open (or create) the log in `dir`, recovering it if the last stop was not clean.
 
         `recovery_point` and `log_start_offset` come from the log directory's
         checkpoints; `time` is the millisecond clock (injected for tests).
         What recovery changed is in `recovery_report`. I/O errors on the log from then on are reported to
         `log_dir_failure_channel`. A rolled segment is flushed on `scheduler` when given. `created`: the caller
-        has just made `dir`, empty (a new replica's), so there is nothing in it to load.
+        has just made `dir`, empty (a new replica's), so there is nothing in it to load. `offsets_moved` is
+        called each time the recovery point or the log start offset moves after the load.
         """
-        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel, scheduler)
+        log = cls(dir, config, time, leader_epoch_cache, producer_id_expiration_ms, log_dir_failure_channel, scheduler,
+                  offsets_moved)
         loaded = LogLoader(dir, config, time, clean_shutdown=clean_shutdown,
                            log_start_offset_checkpoint=log_start_offset, recovery_point_checkpoint=recovery_point,
                            leader_epoch_cache=leader_epoch_cache, producer_state=log.producer_state,
@@ -625,6 +634,7 @@ class Log:
             if truncations == self._truncations and target > self._recovery_point:
                 self._recovery_point = target
                 self._last_flush_time = self._time()
+                self._offsets_moved()
 
     # ------------------------------------------------------------------ read
 
@@ -727,8 +737,10 @@ class Log:
             active.truncate_to(target_offset, self._time())
             end = active.read_next_offset()
             self._next_offset_metadata = LogOffsetMetadata(end, active.base_offset, active.size)
-            self._recovery_point = min(self._recovery_point, end)
-            self._log_start_offset = min(self._log_start_offset, end)
+            if end < self._recovery_point or end < self._log_start_offset:
+                self._recovery_point = min(self._recovery_point, end)
+                self._log_start_offset = min(self._log_start_offset, end)
+                self._offsets_moved()
             self._truncations += 1
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_end(end)
@@ -754,6 +766,7 @@ class Log:
             self.leader_epoch_cache.clear_and_flush()
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
+        self._offsets_moved()
         self._truncations += 1
         self.producer_state.truncate_fully_and_start_at(new_offset)
 
@@ -810,6 +823,7 @@ class Log:
                 return
             logger.info("%sIncrementing log start offset to %d", self._ident, new_log_start_offset)
             self._log_start_offset = new_log_start_offset
+            self._offsets_moved()
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.truncate_head(new_log_start_offset)
@@ -842,6 +856,7 @@ class Log:
         del self._base_offsets[:count]
         if self._segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self._segments[0].base_offset
+            self._offsets_moved()
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             self.producer_state.truncate_head(self._log_start_offset)

@@ -579,3 +579,23 @@ def test_truncate_at_the_log_end_still_drops_an_epoch_entry_there(tmp_path: Path
     cache.assign(7, log.log_end_offset)  # make_leader in epoch 7, then paused before any append
     assert not log.truncate_to(log.log_end_offset)
     assert [tuple(e) for e in cache.entries] == [(5, 0)]
+
+
+def test_the_log_tells_each_move_of_its_recovery_point_or_log_start_offset(tmp_path: Path, clock: FakeClock) -> None:
+    """What the LogManager's offset checkpoints are written on: a move, never an append alone."""
+    moves: list[tuple[int, int]] = []
+    log = Log.open(tmp_path / "orders-3", LogConfig(), time=clock,
+                   offsets_moved=lambda: moves.append((log.recovery_point, log.log_start_offset)))
+    for _ in range(10):
+        log.append_as_leader(make_batch(1), leader_epoch=0)
+    assert moves == []
+    log.flush()
+    log.flush()  # nothing new to flush
+    assert moves == [(10, 0)]
+    log.maybe_increment_log_start_offset(2)
+    assert moves == [(10, 0), (10, 2)]
+    log.truncate_to(12)  # past the log end: nothing moves
+    log.truncate_to(6)
+    assert moves == [(10, 0), (10, 2), (6, 2)]
+    log.truncate_fully_and_start_at(20)
+    assert moves[-1] == (20, 20) and len(moves) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -117,6 +118,72 @@ def test_high_watermarks_unchanged_since_the_last_write_leave_the_file_alone(tmp
     lm.write_high_watermarks([(TP0, 8), (TP1, 2)])
     assert path.stat().st_ino != written
     assert OffsetCheckpointFile(path).read() == {TP0: 8, TP1: 2}
+
+
+def offset_checkpoints_written(log_dir: Path) -> tuple[int, int]:
+    """The inodes of a dir's recovery point and log start offset checkpoints: each write renames a new file over
+    the old one."""
+    return ((log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).stat().st_ino,
+            (log_dir / LOG_START_OFFSET_CHECKPOINT).stat().st_ino)
+
+
+def test_an_unchanged_logs_offset_checkpoints_are_not_rewritten(tmp_path: Path) -> None:
+    """At 10,000 idle partitions a broker formatted and fsynced both files' 10,000 unchanged lines every minute."""
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    lm.get_or_create_log(TP0).append_as_leader(batch(2), leader_epoch=0)
+    lm.get_or_create_log(TP1)
+    lm.checkpoint_log_offsets()
+    written = offset_checkpoints_written(tmp_path / "d")
+    lm.get_or_create_log(TP0).append_as_leader(batch(2), leader_epoch=0)  # the recovery point stays at 0
+    lm.checkpoint_log_offsets()
+    assert offset_checkpoints_written(tmp_path / "d") == written
+
+
+def test_a_moved_recovery_point_or_log_start_offset_is_written_in_its_dir_alone(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    lm = manager(dirs)
+    lm.startup()
+    lm.get_or_create_log(TP0).append_as_leader(batch(10), leader_epoch=0)
+    lm.get_or_create_log(TP1).append_as_leader(batch(3), leader_epoch=0)
+    lm.checkpoint_log_offsets()
+    dir0, dir1 = lm.log_dir_of(TP0), lm.log_dir_of(TP1)
+    assert dir0 is not None and dir1 is not None and dir0 != dir1
+    written0, written1 = offset_checkpoints_written(dir0), offset_checkpoints_written(dir1)
+    lm.get_or_create_log(TP0).flush()
+    lm.checkpoint_log_offsets()
+    assert OffsetCheckpointFile(dir0 / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {TP0: 10}
+    assert offset_checkpoints_written(dir0) != written0 and offset_checkpoints_written(dir1) == written1
+    written0 = offset_checkpoints_written(dir0)
+    lm.get_or_create_log(TP1).maybe_increment_log_start_offset(2)
+    lm.checkpoint_log_offsets()
+    assert OffsetCheckpointFile(dir1 / LOG_START_OFFSET_CHECKPOINT).read() == {TP1: 2}
+    assert offset_checkpoints_written(dir0) == written0
+    # A new log in a dir is a new line there.
+    new = TopicPartition("new", 0)
+    lm.get_or_create_log(new)
+    lm.checkpoint_log_offsets()
+    new_dir = lm.log_dir_of(new)
+    assert new_dir is not None and new in OffsetCheckpointFile(new_dir / LOG_START_OFFSET_CHECKPOINT).read()
+
+
+def test_a_failed_offset_checkpoint_write_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lm = manager([tmp_path / "d"])
+    lm.startup()
+    lm.get_or_create_log(TP0).append_as_leader(batch(4), leader_epoch=0)
+    lm.checkpoint_log_offsets()
+    lm.get_or_create_log(TP0).flush()
+    real_write = OffsetCheckpointFile.write
+
+    def no_space(self: OffsetCheckpointFile, offsets: dict[TopicPartition, int]) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", no_space)
+    lm.checkpoint_log_offsets()  # reported to the failure channel, the dir not yet taken out of service
+    assert OffsetCheckpointFile(tmp_path / "d" / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {TP0: 0}
+    monkeypatch.setattr(OffsetCheckpointFile, "write", real_write)
+    lm.checkpoint_log_offsets()
+    assert OffsetCheckpointFile(tmp_path / "d" / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {TP0: 4}
 
 
 def test_delete_log_removes_dir_and_checkpoint_entries(tmp_path: Path) -> None:
