@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import cast
 
 import pytest
+from kazoo.protocol.serialization import Transaction
 
 from proto.errors import ErrorCode, KafkaError
 from proto.types import EndPoint, TopicPartition
@@ -387,6 +388,37 @@ def test_topic_deletion_request_and_completion(zk_client: KafkaZkClient) -> None
     assert zk_client.get_topic_config("orders") == {}
     assert zk_client.get_topic_deletions() == set()
     assert deletions.get(timeout=30) == set()
+
+
+def test_a_deleted_topics_znodes_go_in_one_multi_op(zk_client: KafkaZkClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic's znodes (its partitions' states, config and deletion request) go in one fenced multi-op; a topic
+    missing one of them (here no deletion request) fails its multi-op and is deleted one znode at a time."""
+    _, epoch_zk_version = _elect(zk_client, 1)
+    topics = [f"t{i}" for i in range(3)]
+    state = LeaderIsrAndControllerEpoch(1, 0, (1,), 1)
+    for topic in topics:
+        zk_client.create_topic(TopicAssignment.of(topic, {0: [1], 1: [1]}), {"retention.ms": "1"})
+        zk_client.create_partition_states(
+            {TopicPartition(topic, 0): state, TopicPartition(topic, 1): state}, epoch_zk_version)
+        assert zk_client.create_delete_topic_path(topic)
+    zk_client.create_topic(TopicAssignment.of("bare", {0: [1]}), {})
+    kazoo = zk_client._zk  # every request passes its _call
+    multi_ops: list[int] = []
+    send = kazoo._call
+
+    def counting(request: object, async_object: object) -> object:
+        if isinstance(request, Transaction):
+            multi_ops.append(len(request.operations))
+        return send(request, async_object)
+
+    monkeypatch.setattr(kazoo, "_call", counting)
+    zk_client.delete_topics([*topics, "bare"], epoch_zk_version)
+    # Each of t0-t2: the epoch check and its eight znodes. bare: its failed multi-op, then its 2 znodes (the topic
+    # znode and its config) and the request that was never there, one each.
+    assert multi_ops == [9, 9, 9, 4, 2, 2, 2]
+    assert zk_client.get_all_topics() == set()
+    assert zk_client.get_topic_deletions() == set()
+    assert all(zk_client.get_topic_config(t) == {} for t in [*topics, "bare"])
 
 
 def test_preferred_replica_election_request(zk_client: KafkaZkClient) -> None:
